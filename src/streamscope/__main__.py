@@ -1,0 +1,5 @@
+import sys
+
+from streamscope.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Lowest layer: configuration (every knob), the exception tree, units and protocols. Stdlib only."""

@@ -1,0 +1,185 @@
+"""Every knob of streamscope, in one place, with its default, unit and environment variable.
+
+A knob is read with :func:`get`. Resolution order: a value set at run time with :func:`set_value` (the
+auto-tuner and tests do this), then the environment variable, then the default. Environment values are
+parsed by the knob's parser; a bad value raises :class:`~streamscope._core.errors.ConfigError` naming the
+variable.
+
+Subsystems declare their knobs in their own section below (keep sections in layer order) with
+:func:`knob`. ``python -m streamscope knobs`` prints this table; ``docs/knobs.md`` is generated from it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from streamscope._core.errors import ConfigError
+from streamscope._core.units import parse_bytes
+
+
+def _parse_bool(raw: str) -> bool:
+    low = raw.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"expected a boolean (1/0, true/false), got {raw!r}")
+
+
+def _parse_str(raw: str) -> str:
+    return raw
+
+
+_PARSERS: dict[type, Callable[[str], Any]] = {int: int, float: float, bool: _parse_bool, str: _parse_str}
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One setting: its name, default, unit, environment variable(s) and meaning."""
+
+    name: str
+    default: Any
+    unit: str
+    env: tuple[str, ...]
+    doc: str
+    parse: Callable[[str], Any]
+    live: bool = False  # True: may change while a job runs (read it each time you use it)
+
+
+KNOBS: dict[str, Knob] = {}
+_overrides: dict[str, Any] = {}
+_lock = threading.Lock()
+
+
+def knob(
+    name: str,
+    default: Any,
+    unit: str,
+    env: str | tuple[str, ...],
+    doc: str,
+    parse: Callable[[str], Any] | None = None,
+    live: bool = False,
+) -> Knob:
+    """Declare a knob. ``env`` may list several variable names; the first one set wins."""
+    if name in KNOBS:
+        raise ConfigError(f"knob {name!r} declared twice")
+    envs = (env,) if isinstance(env, str) else tuple(env)
+    if parse is None:
+        parse = _PARSERS.get(type(default), _parse_str)
+    k = Knob(name, default, unit, envs, doc, parse, live)
+    KNOBS[name] = k
+    return k
+
+
+def get(name: str) -> Any:
+    """Current value of knob ``name``."""
+    try:
+        k = KNOBS[name]
+    except KeyError:
+        raise ConfigError(f"unknown knob {name!r}; known: {', '.join(sorted(KNOBS))}") from None
+    if name in _overrides:
+        return _overrides[name]
+    for var in k.env:
+        raw = os.environ.get(var)
+        if raw is not None:
+            try:
+                return k.parse(raw)
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"environment variable {var}={raw!r} is not valid for {name}: {exc}") from None
+    return k.default
+
+
+def set_value(name: str, value: Any) -> None:
+    """Override a knob at run time (the tuner moves live knobs this way)."""
+    if name not in KNOBS:
+        raise ConfigError(f"unknown knob {name!r}")
+    with _lock:
+        _overrides[name] = value
+
+
+def reset(name: str | None = None) -> None:
+    """Drop run-time overrides (all of them, or one)."""
+    with _lock:
+        if name is None:
+            _overrides.clear()
+        else:
+            _overrides.pop(name, None)
+
+
+def table() -> list[dict[str, Any]]:
+    """All knobs as rows (name, default, unit, env, live, doc), sorted by name."""
+    return [
+        {"name": k.name, "default": k.default, "unit": k.unit, "env": ", ".join(k.env), "live": k.live, "doc": k.doc}
+        for k in sorted(KNOBS.values(), key=lambda k: k.name)
+    ]
+
+
+def _bytes(raw: str) -> int:
+    return parse_bytes(raw)
+
+
+# --- general --------------------------------------------------------------------------------------
+
+knob(
+    "cache_dir",
+    os.path.join(os.path.expanduser("~"), ".lightning", "chunks"),
+    "path",
+    ("STREAMSCOPE_CACHE_DIR", "LITDATA_CACHE_DIR"),
+    "Default root of the local chunk cache for remote datasets.",
+)
+
+# --- events / trace -------------------------------------------------------------------------------
+
+knob(
+    "trace_level",
+    "off",
+    "level",
+    ("STREAMSCOPE_TRACE_LEVEL", "LITDATA_TRACE_LEVEL"),
+    "Trace level: off, batch, chunk, sample or debug.",
+)
+knob(
+    "trace_categories",
+    "",
+    "comma list",
+    ("STREAMSCOPE_TRACE_CATEGORIES", "LITDATA_TRACE_CATEGORIES"),
+    "Explicit trace categories (overrides the level).",
+)
+knob(
+    "trace_log_file",
+    "litdata_debug.log",
+    "path",
+    ("STREAMSCOPE_LOG_FILE", "LITDATA_LOG_FILE"),
+    "Where the Litracer-compatible log is written.",
+)
+knob(
+    "trace_flush_interval",
+    5.0,
+    "s",
+    ("STREAMSCOPE_TRACE_FLUSH_INTERVAL",),
+    "How often the background flusher hands buffered events to the sinks.",
+)
+knob(
+    "trace_buffer_events",
+    200_000,
+    "events",
+    ("STREAMSCOPE_TRACE_BUFFER_EVENTS",),
+    "Per-process event buffer bound; events beyond it are dropped and counted.",
+)
+
+# --- format ---------------------------------------------------------------------------------------
+
+# --- storage --------------------------------------------------------------------------------------
+
+# --- cache ----------------------------------------------------------------------------------------
+
+# --- optimize -------------------------------------------------------------------------------------
+
+# --- stream ---------------------------------------------------------------------------------------
+
+# --- raw ------------------------------------------------------------------------------------------
+
+# --- tune -----------------------------------------------------------------------------------------

@@ -1,0 +1,116 @@
+"""The one exception tree of streamscope.
+
+Every error streamscope raises on purpose derives from :class:`StreamscopeError`. Where users of LitData
+would catch a builtin (``ValueError`` for a bad argument, ``FileNotFoundError`` for a missing file,
+``TimeoutError``), the streamscope class also derives from that builtin, so code written against LitData
+keeps working.
+
+Subsystems add their classes in their own section below; keep sections in layer order.
+"""
+
+from __future__ import annotations
+
+
+class StreamscopeError(Exception):
+    """Base of every error streamscope raises on purpose."""
+
+
+class ConfigError(StreamscopeError, ValueError):
+    """A knob, argument or environment variable has a value streamscope cannot use."""
+
+
+# --- format ---------------------------------------------------------------------------------------
+
+
+class FormatError(StreamscopeError, ValueError):
+    """Bytes on disk or a sample do not match the chunk format."""
+
+
+class SchemaMismatchError(FormatError):
+    """A sample's leaves differ in structure or type from the first sample's."""
+
+
+class CorruptChunkError(FormatError):
+    """A chunk file is truncated or its header is inconsistent; names the file and offset."""
+
+
+class ChunkOverflowError(FormatError):
+    """A chunk would exceed the 4 GiB limit of the u32 offsets in the chunk header."""
+
+
+# --- storage --------------------------------------------------------------------------------------
+
+
+class StorageError(StreamscopeError, OSError):
+    """An object store or filesystem operation failed. The message names the URL (credentials removed)."""
+
+
+class ObjectNotFoundError(StorageError, FileNotFoundError):
+    """The object, key, bucket or file does not exist."""
+
+
+class StorageAuthError(StorageError, PermissionError):
+    """The store refused the credentials."""
+
+
+class StorageTimeoutError(StorageError, TimeoutError):
+    """The store did not answer within the deadline."""
+
+
+class UnsupportedURLError(StorageError, ValueError):
+    """The URL is malformed or its scheme has no backend."""
+
+
+# --- cache ----------------------------------------------------------------------------------------
+
+
+class CacheError(StreamscopeError, OSError):
+    """The local chunk cache could not hold or publish a file."""
+
+
+class ChunkWaitTimeoutError(CacheError, FileNotFoundError):
+    """A chunk did not become available in time (LitData's ``ChunkWaitTimeoutError`` is a FileNotFoundError)."""
+
+    def __init__(self, path: str, waited_s: float) -> None:
+        super().__init__(f"chunk {path!r} was not available after {waited_s:.1f} s")
+        self.path = path
+        self.waited_s = waited_s
+
+
+# --- optimize -------------------------------------------------------------------------------------
+
+
+class OptimizeError(StreamscopeError, RuntimeError):
+    """An optimize() or map() job failed; the message names the failing input."""
+
+
+class DatasetExistsError(OptimizeError):
+    """The output directory already holds a dataset and ``mode`` is None."""
+
+
+# --- stream ---------------------------------------------------------------------------------------
+
+
+class DatasetError(StreamscopeError, ValueError):
+    """A streaming dataset cannot be built or iterated with these arguments."""
+
+
+class StateDictError(DatasetError):
+    """A state_dict does not belong to this dataset, seed or configuration."""
+
+
+# --- raw ------------------------------------------------------------------------------------------
+
+
+class RawDatasetError(StreamscopeError, ValueError):
+    """A raw-file dataset cannot be indexed or read."""
+
+
+# --- events / trace -------------------------------------------------------------------------------
+
+
+class TraceConfigError(StreamscopeError, ValueError):
+    """An unknown trace level or category, or an unusable log destination."""
+
+
+# --- tune -----------------------------------------------------------------------------------------

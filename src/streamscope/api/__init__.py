@@ -1,0 +1,1 @@
+"""The one place that wires pipelines, sinks and the tuner together."""

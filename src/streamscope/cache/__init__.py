@@ -1,0 +1,1 @@
+"""The local chunk cache: atomic publish, reference counts, eviction by bytes."""

@@ -1,0 +1,1 @@
+"""LitData-compatible location of ``enable_tracer`` (``litdata.debugger.enable_tracer``)."""

@@ -1,0 +1,1 @@
+"""The write path: optimize(), map() and walk()."""

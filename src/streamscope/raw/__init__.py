@@ -1,0 +1,1 @@
+"""StreamingRawDataset: stream existing files with no optimize step."""

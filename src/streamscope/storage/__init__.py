@@ -1,0 +1,1 @@
+"""Storage backends behind narrow protocols, chosen by URL scheme."""

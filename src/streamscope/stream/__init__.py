@@ -1,0 +1,1 @@
+"""The read path: StreamingDataset, StreamingDataLoader and friends."""

@@ -1,0 +1,1 @@
+"""Trace sinks (Litracer log, Chrome JSON, Perfetto, OTLP) fed by the event bus."""

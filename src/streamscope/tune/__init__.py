@@ -1,0 +1,1 @@
+"""The auto-tuner: moves live knobs from live metrics."""

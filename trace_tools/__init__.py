@@ -1,0 +1,1 @@
+"""streamscope-trace: convert, validate and explain streamscope and LitData trace logs."""
