@@ -191,7 +191,8 @@ class TokensLoader(BaseItemLoader):
         self._kind = kind
         if kind == "no_header_tensor":
             self._torch_dtype = dtypes.torch_dtype(int(idx))
-            self._dtype = np.dtype(str(self._torch_dtype).replace("torch.", "").replace("bfloat16", "int16"))
+            npdt = dtypes.TORCH_INDEX_NUMPY[int(idx)]
+            self._dtype = npdt if npdt is not None else np.dtype(np.int16)  # bfloat16: same-size carrier
         else:
             self._dtype = dtypes.numpy_dtype(int(idx))
         if chunks is not None and chunks and all(c.get("dim") is None for c in chunks):
