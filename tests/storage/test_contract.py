@@ -23,9 +23,41 @@ def _local_cached(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
     return open_store(f"local:{tmp_path / 'root'}")
 
 
+def _s3_obstore(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+    ep = request.getfixturevalue("s3_server")
+    store = open_store(ep.url("root/dir"), ep.storage_options(backend="obstore"))
+    assert store.backend_name == "obstore"
+    return store
+
+
+def _s3_boto3(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+    ep = request.getfixturevalue("s3_server")
+    store = open_store(ep.url("root"), ep.storage_options(backend="boto3"))
+    assert store.backend_name == "boto3"
+    return store
+
+
+def _s3_https_obstore(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+    ep = request.getfixturevalue("s3_https_server")
+    store = open_store(ep.url(), ep.storage_options(backend="obstore"))
+    assert store.backend_name == "obstore"
+    return store
+
+
+def _s3_https_boto3(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+    ep = request.getfixturevalue("s3_https_server")
+    store = open_store(ep.url("x"), ep.storage_options(backend="boto3"))
+    assert store.backend_name == "boto3"
+    return store
+
+
 BACKENDS: dict[str, Callable[..., ObjectStore]] = {
     "local": _local,
     "local-cached": _local_cached,
+    "s3-obstore-http": _s3_obstore,
+    "s3-boto3-http": _s3_boto3,
+    "s3-obstore-https": _s3_https_obstore,
+    "s3-boto3-https": _s3_https_boto3,
 }
 
 

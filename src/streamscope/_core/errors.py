@@ -84,6 +84,10 @@ class TruncatedBodyError(TransientStorageError):
     """Fewer bytes arrived than the response announced (Content-Length) or the caller expected."""
 
 
+class UnsupportedOperationError(StorageError):
+    """The store cannot do this at all (e.g. writing to or listing a read-only http(s) store)."""
+
+
 # --- cache ----------------------------------------------------------------------------------------
 
 

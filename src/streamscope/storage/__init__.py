@@ -21,6 +21,7 @@ from streamscope._core.errors import UnsupportedURLError
 from streamscope._core.protocols import ObjectMeta, ObjectStore
 from streamscope.storage.local import LocalStore
 from streamscope.storage.redact import redact, redact_options, redact_url, register_options, register_secret
+from streamscope.storage.retry import RetryPolicy
 from streamscope.storage.url import SUPPORTED_SCHEMES, StoreURL, join_key, normalize_key, parse_url
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "LocalStore",
     "ObjectMeta",
     "ObjectStore",
+    "RetryPolicy",
     "StoreURL",
     "join_key",
     "normalize_key",
@@ -63,8 +65,24 @@ def open_store(url: str, storage_options: Mapping[str, Any] | None = None) -> Ob
     options = dict(storage_options or {})
     register_options(options)
     if parsed.kind == "local":
-        return LocalStore(parsed)
-    raise UnsupportedURLError(f"no backend available for {parsed.url!r} in this build")
+        return LocalStore(parsed)  # storage_options mean nothing for local directories (as in LitData)
+    if parsed.kind == "s3":
+        from streamscope.storage.s3 import S3Store
+
+        return S3Store(parsed, options)
+    if parsed.kind == "gs":
+        from streamscope.storage.cloud import GCSStore
+
+        return GCSStore(parsed, options)
+    if parsed.kind == "azure":
+        from streamscope.storage.cloud import AzureStore
+
+        return AzureStore(parsed, options)
+    if parsed.kind == "http":
+        from streamscope.storage.http import HTTPStore
+
+        return HTTPStore(parsed, options)
+    raise UnsupportedURLError(f"no backend for {parsed.url!r}")  # pragma: no cover - parse_url rejects first
 
 
 def walk(url: str, storage_options: Mapping[str, Any] | None = None, prefix: str = "") -> Iterator[ObjectMeta]:
