@@ -5,8 +5,9 @@
 
 * ``error_rate``: answer ``500 InternalError`` or ``503 SlowDown`` (S3 XML bodies) without forwarding;
 * ``reset_rate``: drop the connection with a TCP RST before any response;
-* ``truncate_rate``: forward, then send the full headers (true Content-Length) but only part of the body,
-  then reset the connection;
+* ``truncate_rate``: forward, then send the full headers (true Content-Length) but only half of the body,
+  then close the connection cleanly (HEAD requests and bodies under 2 bytes are passed through and counted
+  as ``truncate_skipped``);
 * ``delay_rate`` / ``delay_s``: sleep ``delay_s`` before forwarding (set ``delay_s`` above a client's read
   timeout to provoke timeouts);
 * ``fixed_delay_s``: added to every request (a slow link).
@@ -129,8 +130,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data[: len(data) // 2])
             self.wfile.flush()
-            self.close_connection = True
-            _reset(self.connection)
+            self.close_connection = True  # clean close (FIN) mid-body: the client sees a short body
             return
         if fault == "truncate":
             proxy._count("truncate_skipped")
@@ -206,7 +206,9 @@ class FaultProxy:
         )
         self._server = _Server(("127.0.0.1", 0), _ProxyHandler)
         self._server.owner = self
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fault-proxy", daemon=True
+        )
         self._thread.start()
 
     @property
@@ -364,7 +366,9 @@ class GarbageServer:
         self.requests = 0
         self._server = _Server(("127.0.0.1", 0), _GarbageHandler)
         self._server.owner = self
-        self._thread = threading.Thread(target=self._server.serve_forever, name="garbage-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="garbage-server", daemon=True
+        )
         self._thread.start()
 
     def body(self) -> bytes:

@@ -126,6 +126,7 @@ def call(
         with ev.span(name, "download", op=op, url=url, attempt=attempt, **fields) as f:
             try:
                 result = fn(f)
+                f.setdefault("status", "ok")
             except StorageError as exc:
                 error = exc
                 f["status"] = status_of(exc)
