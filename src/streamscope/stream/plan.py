@@ -385,6 +385,7 @@ class EpochPlan:
             counts = k1 - k0 + 1
             base = np.repeat(k0 - np.cumsum(counts) + counts, counts)
             ks = base + np.arange(int(counts.sum()))
+            ks = ks[self._r_size[ks] > 0]  # a batch spans empty regions without reading them
         else:
             parts = [self._window.take(int(a), int(b)) for a, b in zip(starts.tolist(), ends.tolist())]
             ks = np.searchsorted(self._r_end, np.concatenate(parts), side="right")
