@@ -11,7 +11,6 @@ from streamscope.stream.plan import (
     ResumeState,
     batches_from_samples,
     check_state,
-    first_worker,
     make_plan,
     resume_point,
 )
@@ -102,11 +101,17 @@ def test_workers_round_robin_and_chunk_order():
     plan = _plan([4, 4, 4], batch_size=2)
     assert list(plan.batches_for_worker(0, 2)) == [0, 2, 4]
     assert list(plan.batches_for_worker(1, 2)) == [1, 3, 5]
-    assert list(plan.batches_for_worker(1, 2, start_batch=3)) == [3, 5]
-    assert list(plan.batches_for_worker(0, 2, start_batch=3)) == [4]
+    # resuming at batch 3: worker 0 builds the first batch the loader receives
+    assert list(plan.batches_for_worker(0, 2, start_batch=3)) == [3, 5]
+    assert list(plan.batches_for_worker(1, 2, start_batch=3)) == [4]
+    assert list(plan.batches_for_worker(0, 0, start_batch=4)) == [4, 5]  # num_workers=0: the main process
     assert plan.chunk_order_for_worker(0, 2) == [0, 1, 2]
     assert plan.chunk_order_for_worker(1, 3) == [0, 2]  # batches 1 (chunk 0) and 4 (chunk 2)
-    assert first_worker(3, 2) == 1
+    # batch (k-th of the worker) of first and last use
+    assert plan.chunk_schedule_for_worker(0, 2) == [(0, 0, 0), (1, 1, 1), (2, 2, 2)]
+    assert plan.chunk_schedule_for_worker(0, 1, start_batch=1) == [(0, 0, 0), (1, 1, 2), (2, 3, 4)]
+    with pytest.raises(PlanError, match="worker_id 2"):
+        plan.batches_for_worker(2, 2)
 
 
 def test_resume_helpers():

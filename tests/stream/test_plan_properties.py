@@ -151,6 +151,11 @@ def test_chunk_order_for_worker_matches_batches(sizes, ws, b, shuffle, window, n
                 if c not in first_use:
                     first_use.append(c)
         assert plan.chunk_order_for_worker(w, nw, start) == first_use
+        uses: dict[int, list[int]] = {}
+        for k, j in enumerate(plan.batches_for_worker(w, nw, start)):
+            for c, _ in plan.batch(j):
+                uses.setdefault(c, []).append(k)
+        assert plan.chunk_schedule_for_worker(w, nw, start) == [(c, min(uses[c]), max(uses[c])) for c in first_use]
 
 
 @SETTINGS

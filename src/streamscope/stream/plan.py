@@ -36,16 +36,17 @@ Ranks
     ``batch_size=1``, ``drop_last=False`` and ``N`` not a multiple of ``world_size``.
 
 Workers
-    Batches are dealt to DataLoader workers round robin: batch ``j`` of a rank is built by worker
-    ``j % num_workers``, which is the order in which PyTorch's DataLoader collects batches from its workers.
-    The batches themselves do not depend on ``num_workers``.
+    Batches are dealt to DataLoader workers round robin from the batch the iteration starts at: starting
+    at batch ``s`` (0 for a fresh epoch), worker ``w`` of ``W`` builds batches ``s + w, s + w + W, ...``.
+    That is the order in which PyTorch's DataLoader (``in_order=True``) collects batches from its workers,
+    beginning with worker 0, so the training loop receives batches ``s, s+1, s+2, ...``. The batches
+    themselves do not depend on the number of workers; ``num_workers=0`` (main process) counts as one.
 
 Resume
     A rank that has handed ``j`` batches to the training loop resumes at batch ``j`` with any number of
-    workers (worker ``w`` then builds batches ``j' >= j`` with ``j' % num_workers == w``; the loader must
-    take its first batch from worker ``j % num_workers``, see :func:`first_worker`). ``j == num_batches``
-    means the epoch is complete: the next epoch starts at batch 0 (:func:`resume_point`).
-    :meth:`EpochPlan.state` and :func:`check_state` record and verify everything that defines the order.
+    workers. ``j == num_batches`` means the epoch is complete: the next epoch starts at batch 0
+    (:func:`resume_point`). :meth:`EpochPlan.state` and :func:`check_state` record and verify everything
+    that defines the order. All ranks of a DDP job consume batches in lock step, so one ``j`` serves all.
 """
 
 from __future__ import annotations
@@ -70,7 +71,6 @@ __all__ = [
     "batches_from_samples",
     "ResumeState",
     "check_state",
-    "first_worker",
     "make_plan",
     "resume_point",
 ]
@@ -164,6 +164,7 @@ class EpochPlan:
         seed: int,
         epoch: int,
         shuffle_buffer: int,
+        regions_given: bool = True,
     ) -> None:
         self.world_size = world_size
         self.rank = rank
@@ -177,7 +178,7 @@ class EpochPlan:
         self._dataset_digest = _digest(chunk_sizes)
         self._regions_digest = _digest(regions)
 
-        occ = _occurrences(regions[:, 0])
+        occ = _occurrences(regions[:, 0]) if regions_given else np.zeros(len(regions), dtype=np.int64)
         order = chunk_order(len(regions), seed, epoch) if shuffle else np.arange(len(regions))
         self._r_chunk = regions[order, 0]
         self._r_start = regions[order, 1]
@@ -339,22 +340,19 @@ class EpochPlan:
 
     # -- workers ----------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _check_worker(worker_id: int, num_workers: int, start_batch: int) -> None:
-        if num_workers < 1:
-            raise PlanError(f"num_workers must be >= 1 here (use 1 for the main process), got {num_workers}")
+    def _worker_range(self, worker_id: int, num_workers: int, start_batch: int) -> range:
+        num_workers = max(1, int(num_workers))
         if not 0 <= worker_id < num_workers:
             raise PlanError(f"worker_id {worker_id} out of range for num_workers={num_workers}")
         if start_batch < 0:
             raise PlanError(f"start_batch must be >= 0, got {start_batch}")
-
-    def _worker_range(self, worker_id: int, num_workers: int, start_batch: int) -> range:
-        self._check_worker(worker_id, num_workers, start_batch)
-        first = start_batch + (worker_id - start_batch) % num_workers
-        return range(first, self.num_batches, num_workers)
+        return range(int(start_batch) + int(worker_id), self.num_batches, num_workers)
 
     def batches_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> Iterator[int]:
-        """Batch indexes worker ``worker_id`` builds: ``j >= start_batch`` with ``j % num_workers == worker_id``."""
+        """Batch indexes worker ``worker_id`` builds: ``start_batch + worker_id + k * num_workers``, k = 0, 1, ...
+
+        ``num_workers=0`` (iteration in the main process) counts as one worker.
+        """
         return iter(self._worker_range(worker_id, num_workers, start_batch))
 
     def num_batches_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> int:
@@ -373,23 +371,49 @@ class EpochPlan:
         size = np.where(js < f, b, q + (t < rem))
         return self._lo + start, self._lo + start + size
 
-    def chunk_order_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> list[int]:
-        """Distinct chunk indexes worker ``worker_id`` reads from ``start_batch`` on, in order of first use."""
-        batches = self._worker_range(worker_id, num_workers, start_batch)
+    def _worker_chunk_uses(self, batches: range) -> tuple[np.ndarray, np.ndarray]:
+        """Chunk index of every region use by ``batches`` and the position (0, 1, ...) of the batch using it."""
         if len(batches) == 0:
-            return []
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         starts, ends = self._ranges(batches)
         if self._window is None:
+            # a batch covers a contiguous run of regions: expand [k0, k1] per batch
             k0 = np.searchsorted(self._r_end, starts, side="right")
             k1 = np.searchsorted(self._r_end, ends - 1, side="right")
             counts = k1 - k0 + 1
             base = np.repeat(k0 - np.cumsum(counts) + counts, counts)
             ks = base + np.arange(int(counts.sum()))
-            ks = ks[self._r_size[ks] > 0]  # a batch spans empty regions without reading them
+            pos = np.repeat(np.arange(len(counts)), counts)
+            keep = self._r_size[ks] > 0  # a batch spans empty regions without reading them
+            ks, pos = ks[keep], pos[keep]
         else:
             parts = [self._window.take(int(a), int(b)) for a, b in zip(starts.tolist(), ends.tolist())]
             ks = np.searchsorted(self._r_end, np.concatenate(parts), side="right")
-        return _unique_in_order(self._r_chunk[_unique_in_order_arr(ks)])
+            pos = np.repeat(np.arange(len(starts)), ends - starts)
+        return self._r_chunk[ks], pos
+
+    def chunk_order_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> list[int]:
+        """Distinct chunk indexes worker ``worker_id`` reads from ``start_batch`` on, in order of first use."""
+        chunks, _ = self._worker_chunk_uses(self._worker_range(worker_id, num_workers, start_batch))
+        return _unique_in_order(chunks)
+
+    def chunk_schedule_for_worker(
+        self, worker_id: int, num_workers: int, start_batch: int = 0
+    ) -> list[tuple[int, int, int]]:
+        """``(chunk_index, first, last)`` for every chunk the worker reads, in order of first use.
+
+        ``first`` and ``last`` count the worker's own batches (0 = the first batch it builds from
+        ``start_batch`` on): the chunk is needed from its ``first`` batch through its ``last`` batch, so a
+        reader can prefetch in this order and release a chunk after batch ``last``.
+        """
+        chunks, pos = self._worker_chunk_uses(self._worker_range(worker_id, num_workers, start_batch))
+        if len(chunks) == 0:
+            return []
+        uniq, first_idx = np.unique(chunks, return_index=True)
+        _, rev_idx = np.unique(chunks[::-1], return_index=True)
+        last_pos = pos[len(chunks) - 1 - rev_idx]
+        order = np.argsort(first_idx, kind="stable")
+        return list(zip(uniq[order].tolist(), pos[first_idx[order]].tolist(), last_pos[order].tolist()))
 
     def chunk_order(self, start_batch: int = 0) -> list[int]:
         """Distinct chunk indexes this rank reads from ``start_batch`` on, in order of first use."""
@@ -406,13 +430,6 @@ class EpochPlan:
                 f"{self.epoch} on rank {self.rank}"
             )
         return ResumeState(self.epoch, batches_consumed, self.fingerprint, self.describe()).to_dict()
-
-
-def _unique_in_order_arr(values: np.ndarray) -> np.ndarray:
-    if len(values) == 0:
-        return values
-    _, first = np.unique(values, return_index=True)
-    return values[np.sort(first)]
 
 
 def make_plan(
@@ -473,6 +490,7 @@ def make_plan(
             seed=seed,
             epoch=epoch,
             shuffle_buffer=shuffle_buffer,
+            regions_given=regions is not None,
         )
         f["batches"] = plan.num_batches
         f["samples"] = plan.num_samples
@@ -480,11 +498,6 @@ def make_plan(
 
 
 # -- resume helpers -------------------------------------------------------------------------------------
-
-
-def first_worker(start_batch: int, num_workers: int) -> int:
-    """The worker that builds batch ``start_batch``: a resumed loader takes its first batch from it."""
-    return int(start_batch) % max(1, int(num_workers))
 
 
 def resume_point(epoch: int, batches_consumed: int, num_batches: int) -> tuple[int, int]:
