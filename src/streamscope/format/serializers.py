@@ -24,6 +24,29 @@ import numpy as np
 from streamscope._core.errors import FormatError
 from streamscope.format import dtypes
 
+__all__ = [
+    "BooleanSerializer",
+    "BytesSerializer",
+    "FileSerializer",
+    "FloatSerializer",
+    "IntegerSerializer",
+    "JPEGArraySerializer",
+    "JPEGSerializer",
+    "NoHeaderNumpySerializer",
+    "NoHeaderTensorSerializer",
+    "NumpySerializer",
+    "PILSerializer",
+    "PickleSerializer",
+    "Serializer",
+    "StringSerializer",
+    "TIFFSerializer",
+    "TensorSerializer",
+    "VideoSerializer",
+    "default_serializers",
+    "key_for_format",
+    "merge_serializers",
+]
+
 _VIDEO_EXTENSIONS = ("mp4", "ogv", "mjpeg", "avi", "mov", "h264", "mpg", "webm", "wmv")
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
