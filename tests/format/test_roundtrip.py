@@ -220,3 +220,42 @@ def test_writer_reader_round_trip_and_litdata_bytes(data: tuple[list[Any], dict[
                 open(os.path.join(theirs, entry["filename"]), "rb") as b,
             ):
                 assert a.read() == b.read()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), min_size=1, max_size=4),
+    st.integers(0, 400),
+)
+def test_corrupted_chunks_fail_cleanly(flips: list[tuple[int, int]], cut: int) -> None:
+    """Flipped header/body bytes or truncation: open raises CorruptChunkError or decode raises FormatError."""
+    from streamscope._core.errors import CorruptChunkError, FormatError
+
+    with tempfile.TemporaryDirectory() as d:
+        w = ChunkWriter(d, chunk_size=10)
+        for i in range(6):
+            w.add_item(i, {"i": i, "s": "x" * i, "a": np.arange(i, dtype=np.int16), "t": torch.ones(2, i)})
+        w.done()
+        path = os.path.join(d, "chunk-0-0.bin")
+        raw = bytearray(open(path, "rb").read())
+        for pos, val in flips:
+            raw[pos % len(raw)] = val
+        raw = raw[: max(0, len(raw) - cut)]
+        with open(path, "wb") as f:
+            f.write(bytes(raw))
+        loader = PyTreeLoader()
+        loader.setup(w.config)
+        try:
+            cf = ChunkFile(path)
+        except CorruptChunkError:
+            return
+        try:
+            for i in range(cf.num_items):
+                v = cf.item_view(i)
+                assert len(v) <= len(raw)
+                try:
+                    loader.decode(v)
+                except FormatError:
+                    pass
+        finally:
+            cf.close()

@@ -132,19 +132,56 @@ class PyTreeLoader(BaseItemLoader):
         self._spec = spec
 
     def decode(self, view: memoryview) -> Any:
-        """One sample from the bytes of its item."""
+        """One sample from the bytes of its item.
+
+        Raises:
+            FormatError: the item's bytes do not fit its size header or a leaf cannot be decoded.
+        """
         try:
             sizes = self._sizes.unpack_from(view, 0)
         except struct.error:
             raise FormatError(f"item of {len(view)} bytes is shorter than its {self._head}-byte size header") from None
         pos = self._head
         leaves = []
-        for size, dec in zip(sizes, self._decoders):
-            end = pos + size
-            leaves.append(dec(view[pos:end]))
-            pos = end
+        try:
+            for size, dec in zip(sizes, self._decoders):
+                end = pos + size
+                leaves.append(dec(view[pos:end]))
+                pos = end
+        except FormatError:
+            raise
+        except Exception as exc:  # noqa: BLE001 (any decoder failure on bad bytes becomes one clear error)
+            raise self._leaf_error(len(leaves), len(view), exc) from exc
         if pos != len(view):
             raise FormatError(f"item leaf sizes add up to {pos} bytes but the item has {len(view)}")
+        return self._unflatten(leaves)
+
+    def _leaf_error(self, j: int, nbytes: int, exc: BaseException) -> FormatError:
+        return FormatError(
+            f"leaf {j} (data_format {self._data_format[j]!r}) of an item of {nbytes} bytes cannot be decoded: "
+            f"{type(exc).__name__}: {exc}"
+        )
+
+    def decode_mds(self, view: memoryview, column_sizes: list[int | None]) -> Any:
+        """One sample of a MosaicML MDS shard (fixed-size columns, u32 length prefixes for the others)."""
+        pos = 0
+        sizes = []
+        for size in column_sizes:
+            if size:
+                sizes.append(size)
+            else:
+                (size,) = struct.unpack_from("<I", view, pos)
+                sizes.append(size)
+                pos += 4
+        leaves = []
+        try:
+            for size, dec in zip(sizes, self._decoders):
+                leaves.append(dec(view[pos : pos + size]))
+                pos += size
+        except FormatError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise self._leaf_error(len(leaves), len(view), exc) from exc
         return self._unflatten(leaves)
 
 
