@@ -233,3 +233,15 @@ def test_decompress_emits_span(tmp_path):
     events = [e for e in ev.drain() if e[2] == "decompress"]
     assert [e[0] for e in events] == ["B", "E"]
     assert events[1][6]["bytes"] == w.chunks[0]["chunk_bytes"] == os.path.getsize(tmp_path / "chunk-0-0.bin")
+
+
+def test_loader_for_config():
+    from streamscope.format import loader_for_config
+
+    assert isinstance(loader_for_config({"item_loader": "PyTreeLoader"}), PyTreeLoader)
+    tl = loader_for_config({"item_loader": "TokensLoader"}, block_size=8)
+    assert isinstance(tl, TokensLoader) and tl.block_size == 8
+    assert isinstance(loader_for_config({"data_format": ["no_header_tensor:18"]}), TokensLoader)  # legacy
+    assert isinstance(loader_for_config({"data_format": ["int"]}), PyTreeLoader)
+    with pytest.raises(Exception, match="ParquetLoader"):
+        loader_for_config({"item_loader": "ParquetLoader"})

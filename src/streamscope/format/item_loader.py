@@ -278,7 +278,10 @@ class TokensLoader(BaseItemLoader):
 
 def loader_for_config(config: dict[str, Any], block_size: int | None = None) -> BaseItemLoader:
     """A fresh loader for an index ``config`` (by its ``item_loader`` name)."""
-    name = config.get("item_loader") or "PyTreeLoader"
+    name = config.get("item_loader")
+    if name is None:  # legacy index: a lone no_header_tensor leaf means tokens
+        fmts = config.get("data_format") or []
+        name = "TokensLoader" if len(fmts) == 1 and str(fmts[0]).startswith("no_header_tensor") else "PyTreeLoader"
     if name == "PyTreeLoader":
         return PyTreeLoader()
     if name == "TokensLoader":
