@@ -259,3 +259,34 @@ def test_corrupted_chunks_fail_cleanly(flips: list[tuple[int, int]], cut: int) -
                     pass
         finally:
             cf.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(0, 30), min_size=1, max_size=25), st.integers(1, 40), st.booleans())
+def test_tokens_chunking_matches_litdata(lengths: list[int], limit: int, by_bytes: bool) -> None:
+    pytest.importorskip("litdata")
+    import warnings
+
+    from litdata.streaming.item_loader import TokensLoader as LDTokens
+    from litdata.streaming.writer import BinaryWriter
+
+    from streamscope.format import TokensLoader
+
+    seqs = [np.arange(n, dtype=np.int32) for n in lengths]
+    kw = {"chunk_bytes": limit * 4} if by_bytes else {"chunk_size": limit}
+    with tempfile.TemporaryDirectory() as root:
+        w = ChunkWriter(os.path.join(root, "ours"), item_loader=TokensLoader(), **kw)
+        for i, s in enumerate(seqs):
+            w.add_item(i, s)
+        w.done()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            bw = BinaryWriter(os.path.join(root, "theirs"), item_loader=LDTokens(), **kw)
+            for i, s in enumerate(seqs):
+                bw.add_item(i, s)
+            bw.done()
+        assert bw._chunks_info == w.chunks
+        for c in w.chunks:
+            a = open(os.path.join(root, "ours", c["filename"]), "rb").read()
+            b = open(os.path.join(root, "theirs", c["filename"]), "rb").read()
+            assert a == b
