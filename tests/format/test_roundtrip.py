@@ -279,14 +279,28 @@ def test_tokens_chunking_matches_litdata(lengths: list[int], limit: int, by_byte
         for i, s in enumerate(seqs):
             w.add_item(i, s)
         w.done()
+        start = 0
+        for c in w.chunks:  # our dim is always the token count
+            part = lengths[start : start + c["chunk_size"]]
+            assert c["dim"] == sum(part)
+            start += c["chunk_size"]
+            # greedy rule: a chunk is within the budget unless it is a single item (0 tokens weigh 1 item)
+            used = 4 * sum(part) if by_bytes else sum(max(n, 1) for n in part)
+            assert used <= (limit * 4 if by_bytes else limit) or c["chunk_size"] == 1
+        assert start == len(seqs)
+        if 0 in lengths:
+            # LitData treats a 0-byte item as missing (Item.__len__ == 0 is falsy in _should_write), stops
+            # checking limits and lumps every later item into one chunk; we keep applying the limits.
+            return
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             bw = BinaryWriter(os.path.join(root, "theirs"), item_loader=LDTokens(), **kw)
             for i, s in enumerate(seqs):
                 bw.add_item(i, s)
             bw.done()
-        assert bw._chunks_info == w.chunks
-        for c in w.chunks:
-            a = open(os.path.join(root, "ours", c["filename"]), "rb").read()
-            b = open(os.path.join(root, "theirs", c["filename"]), "rb").read()
+        for ours, theirs in zip(w.chunks, bw._chunks_info):
+            assert theirs == ours
+            a = open(os.path.join(root, "ours", ours["filename"]), "rb").read()
+            b = open(os.path.join(root, "theirs", ours["filename"]), "rb").read()
             assert a == b
+        assert len(w.chunks) == len(bw._chunks_info)

@@ -232,7 +232,9 @@ class ChunkWriter:
             offsets.append(pos)
         raw = struct.pack(f"<I{n + 1}I", n, *offsets) + b"".join(items)
         dims = self._pending_dims
-        dim = sum(d or 0 for d in dims) if dims[0] else None
+        # LitData writes dim=None when the chunk's FIRST item has 0 tokens (its reader then crashes); the
+        # token total is always written here when items carry a dim.
+        dim = sum(d or 0 for d in dims) if any(d is not None for d in dims) else None
         name = self.filename()
         entry = {"chunk_bytes": len(raw), "chunk_size": n, "dim": dim, "filename": name}
         payload = compress_bytes(raw, self.compression) if self.compression else raw
