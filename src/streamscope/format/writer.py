@@ -230,15 +230,18 @@ class ChunkWriter:
         for it in items:
             pos += len(it)
             offsets.append(pos)
-        raw = struct.pack(f"<I{n + 1}I", n, *offsets) + b"".join(items)
+        header = struct.pack(f"<I{n + 1}I", n, *offsets)
         dims = self._pending_dims
         # LitData writes dim=None when the chunk's FIRST item has 0 tokens (its reader then crashes); the
         # token total is always written here when items carry a dim.
         dim = sum(d or 0 for d in dims) if any(d is not None for d in dims) else None
         name = self.filename()
-        entry = {"chunk_bytes": len(raw), "chunk_size": n, "dim": dim, "filename": name}
-        payload = compress_bytes(raw, self.compression) if self.compression else raw
-        _write_atomic(os.path.join(self.out_dir, name), payload)
+        entry = {"chunk_bytes": total, "chunk_size": n, "dim": dim, "filename": name}
+        if self.compression:
+            parts = [compress_bytes(header + b"".join(items), self.compression)]
+        else:
+            parts = [header, *items]  # written piece by piece: no second copy of the chunk in memory
+        _write_atomic(os.path.join(self.out_dir, name), parts)
         self.chunks.append(entry)
         self.chunk_index += 1
         self._pending = []
@@ -248,11 +251,11 @@ class ChunkWriter:
         return entry
 
 
-def _write_atomic(path: str, data: bytes) -> None:
+def _write_atomic(path: str, parts: list[bytes]) -> None:
     tmp = f"{path}.tmp.{os.getpid()}"
     try:
         with open(tmp, "wb") as f:
-            f.write(data)
+            f.writelines(parts)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
