@@ -15,7 +15,8 @@ Rules the encoder enforces:
   value is cut at :data:`MAX_VALUE_CHARS` characters (Go's line scanner refuses lines over 64 KiB);
 * keys are reduced to ``[A-Za-z0-9_.-]``; a call-site key that collides (case-insensitively) with a struct
   field (``name, ph, ts, dur, pid, tid, cat, cname, s, args``) is written as ``arg_<key>``;
-  a call-site key equal to a rank/worker field replaces that field (LitData's rule);
+  a call-site key equal to a rank/worker field replaces that field (LitData's rule); keys that would read
+  the same to the parser (it lower-cases them) get a ``_2``, ``_3`` ... suffix;
 * ``ph`` is the LAST pair of the line: a line cut short (a full disk during a write) has no ``ph`` and every
   parser skips it, and the next write starts on a fresh line.
 
@@ -82,6 +83,7 @@ def encode(batch: EventBatch) -> str:
     """The Litracer lines of ``batch`` (each ends with a newline). Pure function."""
     env = batch.env
     env_all = "".join(f"{k}: {sanitize_value(v)}; " for k, v in env.items())
+    env_keys = [f"{k}: " for k in env]
     off = batch.epoch_offset_ns
     out: list[str] = []
     append = out.append
@@ -92,13 +94,22 @@ def encode(batch: EventBatch) -> str:
         env_s = env_all
         if fields:
             parts = []
+            seen = set(env_keys)
             for k, v in fields.items():
                 if k in env:
                     continue
                 if k == "dur" and ph == "X":
                     dur = sv(v)
                     continue
-                parts.append(sanitize_key(k) + sv(v) + "; ")
+                pre = sanitize_key(k)
+                low = pre.lower()
+                if low in seen:  # distinct call-site keys that read the same to the parser
+                    i = 2
+                    while f"{low[:-2]}_{i}: " in seen:
+                        i += 1
+                    pre = low = f"{low[:-2]}_{i}: "
+                seen.add(low)
+                parts.append(pre + sv(v) + "; ")
             args = "".join(parts)
             if not env.keys().isdisjoint(fields):
                 env_s = "".join(f"{k}: {sv(fields.get(k, v))}; " for k, v in env.items())
