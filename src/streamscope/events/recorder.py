@@ -20,6 +20,7 @@ Lifecycle of one process:
 from __future__ import annotations
 
 import atexit
+import multiprocessing.util as mp_util
 import os
 import shutil
 import sys
@@ -102,6 +103,19 @@ class Recorder:
                 self._shutdown_sinks()
                 self.stop.set()
 
+    def _late_repair(self) -> None:
+        """Runs after multiprocessing terminated the daemonic children (DataLoader workers) at exit."""
+        if self.pid != os.getpid() or not self.owner:
+            return
+        with self.lock:
+            try:
+                self._repair_dead_workers()
+                self._shutdown_sinks()
+            except Exception as exc:
+                self._report("late-repair", f"could not close the spans of dead workers: {exc}")
+            if self.metrics_dir:
+                shutil.rmtree(self.metrics_dir, ignore_errors=True)
+
     def _ensure_run_env(self) -> None:
         raw = config.get("trace_clock_anchor")
         try:
@@ -116,8 +130,13 @@ class Recorder:
         else:
             try:
                 self.metrics_dir = tempfile.mkdtemp(prefix="streamscope-metrics-")
+                self.agg = Aggregator()  # a new run: metrics start from zero
+                self._published_events = self._published_dropped = -1
                 os.environ[METRICS_DIR_ENV] = self.metrics_dir
                 self.owner = True
+                # multiprocessing's exit handler terminates daemonic children (DataLoader workers still
+                # running at exit) and then runs finalizers of negative priority: close their spans then.
+                mp_util.Finalize(None, self._late_repair, exitpriority=-10)
             except OSError as exc:
                 self._report("metrics-dir", f"cannot create a metrics directory: {exc}")
                 self.metrics_dir = None
@@ -146,11 +165,14 @@ class Recorder:
     # --- flushing ------------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Take everything buffered, aggregate it, export it, publish the snapshot (synchronously)."""
-        with self.lock:
-            self._flush_locked()
+        """Take everything buffered, aggregate it, export it, publish the snapshot (synchronously).
 
-    def _flush_locked(self, final: bool = False) -> None:
+        In the process that owns the run this also closes the spans of dead workers (see module doc).
+        """
+        with self.lock:
+            self._flush_locked(repair=True)
+
+    def _flush_locked(self, final: bool = False, repair: bool = False) -> None:
         open_now = OPEN.copy()
         events = take()
         if events:
@@ -159,7 +181,7 @@ class Recorder:
             if tc:
                 traced = events if tc >= self.metric_cats else [e for e in events if e[2] in tc]
                 self._export(traced)
-        if self.owner and final:
+        if self.owner and (final or repair):
             self._repair_dead_workers()
         self._publish(open_now, final)
 
@@ -283,8 +305,7 @@ class Recorder:
                     f"{STATE.dropped} trace events dropped in pid {self.pid}: the buffer "
                     f"(trace_buffer_events={STATE.cap}) was full",
                 )
-            if self.owner and self.metrics_dir:
-                shutil.rmtree(self.metrics_dir, ignore_errors=True)
+            # the run directory is removed by _late_repair, after the workers are gone
 
     def after_fork_in_child(self) -> None:
         """Fresh state in a forked child; restart the flusher if anything is active."""
