@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import math
 import os
 from typing import IO, Any
 
@@ -35,6 +36,12 @@ def typed(value: str) -> int | float | str:
                 return value
             return f if f == f and f not in (float("inf"), float("-inf")) else value
     return value
+
+
+def us_to_ns(us: float) -> int:
+    """Microseconds (a float of epoch magnitude) to integer nanoseconds without the float rounding of ``us * 1000``."""
+    whole = math.floor(us)
+    return max(0, int(whole) * 1000 + round((us - whole) * 1000.0))
 
 
 def out_pid(proc: Proc) -> int:
@@ -236,7 +243,7 @@ class PerfettoWriter:
         if self.n == 0:
             p.sequence_flags = self.pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
         if ts_us is not None:
-            p.timestamp = max(0, round(ts_us * 1000.0))
+            p.timestamp = us_to_ns(ts_us)
         return p
 
     def _write(self, p: Any) -> None:

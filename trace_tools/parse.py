@@ -182,7 +182,7 @@ def read_events(path: str, stats: ParseStats) -> Iterator[RawEvent]:
                 continue
             if not complete and not text.endswith(";"):
                 stats.truncated_last += 1
-                stats.note("truncated_last", f"line {line_no}: {text[:80]!r}")
+                stats.note("truncated_last", f"line {line_no}: {text[:160]!r}")
                 continue
             try:
                 ev = parse_line(text, line_no)
@@ -192,7 +192,7 @@ def read_events(path: str, stats: ParseStats) -> Iterator[RawEvent]:
                 continue
             if ev is None:
                 stats.no_ph += 1
-                stats.note("no_ph", f"line {line_no}: {text[:80]!r}")
+                stats.note("no_ph", f"line {line_no}: {text[:160]!r}")
                 continue
             stats.events += 1
             yield ev
