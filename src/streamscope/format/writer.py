@@ -90,6 +90,7 @@ class ChunkWriter:
         self._data_format: list[str] | None = None
         self._spec: TreeSpec | None = None
         self._leaf_sers: list[Serializer] = []
+        self._matchers: list[Any] = []
         self._fixed_size: list[int | None] = []
         self._paths: list[str] = []
         # pending items of the open chunk
@@ -122,6 +123,8 @@ class ChunkWriter:
         self._data_format = fmts
         self._spec = spec
         self._leaf_sers = sers
+        # LitData-style user serializers have no ``matches``: their ``can_serialize`` checks the type then
+        self._matchers = [getattr(ser, "matches", None) or ser.can_serialize for ser in sers]
         self._paths = paths
         self.config = {
             "chunk_bytes": self.chunk_bytes_limit,
@@ -150,8 +153,8 @@ class ChunkWriter:
             raise SchemaMismatchError(f"sample {index} field {path} does not match the first sample's structure: {why}")
         data: list[bytes] = []
         sizes: list[int] = []
-        for j, (leaf, ser, fmt) in enumerate(zip(leaves, self._leaf_sers, self._data_format)):
-            if not ser.matches(leaf):
+        for j, (leaf, ser, fmt, matches) in enumerate(zip(leaves, self._leaf_sers, self._data_format, self._matchers)):
+            if not matches(leaf):
                 raise SchemaMismatchError(
                     f"sample {index} field {self._paths[j]}: {type(leaf).__name__} does not fit the field's "
                     f"data_format {fmt!r} set by the first sample"
@@ -237,7 +240,7 @@ class ChunkWriter:
         dim = sum(d or 0 for d in dims) if any(d is not None for d in dims) else None
         name = self.filename()
         entry = {"chunk_bytes": total, "chunk_size": n, "dim": dim, "filename": name}
-        if self.compression:
+        if self.compression:  # one-shot: zstd streaming output differs from LitData's one-shot bytes
             parts = [compress_bytes(header + b"".join(items), self.compression)]
         else:
             parts = [header, *items]  # written piece by piece: no second copy of the chunk in memory
