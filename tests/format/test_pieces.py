@@ -280,3 +280,28 @@ def test_user_serializer_goes_first(tmp_path):
     plain.setup(w.config)  # without the user serializer: decoding the leaf says what is missing
     with ChunkFile(str(tmp_path / "chunk-0-0.bin")) as cf, pytest.raises(Exception, match="'int32' has no serializer"):
         plain.decode(cf.item_view(0))
+
+
+def test_loaders_pickle_after_setup(tmp_path):
+    import pickle
+
+    w = ChunkWriter(str(tmp_path / "p"), chunk_size=10)
+    for i in range(3):
+        w.add_item(i, {"a": i, "t": torch.ones(2, 2) * i, "n": np.arange(i, dtype=np.int8)})
+    w.done()
+    loader = PyTreeLoader()
+    loader.setup(w.config)
+    clone = pickle.loads(pickle.dumps(loader))
+    with ChunkFile(str(tmp_path / "p" / "chunk-0-0.bin")) as cf:
+        assert all(same(a, b) for a, b in zip(loader.decode_many(cf, range(3)), clone.decode_many(cf, range(3))))
+    assert pickle.loads(pickle.dumps(PyTreeLoader()))._config is None
+
+    tw = ChunkWriter(str(tmp_path / "t"), chunk_size=100, item_loader=TokensLoader())
+    tw.add_item(0, np.arange(10, dtype=np.int64))
+    tw.done()
+    tl = TokensLoader(block_size=4)
+    tl.setup(tw.config, chunks=tw.chunks)
+    tclone = pickle.loads(pickle.dumps(tl))
+    assert tclone.block_size == 4
+    with ChunkFile(str(tmp_path / "t" / "chunk-0-0.bin")) as cf:
+        assert np.array_equal(tclone.read_block(cf, 1), np.arange(4, 8))

@@ -54,6 +54,7 @@ class BaseItemLoader:
             )
         self._config = config
         self._chunks = chunks
+        self._user_serializers = serializers
         registry = merge_serializers(serializers)
         self._data_format = list(config.get("data_format") or [])
         leaf_sers: list[Serializer] = []
@@ -75,6 +76,27 @@ class BaseItemLoader:
     def decode(self, view: memoryview) -> Any:
         """Decode the bytes of one item."""
         raise NotImplementedError
+
+    # --- pickling (DataLoader workers with spawn) ---------------------------------------------------
+
+    _PICKLED = ("_block_size",)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Only the setup inputs travel; the compiled decoders are rebuilt on the other side."""
+        state = {k: self.__dict__[k] for k in self._PICKLED if k in self.__dict__}
+        state["_setup_args"] = (
+            (self._config, getattr(self, "_user_serializers", None), getattr(self, "_chunks", None))
+            if self._config is not None
+            else None
+        )
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        args = state.pop("_setup_args", None)
+        self.__init__()  # type: ignore[misc]
+        self.__dict__.update(state)
+        if args is not None:
+            self.setup(*args)
 
     def decode_many(self, chunk: ChunkFile, indices: Sequence[int]) -> list[Any]:
         """Decode items ``indices`` (local to ``chunk``)."""
