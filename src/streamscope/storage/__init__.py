@@ -20,7 +20,14 @@ from typing import Any
 from streamscope._core.errors import UnsupportedURLError
 from streamscope._core.protocols import ObjectMeta, ObjectStore
 from streamscope.storage.local import LocalStore
-from streamscope.storage.redact import redact, redact_options, redact_url, register_options, register_secret
+from streamscope.storage.redact import (
+    install_log_redaction,
+    redact,
+    redact_options,
+    redact_url,
+    register_options,
+    register_secret,
+)
 from streamscope.storage.retry import RetryPolicy
 from streamscope.storage.url import SUPPORTED_SCHEMES, StoreURL, join_key, normalize_key, parse_url
 
@@ -64,6 +71,8 @@ def open_store(url: str, storage_options: Mapping[str, Any] | None = None) -> Ob
     parsed = parse_url(url)
     options = dict(storage_options or {})
     register_options(options)
+    if parsed.kind != "local":
+        install_log_redaction()
     if parsed.kind == "local":
         return LocalStore(parsed)  # storage_options mean nothing for local directories (as in LitData)
     if parsed.kind == "s3":

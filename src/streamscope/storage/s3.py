@@ -143,6 +143,11 @@ class S3Store(RemoteStore):
 
     def __init__(self, parsed: StoreURL, storage_options: Mapping[str, Any] | None = None) -> None:
         self.options = S3Options(storage_options, parsed.url)
+        if parsed.scheme == "r2" and not self.options.endpoint:
+            raise ConfigError(
+                f"{parsed.url!r}: r2:// needs storage_options['endpoint_url'] "
+                "(https://<account id>.r2.cloudflarestorage.com) and R2 credentials"
+            )
         super().__init__(parsed, self._build)
 
     def _build(self) -> Backend:
