@@ -117,7 +117,7 @@ def map_error(exc: BaseException, where: str, op: str) -> StorageError:
             err = ObjectNotFoundError(redact(f"{op} {where!r} failed: no such object") + f" ({code or 404})")
         status = status or 404
     elif name in ("PermissionDeniedError", "UnauthenticatedError") or status in (401, 403):
-        hint = " - check the credentials in storage_options / AWS_* environment"
+        hint = " - check the credentials in storage_options or the environment"
         err = StorageAuthError(redact(f"{op} {where!r} was refused: {code or status or name}{hint}"))
     elif status == 416 or code == "InvalidRange":
         err = InvalidRangeError(msg)

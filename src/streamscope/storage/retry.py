@@ -152,7 +152,7 @@ def call(
                 error=type(error).__name__,
                 elapsed_s=round(elapsed, 3),
             )
-            log.warning("storage %s %s gave up after %s: %s", op, url, why, redact(error))
+            log.info("storage %s %s gave up after %s: %s", op, url, why, redact(error))
             cls = StorageTimeoutError if out_of_time and not out_of_attempts else type(error)
             final = cls(redact(f"{error} (gave up after {attempt} attempt(s) in {elapsed:.1f} s, reached {why})"))
             for attr in ("status", "code", "url"):
