@@ -13,8 +13,8 @@ import re
 import shutil
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
-from streamscope import events as ev
 from streamscope._core.errors import (
     InvalidRangeError,
     ObjectNotFoundError,
@@ -22,11 +22,15 @@ from streamscope._core.errors import (
     StorageError,
 )
 from streamscope._core.protocols import ObjectMeta
+from streamscope.storage import retry
+from streamscope.storage.async_twins import AsyncTwins
 from streamscope.storage.redact import redact
 from streamscope.storage.url import StoreURL, normalize_key, parse_url
 
 # Temporary files written by this module: "<name>.sstmp-<pid>-<hex8>". Listing skips them.
 _TMP_RE = re.compile(r"\.sstmp-\d+-[0-9a-f]{8}$")
+# Local reads fail for good (missing file, permissions): one attempt, traced like remote ones.
+_ONE_ATTEMPT = retry.RetryPolicy(max_attempts=1)
 
 
 def tmp_path_for(dest: str) -> str:
@@ -80,7 +84,7 @@ def _silent_unlink(path: str) -> None:
         pass
 
 
-class LocalStore:
+class LocalStore(AsyncTwins):
     """Objects are files under a root directory; keys are paths relative to it.
 
     Args:
@@ -108,36 +112,44 @@ class LocalStore:
     def get(self, key: str) -> bytes:
         """Read the whole object."""
         path = self._path(key)
-        with ev.span("download", "download", url=self._where(key), attempt=1) as f:
+        where = self._where(key)
+
+        def attempt(f: dict[str, Any]) -> bytes:
             try:
                 with open(path, "rb") as fh:
                     data = fh.read()
             except OSError as exc:
-                raise _map_os_error(exc, f"cannot read {self._where(key)!r}") from None
+                raise _map_os_error(exc, f"cannot read {where!r}") from None
             f["bytes"] = len(data)
-        return data
+            return data
+
+        return retry.call("get", where, attempt, policy=_ONE_ATTEMPT)
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         """Read bytes ``[start, end)``. The range must lie inside the object."""
         path = self._path(key)
+        where = self._where(key)
         if start < 0 or end < start:
-            raise InvalidRangeError(f"invalid byte range [{start}, {end}) for {self._where(key)!r}")
-        with ev.span("download", "download", url=self._where(key), attempt=1, start=start, end=end) as f:
+            raise InvalidRangeError(f"invalid byte range [{start}, {end}) for {where!r}")
+
+        def attempt(f: dict[str, Any]) -> bytes:
             try:
                 with open(path, "rb") as fh:
                     size = os.fstat(fh.fileno()).st_size
                     if end > size:
                         raise InvalidRangeError(
-                            f"byte range [{start}, {end}) reaches past the end of {self._where(key)!r} ({size} bytes)"
+                            f"byte range [{start}, {end}) reaches past the end of {where!r} ({size} bytes)"
                         )
                     fh.seek(start)
                     data = fh.read(end - start)
             except InvalidRangeError:
                 raise
             except OSError as exc:
-                raise _map_os_error(exc, f"cannot read {self._where(key)!r}") from None
+                raise _map_os_error(exc, f"cannot read {where!r}") from None
             f["bytes"] = len(data)
-        return data
+            return data
+
+        return retry.call("get_range", where, attempt, policy=_ONE_ATTEMPT, start=start, end=end)
 
     def head(self, key: str) -> ObjectMeta:
         """Size and modification time of the object."""
@@ -201,15 +213,19 @@ class LocalStore:
     def download_file(self, key: str, dest: str) -> int:
         """Copy the object to local path ``dest`` atomically; return its size."""
         src = self._path(key)
-        with ev.span("download", "download", url=self._where(key), attempt=1) as f:
+        where = self._where(key)
+
+        def attempt(f: dict[str, Any]) -> int:
             try:
                 size = atomic_copy(src, dest)
             except OSError as exc:
                 if not os.path.exists(src):
-                    raise ObjectNotFoundError(f"cannot read {self._where(key)!r}: no such object") from None
-                raise _map_os_error(exc, f"cannot copy {self._where(key)!r} to {dest!r}") from None
+                    raise ObjectNotFoundError(f"cannot read {where!r}: no such object") from None
+                raise _map_os_error(exc, f"cannot copy {where!r} to {dest!r}") from None
             f["bytes"] = size
-        return size
+            return size
+
+        return retry.call("download_file", where, attempt, policy=_ONE_ATTEMPT)
 
     def upload_file(self, src: str, key: str) -> None:
         """Copy local file ``src`` to ``key`` atomically."""

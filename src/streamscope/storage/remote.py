@@ -19,6 +19,7 @@ from typing import IO, Any, Protocol
 from streamscope._core.errors import InvalidRangeError, StorageError, TruncatedBodyError
 from streamscope._core.protocols import ObjectMeta
 from streamscope.storage import retry
+from streamscope.storage.async_twins import AsyncTwins
 from streamscope.storage.local import _silent_unlink, tmp_path_for
 from streamscope.storage.url import StoreURL, join_key, normalize_key
 
@@ -54,7 +55,7 @@ class Backend(Protocol):
         ...
 
 
-class RemoteStore:
+class RemoteStore(AsyncTwins):
     """An :class:`~streamscope._core.protocols.ObjectStore` over a network :class:`Backend`.
 
     Args:
