@@ -196,3 +196,18 @@ def test_traced_reads(store: ObjectStore, tmp_path) -> None:
     for e in ends:
         assert e[6]["attempt"] == 1 and e[6]["status"] in (200, 206, "ok") and e[6]["duration_s"] >= 0
         assert e[6]["url"].startswith(store.url.rstrip("/")) and e[6]["url"].endswith("t.bin")
+
+
+def test_walk_matches_list(store: ObjectStore, request: pytest.FixtureRequest) -> None:
+    from streamscope.storage import walk
+
+    for k in ("w/1", "w/2/3", "x"):
+        store.put(k, b"1")
+    opts = {}
+    if "s3" in request.node.callspec.params["store"]:
+        ep = request.getfixturevalue(
+            "s3_https_server" if "https" in request.node.callspec.params["store"] else "s3_server"
+        )
+        opts = ep.storage_options()
+    assert [m.key for m in walk(store.url, opts)] == [m.key for m in store.list()] == ["w/1", "w/2/3", "x"]
+    assert [m.key for m in walk(store.url, opts, prefix="w/")] == ["w/1", "w/2/3"]

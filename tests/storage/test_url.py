@@ -87,3 +87,14 @@ def test_s3_prefix_roundtrip(segments: list[str]) -> None:
     p = parse_url("s3://bucket/" + "/".join(segments) + "/")
     assert p.prefix == "/".join(segments)
     assert parse_url(p.url) == p
+
+
+def test_time_template() -> None:
+    import datetime as dt
+
+    from streamscope.storage import expand_time_template
+
+    now = dt.datetime(2025, 5, 5, 13, 7)
+    assert expand_time_template("/logs/run-{%Y-%m-%d}/x-{%H%M}", now) == "/logs/run-2025-05-05/x-1307"
+    assert expand_time_template("s3://b/{%Y}", now) == "s3://b/{%Y}"
+    assert expand_time_template("/plain/{notatemplate}", now) == "/plain/{notatemplate}"

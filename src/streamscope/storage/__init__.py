@@ -29,7 +29,14 @@ from streamscope.storage.redact import (
     register_secret,
 )
 from streamscope.storage.retry import RetryPolicy
-from streamscope.storage.url import SUPPORTED_SCHEMES, StoreURL, join_key, normalize_key, parse_url
+from streamscope.storage.url import (
+    SUPPORTED_SCHEMES,
+    StoreURL,
+    expand_time_template,
+    join_key,
+    normalize_key,
+    parse_url,
+)
 
 __all__ = [
     "SUPPORTED_SCHEMES",
@@ -38,6 +45,7 @@ __all__ = [
     "ObjectStore",
     "RetryPolicy",
     "StoreURL",
+    "expand_time_template",
     "join_key",
     "normalize_key",
     "open_store",

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import IO, Any, Protocol
 
-from streamscope._core.errors import InvalidRangeError, StorageError, TruncatedBodyError
+from streamscope._core.errors import InvalidRangeError, ObjectNotFoundError, StorageError, TruncatedBodyError
 from streamscope._core.protocols import ObjectMeta
 from streamscope.storage import retry
 from streamscope.storage.async_twins import AsyncTwins
@@ -175,8 +175,6 @@ class RemoteStore(AsyncTwins):
 
     def exists(self, key: str) -> bool:
         """True when the object exists."""
-        from streamscope._core.errors import ObjectNotFoundError
-
         try:
             self.head(key)
         except ObjectNotFoundError:
@@ -196,8 +194,6 @@ class RemoteStore(AsyncTwins):
 
     def upload_file(self, src: str, key: str) -> None:
         """Upload local file ``src`` to ``key``."""
-        from streamscope._core.errors import ObjectNotFoundError
-
         path, where = self._path(key), self._where(key)
         if not os.path.isfile(src):
             raise ObjectNotFoundError(f"cannot upload {src!r} to {where!r}: no such file")
