@@ -169,6 +169,45 @@ knob(
     ("STREAMSCOPE_TRACE_BUFFER_EVENTS",),
     "Per-process event buffer bound; events beyond it are dropped and counted.",
 )
+knob(
+    "trace_sinks",
+    "",
+    "comma list",
+    ("STREAMSCOPE_TRACE_SINKS",),
+    "Sink factories as 'package.module:Factory' dotted paths, resolved lazily in every process "
+    "(enable_tracer adds streamscope.trace.litracer:LitracerFileSink).",
+)
+knob(
+    "trace_clock_anchor",
+    "",
+    "ns",
+    ("STREAMSCOPE_TRACE_CLOCK_ANCHOR",),
+    "Internal: Unix-epoch minus CLOCK_MONOTONIC nanoseconds of the run, set by the first traced process so "
+    "that every process of the run stamps events on one time axis.",
+)
+knob(
+    "metrics_level",
+    "off",
+    "level",
+    ("STREAMSCOPE_METRICS_LEVEL",),
+    "Categories aggregated into metrics even when no trace log is written (a level name or a comma list of "
+    "categories); the traced categories are always aggregated too.",
+)
+knob(
+    "metrics_dir",
+    "",
+    "path",
+    ("STREAMSCOPE_METRICS_DIR",),
+    "Run directory where every process publishes its metrics snapshot (<pid>.json); created by the first "
+    "traced process and inherited by its workers.",
+)
+knob(
+    "metrics_interval",
+    1.0,
+    "s",
+    ("STREAMSCOPE_METRICS_INTERVAL",),
+    "How often each process aggregates its events and publishes its metrics snapshot.",
+)
 
 # --- format ---------------------------------------------------------------------------------------
 
@@ -243,6 +282,14 @@ knob(
 # --- optimize -------------------------------------------------------------------------------------
 
 # --- stream ---------------------------------------------------------------------------------------
+
+knob(
+    "plan_perm_cache",
+    8,
+    "permutations",
+    ("STREAMSCOPE_PLAN_PERM_CACHE",),
+    "In-chunk permutations an epoch plan keeps in memory (each is one int64 array of a chunk's size).",
+)
 
 # --- raw ------------------------------------------------------------------------------------------
 

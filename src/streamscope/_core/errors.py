@@ -126,6 +126,10 @@ class StateDictError(DatasetError):
     """A state_dict does not belong to this dataset, seed or configuration."""
 
 
+class PlanError(DatasetError):
+    """The epoch plan cannot be built: no samples, a rank left without data, or a bad argument."""
+
+
 # --- raw ------------------------------------------------------------------------------------------
 
 
