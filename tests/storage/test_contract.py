@@ -194,7 +194,7 @@ def test_traced_reads(store: ObjectStore, tmp_path) -> None:
     assert [e[6]["op"] for e in ends] == ["get", "get_range", "download_file"]
     assert [e[6]["bytes"] for e in ends] == [10, 3, 10]
     for e in ends:
-        assert e[6]["attempt"] == 1 and e[6]["status"] in (200, 206, "ok") and e[6]["duration_s"] >= 0
+        assert e[6]["attempt"] == 1 and e[6]["status"] == "ok" and e[6]["duration_s"] >= 0
         assert e[6]["url"].startswith(store.url.rstrip("/")) and e[6]["url"].endswith("t.bin")
 
 

@@ -128,7 +128,6 @@ class RemoteStore(AsyncTwins):
             f["bytes"] = len(data)
             if announced is not None and announced != len(data):
                 raise TruncatedBodyError(f"got {len(data)} of {announced} bytes from {where!r}")
-            f["status"] = 200
             return data
 
         return retry.call("get", where, attempt)
@@ -157,7 +156,6 @@ class RemoteStore(AsyncTwins):
                 raise TruncatedBodyError(
                     f"got {len(data)} of {end - start} bytes of range [{start}, {end}) from {where!r}"
                 )
-            f["status"] = 206
             return data
 
         return retry.call("get_range", where, attempt, start=start, end=end)
@@ -168,7 +166,6 @@ class RemoteStore(AsyncTwins):
 
         def attempt(f: dict[str, Any]) -> ObjectMeta:
             meta = self._backend().head(path, where)
-            f["status"] = 200
             return ObjectMeta(key=normalize_key(key), size=meta.size, mtime=meta.mtime, etag=meta.etag)
 
         return retry.call("head", where, attempt, name="head")
@@ -188,7 +185,6 @@ class RemoteStore(AsyncTwins):
         def attempt(f: dict[str, Any]) -> None:
             self._backend().put(path, data, where)
             f["bytes"] = len(data)
-            f["status"] = 200
 
         retry.call("put", where, attempt, name="upload")
 
@@ -201,7 +197,6 @@ class RemoteStore(AsyncTwins):
         def attempt(f: dict[str, Any]) -> None:
             self._backend().put_file(path, src, where)
             f["bytes"] = os.path.getsize(src)
-            f["status"] = 200
 
         retry.call("upload_file", where, attempt, name="upload")
 
@@ -217,7 +212,6 @@ class RemoteStore(AsyncTwins):
         def attempt(f: dict[str, Any]) -> list[ObjectMeta]:
             found = self._backend().list(full, where)
             f["items"] = len(found)
-            f["status"] = 200
             return found
 
         found = retry.call("list", where, attempt, name="list")
@@ -231,7 +225,6 @@ class RemoteStore(AsyncTwins):
 
         def attempt(f: dict[str, Any]) -> None:
             self._backend().delete(path, where)
-            f["status"] = 204
 
         retry.call("delete", where, attempt, name="delete_object")
 
@@ -259,7 +252,6 @@ class RemoteStore(AsyncTwins):
             except BaseException:
                 _silent_unlink(tmp)
                 raise
-            f["status"] = 200
             return written
 
         return retry.call("download_file", where, attempt)
