@@ -15,6 +15,7 @@ The mask is ``***``. Everything here is pure text processing; it never raises.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -25,6 +26,15 @@ MASK = "***"
 _SECRETS: set[str] = set()
 _SECRETS_LOCK = threading.Lock()
 _secret_re: re.Pattern[str] | None = None
+
+
+def _reinit_lock_in_child() -> None:
+    global _SECRETS_LOCK
+    _SECRETS_LOCK = threading.Lock()  # the parent's may have been held by a thread that does not exist here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_lock_in_child)
 
 # Query parameters that carry credentials (compared lower-case).
 _SENSITIVE_PARAMS = frozenset(

@@ -72,6 +72,7 @@ class RemoteStore(AsyncTwins):
         self._backend_obj: Backend | None = None
         self._backend_pid = -1
         self._lock = threading.Lock()
+        self._lock_pid = os.getpid()
 
     # -- process-local client ----------------------------------------------------------------------
 
@@ -80,6 +81,9 @@ class RemoteStore(AsyncTwins):
         b = self._backend_obj
         if b is not None and self._backend_pid == pid:
             return b
+        if self._lock_pid != pid:  # a lock inherited through fork may be held by a thread that is gone
+            self._lock = threading.Lock()
+            self._lock_pid = pid
         with self._lock:
             if self._backend_obj is None or self._backend_pid != pid:
                 self._backend_obj = self._make_backend()
@@ -101,6 +105,7 @@ class RemoteStore(AsyncTwins):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        self._lock_pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
