@@ -75,4 +75,4 @@ def test_every_sample_once_per_epoch_under_faults(fault_proxy, s3_server, tmp_pa
     injected = fault_proxy.counts["error"] + fault_proxy.counts["reset"] + fault_proxy.counts["truncate"]
     assert injected >= 5, fault_proxy.counts
     # 2 epochs x (8 gets + 8 x (head + 2 ranges) + 8 downloads) = 80 requests before retries
-    assert fault_proxy.counts["requests"] >= 80 + injected
+    assert fault_proxy.counts["requests"] >= 80 + injected - fault_proxy.counts["truncate_skipped"]
