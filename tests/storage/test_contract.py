@@ -211,3 +211,11 @@ def test_walk_matches_list(store: ObjectStore, request: pytest.FixtureRequest) -
         opts = ep.storage_options()
     assert [m.key for m in walk(store.url, opts)] == [m.key for m in store.list()] == ["w/1", "w/2/3", "x"]
     assert [m.key for m in walk(store.url, opts, prefix="w/")] == ["w/1", "w/2/3"]
+
+
+def test_unusual_key_characters(store: ObjectStore) -> None:
+    key = "sp ace/ünï+cøde=%41&x.bin"
+    store.put(key, b"odd")
+    assert store.get(key) == b"odd"
+    assert store.head(key).size == 3
+    assert [m.key for m in store.list("sp ace/")] == [key]

@@ -218,6 +218,10 @@ class ObstoreBackend:
 
     def list(self, prefix: str, where: str) -> list[ObjectMeta]:
         directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        # obstore sends a space in the list prefix as "+" in the query string, which some S3 servers (moto)
+        # verify differently from the signature: list from the nearest ancestor without spaces and filter here.
+        while " " in directory:
+            directory = directory.rsplit("/", 1)[0] if "/" in directory else ""
 
         def fn(store: Any) -> list[ObjectMeta]:
             out: list[ObjectMeta] = []
