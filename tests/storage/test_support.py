@@ -61,3 +61,12 @@ def test_env_credentials_and_endpoint(s3_server, monkeypatch) -> None:
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     for backend in ("obstore", "boto3"):
         assert open_store(s3_server.url(), {"backend": backend}).get("e") == b"env"
+
+
+def test_session_options_profile_style(s3_server) -> None:
+    s3_server.boto3_client().put_object(Bucket=s3_server.bucket, Key="s", Body=b"sess")
+    opts = s3_server.storage_options()
+    session = {k: opts.pop(k) for k in ("aws_access_key_id", "aws_secret_access_key", "region_name")}
+    for backend in ("obstore", "boto3"):
+        store = open_store(s3_server.url(), {**opts, "backend": backend}, session_options=session)
+        assert store.get("s") == b"sess"
