@@ -219,3 +219,25 @@ def test_unusual_key_characters(store: ObjectStore) -> None:
     assert store.get(key) == b"odd"
     assert store.head(key).size == 3
     assert [m.key for m in store.list("sp ace/")] == [key]
+
+
+def test_list_refuses_climbing_prefixes(store: ObjectStore) -> None:
+    from streamscope._core.errors import UnsupportedURLError
+
+    for bad in ("../", "a/../b", ".."):
+        with pytest.raises(UnsupportedURLError):
+            list(store.list(bad))
+
+
+def test_local_list_symlinks_and_cycles(tmp_path) -> None:
+    root = tmp_path / "root"
+    (root / "real").mkdir(parents=True)
+    (root / "real" / "f.bin").write_bytes(b"x")
+    os.symlink(root / "real", root / "linked")
+    os.symlink(root, root / "real" / "loop")  # a cycle
+    os.symlink(root / "nowhere", root / "dangling")
+    os.mkfifo(root / "fifo")
+    keys = [m.key for m in open_store(str(root)).list()]
+    assert "real/f.bin" in keys and "linked/f.bin" in keys
+    assert "dangling" not in keys and "fifo" not in keys
+    assert len(keys) == len(set(keys)) < 10

@@ -11,6 +11,7 @@ import errno
 import os
 import re
 import shutil
+import stat
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,7 @@ from streamscope._core.errors import (
     ObjectNotFoundError,
     StorageAuthError,
     StorageError,
+    UnsupportedURLError,
 )
 from streamscope._core.protocols import ObjectMeta
 from streamscope.storage import retry
@@ -175,17 +177,42 @@ class LocalStore(AsyncTwins):
             raise _map_os_error(exc, f"cannot write {self._where(key)!r}") from None
 
     def list(self, prefix: str = "") -> Iterator[ObjectMeta]:
-        """Every object whose key starts with ``prefix`` (a plain string prefix), sorted by key, recursively."""
+        """Every object whose key starts with ``prefix`` (a plain string prefix), sorted by key, recursively.
+
+        Symlinked directories are followed (once each: cycles are cut); only regular files are objects.
+        """
         prefix = prefix.lstrip("/")
+        if any(seg in (".", "..") for seg in prefix.split("/")[:-1]) or prefix.split("/")[-1] in (".", ".."):
+            raise UnsupportedURLError(f"list prefix {prefix!r} is not a plain relative prefix (store {self.url})")
         base_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         start = os.path.join(self.root, *base_dir.split("/")) if base_dir else self.root
         if not os.path.isdir(start):
             return iter(())
         found: list[ObjectMeta] = []
-        for dirpath, dirnames, filenames in os.walk(start, onerror=None, followlinks=True):
+        # (dev, inode) of every directory on the path from ``start``: meeting one again is a symlink cycle
+        ancestors: dict[str, frozenset[tuple[int, int]]] = {}
+        for dirpath, dirnames, filenames in os.walk(start, followlinks=True):
+            try:
+                st_dir = os.stat(dirpath)
+            except OSError:
+                dirnames[:] = []
+                continue
+            ident = (st_dir.st_dev, st_dir.st_ino)
+            above = ancestors.pop(dirpath, frozenset())
+            if ident in above:
+                dirnames[:] = []
+                continue
+            chain = above | {ident}
             rel_dir = os.path.relpath(dirpath, self.root)
             rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-            dirnames.sort()
+            # descend only into directories that can hold keys under the prefix
+            dirnames[:] = sorted(
+                d
+                for d in dirnames
+                if (p := f"{rel_dir}/{d}/" if rel_dir else f"{d}/").startswith(prefix) or prefix.startswith(p)
+            )
+            for d in dirnames:
+                ancestors[os.path.join(dirpath, d)] = chain
             for name in filenames:
                 if _TMP_RE.search(name):
                     continue
@@ -194,9 +221,10 @@ class LocalStore(AsyncTwins):
                     continue
                 try:
                     st = os.stat(os.path.join(dirpath, name))
-                except FileNotFoundError:
-                    continue  # deleted while listing
-                found.append(ObjectMeta(key=key, size=st.st_size, mtime=st.st_mtime))
+                except OSError:
+                    continue  # deleted while listing, or a dangling symlink
+                if stat.S_ISREG(st.st_mode):
+                    found.append(ObjectMeta(key=key, size=st.st_size, mtime=st.st_mtime))
         found.sort(key=lambda m: m.key)
         return iter(found)
 

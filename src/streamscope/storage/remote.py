@@ -16,7 +16,13 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import IO, Any, Protocol
 
-from streamscope._core.errors import InvalidRangeError, ObjectNotFoundError, StorageError, TruncatedBodyError
+from streamscope._core.errors import (
+    InvalidRangeError,
+    ObjectNotFoundError,
+    StorageError,
+    TruncatedBodyError,
+    UnsupportedURLError,
+)
 from streamscope._core.protocols import ObjectMeta
 from streamscope.storage import retry
 from streamscope.storage.async_twins import AsyncTwins
@@ -208,6 +214,8 @@ class RemoteStore(AsyncTwins):
     def list(self, prefix: str = "") -> Iterator[ObjectMeta]:
         """Every object whose key starts with ``prefix`` (plain string prefix), sorted by key."""
         prefix = prefix.lstrip("/")
+        if any(seg in (".", "..") for seg in prefix.split("/")):
+            raise UnsupportedURLError(f"list prefix {prefix!r} is not a plain relative prefix (store {self.url})")
         base = self._parsed.prefix
         full = f"{base}/{prefix}" if base else prefix
         if base and not prefix:
