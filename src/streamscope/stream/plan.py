@@ -61,9 +61,8 @@ from typing import Any
 import numpy as np
 
 from streamscope import events as ev
-from streamscope._core import config
 from streamscope._core.errors import PlanError, StateDictError
-from streamscope.stream.shuffle import WindowShuffle, chunk_order, item_permutation
+from streamscope.stream.shuffle import ArrayPermutation, IndexPermutation, WindowShuffle, chunk_order, item_permutation
 
 __all__ = [
     "PLAN_VERSION",
@@ -79,6 +78,8 @@ __all__ = [
 PLAN_VERSION = 1
 
 _MAX_SEED = 2**63 - 1
+_PERM_CACHE = 64  # in-region permutations kept; materialised ones total at most _PERM_CACHE_BYTES
+_PERM_CACHE_BYTES = 64 << 20
 
 
 def _as_int(name: str, value: Any, low: int, high: int | None = None) -> int:
@@ -231,8 +232,8 @@ class EpochPlan:
         self._q, self._rem = (rest // tail, rest % tail) if tail else (0, 0)
 
         self._window = WindowShuffle(n, shuffle_buffer, seed, epoch) if shuffle_buffer > 0 else None
-        self._perm_cache_size = max(1, int(config.get("plan_perm_cache")))
-        self._perms: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._perms: OrderedDict[int, ArrayPermutation | IndexPermutation] = OrderedDict()
+        self._perm_bytes = 0
         self.fingerprint = self._fingerprint()
 
     # -- pickling: drop caches ------------------------------------------------------------------------
@@ -240,6 +241,7 @@ class EpochPlan:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_perms"] = OrderedDict()
+        state["_perm_bytes"] = 0
         return state
 
     # -- configuration ----------------------------------------------------------------------------------
@@ -301,31 +303,63 @@ class EpochPlan:
             return np.arange(a, b, dtype=np.int64)
         return self._window.take(a, b)
 
-    def _perm(self, k: int) -> np.ndarray:
+    def _perm(self, k: int) -> ArrayPermutation | IndexPermutation:
         got = self._perms.get(k)
         if got is None:
             got = item_permutation(
                 int(self._r_size[k]), self.seed, self.epoch, int(self._r_chunk[k]), int(self._r_occ[k])
             )
             self._perms[k] = got
-            if len(self._perms) > self._perm_cache_size:
-                self._perms.popitem(last=False)
+            self._perm_bytes += got.perm.nbytes if isinstance(got, ArrayPermutation) else 0
+            while len(self._perms) > 1 and (len(self._perms) > _PERM_CACHE or self._perm_bytes > _PERM_CACHE_BYTES):
+                _, old = self._perms.popitem(last=False)
+                self._perm_bytes -= old.perm.nbytes if isinstance(old, ArrayPermutation) else 0
         else:
             self._perms.move_to_end(k)
         return got
 
+    def _items(self, k: int, off: np.ndarray) -> np.ndarray:
+        start = self._r_start[k]
+        if not self.shuffle:
+            return off + start
+        return self._perm(k)(off) + start
+
     def _locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Map stream positions to (chunk index, item index in chunk)."""
+        n = len(positions)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        if self._window is None:
+            # consecutive positions: one region, or a few regions one after the other
+            r_end = self._r_end
+            k0 = int(r_end.searchsorted(positions[0], side="right"))
+            k1 = int(r_end.searchsorted(positions[-1], side="right"))
+            if k0 == k1:
+                off = positions - self._r_begin[k0]
+                return np.full(n, self._r_chunk[k0], dtype=np.int64), self._items(k0, off)
+            chunks = np.empty(n, dtype=np.int64)
+            items = np.empty(n, dtype=np.int64)
+            first = int(positions[0])
+            for k in range(k0, k1 + 1):
+                a = max(int(self._r_begin[k]), first) - first
+                b = min(int(r_end[k]), first + n) - first
+                if b <= a:
+                    continue
+                chunks[a:b] = self._r_chunk[k]
+                items[a:b] = self._items(k, positions[a:b] - self._r_begin[k])
+            return chunks, items
         k = np.searchsorted(self._r_end, positions, side="right")
         off = positions - self._r_begin[k]
         chunks = self._r_chunk[k]
         if not self.shuffle:
             return chunks, self._r_start[k] + off
-        items = np.empty(len(positions), dtype=np.int64)
-        uk, inv = np.unique(k, return_inverse=True)
-        for i, kk in enumerate(uk.tolist()):
-            sel = inv == i
-            items[sel] = self._r_start[kk] + self._perm(kk)[off[sel]]
+        items = np.empty(n, dtype=np.int64)
+        order = np.argsort(k, kind="stable")
+        ks = k[order]
+        cuts = np.flatnonzero(ks[1:] != ks[:-1]) + 1
+        for grp in np.split(order, cuts):
+            kk = int(k[grp[0]])
+            items[grp] = self._items(kk, off[grp])
         return chunks, items
 
     def batch_arrays(self, j: int) -> tuple[np.ndarray, np.ndarray]:
