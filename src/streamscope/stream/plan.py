@@ -92,21 +92,20 @@ def _as_int(name: str, value: Any, low: int, high: int | None = None) -> int:
     return v
 
 
-def _digest(*arrays: np.ndarray) -> str:
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
-        h.update(b"|")
-    return h.hexdigest()[:16]
+def _digest(a: np.ndarray) -> str:
+    """Short content hash of an int array (as int32 when the values fit, for speed)."""
+    if len(a) == 0 or (a.min() >= -(2**31) and a.max() < 2**31):
+        data = np.ascontiguousarray(a, dtype=np.int32)
+    else:
+        data = np.ascontiguousarray(a, dtype=np.int64)
+    h = hashlib.blake2b(digest_size=8)
+    h.update(str(a.shape).encode())
+    h.update(memoryview(data).cast("B"))
+    return h.hexdigest()
 
 
-def _validate_regions(chunk_sizes: np.ndarray, regions: Sequence[Sequence[int]] | None) -> np.ndarray:
+def _validate_regions(chunk_sizes: np.ndarray, regions: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
     n_chunks = len(chunk_sizes)
-    if regions is None:
-        out = np.zeros((n_chunks, 3), dtype=np.int64)
-        out[:, 0] = np.arange(n_chunks)
-        out[:, 2] = chunk_sizes
-        return out
     try:
         out = np.asarray(regions, dtype=np.int64).reshape(-1, 3) if len(regions) else np.zeros((0, 3), np.int64)
     except (TypeError, ValueError) as exc:
@@ -156,7 +155,7 @@ class EpochPlan:
         self,
         *,
         chunk_sizes: np.ndarray,
-        regions: np.ndarray,
+        regions: np.ndarray | None,
         world_size: int,
         rank: int,
         batch_size: int,
@@ -165,7 +164,6 @@ class EpochPlan:
         seed: int,
         epoch: int,
         shuffle_buffer: int,
-        regions_given: bool = True,
     ) -> None:
         self.world_size = world_size
         self.rank = rank
@@ -177,14 +175,20 @@ class EpochPlan:
         self.shuffle_buffer = shuffle_buffer
         self.num_chunks = len(chunk_sizes)
         self._dataset_digest = _digest(chunk_sizes)
-        self._regions_digest = _digest(regions)
-
-        occ = _occurrences(regions[:, 0]) if regions_given else np.zeros(len(regions), dtype=np.int64)
-        order = chunk_order(len(regions), seed, epoch) if shuffle else np.arange(len(regions))
-        self._r_chunk = regions[order, 0]
-        self._r_start = regions[order, 1]
-        self._r_size = regions[order, 2] - self._r_start
-        self._r_occ = occ[order]
+        n_regions = len(chunk_sizes) if regions is None else len(regions)
+        order = chunk_order(n_regions, seed, epoch) if shuffle else np.arange(n_regions)
+        if regions is None:  # one region per whole chunk
+            self._regions_digest = "whole-chunks"
+            self._r_chunk = order
+            self._r_start = np.zeros(n_regions, dtype=np.int64)
+            self._r_size = chunk_sizes[order] if shuffle else chunk_sizes
+            self._r_occ = np.zeros(n_regions, dtype=np.int64)
+        else:
+            self._regions_digest = _digest(regions)
+            self._r_chunk = regions[order, 0]
+            self._r_start = regions[order, 1]
+            self._r_size = regions[order, 2] - self._r_start
+            self._r_occ = _occurrences(regions[:, 0])[order]
         self._r_end = np.cumsum(self._r_size)
         self._r_begin = self._r_end - self._r_size
 
@@ -511,7 +515,7 @@ def make_plan(
     if (sizes < 0).any():
         i = int(np.flatnonzero(sizes < 0)[0])
         raise PlanError(f"chunk {i} has a negative size {int(sizes[i])}")
-    regs = _validate_regions(sizes, regions)
+    regs = None if regions is None else _validate_regions(sizes, regions)
     with ev.span("plan", "epoch", epoch=epoch, rank=rank, world_size=world_size, chunks=len(sizes)) as f:
         plan = EpochPlan(
             chunk_sizes=sizes,
@@ -524,7 +528,6 @@ def make_plan(
             seed=seed,
             epoch=epoch,
             shuffle_buffer=shuffle_buffer,
-            regions_given=regions is not None,
         )
         f["batches"] = plan.num_batches
         f["samples"] = plan.num_samples
