@@ -100,7 +100,7 @@ def _digest(a: np.ndarray) -> str:
         data = np.ascontiguousarray(a, dtype=np.int64)
     h = hashlib.blake2b(digest_size=8)
     h.update(str(a.shape).encode())
-    h.update(memoryview(data).cast("B"))
+    h.update(data.tobytes())
     return h.hexdigest()
 
 
