@@ -67,6 +67,10 @@ def test_drop_last_keeps_prefix_of_full_batches():
 def test_errors_name_the_numbers():
     with pytest.raises(PlanError, match="no chunks"):
         _plan([])
+    with pytest.raises(PlanError, match="chunks are all empty"):
+        _plan([0, 0])
+    with pytest.raises(PlanError, match="regions"):
+        _plan([3], regions=[])
     with pytest.raises(PlanError, match="3 samples cannot feed world_size=4"):
         _plan([1, 2], world_size=4, rank=0)
     with pytest.raises(PlanError, match="at least 16 samples"):

@@ -27,6 +27,8 @@ def _samples(plan, batches=None):
 
 
 def _expected_error(n, ws, b, drop_last):
+    if n == 0:
+        return "no samples"
     if n < ws:
         return "cannot feed"
     if drop_last and n < ws * b:

@@ -195,6 +195,9 @@ class EpochPlan:
         n = int(self._r_end[-1]) if len(self._r_end) else 0
         self.total_samples = n
         ws, b = world_size, batch_size
+        if n == 0:
+            what = "its chunks are all empty" if regions is None else "the selected regions (subsample) are empty"
+            raise PlanError(f"the dataset has no samples to iterate: {what}")
         if n < ws:
             raise PlanError(
                 f"{n} samples cannot feed world_size={ws} ranks: every rank needs at least one sample "
