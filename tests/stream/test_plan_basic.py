@@ -148,3 +148,13 @@ def test_plan_pickles():
     _ = plan.batch(3)
     clone = pickle.loads(pickle.dumps(plan))
     assert _all(clone) == _all(plan)
+
+
+def test_mixing_reports_chunks_per_batch():
+    plain = _plan([100] * 20, shuffle=True, batch_size=16)
+    mixed = _plan([100] * 20, shuffle=True, batch_size=16, shuffle_buffer=400)
+    a, b = plain.mixing(), mixed.mixing()
+    assert a["chunks_per_batch_min"] >= 1 and a["chunks_per_batch_mean"] < 1.5  # within-chunk shuffle only
+    assert b["chunks_per_batch_mean"] > 2.5  # the window draws each batch from several chunks
+    assert b["chunks_per_batch_max"] <= 400 // 100 + 2
+    assert a["batches_sampled"] == b["batches_sampled"] == 64

@@ -13,7 +13,7 @@ Order of an epoch (the *global order*, identical on every rank and independent o
        region permuted by a generator seeded with ``(seed, epoch, chunk_index, copy)`` where ``copy`` counts
        earlier regions of the same chunk. A new epoch gives a new order; the same epoch the same order.
     3. ``shuffle_buffer=K > 0`` (opt-in, applied whether or not ``shuffle`` is set): the stream of step 2 is
-       mixed across chunks by a deterministic window shuffle: every sample moves fewer than ``K`` positions.
+       mixed across chunks by a deterministic window shuffle: every sample moves at most ``K`` positions.
        Cost: a reader needs about ``K / items_per_chunk + 2`` chunks open at once instead of one or two.
 
 Ranks
@@ -459,6 +459,27 @@ class EpochPlan:
     def chunk_order(self, start_batch: int = 0) -> list[int]:
         """Distinct chunk indexes this rank reads from ``start_batch`` on, in order of first use."""
         return self.chunk_order_for_worker(0, 1, start_batch)
+
+    # -- observability ----------------------------------------------------------------------------------
+
+    def mixing(self, max_batches: int = 64) -> dict[str, float]:
+        """Shuffle-quality summary over up to ``max_batches`` evenly spaced batches of this rank.
+
+        Returns ``chunks_per_batch_mean/min/max`` (distinct chunks in a batch: 1 means a batch is drawn from a
+        single chunk, the correlated case of LitData #797) and ``batches_sampled``. Emitted as ``tune``
+        counters (``plan_chunks_per_batch``) when that category is traced.
+        """
+        k = self.num_batches
+        picks = np.unique(np.linspace(0, k - 1, num=min(k, max(1, max_batches))).astype(np.int64))
+        counts = np.array([len(np.unique(self.batch_arrays(int(j))[0])) for j in picks], dtype=np.float64)
+        out = {
+            "chunks_per_batch_mean": float(counts.mean()),
+            "chunks_per_batch_min": float(counts.min()),
+            "chunks_per_batch_max": float(counts.max()),
+            "batches_sampled": float(len(picks)),
+        }
+        ev.counter("plan_chunks_per_batch", "tune", out["chunks_per_batch_mean"], epoch=self.epoch, rank=self.rank)
+        return out
 
     # -- resume -----------------------------------------------------------------------------------------
 

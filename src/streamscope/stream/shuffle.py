@@ -203,7 +203,8 @@ class WindowShuffle:
     def _uniforms(self, seg: int) -> np.ndarray:
         got = self._u.get(seg)
         if got is None:
-            got = uniforms(self._state, seg * self.segment, self.segment)
+            first = seg * self.segment
+            got = uniforms(self._state, first, max(0, min(self.segment, self.n - first)))
             self._u[seg] = got
             if len(self._u) > self._cache:
                 self._u.popitem(last=False)
