@@ -263,3 +263,25 @@ def test_regions_partition_exactly(sr, ws, b, drop_last, shuffle, window):
         assert not got - want
     else:
         assert got == want
+
+
+@SETTINGS
+@given(
+    sizes=sizes_st,
+    ws=st.integers(1, 8),
+    b=st.integers(1, 20),
+    shuffle=st.booleans(),
+)
+def test_unequal_batches_opt_out(sizes, ws, b, shuffle):
+    """equal_batches=False: same rank slices, full batches then one partial; ranks differ by <= 1 batch."""
+    n = sum(sizes)
+    assume(n >= ws)
+    kw = dict(batch_size=b, drop_last=False, shuffle=shuffle, seed=2, epoch=1)
+    plans = _plans(sizes, ws, equal_batches=False, **kw)
+    assert max(p.num_batches for p in plans) - min(p.num_batches for p in plans) <= 1
+    for p in plans:
+        lens = [p.batch_len(j) for j in range(p.num_batches)]
+        assert all(x == b for x in lens[:-1]) and 1 <= lens[-1] <= b
+    glob = _samples(make_plan(sizes, world_size=1, rank=0, **{**kw, "batch_size": max(b, 2)}))
+    assert [s for p in plans for s in _samples(p)] == glob
+    assert plans[0].fingerprint != make_plan(sizes, world_size=ws, rank=0, **{**kw, "batch_size": b + 1}).fingerprint

@@ -35,6 +35,10 @@ Ranks
     case where equal non-empty batch counts are impossible without dropping or repeating samples:
     ``batch_size=1``, ``drop_last=False`` and ``N`` not a multiple of ``world_size``.
 
+    ``equal_batches=False`` (opt-out, for plans whose batches are not the training steps) keeps the rank
+    slices but cuts each rank into full batches and at most one partial last batch, so ranks may differ by
+    one batch; it also lifts the ``batch_size=1`` restriction.
+
 Workers
     Batches are dealt to DataLoader workers round robin from the batch the iteration starts at: starting
     at batch ``s`` (0 for a fresh epoch), worker ``w`` of ``W`` builds batches ``s + w, s + w + W, ...``.
@@ -164,8 +168,10 @@ class EpochPlan:
         seed: int,
         epoch: int,
         shuffle_buffer: int,
+        equal_batches: bool = True,
     ) -> None:
         self.world_size = world_size
+        self.equal_batches = equal_batches
         self.rank = rank
         self.batch_size = batch_size
         self.drop_last = drop_last
@@ -212,11 +218,12 @@ class EpochPlan:
                 )
         else:
             used = n
-            if b == 1 and n % ws:
+            if b == 1 and n % ws and equal_batches:
                 raise PlanError(
                     f"{n} samples cannot be split over world_size={ws} ranks into equal numbers of non-empty "
                     f"batches of batch_size=1 (the last rank would wait for a batch that never comes): set "
-                    f"drop_last=True (skips {n % ws} samples per epoch) or use batch_size >= 2"
+                    f"drop_last=True (skips {n % ws} samples per epoch) or use batch_size >= 2 (or "
+                    f"equal_batches=False when this plan's batches are not the training batches)"
                 )
         self.used_samples = used
         self._lo = rank * used // ws
@@ -226,6 +233,9 @@ class EpochPlan:
         if drop_last:
             k = local // b
             full = k
+        elif not equal_batches:
+            k = -(-local // b)
+            full = local // b
         else:
             largest = -(-used // ws)  # ceil(used / ws): samples of the largest rank
             k = -(-largest // b)
@@ -266,6 +276,7 @@ class EpochPlan:
             "shuffle": self.shuffle,
             "seed": self.seed,
             "shuffle_buffer": self.shuffle_buffer,
+            "equal_batches": self.equal_batches,
         }
 
     def _fingerprint(self) -> str:
@@ -506,6 +517,7 @@ def make_plan(
     epoch: int,
     shuffle_buffer: int = 0,
     regions: Sequence[Sequence[int]] | np.ndarray | None = None,
+    equal_batches: bool = True,
 ) -> EpochPlan:
     """Build the plan of one rank for one epoch (see the module docstring for the rules).
 
@@ -520,6 +532,10 @@ def make_plan(
         epoch: Epoch number (any non-negative int; LitData counts from 1).
         shuffle_buffer: Window of the cross-chunk shuffle; 0 disables it.
         regions: ``(chunk_index, start, end)`` item ranges to run over instead of whole chunks.
+        equal_batches: With ``drop_last=False``, give every rank the same number of batches (the default,
+            required when the plan's batches are the DDP training steps). ``False`` splits each rank's
+            samples into full batches plus one partial batch, so ranks may differ by one batch; for plans
+            whose batches are not training steps (e.g. a plain DataLoader batching samples itself).
 
     Returns:
         The :class:`EpochPlan`.
@@ -552,6 +568,7 @@ def make_plan(
             seed=seed,
             epoch=epoch,
             shuffle_buffer=shuffle_buffer,
+            equal_batches=bool(equal_batches),
         )
         f["batches"] = plan.num_batches
         f["samples"] = plan.num_samples
