@@ -9,9 +9,11 @@ Order of an epoch (the *global order*, identical on every rank and independent o
        all its items; :func:`~streamscope.stream.subsample.subsample_regions` produces other lists (a chunk
        may appear several times when upsampling).
     2. ``shuffle=False``: regions in list order, items of each region in order.
-       ``shuffle=True``: regions permuted by a generator seeded with ``(seed, epoch)``; the items of each
-       region permuted by a generator seeded with ``(seed, epoch, chunk_index, copy)`` where ``copy`` counts
-       earlier regions of the same chunk. A new epoch gives a new order; the same epoch the same order.
+       ``shuffle=True``: regions permuted by a random stream derived from ``(seed, epoch)``; the items of
+       each region permuted by a stream derived from ``(seed, epoch, chunk_index, copy)`` where ``copy``
+       counts earlier regions of the same chunk. A new epoch gives a new order; the same epoch the same
+       order. The streams are plain 64-bit arithmetic (:mod:`streamscope.stream.shuffle`), so the order is
+       the same on every platform, numpy version and filesystem.
     3. ``shuffle_buffer=K > 0`` (opt-in, applied whether or not ``shuffle`` is set): the stream of step 2 is
        mixed across chunks by a deterministic window shuffle: every sample moves at most ``K`` positions.
        Cost: a reader needs about ``K / items_per_chunk + 2`` chunks open at once instead of one or two.
@@ -51,6 +53,12 @@ Resume
     workers. ``j == num_batches`` means the epoch is complete: the next epoch starts at batch 0
     (:func:`resume_point`). :meth:`EpochPlan.state` and :func:`check_state` record and verify everything
     that defines the order. All ranks of a DDP job consume batches in lock step, so one ``j`` serves all.
+
+Differences from LitData 0.2.68 (deliberate)
+    The same seed gives a different order than LitData (its order depends on the number of workers, on the
+    node count and, for POSIX-fast mounts, on the filesystem type; this one does not). Chunks are never
+    assigned twice (no duplicated samples in later multi-node epochs), every rank has the same number of
+    batches, and resume is an exact batch position instead of a replay of per-worker sample counts.
 """
 
 from __future__ import annotations
