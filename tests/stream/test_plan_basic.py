@@ -158,3 +158,13 @@ def test_mixing_reports_chunks_per_batch():
     assert b["chunks_per_batch_mean"] > 2.5  # the window draws each batch from several chunks
     assert b["chunks_per_batch_max"] <= 400 // 100 + 2
     assert a["batches_sampled"] == b["batches_sampled"] == 64
+
+
+def test_extreme_seed_and_epoch():
+    big = 2**63 - 1
+    a = _plan([7, 9], shuffle=True, seed=big, epoch=big, shuffle_buffer=5)
+    assert sorted(_all(a)) == [(0, i) for i in range(7)] + [(1, i) for i in range(9)]
+    with pytest.raises(PlanError, match="seed"):
+        _plan([3], seed=-1)
+    with pytest.raises(PlanError, match="seed"):
+        _plan([3], seed=2**63)

@@ -447,9 +447,13 @@ class EpochPlan:
             keep = self._r_size[ks] > 0  # a batch spans empty regions without reading them
             ks, pos = ks[keep], pos[keep]
         else:
-            parts = [self._window.take(int(a), int(b)) for a, b in zip(starts.tolist(), ends.tolist())]
-            ks = np.searchsorted(self._r_end, np.concatenate(parts), side="right")
-            pos = np.repeat(np.arange(len(starts)), ends - starts)
+            # map the whole span once, then gather the worker's batch ranges from it
+            lo, hi = int(starts[0]), int(ends[-1])
+            span = self._window.take(lo, hi)
+            lens = ends - starts
+            offsets = np.repeat(starts - lo - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
+            ks = np.searchsorted(self._r_end, span[offsets], side="right")
+            pos = np.repeat(np.arange(len(starts)), lens)
         return self._r_chunk[ks], pos
 
     def chunk_order_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> list[int]:
