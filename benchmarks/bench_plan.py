@@ -94,7 +94,26 @@ def main() -> None:
             out.append(shuffler(np.arange(iv[1], iv[2]), len(chunks_l[gw]), epoch, pos))
         return out
 
-    n_worker = sum(len(x) for x in ours_indexes() for x in [x[0]])  # type: ignore[union-attr]
+    def ours_make_plan() -> object:
+        return make_plan(
+            sizes, world_size=ws, rank=rank, batch_size=b, drop_last=False, shuffle=True, seed=seed, epoch=epoch
+        )
+
+    def ours_window_setup() -> object:
+        p = make_plan(
+            sizes,
+            world_size=ws,
+            rank=rank,
+            batch_size=b,
+            drop_last=False,
+            shuffle=True,
+            seed=seed,
+            epoch=epoch,
+            shuffle_buffer=10_000,
+        )
+        return p.chunk_schedule_for_worker(0, nw)
+
+    n_worker = sum(len(c) for c, _ in ours_indexes())  # type: ignore[attr-defined]
     n_lit = sum(iv[2] - iv[1] for iv in intervals_l[gw])
     res = {
         "samples": args.samples,
@@ -107,6 +126,12 @@ def main() -> None:
         "worker_samples": {"streamscope": n_worker, "litdata": int(n_lit)},
         "rank_batches": plan.num_batches,
     }
+    res["streamscope_only_s"] = {
+        "make_plan": _best(ours_make_plan, args.repeat),
+        "make_plan_and_one_worker_schedule_shuffle_buffer_10000": _best(ours_window_setup, args.repeat),
+    }
+    for key, val in res["streamscope_only_s"].items():
+        print(f"streamscope {key}: {val:.4f} s")
     for key in ("setup_s", "indexes_s"):
         r = res[key]
         r["ratio_litdata_over_streamscope"] = r["litdata"] / r["streamscope"]
