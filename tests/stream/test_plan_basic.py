@@ -168,3 +168,18 @@ def test_extreme_seed_and_epoch():
         _plan([3], seed=-1)
     with pytest.raises(PlanError, match="seed"):
         _plan([3], seed=2**63)
+
+
+def test_split_batches_and_sample_range():
+    from streamscope.stream.plan import split_batches
+
+    assert split_batches(9, 3, 4).tolist() == [0, 4, 8, 9]
+    assert split_batches(7, 3, 4).tolist() == [0, 4, 6, 7]
+    assert split_batches(8, 3, 4).tolist() == [0, 4, 6, 8]
+    with pytest.raises(PlanError):
+        split_batches(2, 3, 4)
+    plan = _plan([5, 6], world_size=2, rank=1, shuffle=True, shuffle_buffer=3, batch_size=2)
+    c, i = plan.sample_range(0, plan.num_samples)
+    assert list(zip(c.tolist(), i.tolist())) == _all(plan)
+    with pytest.raises(IndexError):
+        plan.sample_range(0, plan.num_samples + 1)

@@ -84,6 +84,7 @@ __all__ = [
     "check_state",
     "make_plan",
     "resume_point",
+    "split_batches",
 ]
 
 #: Version of the order rules. A state written under another version cannot resume exactly.
@@ -483,6 +484,12 @@ class EpochPlan:
         """Distinct chunk indexes this rank reads from ``start_batch`` on, in order of first use."""
         return self.chunk_order_for_worker(0, 1, start_batch)
 
+    def sample_range(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Samples ``a .. b-1`` of this rank's epoch sequence (all its batches concatenated), as arrays."""
+        if not 0 <= a <= b <= self.num_samples:
+            raise IndexError(f"samples [{a}, {b}) out of range: rank {self.rank} has {self.num_samples}")
+        return self._locate(self._stream_positions(self._lo + a, self._lo + b))
+
     # -- observability ----------------------------------------------------------------------------------
 
     def mixing(self, max_batches: int = 64) -> dict[str, float]:
@@ -515,6 +522,31 @@ class EpochPlan:
                 f"{self.epoch} on rank {self.rank}"
             )
         return ResumeState(self.epoch, batches_consumed, self.fingerprint, self.describe()).to_dict()
+
+
+def split_batches(num_samples: int, num_batches: int, batch_size: int) -> np.ndarray:
+    """Bounds (``num_batches + 1`` offsets) cutting ``num_samples`` into ``num_batches`` non-empty batches.
+
+    The rule of the epoch plan: as many full batches as possible while every later batch keeps at least
+    one sample, the rest spread evenly (sizes differ by at most one).
+
+    Raises:
+        PlanError: ``num_samples`` is not in ``[num_batches, num_batches * batch_size]``.
+    """
+    n, k, b = int(num_samples), int(num_batches), int(batch_size)
+    if not k <= n <= k * b:
+        raise PlanError(f"{n} samples cannot fill {k} non-empty batches of at most {b}")
+    full = k if n == k * b else min(k - 1, (n - k) // (b - 1))
+    tail = k - full
+    rest = n - full * b
+    sizes = np.full(k, b, dtype=np.int64)
+    if tail:
+        q, rem = divmod(rest, tail)
+        sizes[full:] = q
+        sizes[full : full + rem] += 1
+    bounds = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(sizes, out=bounds[1:])
+    return bounds
 
 
 def make_plan(
