@@ -39,6 +39,8 @@ from streamscope.events.sinks import EventBatch, Sink, SinkFactory, parse_specs,
 
 METRICS_DIR_ENV = "STREAMSCOPE_METRICS_DIR"
 ANCHOR_ENV = "STREAMSCOPE_TRACE_CLOCK_ANCHOR"
+#: Sink used when tracing is on and no sink is named (a dotted path: ``events`` does not import ``trace``).
+DEFAULT_SINK = "streamscope.trace.litracer:LitracerFileSink"
 
 
 class Recorder:
@@ -203,7 +205,10 @@ class Recorder:
         if self.sinks is not None:
             return self.sinks
         sinks: list[tuple[str, Sink]] = []
-        specs: list[tuple[str, SinkFactory | None]] = [(s, None) for s in parse_specs(config.get("trace_sinks"))]
+        names = parse_specs(config.get("trace_sinks"))
+        if not names and not self.factories:
+            names = [DEFAULT_SINK]  # tracing switched on by the environment alone (e.g. LITDATA_TRACE_LEVEL)
+        specs: list[tuple[str, SinkFactory | None]] = [(s, None) for s in names]
         specs += [(getattr(f, "__qualname__", repr(f)), f) for f in self.factories]
         for spec, factory in specs:
             try:
