@@ -243,3 +243,33 @@ def test_timestamps_are_monotonic_per_thread(tmp_path):
         assert e["ts"] >= last.get(e["tid"], 0.0)
         last[e["tid"]] = e["ts"]
     assert abs(evs[0]["ts"] / 1e6 - time.time()) < 60  # microseconds since the Unix epoch
+
+
+_EXIT_WITH_LIVE_WORKERS = """
+import sys, time
+import streamscope
+from tests.api.test_tracing import _Spans, _loader
+streamscope.enable_tracer("sample", log_file=sys.argv[1])
+it = iter(_loader(_Spans(400), "fork"))
+for _ in range(3):
+    next(it)
+time.sleep(1.5)  # workers publish their snapshots (metrics_interval 0.2 s) with spans open
+print("exiting with live workers")
+"""
+
+
+@pytest.mark.slow
+def test_exit_with_live_workers_leaves_no_unmatched_begin(tmp_path):
+    import subprocess
+    import sys
+
+    log = tmp_path / "t.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
+    env["STREAMSCOPE_METRICS_INTERVAL"] = "0.2"
+    r = subprocess.run(
+        [sys.executable, "-c", _EXIT_WITH_LIVE_WORKERS, str(log)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    evs = check_log(log.read_text())
+    assert len({e["pid"] for e in evs}) == 2  # both workers wrote
+    assert not unmatched(evs)
