@@ -68,6 +68,7 @@ class Recorder:
         self.started = False
         self.closed = False
         self.repaired: set[int] = set()
+        self._late_registered = False
         self._published_events = -1
         self._published_dropped = -1
 
@@ -130,6 +131,8 @@ class Recorder:
         if d and os.path.isdir(d):
             self.metrics_dir = d
         else:
+            if self.owner and self.metrics_dir and self.metrics_dir != d:
+                shutil.rmtree(self.metrics_dir, ignore_errors=True)  # our previous run's directory
             try:
                 self.metrics_dir = tempfile.mkdtemp(prefix="streamscope-metrics-")
                 self.agg = Aggregator()  # a new run: metrics start from zero
@@ -138,7 +141,9 @@ class Recorder:
                 self.owner = True
                 # multiprocessing's exit handler terminates daemonic children (DataLoader workers still
                 # running at exit) and then runs finalizers of negative priority: close their spans then.
-                mp_util.Finalize(None, self._late_repair, exitpriority=-10)
+                if not self._late_registered:
+                    mp_util.Finalize(None, self._late_repair, exitpriority=-10)
+                    self._late_registered = True
             except OSError as exc:
                 self._report("metrics-dir", f"cannot create a metrics directory: {exc}")
                 self.metrics_dir = None
