@@ -104,6 +104,9 @@ class AtomicOutput:
             pass
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 class ChromeWriter:
     """Chrome trace-event JSON: ``{"traceEvents":[...]}``, one event per line, ``X`` events written at ``E``."""
 
@@ -115,7 +118,7 @@ class ChromeWriter:
         out.write('{"displayTimeUnit":"ms","traceEvents":[\n')
 
     def _emit(self, obj: dict[str, Any]) -> None:
-        self.out.write((",\n" if self.n else "") + json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
+        self.out.write((",\n" if self.n else "") + _ENCODE(obj))
         self.n += 1
 
     def _declare(self, proc: Proc, lane: Lane | None) -> None:

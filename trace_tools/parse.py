@@ -64,15 +64,23 @@ class ParseStats:
             lst.append(text)
 
 
+_KEYS: dict[str, str] = {}  # raw key text -> trimmed, lower-cased key (keys repeat on every line)
+
+
 def split_line(text: str) -> dict[str, str]:
     """Split one log line into its ``key: value`` pairs (keys lower-cased, both sides trimmed)."""
     out: dict[str, str] = {}
+    keys = _KEYS
     for piece in text.split(";"):
         key, sep, value = piece.partition(":")
         if sep:
-            key = key.strip().lower()
-            if key:
-                out[key] = value.strip()
+            k = keys.get(key)
+            if k is None:
+                k = key.strip().lower()
+                if len(keys) < 4096:
+                    keys[key] = k
+            if k:
+                out[k] = value.strip()
     return out
 
 
