@@ -138,3 +138,11 @@ def test_summary_writes_pngs(tmp_path, capsys):
             assert im.format == "PNG" and im.size[0] > 400 and im.size[1] > 100
     assert "Stall report" in out and "from gaps between batch spans" in out
     assert "download/download @ rank 0 · worker 1" in out
+
+
+def test_summary_of_a_log_without_spans(tmp_path, capsys):
+    p = write_log(str(tmp_path / "i.log"), ["ts: 1; pid: 1; tid: 1; name: crash; cat: crash; error: E: x; ph: I;\n"])
+    assert main(["summary", p]) == 0
+    out = capsys.readouterr().out
+    assert "crash/crash: 1" in out and "cannot tell how long the loop waited" in out
+    assert (tmp_path / "i.log.timeline.png").stat().st_size > 0
