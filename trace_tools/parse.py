@@ -162,7 +162,10 @@ def read_events(path: str, stats: ParseStats) -> Iterator[RawEvent]:
         line_no = 0
         readline = f.readline
         while True:
-            raw = readline(MAX_LINE)
+            try:
+                raw = readline(MAX_LINE)
+            except OSError as exc:
+                raise TraceToolError(f"{path}: read error after line {line_no} ({exc.strerror or exc})") from None
             if not raw:
                 break
             line_no += 1
