@@ -11,6 +11,7 @@ import numpy as np
 
 KILL_FLAG_ENV = "STREAMSCOPE_TEST_KILL_FLAG"
 KILL_AT_ENV = "STREAMSCOPE_TEST_KILL_AT"
+CALL_LOG_ENV = "STREAMSCOPE_TEST_CALL_LOG"
 
 
 def image_sample(i: int) -> dict[str, Any]:
@@ -53,6 +54,10 @@ def mixed_types(i: int) -> dict[str, Any]:
 
 def kill_on_flag(i: int) -> Iterator[dict[str, Any]]:
     """Like gen_samples, but SIGKILLs its own worker process at input $KILL_AT (after one sample) once."""
+    log = os.environ.get(CALL_LOG_ENV)
+    if log:
+        with open(log, "a") as f:
+            f.write(f"{i}\n")
     flag = os.environ.get(KILL_FLAG_ENV, "")
     kill_at = int(os.environ.get(KILL_AT_ENV, "-1"))
     for k in range(i % 4):

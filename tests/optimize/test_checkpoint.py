@@ -1,0 +1,63 @@
+"""use_checkpoint=True: a run killed mid-way and resumed gives the dataset of an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from streamscope._core.errors import CheckpointMismatchError, WorkerDiedError
+from streamscope.optimize import optimize
+from tests.optimize import _fns
+from tests.optimize.conftest import read_dataset, visible_files
+
+N = 200
+
+
+def _run(out: str, **kw) -> None:
+    optimize(_fns.kill_on_flag, list(range(N)), out, chunk_size=7, num_workers=2, verbose=False, **kw)
+
+
+@pytest.mark.parametrize("kill_at", [150, 37])
+def test_killed_then_resumed_equals_uninterrupted(tmp_path, monkeypatch, kill_at):
+    ref, out = str(tmp_path / "ref"), str(tmp_path / "out")
+    _run(ref)
+    flag = tmp_path / "kill.flag"
+    flag.write_text("x")
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv(_fns.KILL_FLAG_ENV, str(flag))
+    monkeypatch.setenv(_fns.KILL_AT_ENV, str(kill_at))
+    monkeypatch.setenv(_fns.CALL_LOG_ENV, str(log))
+    with pytest.raises(WorkerDiedError, match="signal 9"):
+        _run(out, use_checkpoint=True)
+    left = visible_files(out)
+    assert "index.json" not in left  # nothing claims a finished dataset
+    assert any(name.startswith(".checkpoints/checkpoint-") for name in left)
+    assert any(name.startswith("chunk-") for name in left)  # progress was kept for the resume
+
+    flag.unlink()
+    log.write_text("")
+    _run(out, use_checkpoint=True)
+    assert read_dataset(out) == read_dataset(ref)
+    assert visible_files(out) == visible_files(ref)  # .checkpoints removed, no stray chunks
+    calls = [int(x) for x in log.read_text().split()]
+    assert kill_at in calls
+    assert len(calls) < N  # it resumed, it did not start over
+
+
+def test_checkpoint_for_other_arguments_is_refused(tmp_path, monkeypatch):
+    out = str(tmp_path / "out")
+    flag = tmp_path / "kill.flag"
+    flag.write_text("x")
+    monkeypatch.setenv(_fns.KILL_FLAG_ENV, str(flag))
+    monkeypatch.setenv(_fns.KILL_AT_ENV, "150")
+    with pytest.raises(WorkerDiedError):
+        _run(out, use_checkpoint=True)
+    flag.unlink()
+    with pytest.raises(CheckpointMismatchError, match="chunk_size"):
+        optimize(
+            _fns.kill_on_flag, list(range(N)), out, chunk_size=9, num_workers=2, verbose=False, use_checkpoint=True
+        )
+    with open(os.path.join(out, ".checkpoints", "config.json")) as f:
+        assert json.load(f)["num_workers"] == 2
