@@ -34,6 +34,7 @@ from typing import Any
 
 from streamscope import events as ev
 from streamscope._core import config as cfg
+from streamscope._core.dirs import Dir, as_dir
 from streamscope._core.errors import (
     CheckpointMismatchError,
     ConfigError,
@@ -68,7 +69,7 @@ def check_compression(compression: str | None) -> None:
 def optimize(
     fn: Callable[[Any], Any],
     inputs: Sequence[Any] | None = None,
-    output_dir: str = "optimized_data",
+    output_dir: str | os.PathLike[str] | Dir = "optimized_data",
     queue: Any | None = None,
     input_dir: str | None = None,
     weights: list[int] | None = None,
@@ -167,6 +168,7 @@ def optimize(
     if key_fn is not None:
         raise OptimizeInputError("optimize(key_fn=...) is not supported by streamscope yet")
 
+    output_dir = _location(output_dir)
     items = _prepare_inputs(inputs, batch_size, fast_dev_run)
     n = len(items)
     workers = _num_workers(num_workers, n)
@@ -278,7 +280,7 @@ def optimize(
 def map(  # noqa: A001 - LitData's name
     fn: Callable[[Any, str], None],
     inputs: Sequence[Any],
-    output_dir: str,
+    output_dir: str | os.PathLike[str] | Dir,
     input_dir: str | None = None,
     weights: list[int] | None = None,
     num_workers: int | None = None,
@@ -310,6 +312,7 @@ def map(  # noqa: A001 - LitData's name
     if not callable(fn):
         raise OptimizeInputError(f"fn must be callable, got {type(fn).__name__}")
     _reject_platform_args(num_nodes, machine)
+    output_dir = _location(output_dir)
     items = _prepare_inputs(inputs, batch_size, fast_dev_run)
     n = len(items)
     workers = _num_workers(num_workers, n)
@@ -345,6 +348,14 @@ def map(  # noqa: A001 - LitData's name
 
 
 # --- helpers ----------------------------------------------------------------------------------------
+
+
+def _location(output_dir: str | os.PathLike[str] | Dir) -> str:
+    d = as_dir(output_dir)
+    loc = d.url or d.path
+    if not loc:
+        raise OptimizeInputError(f"output_dir {output_dir!r} names no directory")
+    return loc
 
 
 def _reject_platform_args(num_nodes: int | None, machine: str | None) -> None:
