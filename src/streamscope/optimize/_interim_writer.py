@@ -211,7 +211,7 @@ class ChunkWriter:
         self.chunks: list[dict[str, Any]] = []
         self.config: dict[str, Any] | None = None
         self._kinds: list[Any] = []
-        self._spec_json = ""
+        self._spec: dict[str, Any] | None = None
         self._keys: tuple[Any, ...] | None = None
         self._pending: list[bytes] = []
         self._pending_bytes = 0
@@ -223,7 +223,7 @@ class ChunkWriter:
         if self.config is None:
             picked = [_pick(leaf) for leaf in leaves]
             self._kinds = [k for _, k in picked]
-            self._spec_json = json.dumps(spec)
+            self._spec = spec
             self.config = {
                 "chunk_bytes": self.chunk_bytes,
                 "chunk_size": self.chunk_size,
@@ -234,10 +234,10 @@ class ChunkWriter:
                 "item_loader": "PyTreeLoader",
             }
         else:
-            if len(leaves) != len(self._kinds) or json.dumps(spec) != self._spec_json:
+            if len(leaves) != len(self._kinds) or spec != self._spec:
                 raise SchemaMismatchError(
                     f"sample {index} has structure {json.dumps(spec)[:200]} but the first sample had "
-                    f"{self._spec_json[:200]}"
+                    f"{json.dumps(self._spec)[:200]}"
                 )
         parts = []
         for j, (kind, leaf) in enumerate(zip(self._kinds, leaves)):
