@@ -42,7 +42,9 @@ def _run_streamscope(inputs: list[int], out: str, workers: int) -> None:
 def _run_litdata(inputs: list[int], out: str, workers: int) -> None:
     import litdata
 
-    litdata.optimize(fn=make_sample, inputs=inputs, output_dir=out, chunk_bytes="64MB", num_workers=workers, verbose=False)
+    litdata.optimize(
+        fn=make_sample, inputs=inputs, output_dir=out, chunk_bytes="64MB", num_workers=workers, verbose=False
+    )
 
 
 def _dataset_bytes(out: str) -> int:

@@ -81,3 +81,7 @@ def write_files(i: int, output_dir: str) -> None:
 
 def return_something(i: int, output_dir: str) -> int:
     return i
+
+
+def tokens(i: int) -> np.ndarray:
+    return np.arange(i * 100, i * 100 + 5 + i % 7, dtype=np.int64)

@@ -29,7 +29,7 @@ def test_empty_inputs(tmp_path):
 
 def test_unknown_compression(tmp_path):
     out = str(tmp_path / "ds")
-    for bad in ("gzip", "zstd:0", "zstd:23", "zstd:x"):
+    for bad in ("gzip", "zstd:0", "zstd:23", "zstd:x", "zstd:03", "ZSTD"):
         with pytest.raises(ConfigError, match="unknown compression"):
             optimize(_fns.keep_even, [0], out, chunk_size=2, compression=bad, verbose=False)
     assert not os.path.exists(out)

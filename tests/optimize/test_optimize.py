@@ -163,3 +163,44 @@ def test_index_json_matches_litdata_schema(tmp_path):
     assert set(index) == {"chunks", "config", "updated_at"}
     assert index["config"]["chunk_bytes"] == 64_000_000
     assert float(index["updated_at"]) > 0
+
+
+def test_progress_bar_shown_when_verbose(tmp_path, capfd):
+    optimize(_fns.keep_even, list(range(30)), str(tmp_path / "ds"), chunk_size=4, num_workers=2, verbose=True)
+    err = capfd.readouterr().err
+    assert "optimize" in err and "30/30" in err
+
+
+def test_stale_staging_dir_of_a_dead_job_is_removed(tmp_path):
+    import subprocess
+
+    out = tmp_path / "ds"
+    out.mkdir()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = out / f".streamscope-staging-{dead.pid}-abc"
+    stale.mkdir()
+    (stale / "chunk-0-0.bin").write_bytes(b"junk")
+    optimize(_fns.keep_even, list(range(6)), str(out), chunk_size=4, num_workers=1, verbose=False)
+    assert visible_files(str(out)) == ["chunk-0-0.bin", "index.json"]
+
+
+def test_tokens_loader_dataset_reads_in_litdata(tmp_path):
+    try:
+        from streamscope.format.item_loader import TokensLoader
+    except ImportError:
+        pytest.skip("streamscope.format not merged yet")
+    out = str(tmp_path / "ds")
+    optimize(
+        _fns.tokens, list(range(40)), out, chunk_size=100, num_workers=2, item_loader=TokensLoader(), verbose=False
+    )
+    index, _ = read_dataset(out)
+    assert index["config"]["item_loader"] == "TokensLoader"
+    ds = litdata.StreamingDataset(out, item_loader=litdata.TokensLoader(block_size=10))
+    blocks = [ds[i].tolist() for i in range(len(ds))]
+    stream = [t for i in range(40) for t in _fns.tokens(i).tolist()]
+    flat = [t for b in blocks for t in b]
+    assert len(blocks) > 10
+    assert all(len(b) == 10 for b in blocks)
+    assert set(map(tuple, blocks)) <= {tuple(stream[k : k + 10]) for k in range(len(stream) - 9)}
+    assert len(flat) <= len(stream)

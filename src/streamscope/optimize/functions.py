@@ -61,7 +61,7 @@ def check_compression(compression: str | None) -> None:
         return
     if isinstance(compression, str) and compression.startswith("zstd:"):
         level = compression[5:]
-        if level.isdigit() and 1 <= int(level) <= 22:
+        if level.isdigit() and 1 <= int(level) <= 22 and str(int(level)) == level:
             return
     raise ConfigError(f"unknown compression {compression!r}: use None, 'zstd' or 'zstd:1' .. 'zstd:22'")
 
@@ -237,8 +237,7 @@ def optimize(
         else:
             if not has_index:
                 _remove_chunks(store, lambda r, k: True)  # leftovers of a failed run without an index
-            if use_checkpoint or store.exists(CHECKPOINT_DIR):
-                store.delete(CHECKPOINT_DIR)
+            _delete_checkpoints(store)
             starts = _next_chunk_indexes(existing, workers)
             ckpt_config["start_chunk_index"] = starts
             if use_checkpoint:
@@ -273,8 +272,7 @@ def optimize(
             raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        if store.exists(CHECKPOINT_DIR):
-            store.delete(CHECKPOINT_DIR)
+        _delete_checkpoints(store)
 
 
 def map(  # noqa: A001 - LitData's name
@@ -426,13 +424,22 @@ def _remove_chunks(store: ObjectStore, which: Callable[[int, int], bool]) -> Non
             store.delete(key)
 
 
+def _delete_checkpoints(store: ObjectStore) -> None:
+    """Delete every object under ``.checkpoints/`` (config last, so a half-deleted set is never resumable)."""
+    keys = [m.key for m in store.list(CHECKPOINT_DIR + "/")]
+    for key in sorted(keys, key=lambda k: k == _CKPT_CONFIG):
+        store.delete(key)
+    root = local_root(store)
+    if root is not None and os.path.isdir(os.path.join(root, CHECKPOINT_DIR)):
+        shutil.rmtree(os.path.join(root, CHECKPOINT_DIR), ignore_errors=True)
+
+
 def _wipe_dataset(store: ObjectStore) -> None:
     with ev.span("overwrite", "delete", url=store.url):
         if store.exists("index.json"):
             store.delete("index.json")
         _remove_chunks(store, lambda r, k: True)
-        if store.exists(CHECKPOINT_DIR):
-            store.delete(CHECKPOINT_DIR)
+        _delete_checkpoints(store)
 
 
 def _next_chunk_indexes(existing: dict[str, Any] | None, workers: int) -> list[int]:
@@ -446,11 +453,31 @@ def _next_chunk_indexes(existing: dict[str, Any] | None, workers: int) -> list[i
     return starts
 
 
+_STAGING_PREFIX = ".streamscope-staging-"
+
+
+def _remove_stale_staging(parent: str) -> None:
+    """Remove staging dirs left by jobs whose main process no longer exists (e.g. it was SIGKILLed)."""
+    for name in os.listdir(parent):
+        if not name.startswith(_STAGING_PREFIX):
+            continue
+        pid_text = name[len(_STAGING_PREFIX) :].split("-", 1)[0]
+        if not pid_text.isdigit():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        except OSError:
+            pass
+
+
 def _make_staging(store: ObjectStore) -> str:
     parent = str(cfg.get("optimize_staging_dir")) or local_root(store) or tempfile.gettempdir()
     try:
         os.makedirs(parent, exist_ok=True)
-        return tempfile.mkdtemp(prefix=".streamscope-staging-", dir=parent)
+        _remove_stale_staging(parent)
+        return tempfile.mkdtemp(prefix=f"{_STAGING_PREFIX}{os.getpid()}-", dir=parent)
     except OSError as exc:
         raise OutputDirError(f"cannot create a staging directory under {parent!r}: {exc}") from exc
 
