@@ -37,7 +37,7 @@ def keep_even(i: int) -> dict[str, Any] | None:
 def gen_samples(i: int) -> Iterator[dict[str, Any]]:
     """Yields i % 4 samples (0..3), some None in between."""
     for k in range(i % 4):
-        yield {"i": i, "k": k, "pad": np.full(10 + k, i, dtype=np.uint8)}
+        yield {"i": i, "k": k, "pad": np.full(10 + k, i % 256, dtype=np.uint8)}
         if k == 0:
             yield None
 
@@ -61,7 +61,7 @@ def kill_on_flag(i: int) -> Iterator[dict[str, Any]]:
     flag = os.environ.get(KILL_FLAG_ENV, "")
     kill_at = int(os.environ.get(KILL_AT_ENV, "-1"))
     for k in range(i % 4):
-        yield {"i": i, "k": k, "pad": np.full(10 + k, i, dtype=np.uint8)}
+        yield {"i": i, "k": k, "pad": np.full(10 + k, i % 256, dtype=np.uint8)}
         if i == kill_at and k == 0 and flag and os.path.exists(flag):
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -85,3 +85,10 @@ def return_something(i: int, output_dir: str) -> int:
 
 def tokens(i: int) -> np.ndarray:
     return np.arange(i * 100, i * 100 + 5 + i % 7, dtype=np.int64)
+
+
+def slow_gen(i: int) -> Iterator[dict[str, Any]]:
+    import time
+
+    time.sleep(0.004)
+    yield from gen_samples(i)

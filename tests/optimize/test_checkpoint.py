@@ -61,3 +61,38 @@ def test_checkpoint_for_other_arguments_is_refused(tmp_path, monkeypatch):
         )
     with open(os.path.join(out, ".checkpoints", "config.json")) as f:
         assert json.load(f)["num_workers"] == 2
+
+
+def test_main_process_killed_then_resumed_equals_uninterrupted(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    n = 300
+    ref, out = str(tmp_path / "ref"), str(tmp_path / "out")
+    optimize(_fns.slow_gen, list(range(n)), ref, chunk_size=7, num_workers=2, verbose=False)
+    script = (
+        "from streamscope.optimize import optimize\n"
+        "from tests.optimize import _fns\n"
+        f"optimize(_fns.slow_gen, list(range({n})), {out!r}, chunk_size=7, num_workers=2, verbose=False,"
+        " use_checkpoint=True)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], env=os.environ.copy())
+    ckpt = os.path.join(out, ".checkpoints", "checkpoint-1.json")
+    deadline = time.monotonic() + 30
+    while not os.path.exists(ckpt) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    workers = psutil.Process(proc.pid).children()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    gone, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive  # orphaned workers notice and stop
+    assert not os.path.exists(os.path.join(out, "index.json"))
+
+    optimize(_fns.slow_gen, list(range(n)), out, chunk_size=7, num_workers=2, verbose=False, use_checkpoint=True)
+    assert read_dataset(out) == read_dataset(ref)
+    assert visible_files(out) == visible_files(ref)

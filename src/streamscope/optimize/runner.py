@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from streamscope._core import config
-from streamscope._core.errors import MapReturnError, WorkerDiedError, WorkerFailedError
+from streamscope._core.errors import MapReturnError, OptimizeInputError, WorkerDiedError, WorkerFailedError
 from streamscope.optimize.worker import WorkerJob, run_worker
 
 
@@ -47,7 +47,7 @@ def run_jobs(
     progress = ctx.Array("q", len(jobs), lock=False)
     procs: dict[int, Any] = {}
     out: dict[int, tuple[list[dict[str, Any]], dict[str, Any] | None]] = {}
-    bar = _progress_bar(total_inputs, desc, verbose)
+    bar = None
     poll = float(config.get("optimize_poll_interval"))
     grace = float(config.get("optimize_exit_grace"))
     exited_at: dict[int, float] = {}
@@ -55,8 +55,15 @@ def run_jobs(
         for job in jobs:
             p = ctx.Process(target=run_worker, args=(job, results, progress), name=f"streamscope-optimize-{job.worker}")
             p.daemon = True
-            p.start()
+            try:
+                p.start()
+            except (pickle.PicklingError, AttributeError, TypeError) as exc:
+                raise OptimizeInputError(
+                    f"cannot send the job to a {ctx.get_start_method()!r} worker: {exc}. With spawn/forkserver, fn, "
+                    f"inputs and reader must be picklable (fn defined at module level, not a lambda or closure)"
+                ) from exc
             procs[job.worker] = p
+        bar = _progress_bar(total_inputs, desc, verbose)  # after forking: its monitor thread is not inherited
         shown = 0
         while len(out) < len(jobs):
             try:

@@ -82,6 +82,7 @@ class WorkerJob:
     use_checkpoint: bool = False
     resume: Resume = field(default_factory=Resume)
     reader: Any = None
+    parent_pid: int = field(default_factory=os.getpid)  # the main process; a worker orphaned by its death exits
 
 
 def _short_repr(obj: Any, limit: int = 200) -> str:
@@ -125,6 +126,13 @@ def run_worker(job: WorkerJob, results: Any, progress: Any) -> None:
     except BaseException as exc:  # noqa: BLE001 - anything else is reported, never swallowed
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         results.put(("error", job.worker, job.offset + pos, "", "worker", None, tb))
+
+
+def _exit_if_orphaned(job: WorkerJob) -> None:
+    # The main process died (SIGKILL, OOM killer): nobody will merge our chunks. Stop now, so a rerun with
+    # use_checkpoint=True does not race with us.
+    if os.getppid() != job.parent_pid:
+        os._exit(3)
 
 
 class _InputFailed(Exception):
@@ -173,6 +181,7 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
     pos = rs.inputs_done
     progress[job.worker] = pos
     for pos in range(rs.inputs_done, len(job.inputs)):
+        _exit_if_orphaned(job)
         index = job.offset + pos
         item = job.inputs[pos]
         skip = rs.skip_samples if pos == rs.inputs_done else 0
@@ -240,6 +249,7 @@ def _run_map(job: WorkerJob, progress: Any) -> None:
     store = open_output(job.output_dir, job.storage_options)
     tmp = os.path.join(job.staging_dir, f"map-{job.worker}")
     for pos in range(len(job.inputs)):
+        _exit_if_orphaned(job)
         index = job.offset + pos
         item = job.inputs[pos]
         os.makedirs(tmp, exist_ok=True)
