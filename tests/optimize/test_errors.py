@@ -110,3 +110,10 @@ def test_failed_append_keeps_the_old_dataset_intact(tmp_path):
         optimize(_fns.fail_on_13, list(range(10, 30)), out, chunk_size=2, num_workers=2, verbose=False, mode="append")
     assert read_dataset(out) == before
     assert visible_files(out) == sorted(["index.json"] + list(before[1]))
+
+
+def test_unpicklable_fn_with_spawn(tmp_path):
+    out = str(tmp_path / "ds")
+    with pytest.raises(OptimizeInputError, match="picklable"):
+        optimize(lambda i: {"i": i}, [1, 2], out, chunk_size=2, num_workers=1, start_method="spawn", verbose=False)
+    assert visible_files(out) == []

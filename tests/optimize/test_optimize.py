@@ -204,3 +204,25 @@ def test_tokens_loader_dataset_reads_in_litdata(tmp_path):
     assert all(len(b) == 10 for b in blocks)
     assert set(map(tuple, blocks)) <= {tuple(stream[k : k + 10]) for k in range(len(stream) - 9)}
     assert len(flat) <= len(stream)
+
+
+def test_align_chunking_gives_single_worker_chunk_boundaries(tmp_path):
+    out = str(tmp_path / "ds")
+    optimize(_fns.image_sample, list(range(18)), out, chunk_size=4, num_workers=2, align_chunking=True, verbose=False)
+    index, _ = read_dataset(out)
+    assert [(c["filename"], c["chunk_size"]) for c in index["chunks"]] == [
+        ("chunk-0-0.bin", 4),
+        ("chunk-0-1.bin", 4),
+        ("chunk-1-0.bin", 4),
+        ("chunk-1-1.bin", 4),
+        ("chunk-1-2.bin", 2),
+    ]
+
+
+def test_weights_keep_input_order(tmp_path):
+    out = str(tmp_path / "ds")
+    weights = [50] + [1] * 49
+    optimize(_fns.keep_even, list(range(50)), out, chunk_size=3, num_workers=2, weights=weights, verbose=False)
+    index, _ = read_dataset(out)
+    assert index["chunks"][0]["filename"] == "chunk-0-0.bin" and index["chunks"][0]["chunk_size"] == 1
+    assert [s["i"] for s in _read_all(out)] == list(range(0, 50, 2))
