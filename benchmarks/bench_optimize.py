@@ -66,6 +66,10 @@ def main() -> None:
     best: dict[str, dict[int, float]] = {e: {} for e in args.engines}
     all_times: dict[str, dict[int, list[float]]] = {e: {w: [] for w in args.workers} for e in args.engines}
     root = tempfile.mkdtemp(prefix="bench-optimize-")
+    # LitData stages in a machine-wide /tmp/chunks by default, which other jobs on this host clobber
+    # (its known bug); give it private staging dirs so its runs are not corrupted by them.
+    os.environ["DATA_OPTIMIZER_CACHE_FOLDER"] = os.path.join(root, "litdata-chunks")
+    os.environ["DATA_OPTIMIZER_DATA_CACHE_FOLDER"] = os.path.join(root, "litdata-data")
     try:
         for rep in range(args.repeats):
             for workers in args.workers:

@@ -21,7 +21,10 @@ pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore:A newer ve
         (_fns.keep_even, {"chunk_size": 4}),
     ],
 )
-def test_chunks_byte_identical_to_litdata_one_worker(tmp_path, fn, kwargs):
+def test_chunks_byte_identical_to_litdata_one_worker(tmp_path, monkeypatch, fn, kwargs):
+    # private LitData staging dirs: its default /tmp/chunks is shared with every other job on the host
+    monkeypatch.setenv("DATA_OPTIMIZER_CACHE_FOLDER", str(tmp_path / "litdata-chunks"))
+    monkeypatch.setenv("DATA_OPTIMIZER_DATA_CACHE_FOLDER", str(tmp_path / "litdata-data"))
     theirs, ours = str(tmp_path / "theirs"), str(tmp_path / "ours")
     inputs = list(range(60))
     litdata.optimize(

@@ -121,9 +121,12 @@ def _raise_worker_error(msg: tuple[Any, ...]) -> None:
             cause = None
     if isinstance(cause, MapReturnError):
         raise cause
-    head = f"{'map' if what == 'map' else 'optimize'}() failed on input {index}"
-    if item_repr:
-        head += f" ({item_repr})"
+    if index is None:
+        head = "optimize()/map() worker failed outside of any input"
+    else:
+        head = f"{'map' if what == 'map' else 'optimize'}() failed on input {index}"
+        if item_repr:
+            head += f" ({item_repr})"
     text = f"{head} in worker {worker}: {type(cause).__name__ + ': ' + str(cause) if cause else ''}\n\n" + (
         f"Worker traceback:\n{tb}"
     )

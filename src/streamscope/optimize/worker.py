@@ -104,7 +104,6 @@ def _set_environ(job: WorkerJob) -> None:
 def run_worker(job: WorkerJob, results: Any, progress: Any) -> None:
     """Process entry point: run the job, report ``done`` or ``error`` on ``results``."""
     _set_environ(job)
-    pos = job.resume.inputs_done
     try:
         if job.kind == "map":
             _run_map(job, progress)
@@ -116,16 +115,21 @@ def run_worker(job: WorkerJob, results: Any, progress: Any) -> None:
         exc = failed.__cause__
         assert exc is not None
         ev.instant("crash", "crash", worker=job.worker, input=failed.index, error=type(exc).__name__)
-        try:
-            blob: bytes | None = pickle.dumps(exc)
-            pickle.loads(blob)
-        except Exception:
-            blob = None
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        results.put(("error", job.worker, failed.index, failed.item_repr, failed.what, blob, tb))
+        results.put(("error", job.worker, failed.index, failed.item_repr, failed.what, _picklable(exc), tb))
     except BaseException as exc:  # noqa: BLE001 - anything else is reported, never swallowed
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        results.put(("error", job.worker, job.offset + pos, "", "worker", None, tb))
+        results.put(("error", job.worker, None, "", "worker", _picklable(exc), tb))
+
+
+def _picklable(exc: BaseException) -> bytes | None:
+    """The pickled exception, if it survives a round trip (else the main process gets the text only)."""
+    try:
+        blob = pickle.dumps(exc)
+        pickle.loads(blob)
+    except Exception:
+        return None
+    return blob
 
 
 def _exit_if_orphaned(job: WorkerJob) -> None:
