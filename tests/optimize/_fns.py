@@ -92,3 +92,11 @@ def slow_gen(i: int) -> Iterator[dict[str, Any]]:
 
     time.sleep(0.004)
     yield from gen_samples(i)
+
+
+def counted(counts: list[int], i: int) -> Iterator[dict[str, Any] | None]:
+    """Yields counts[i] samples of varying size, with a None after the first."""
+    for k in range(counts[i]):
+        yield {"i": i, "k": k, "pad": b"x" * ((i * 7 + k) % 13)}
+        if k == 0:
+            yield None

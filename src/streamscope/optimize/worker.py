@@ -168,6 +168,10 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
     origins: deque[tuple[int, int]] = deque()
     trace_sample = ev.ACTIVE  # held reference; membership tests below are the only cost when tracing is off
 
+    def config_now() -> dict[str, Any] | None:
+        # a resumed writer that has not seen a sample yet has no config: the checkpoint's is the same one
+        return writer.config if writer.config is not None else rs.config
+
     def on_closed(entries: list[dict[str, Any]], pos: int, emitted: int) -> None:
         nonlocal next_chunk
         for entry in entries:
@@ -180,7 +184,7 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
                 origins.popleft()
         if job.use_checkpoint:
             p, s = origins[0] if origins else (pos, emitted)
-            _save_checkpoint(store, rank, chunks, writer.config, p, s, next_chunk, False)
+            _save_checkpoint(store, rank, chunks, config_now(), p, s, next_chunk, False)
 
     pos = rs.inputs_done
     progress[job.worker] = pos
@@ -223,8 +227,8 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
         last = writer.done()
     on_closed(last, len(job.inputs), 0)
     if job.use_checkpoint:
-        _save_checkpoint(store, rank, chunks, writer.config, len(job.inputs), 0, next_chunk, True)
-    return chunks, writer.config
+        _save_checkpoint(store, rank, chunks, config_now(), len(job.inputs), 0, next_chunk, True)
+    return chunks, config_now()
 
 
 def _save_checkpoint(
