@@ -215,7 +215,8 @@ def test_writer_reader_round_trip_and_litdata_bytes(data: tuple[list[Any], dict[
             bw.done()
         assert bw._chunks_info == w.chunks
         for entry in w.chunks:
-            with open(os.path.join(ours, entry["filename"]), "rb") as a, open(
-                os.path.join(theirs, entry["filename"]), "rb"
-            ) as b:
+            with (
+                open(os.path.join(ours, entry["filename"]), "rb") as a,
+                open(os.path.join(theirs, entry["filename"]), "rb") as b,
+            ):
                 assert a.read() == b.read()

@@ -92,6 +92,20 @@ def torch_tables() -> tuple[list[Any], dict[Any, int]]:
     return _torch_tables
 
 
+_TORCH_TO_NUMPY_NAME = {
+    "float32": "float32", "float": "float32", "float64": "float64", "double": "float64",
+    "complex64": "complex64", "cfloat": "complex64", "complex128": "complex128", "cdouble": "complex128",
+    "float16": "float16", "half": "float16", "uint8": "uint8", "int8": "int8", "int16": "int16",
+    "short": "int16", "int32": "int32", "int": "int32", "int64": "int64", "long": "int64", "bool": "bool",
+    "uint16": "uint16",
+}  # fmt: skip
+
+#: torch dtype index -> numpy dtype with the same bytes (None for bfloat16).
+TORCH_INDEX_NUMPY: tuple[np.dtype | None, ...] = tuple(
+    np.dtype(_TORCH_TO_NUMPY_NAME[n]) if n in _TORCH_TO_NUMPY_NAME else None for n in TORCH_DTYPE_NAMES
+)
+
+
 def torch_dtype(index: int) -> Any:
     """The torch dtype stored under ``index``."""
     by_index, _ = torch_tables()

@@ -60,8 +60,9 @@ class BaseItemLoader:
         for fmt in self._data_format:
             key = key_for_format(fmt, registry)
             proto = registry.get(key)
-            if proto is None:
-                raise FormatError(f"data_format entry {fmt!r} has no serializer; known: {sorted(registry)}")
+            if proto is None:  # fail when such a leaf is decoded (0.2.76 Arrow rows never decode their leaves)
+                leaf_sers.append(_Unknown(fmt, sorted(registry)))
+                continue
             try:
                 ser = _fresh(proto)
             except Exception:  # noqa: BLE001 (a user serializer that cannot be copied is used as is)
@@ -80,6 +81,17 @@ class BaseItemLoader:
         decode = self.decode
         view = chunk.item_view
         return [decode(view(i)) for i in indices]
+
+
+class _Unknown(Serializer):
+    """Stands for a ``data_format`` entry no serializer handles; decoding such a leaf raises."""
+
+    def __init__(self, fmt: str, known: list[str]) -> None:
+        self._fmt = fmt
+        self._known = known
+
+    def deserialize(self, data: bytes | memoryview) -> Any:
+        raise FormatError(f"data_format entry {self._fmt!r} has no serializer; known: {self._known}")
 
 
 def _fresh(proto: Serializer) -> Serializer:
@@ -179,7 +191,8 @@ class TokensLoader(BaseItemLoader):
         self._kind = kind
         if kind == "no_header_tensor":
             self._torch_dtype = dtypes.torch_dtype(int(idx))
-            self._dtype = np.dtype(str(self._torch_dtype).replace("torch.", "").replace("bfloat16", "int16"))
+            npdt = dtypes.TORCH_INDEX_NUMPY[int(idx)]
+            self._dtype = npdt if npdt is not None else np.dtype(np.int16)  # bfloat16: same-size carrier
         else:
             self._dtype = dtypes.numpy_dtype(int(idx))
         if chunks is not None and chunks and all(c.get("dim") is None for c in chunks):

@@ -363,33 +363,47 @@ def _tensor_bytes(item: Any) -> bytes:
     return t.numpy().tobytes()
 
 
-def _tensor_from(data: bytes | memoryview, dtype: Any) -> Any:
-    """A writable tensor over a private copy of ``data`` (a view into a read-only mmap could segfault)."""
+def _tensor_from(data: bytes | memoryview, index: int, shape: tuple[int, ...] | None = None) -> Any:
+    """A writable tensor holding a private copy of ``data`` (a view into a read-only mmap could segfault)."""
     torch = dtypes.torch_loaded() or dtypes._torch()
+    npdt = dtypes.TORCH_INDEX_NUMPY[index] if 0 <= index < len(dtypes.TORCH_INDEX_NUMPY) else None
+    if npdt is not None:  # numpy's copy + from_numpy is about 2x faster than torch.frombuffer
+        arr = np.frombuffer(data, dtype=npdt)
+        if shape is not None:
+            arr = arr.reshape(shape)
+        return torch.from_numpy(arr.copy())
+    dtype = dtypes.torch_dtype(index)
     if len(data) == 0:
-        return torch.empty((0,), dtype=dtype)
-    return torch.frombuffer(bytearray(data), dtype=dtype)
+        t = torch.empty((0,), dtype=dtype)
+    else:
+        t = torch.frombuffer(bytearray(data), dtype=dtype)
+    return t if shape is None else t.reshape(shape)
 
 
 class NoHeaderTensorSerializer(Serializer):
     """``no_header_tensor:{d}``: a 1-D tensor's raw bytes."""
 
     def __init__(self) -> None:
-        self._dtype: Any = None
+        self._index: int | None = None
 
     def setup(self, data_format: str) -> None:
-        self._dtype = dtypes.torch_dtype(_format_index(data_format))
+        idx = _format_index(data_format)
+        dtypes.torch_dtype(idx)  # validates the index
+        self._index = idx
 
     def serialize(self, item: Any) -> tuple[bytes, str | None]:
         return _tensor_bytes(item), f"no_header_tensor:{dtypes.torch_dtype_index(item.dtype)}"
 
     def deserialize(self, data: bytes | memoryview) -> Any:
-        if self._dtype is None:
+        if self._index is None:
             raise FormatError("no_header_tensor serializer used before setup('no_header_tensor:{index}')")
-        return _tensor_from(data, self._dtype)
+        return _tensor_from(data, self._index)
 
     def can_serialize(self, item: Any) -> bool:
         return _is_tensor(item) and item.ndim == 1
+
+
+_SHAPE_STRUCTS: dict[int, struct.Struct] = {}
 
 
 class TensorSerializer(Serializer):
@@ -402,13 +416,15 @@ class TensorSerializer(Serializer):
 
     def deserialize(self, data: bytes | memoryview) -> Any:
         idx, rank = _TENSOR_HEAD.unpack_from(data, 0)
-        shape = struct.unpack_from(f">{rank}I", data, 8)
-        dtype = dtypes.torch_dtype(idx)
+        st = _SHAPE_STRUCTS.get(rank)
+        if st is None:
+            st = _SHAPE_STRUCTS[rank] = struct.Struct(f">{rank}I")
+        shape = st.unpack_from(data, 8)
         start = 8 + 4 * rank
         if start >= len(data):
             torch = dtypes.torch_loaded() or dtypes._torch()
-            return torch.empty(shape, dtype=dtype)
-        return _tensor_from(data[start:], dtype).reshape(shape)
+            return torch.empty(shape, dtype=dtypes.torch_dtype(idx))
+        return _tensor_from(data[start:], idx, shape)
 
     def can_serialize(self, item: Any) -> bool:
         return _is_tensor(item) and item.ndim != 1
