@@ -3,7 +3,9 @@
 Workload: N samples ``{"image": uint8 3x64x64, "label": int, "id": str}`` written to 64MB chunks
 (``chunk_bytes="64MB"``), with num_workers=1 and 2, each engine in fresh output directories, same inputs,
 best of ``--repeats``. Both engines run with their default start method (LitData: spawn, streamscope: fork);
-the time is the wall time of the whole ``optimize()`` call (start-up included), as a user sees it.
+the time is the wall time of the whole ``optimize()`` call (start-up included), as a user sees it. The CPU
+seconds of all processes (main + reaped workers) are printed too: on a shared, loaded machine the wall time of
+2 workers is bounded by the CPU share the scheduler gives this job, and CPU seconds show the work done.
 
 Targets (brief): streamscope >= 1.5x LitData's samples/s with num_workers=1; streamscope with 2 workers no
 slower than with 1.
@@ -17,6 +19,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import sys
 import tempfile
@@ -47,6 +50,13 @@ def _run_litdata(inputs: list[int], out: str, workers: int) -> None:
     )
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process and its finished children (the engines' workers)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def _dataset_bytes(out: str) -> int:
     return sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out) if f.endswith(".bin"))
 
@@ -65,6 +75,7 @@ def main() -> None:
     runners = {"litdata": _run_litdata, "streamscope": _run_streamscope}
     best: dict[str, dict[int, float]] = {e: {} for e in args.engines}
     all_times: dict[str, dict[int, list[float]]] = {e: {w: [] for w in args.workers} for e in args.engines}
+    all_cpu: dict[str, dict[int, list[float]]] = {e: {w: [] for w in args.workers} for e in args.engines}
     root = tempfile.mkdtemp(prefix="bench-optimize-")
     # LitData stages in a machine-wide /tmp/chunks by default, which other jobs on this host clobber
     # (its known bug); give it private staging dirs so its runs are not corrupted by them.
@@ -75,15 +86,18 @@ def main() -> None:
             for workers in args.workers:
                 for engine in args.engines:  # interleaved, so load changes hit both engines alike
                     out = os.path.join(root, f"{engine}-{workers}-{rep}")
+                    c0 = _cpu_seconds()
                     t0 = time.perf_counter()
                     runners[engine](inputs, out, workers)
                     dt = time.perf_counter() - t0
+                    cpu = _cpu_seconds() - c0
                     size = _dataset_bytes(out)
                     shutil.rmtree(out, ignore_errors=True)
                     all_times[engine][workers].append(dt)
+                    all_cpu[engine][workers].append(cpu)
                     print(
                         f"rep {rep} {engine:11s} workers={workers}: {dt:7.2f} s  {args.samples / dt:9.0f} samples/s  "
-                        f"{size / 1e6:.0f} MB",
+                        f"{size / 1e6:.0f} MB  cpu {cpu:6.2f} s (all processes)",
                         flush=True,
                     )
         for engine in args.engines:
@@ -113,6 +127,8 @@ def main() -> None:
         "chunk_bytes": "64MB",
         "sample": "{'image': uint8 3x64x64, 'label': int, 'id': str}",
         "seconds": all_times,
+        "cpu_seconds_all_processes": all_cpu,
+        "load_average_at_end": os.getloadavg(),
         "best_samples_per_s": best,
         "ratios": ratios,
         "python": sys.version.split()[0],
