@@ -1,17 +1,7 @@
-"""Which chunk writer optimize uses: the format engineer's ``streamscope.format.writer.ChunkWriter``.
-
-Until that module lands on main, :mod:`._interim_writer` (same interface, PyTree subset) stands in.
-"""
+"""The chunk writer optimize uses: the format layer's ``ChunkWriter`` (one place to swap it)."""
 
 from __future__ import annotations
 
-try:
-    from streamscope.format.writer import ChunkWriter  # type: ignore[import-not-found,unused-ignore]
+from streamscope.format.writer import ChunkWriter
 
-    INTERIM = False
-except ImportError:  # format not merged yet
-    from streamscope.optimize._interim_writer import ChunkWriter  # type: ignore[assignment]
-
-    INTERIM = True
-
-__all__ = ["ChunkWriter", "INTERIM"]
+__all__ = ["ChunkWriter"]
