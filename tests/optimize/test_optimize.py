@@ -226,3 +226,33 @@ def test_weights_keep_input_order(tmp_path):
     index, _ = read_dataset(out)
     assert index["chunks"][0]["filename"] == "chunk-0-0.bin" and index["chunks"][0]["chunk_size"] == 1
     assert [s["i"] for s in _read_all(out)] == list(range(0, 50, 2))
+
+
+@pytest.mark.slow
+def test_two_concurrent_jobs_sharing_a_staging_parent_do_not_collide(tmp_path):
+    """LitData's §8.16 bug: jobs on one host share /tmp/chunks. Ours stage in per-job directories."""
+    import subprocess
+    import sys
+
+    shared = tmp_path / "shared-staging"
+    outs = [str(tmp_path / f"out{j}") for j in range(2)]
+    env = {**os.environ, "STREAMSCOPE_OPTIMIZE_STAGING_DIR": str(shared)}
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from streamscope.optimize import optimize\n"
+                "from tests.optimize import _fns\n"
+                f"optimize(_fns.slow_gen, list(range({j * 7}, {j * 7 + 120})), {out!r}, chunk_size=5, num_workers=2,"
+                " verbose=False)\n",
+            ],
+            env=env,
+        )
+        for j, out in enumerate(outs)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    for j, out in enumerate(outs):
+        want = [(i, k) for i in range(j * 7, j * 7 + 120) for k in range(i % 4)]
+        assert [(s["i"], s["k"]) for s in _read_all(out)] == want
+    assert os.listdir(shared) == []  # each job removed its own staging directory
