@@ -96,3 +96,33 @@ def test_main_process_killed_then_resumed_equals_uninterrupted(tmp_path):
     optimize(_fns.slow_gen, list(range(n)), out, chunk_size=7, num_workers=2, verbose=False, use_checkpoint=True)
     assert read_dataset(out) == read_dataset(ref)
     assert visible_files(out) == visible_files(ref)
+
+
+def test_interrupted_overwrite_job_resumes(tmp_path, monkeypatch):
+    ref, out = str(tmp_path / "ref"), str(tmp_path / "out")
+    _run(ref)
+    optimize(_fns.keep_even, list(range(10)), out, chunk_size=2, num_workers=1, verbose=False)  # an old dataset
+    flag = tmp_path / "kill.flag"
+    flag.write_text("x")
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv(_fns.KILL_FLAG_ENV, str(flag))
+    monkeypatch.setenv(_fns.KILL_AT_ENV, "150")
+    monkeypatch.setenv(_fns.CALL_LOG_ENV, str(log))
+    with pytest.raises(WorkerDiedError):
+        _run(out, use_checkpoint=True, mode="overwrite")
+    assert not os.path.exists(os.path.join(out, "index.json"))
+    flag.unlink()
+    log.write_text("")
+    _run(out, use_checkpoint=True, mode="overwrite")
+    assert read_dataset(out) == read_dataset(ref)
+    assert visible_files(out) == visible_files(ref)
+    assert len(log.read_text().split()) < N  # resumed
+    _run(out, use_checkpoint=True, mode="overwrite")  # a finished dataset is simply overwritten again
+    assert read_dataset(out) == read_dataset(ref)
+
+
+def test_iterator_inputs_and_weights(tmp_path):
+    out = str(tmp_path / "out")
+    optimize(_fns.keep_even, iter(range(10)), out, chunk_size=2, num_workers=2, weights=[1] * 10, verbose=False)
+    index, _ = read_dataset(out)
+    assert sum(c["chunk_size"] for c in index["chunks"]) == 5

@@ -169,12 +169,12 @@ def optimize(
         raise OptimizeInputError("optimize(key_fn=...) is not supported by streamscope yet")
 
     output_dir = _location(output_dir)
-    items = _prepare_inputs(inputs, batch_size, fast_dev_run)
+    items, n_given = _prepare_inputs(inputs, batch_size, fast_dev_run)
     n = len(items)
     workers = _num_workers(num_workers, n)
     if weights is not None:
-        if len(weights) != len(inputs):
-            raise OptimizeInputError(f"weights has {len(weights)} entries but inputs has {len(inputs)}")
+        if len(weights) != n_given:
+            raise OptimizeInputError(f"weights has {len(weights)} entries but inputs has {n_given}")
         if batch_size is None or batch_size <= 1:
             ranges = weighted_ranges(list(weights)[:n], workers)
         else:
@@ -209,7 +209,14 @@ def optimize(
     with ev.span("optimize", "epoch", inputs=n, workers=workers, url=store.url):
         has_index = store.exists("index.json")
         resume_records: dict[int, Resume] = {}
-        if mode == "overwrite":
+        saved = _load_json(store, _CKPT_CONFIG) if use_checkpoint else None
+        if mode == "overwrite" and saved is not None:
+            # a rerun of an interrupted overwrite job resumes (its first run already removed the old dataset);
+            # a checkpoint of another job is simply replaced, as the rest of the old output is
+            saved["start_chunk_index"] = [0] * workers
+            if has_index or saved != {**ckpt_config, "start_chunk_index": [0] * workers}:
+                saved = None
+        if mode == "overwrite" and saved is None:
             _wipe_dataset(store)
             has_index = False
         elif has_index and mode is None:
@@ -221,7 +228,6 @@ def optimize(
         if mode == "append" and has_index:
             existing = json.loads(store.get("index.json"))
 
-        saved = _load_json(store, _CKPT_CONFIG) if use_checkpoint else None
         if saved is not None:
             starts = saved.get("start_chunk_index")
             ckpt_config["start_chunk_index"] = starts
@@ -311,10 +317,10 @@ def map(  # noqa: A001 - LitData's name
         raise OptimizeInputError(f"fn must be callable, got {type(fn).__name__}")
     _reject_platform_args(num_nodes, machine)
     output_dir = _location(output_dir)
-    items = _prepare_inputs(inputs, batch_size, fast_dev_run)
+    items, n_given = _prepare_inputs(inputs, batch_size, fast_dev_run)
     n = len(items)
     workers = _num_workers(num_workers, n)
-    if weights is not None and len(weights) == len(inputs) and (batch_size is None or batch_size <= 1):
+    if weights is not None and len(weights) == n_given and (batch_size is None or batch_size <= 1):
         ranges = weighted_ranges(list(weights)[:n], workers)
     else:
         ranges = even_ranges(n, workers)
@@ -363,7 +369,8 @@ def _reject_platform_args(num_nodes: int | None, machine: str | None) -> None:
         )
 
 
-def _prepare_inputs(inputs: Any, batch_size: int | None, fast_dev_run: bool | int) -> list[Any]:
+def _prepare_inputs(inputs: Any, batch_size: int | None, fast_dev_run: bool | int) -> tuple[list[Any], int]:
+    """The work items (batched, cut for fast_dev_run) and the number of inputs given."""
     if isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__len__") or not hasattr(inputs, "__getitem__"):
         try:
             inputs = builtins.list(inputs)
@@ -372,12 +379,13 @@ def _prepare_inputs(inputs: Any, batch_size: int | None, fast_dev_run: bool | in
     if len(inputs) == 0:
         raise OptimizeInputError("inputs is empty: there is nothing to process")
     items = builtins.list(inputs)
+    n_given = len(items)
     if batch_size is not None and batch_size > 1:
         items = [items[p : p + batch_size] for p in range(0, len(items), batch_size)]
     if fast_dev_run:
         keep = int(cfg.get("optimize_fast_dev_run_items")) if fast_dev_run is True else int(fast_dev_run)
         items = items[:keep]
-    return items
+    return items, n_given
 
 
 def _num_workers(num_workers: int | None, n: int) -> int:
