@@ -114,7 +114,14 @@ def run_worker(job: WorkerJob, results: Any, progress: Any) -> None:
     except _InputFailed as failed:
         exc = failed.__cause__
         assert exc is not None
-        ev.instant("crash", "crash", worker=job.worker, input=failed.index, error=type(exc).__name__)
+        ev.instant(
+            "crash",
+            "crash",
+            worker=job.worker,
+            input=failed.index,
+            exception=type(exc).__name__,
+            error=f"{type(exc).__name__}: {exc}"[:300],
+        )
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         results.put(("error", job.worker, failed.index, failed.item_repr, failed.what, _picklable(exc), tb))
     except BaseException as exc:  # noqa: BLE001 - anything else is reported, never swallowed
@@ -176,7 +183,7 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
         nonlocal next_chunk
         for entry in entries:
             name = entry["filename"]
-            with ev.span("upload", "download", chunk=name, bytes=int(entry["chunk_bytes"]), rank=rank):
+            with ev.span("upload", "download", file=name, bytes=int(entry["chunk_bytes"]), rank=rank):
                 publish(store, os.path.join(job.staging_dir, name), name)
             chunks.append(entry)
             next_chunk += 1
@@ -218,7 +225,13 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
                 sample_index += 1
                 if closed:
                     for entry in closed:
-                        ev.instant("chunk_write", "read", chunk=entry["filename"], bytes=int(entry["chunk_bytes"]))
+                        ev.instant(
+                            "chunk_write",
+                            "read",
+                            file=entry["filename"],
+                            bytes=int(entry["chunk_bytes"]),
+                            items=int(entry["chunk_size"]),
+                        )
                     on_closed(closed, pos, emitted)
         except Exception as exc:
             raise _InputFailed(index, job.inputs[pos], "optimize") from exc
@@ -276,7 +289,7 @@ def _run_map(job: WorkerJob, progress: Any) -> None:
                 for name in sorted(files):
                     src = os.path.join(dirpath, name)
                     key = os.path.relpath(src, tmp).replace(os.sep, "/")
-                    with ev.span("upload", "download", key=key, bytes=os.path.getsize(src)):
+                    with ev.span("upload", "download", file=key, bytes=os.path.getsize(src)):
                         publish(store, src, key)
         except Exception as exc:
             raise _InputFailed(index, job.inputs[pos], "map") from exc
