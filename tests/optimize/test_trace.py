@@ -47,3 +47,15 @@ def test_spans_from_main_and_workers_reach_the_log(tmp_path, tracer):
     for name in ("optimize_fn", "serialize", "upload", "chunk_write"):
         got = pids(name)
         assert len(got) == 2 and main not in got, (name, got)  # one per worker process
+
+
+def test_failing_input_leaves_a_crash_event(tmp_path, tracer):
+    from streamscope._core.errors import WorkerFailedError
+
+    log, api = tracer
+    with pytest.raises(WorkerFailedError):
+        optimize(_fns.fail_on_13, list(range(20)), str(tmp_path / "ds"), chunk_size=3, num_workers=2, verbose=False)
+    api.flush_tracer()
+    crashes = [line for line in log.read_text().splitlines() if "name: crash;" in line]
+    assert len(crashes) == 1
+    assert "input: 13;" in crashes[0] and "KeyError" in crashes[0]

@@ -74,6 +74,7 @@ def run_jobs(
                 if msg[0] == "done":
                     out[msg[1]] = (msg[2], msg[3])
                 else:
+                    procs[msg[1]].join(timeout=grace)  # it exits by itself right after reporting (events flushed)
                     _raise_worker_error(msg)
             done_inputs = sum(progress)
             if bar is not None and done_inputs > shown:

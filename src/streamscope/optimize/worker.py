@@ -23,6 +23,7 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -104,6 +105,9 @@ def _set_environ(job: WorkerJob) -> None:
 def run_worker(job: WorkerJob, results: Any, progress: Any) -> None:
     """Process entry point: run the job, report ``done`` or ``error`` on ``results``."""
     _set_environ(job)
+    # The main process stops workers with SIGTERM; exit through SystemExit so that finalizers run (trace
+    # events buffered in this process are flushed, open spans closed) instead of dying mid-buffer.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         if job.kind == "map":
             _run_map(job, progress)
@@ -124,9 +128,16 @@ def run_worker(job: WorkerJob, results: Any, progress: Any) -> None:
         )
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         results.put(("error", job.worker, failed.index, failed.item_repr, failed.what, _picklable(exc), tb))
+    except SystemExit:
+        results.cancel_join_thread()  # stopped by the main process: it no longer reads the queue
+        raise
     except BaseException as exc:  # noqa: BLE001 - anything else is reported, never swallowed
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         results.put(("error", job.worker, None, "", "worker", _picklable(exc), tb))
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _picklable(exc: BaseException) -> bytes | None:
