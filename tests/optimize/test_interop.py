@@ -51,3 +51,15 @@ def test_litdata_reads_our_two_worker_dataset(tmp_path):
         want = _fns.image_sample(i)
         assert s["label"] == i and s["id"] == want["id"]
         assert (s["image"] == want["image"]).all()
+
+
+@pytest.mark.parametrize("name", ["optimize", "map", "walk"])
+def test_signature_matches_litdata(name):
+    import inspect
+
+    import streamscope.optimize as ours
+
+    def params(f):
+        return [(p.name, p.kind, p.default) for p in inspect.signature(f).parameters.values()]
+
+    assert params(getattr(ours, name)) == params(getattr(litdata, name))
