@@ -281,6 +281,36 @@ knob(
 
 # --- optimize -------------------------------------------------------------------------------------
 
+knob(
+    "optimize_staging_dir",
+    "",
+    "path",
+    ("STREAMSCOPE_OPTIMIZE_STAGING_DIR",),
+    "Parent of the per-job staging directory where optimize()/map() workers write chunks before publishing "
+    "them. Empty: inside a local output_dir (publish = rename), else the system temp dir.",
+)
+knob(
+    "optimize_poll_interval",
+    0.05,
+    "s",
+    ("STREAMSCOPE_OPTIMIZE_POLL_INTERVAL",),
+    "How often the optimize() main process checks worker messages, liveness and progress.",
+)
+knob(
+    "optimize_exit_grace",
+    5.0,
+    "s",
+    ("STREAMSCOPE_OPTIMIZE_EXIT_GRACE",),
+    "How long the main process waits for the final message of a worker that has already exited.",
+)
+knob(
+    "optimize_fast_dev_run_items",
+    10,
+    "inputs",
+    ("DATA_OPTIMIZER_FAST_DEV_RUN_ITEMS",),
+    "Number of inputs processed when fast_dev_run=True.",
+)
+
 # --- stream ---------------------------------------------------------------------------------------
 
 # --- raw ------------------------------------------------------------------------------------------

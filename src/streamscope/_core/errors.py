@@ -115,6 +115,30 @@ class DatasetExistsError(OptimizeError):
     """The output directory already holds a dataset and ``mode`` is None."""
 
 
+class OptimizeInputError(OptimizeError, ValueError):
+    """The inputs or arguments of optimize()/map() cannot be used (empty inputs, bad mode, bad sizes)."""
+
+
+class OutputDirError(OptimizeError, OSError):
+    """The output directory cannot be created or written; names the directory."""
+
+
+class WorkerFailedError(OptimizeError):
+    """``fn`` (or the serializer after it) raised for one input; names the input index and repr."""
+
+
+class WorkerDiedError(OptimizeError):
+    """A worker process ended without reporting (killed, segfault, os._exit); names the worker and signal."""
+
+
+class CheckpointMismatchError(OptimizeError, ValueError):
+    """``use_checkpoint=True`` found a checkpoint written for different inputs, workers or chunk settings."""
+
+
+class MapReturnError(OptimizeError, ValueError):
+    """map()'s ``fn`` returned a value; it must write files into its ``output_dir`` and return None."""
+
+
 # --- stream ---------------------------------------------------------------------------------------
 
 
