@@ -77,6 +77,10 @@ class ChunkWaitTimeoutError(CacheError, FileNotFoundError):
         self.waited_s = waited_s
 
 
+class ChunkDownloadError(CacheError):
+    """Fetching or publishing a chunk into the cache failed; names the chunk and the URL (no credentials)."""
+
+
 # --- optimize -------------------------------------------------------------------------------------
 
 
@@ -97,6 +101,14 @@ class DatasetError(StreamscopeError, ValueError):
 
 class StateDictError(DatasetError):
     """A state_dict does not belong to this dataset, seed or configuration."""
+
+
+class IndexNotFoundError(DatasetError, FileNotFoundError):
+    """A dataset directory has no ``index.json``; the message names the path looked at."""
+
+
+class ItemLoaderMismatchError(DatasetError):
+    """The item_loader given to a dataset does not match the ``item_loader`` recorded in its index."""
 
 
 # --- raw ------------------------------------------------------------------------------------------
