@@ -198,11 +198,6 @@ knob(
     ("STREAMSCOPE_MAX_CACHE_SIZE", "MAX_CACHE_SIZE"),
     "Default budget of the chunk cache when a dataset does not give max_cache_size.",
 )
-
-# --- optimize -------------------------------------------------------------------------------------
-
-# --- stream ---------------------------------------------------------------------------------------
-
 knob(
     "open_chunks_max",
     64,
@@ -210,6 +205,10 @@ knob(
     ("STREAMSCOPE_OPEN_CHUNKS_MAX",),
     "Most chunk files one reader keeps mmapped at once (least recently used are closed first).",
 )
+
+# --- optimize -------------------------------------------------------------------------------------
+
+# --- stream ---------------------------------------------------------------------------------------
 
 # --- raw ------------------------------------------------------------------------------------------
 

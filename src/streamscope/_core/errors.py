@@ -99,16 +99,16 @@ class DatasetError(StreamscopeError, ValueError):
     """A streaming dataset cannot be built or iterated with these arguments."""
 
 
-class StateDictError(DatasetError):
-    """A state_dict does not belong to this dataset, seed or configuration."""
-
-
 class IndexNotFoundError(DatasetError, FileNotFoundError):
     """A dataset directory has no ``index.json``; the message names the path looked at."""
 
 
 class ItemLoaderMismatchError(DatasetError):
     """The item_loader given to a dataset does not match the ``item_loader`` recorded in its index."""
+
+
+class StateDictError(DatasetError):
+    """A state_dict does not belong to this dataset, seed or configuration."""
 
 
 # --- raw ------------------------------------------------------------------------------------------

@@ -140,6 +140,8 @@ class StreamingDataset(IterableDataset):
         self.shuffle = shuffle
         self.seed = int(seed)
         self.subsample = float(subsample)
+        if any(var in os.environ for var in config.KNOBS["max_cache_size"].env):
+            max_cache_size = config.get("max_cache_size")  # LitData: MAX_CACHE_SIZE overrides the argument
         self.max_cache_size = parse_bytes(max_cache_size)
         self.max_pre_download = max_pre_download
         self.index_path = index_path
