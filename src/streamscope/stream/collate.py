@@ -84,7 +84,12 @@ def _build(template: Any, columns: list[Any]) -> Any:
         return columns[template]
     if template[0] == "dict":
         return {k: _build(t, columns) for k, t in zip(template[1], template[2])}
-    return [_build(t, columns) for t in template[1]]
+    # default_collate transposes sequences with zip(): a str column directly inside one stays a tuple
+    out = []
+    for t in template[1]:
+        col = _build(t, columns)
+        out.append(tuple(col) if isinstance(t, int) and isinstance(col, list) else col)
+    return out
 
 
 class ColumnCollator:
