@@ -271,7 +271,18 @@ class StreamingDataset(IterableDataset):
         state["_reader"] = None
         state["_reader_pid"] = -1
         state["_plans"] = {}
+        state["_column"] = None
+        # Item loaders hold compiled decoders that may not pickle (spawn workers): rebuild them from their args.
+        loader = state.pop("item_loader")
+        state["_loader_recipe"] = (type(loader), loader.state_dict() if self.is_tokens else {})
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        cls, kwargs = state.pop("_loader_recipe")
+        self.__dict__.update(state)
+        loader = cls(**kwargs)
+        loader.setup(self.config, self.serializers, self.chunks)
+        self.item_loader = loader
 
     # --- settings (LitData names) ------------------------------------------------------------------
 
