@@ -32,7 +32,7 @@ def test_batches_no_workers(ds_dir):
     assert b0["index"].dtype == torch.int64 and b0["name"][:2] == ["s0", "s1"]
 
 
-@pytest.mark.parametrize("ctx", ["fork", "spawn"])
+@pytest.mark.parametrize("ctx", ["fork", pytest.param("spawn", marks=pytest.mark.slow)])
 def test_workers_every_sample_once_in_order(ds_dir, ctx):
     ds = StreamingDataset(ds_dir, shuffle=True, seed=3)
     dl = StreamingDataLoader(ds, batch_size=8, num_workers=2, multiprocessing_context=ctx)
@@ -96,6 +96,7 @@ def test_resume_across_epoch_boundary(ds_dir):
     assert dl3.current_epoch == 2 and sorted(e2) == list(range(N)) and e2 != e1
 
 
+@pytest.mark.slow
 def test_resume_spawn(ds_dir):
     seen, rest, full, _ = run_resume(ds_dir, 2, 2, stop_after=3, ctx="spawn")
     assert seen + rest == full
