@@ -28,6 +28,7 @@ from streamscope._core import config
 from streamscope._core.errors import ChunkDownloadError, ChunkWaitTimeoutError
 from streamscope._core.protocols import ObjectStore
 from streamscope.cache.leases import LEASE_MARK, LeaseTable, live_lease_owners
+from streamscope.storage import redact_url
 
 
 def dataset_cache_dir(root: str, url: str, updated_at: str | None) -> str:
@@ -126,7 +127,7 @@ class ChunkCache:
     def _fetch(self, index: int, path: str) -> None:
         entry = self.chunks[index]
         key = entry["filename"]
-        url = f"{self.store.url.rstrip('/')}/{key}"
+        url = redact_url(f"{self.store.url.rstrip('/')}/{key}")
         try:
             if self.compression:
                 from streamscope.format.chunk import decompress_file
