@@ -176,3 +176,24 @@ def test_remote_dataset_over_http_with_eviction(http_root, tmp_path, workers):
     cdir = dataset_cache_dir(str(tmp_path / "cache"), f"{url}/ds", ds.updated_at)
     chunks = [f for f in os.listdir(cdir) if f.startswith("chunk-") and f.endswith(".bin")]
     assert len(chunks) <= 3 + 1  # the budget, plus the chunk random access still holds
+
+
+def _slow_on_worker_1(sample):
+    from torch.utils.data import get_worker_info
+
+    info = get_worker_info()
+    if info is not None and info.id == 1:
+        time.sleep(0.003)
+    return sample
+
+
+@pytest.mark.slow
+def test_tiny_budget_slow_worker_never_loses_a_chunk(http_root, tmp_path):
+    root, url = http_root
+    write_dataset(os.path.join(root, "ds"), 120, chunk_size=10)
+    # budget of 1 byte: every chunk not leased by someone is evicted at once
+    ds = StreamingDataset(f"{url}/ds", cache_dir=str(tmp_path / "c"), shuffle=True, max_cache_size=1,
+                          transform=_slow_on_worker_1)
+    for _ in range(2):  # two epochs: the second re-downloads what was evicted
+        got = [i for b in StreamingDataLoader(ds, batch_size=5, num_workers=2) for i in b["index"].tolist()]
+        assert sorted(got) == list(range(120))

@@ -87,3 +87,21 @@ def test_column_collate_property(tmp_path_factory, n, chunk, bs, shape, dtype):
         got = ds._collator().collate([(oc.view, p, it) for oc, p, it in groups], len(ci))
         assert_same(got, default_collate(ds._samples(reader, ci, ii)))
     reader.stop()
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
+def test_block_collate_matches_default_collate(tmp_path, dtype):
+    from streamscope.format.item_loader import TokensLoader
+
+    d = write_dataset(
+        str(tmp_path / "t"), 13, lambda i: (torch.arange(37) + i).to(dtype), chunk_size=120, tokens_loader=TokensLoader()
+    )
+    ds = StreamingDataset(d, item_loader=TokensLoader(block_size=16), shuffle=True)
+    plan = ds.plan(1, 5)
+    reader = ds._get_reader()
+    for j in range(plan.num_batches):
+        ci, ii = plan.batch_arrays(j)
+        groups = ds._groups(reader, ci, ii)
+        got = ds._collator().collate([(oc.view, p, it) for oc, p, it in groups], len(ci))
+        assert_same(got, default_collate(ds._samples(reader, ci, ii)))
+    reader.stop()
