@@ -192,8 +192,9 @@ def test_tiny_budget_slow_worker_never_loses_a_chunk(http_root, tmp_path):
     root, url = http_root
     write_dataset(os.path.join(root, "ds"), 120, chunk_size=10)
     # budget of 1 byte: every chunk not leased by someone is evicted at once
-    ds = StreamingDataset(f"{url}/ds", cache_dir=str(tmp_path / "c"), shuffle=True, max_cache_size=1,
-                          transform=_slow_on_worker_1)
+    ds = StreamingDataset(
+        f"{url}/ds", cache_dir=str(tmp_path / "c"), shuffle=True, max_cache_size=1, transform=_slow_on_worker_1
+    )
     for _ in range(2):  # two epochs: the second re-downloads what was evicted
         got = [i for b in StreamingDataLoader(ds, batch_size=5, num_workers=2) for i in b["index"].tolist()]
         assert sorted(got) == list(range(120))

@@ -64,7 +64,10 @@ def test_item_loader_mismatch(tmp_path):
     with pytest.raises(ItemLoaderMismatchError, match="PyTreeLoader.*TokensLoader"):
         StreamingDataset(d, item_loader=TokensLoader(block_size=4))
     t = write_dataset(
-        str(tmp_path / "tok"), 4, lambda i: torch.arange(10, dtype=torch.int64), chunk_size=100,
+        str(tmp_path / "tok"),
+        4,
+        lambda i: torch.arange(10, dtype=torch.int64),
+        chunk_size=100,
         tokens_loader=TokensLoader(),
     )
     with pytest.raises(ItemLoaderMismatchError, match="TokensLoader"):

@@ -94,7 +94,11 @@ def test_block_collate_matches_default_collate(tmp_path, dtype):
     from streamscope.format.item_loader import TokensLoader
 
     d = write_dataset(
-        str(tmp_path / "t"), 13, lambda i: (torch.arange(37) + i).to(dtype), chunk_size=120, tokens_loader=TokensLoader()
+        str(tmp_path / "t"),
+        13,
+        lambda i: (torch.arange(37) + i).to(dtype),
+        chunk_size=120,
+        tokens_loader=TokensLoader(),
     )
     ds = StreamingDataset(d, item_loader=TokensLoader(block_size=16), shuffle=True)
     plan = ds.plan(1, 5)
