@@ -93,3 +93,19 @@ def test_image_samples_roundtrip(tmp_path):
     s = ds[12]
     ref = image_sample(12)
     assert np.array_equal(s["image"], ref["image"]) and s["label"] == 12 and s["name"] == "img12"
+
+
+def test_train_test_split(ds_dir):
+    from streamscope.stream import train_test_split
+
+    ds = StreamingDataset(ds_dir)
+    train, val, test = train_test_split(ds, [0.7, 0.2, 0.1], seed=3)
+    parts = [[s["index"] for s in d] for d in (train, val, test)]
+    assert [len(p) for p in parts] == [int(95 * 0.7), int(95 * 0.2), int(95 * 0.1)]
+    assert len(set().union(*map(set, parts))) == sum(len(p) for p in parts)  # disjoint
+    assert [len(d) for d in (train, val, test)] == [len(p) for p in parts]
+    assert [s["index"] for s in ds] == list(range(95))  # the original is untouched
+    again = train_test_split(StreamingDataset(ds_dir), [0.7, 0.2, 0.1], seed=3)
+    assert [s["index"] for s in again[1]] == parts[1]
+    with pytest.raises(ValueError):
+        train_test_split(ds, [0.7, 0.5])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["StreamingDataLoader", "StreamingDataset"]
+__all__ = ["StreamingDataLoader", "StreamingDataset", "train_test_split"]
 
 
 def __getattr__(name: str) -> Any:
@@ -17,4 +17,8 @@ def __getattr__(name: str) -> Any:
         from streamscope.stream.dataloader import StreamingDataLoader
 
         return StreamingDataLoader
+    if name == "train_test_split":
+        from streamscope.stream.split import train_test_split
+
+        return train_test_split
     raise AttributeError(name)

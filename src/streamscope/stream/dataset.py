@@ -21,6 +21,7 @@ are involved; a loader that starts at batch ``s`` with ``W`` workers has worker 
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -180,8 +181,7 @@ class StreamingDataset(IterableDataset):
         else:
             arr = np.asarray(self.regions, dtype=np.int64).reshape(-1, 3)
             self._r_chunk, self._r_start, sizes = arr[:, 0], arr[:, 1], arr[:, 2] - arr[:, 1]
-        self._r_end = np.cumsum(sizes)
-        self.total_items = int(self._r_end[-1]) if len(self._r_end) else 0
+        self._set_region_arrays(sizes)
 
         dist = DistEnv.detect()
         self.world_size, self.rank = dist.world_size, dist.rank
@@ -202,6 +202,24 @@ class StreamingDataset(IterableDataset):
         self._batch_mode: dict[str, Any] | None = None  # set by StreamingDataLoader
 
     # --- construction helpers ----------------------------------------------------------------------
+
+    def _set_region_arrays(self, sizes: np.ndarray) -> None:
+        self._r_end = np.cumsum(sizes)
+        self.total_items = int(self._r_end[-1]) if len(self._r_end) else 0
+
+    def with_regions(self, regions: Sequence[tuple[int, int, int]]) -> StreamingDataset:
+        """A copy of this dataset that runs over ``regions`` ``(chunk, start, end)`` only (train_test_split)."""
+        new = copy.copy(self)
+        new.__dict__.update(self.__getstate__())
+        new.item_loader = self.item_loader
+        new.__dict__.pop("_loader_recipe", None)
+        new.regions = [(int(c), int(a), int(b)) for c, a, b in regions]
+        arr = np.asarray(new.regions, dtype=np.int64).reshape(-1, 3)
+        new._r_chunk, new._r_start = arr[:, 0], arr[:, 1]
+        new._set_region_arrays(arr[:, 2] - arr[:, 1])
+        new._pending = None
+        new._batch_mode = None
+        return new
 
     def _store(self) -> Any:
         from streamscope.storage import open_store
