@@ -198,3 +198,25 @@ def test_tiny_budget_slow_worker_never_loses_a_chunk(http_root, tmp_path):
     for _ in range(2):  # two epochs: the second re-downloads what was evicted
         got = [i for b in StreamingDataLoader(ds, batch_size=5, num_workers=2) for i in b["index"].tolist()]
         assert sorted(got) == list(range(120))
+
+
+def test_download_delete_read_are_traced(http_root, tmp_path):
+    from streamscope import events as ev
+
+    root, url = http_root
+    write_dataset(os.path.join(root, "ds"), 40, chunk_size=10)
+    cats = {"download", "delete", "read", "cache", "prefetch"}
+    ev.drain()
+    ev.ACTIVE.update(cats)
+    try:
+        ds = StreamingDataset(f"{url}/ds", cache_dir=str(tmp_path / "c"), max_cache_size=1)
+        list(StreamingDataLoader(ds, batch_size=10))
+    finally:
+        ev.ACTIVE.difference_update(cats)
+    events = ev.drain()
+    downloads = [e for e in events if e[1] == "download" and e[0] == "E" and "chunk" in e[6]]  # chunk-level spans
+    assert sorted(e[6]["chunk"] for e in downloads) == [0, 1, 2, 3]
+    assert all(e[6]["bytes"] > 0 and e[6]["url"].startswith("http://127.0.0.1") for e in downloads)
+    assert len([e for e in events if e[1] == "delete" and e[0] == "B"]) >= 3
+    assert any(e[2] == "read" for e in events)
+    assert [e for e in events if e[0] == "C" and e[1] == "cache_bytes"]

@@ -140,8 +140,7 @@ class ChunkCache:
                         f["bytes"] = self.store.download_file(key, downloaded)
                     src = downloaded
                 try:
-                    with ev.span("decompress", "decompress", chunk=index, bytes=int(entry.get("chunk_bytes", 0))):
-                        decompress_file(src, path, self.compression)
+                    decompress_file(src, path, self.compression)  # traced by the format layer (`decompress`)
                 finally:
                     if downloaded is not None:
                         with contextlib.suppress(FileNotFoundError):
