@@ -279,6 +279,36 @@ knob(
 
 # --- cache ----------------------------------------------------------------------------------------
 
+knob(
+    "prefetch_depth",
+    0,
+    "chunks",
+    ("STREAMSCOPE_PREFETCH_DEPTH",),
+    "Chunks fetched ahead of the reader (0 = use the dataset's max_pre_download). Read live each prefetch loop.",
+    live=True,
+)
+knob(
+    "chunk_wait_timeout",
+    120.0,
+    "s",
+    ("STREAMSCOPE_CHUNK_WAIT_TIMEOUT",),
+    "Longest a reader waits for a chunk download (or another process's download lock) before raising.",
+)
+knob(
+    "max_cache_size",
+    "100GB",
+    "bytes",
+    ("STREAMSCOPE_MAX_CACHE_SIZE", "MAX_CACHE_SIZE"),
+    "Default budget of the chunk cache when a dataset does not give max_cache_size.",
+)
+knob(
+    "open_chunks_max",
+    64,
+    "chunks",
+    ("STREAMSCOPE_OPEN_CHUNKS_MAX",),
+    "Most chunk files one reader keeps mmapped at once (least recently used are closed first).",
+)
+
 # --- optimize -------------------------------------------------------------------------------------
 
 knob(

@@ -104,6 +104,10 @@ class ChunkWaitTimeoutError(CacheError, FileNotFoundError):
         self.waited_s = waited_s
 
 
+class ChunkDownloadError(CacheError):
+    """Fetching or publishing a chunk into the cache failed; names the chunk and the URL (no credentials)."""
+
+
 # --- optimize -------------------------------------------------------------------------------------
 
 
@@ -144,6 +148,14 @@ class MapReturnError(OptimizeError, ValueError):
 
 class DatasetError(StreamscopeError, ValueError):
     """A streaming dataset cannot be built or iterated with these arguments."""
+
+
+class IndexNotFoundError(DatasetError, FileNotFoundError):
+    """A dataset directory has no ``index.json``; the message names the path looked at."""
+
+
+class ItemLoaderMismatchError(DatasetError):
+    """The item_loader given to a dataset does not match the ``item_loader`` recorded in its index."""
 
 
 class StateDictError(DatasetError):
