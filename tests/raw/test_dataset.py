@@ -197,3 +197,10 @@ def test_dataloader_shuffled_with_transform(tmp_path: Path, cache_root: str):
     loader = DataLoader(ds, batch_size=7, shuffle=True, num_workers=2, multiprocessing_context="fork")
     got = torch.cat(list(loader)).tolist()
     assert sorted(got) == list(range(50)) and got != list(range(50))
+
+
+def test_input_dir_as_dir_or_pathlike(folder: Path, cache_root: str):
+    from streamscope import Dir
+
+    assert len(StreamingRawDataset(Dir(path=str(folder)), cache_dir=cache_root)) == 40
+    assert StreamingRawDataset(folder, cache_dir=cache_root)[0] == content(0, 64)

@@ -162,7 +162,11 @@ def _open_remote(root: str, storage_options: dict[str, Any]) -> ObjectStore:
 class Source:
     """One dataset's input location; opens its store lazily, once per process."""
 
-    def __init__(self, input_dir: str | os.PathLike[str], storage_options: dict[str, Any] | None = None) -> None:
+    def __init__(self, input_dir: Any, storage_options: dict[str, Any] | None = None) -> None:
+        if hasattr(input_dir, "url") and hasattr(input_dir, "path"):  # a Dir (ours or LitData's): URL first
+            input_dir = input_dir.url or input_dir.path
+        if not isinstance(input_dir, (str, os.PathLike)):
+            raise RawSchemeError(f"input_dir must be a path, URL or Dir, got {type(input_dir).__name__}")
         self.input_dir = os.fspath(input_dir)
         self.root = canonical_root(self.input_dir)
         self.scheme = scheme_of(self.root)
