@@ -44,7 +44,9 @@ def cache_root(tmp_path: Path) -> str:
 
 @pytest.fixture(autouse=True)
 def _clean_knobs():
+    """Fresh knobs per test; local folders take the pooled path (threads, look-ahead) unless a test says so."""
     config.reset()
+    config.set_value("raw_local_inline_s", 0.0)
     yield
     config.reset()
 

@@ -204,3 +204,26 @@ def test_input_dir_as_dir_or_pathlike(folder: Path, cache_root: str):
 
     assert len(StreamingRawDataset(Dir(path=str(folder)), cache_dir=cache_root)) == 40
     assert StreamingRawDataset(folder, cache_dir=cache_root)[0] == content(0, 64)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_inline_local_reads(tmp_path: Path, cache_root: str, workers: int):
+    """Fast local files are read in the calling thread; a slow average switches to the pooled path."""
+    config.reset("raw_local_inline_s")
+    data = make_folder(tmp_path, 30)
+    ds = PairDataset(str(data), cache_dir=cache_root, transform=lambda parts: [file_id(p) for p in parts])
+    assert ds.fetcher.inline_ok()
+    loader = DataLoader(
+        ds, batch_size=4, num_workers=workers, collate_fn=identity, multiprocessing_context="fork" if workers else None
+    )
+    assert [pair for batch in loader for pair in batch] == [[i, i + 1] for i in range(0, 30, 2)]
+    if workers == 0:
+        from streamscope.raw.runtime import runtime
+
+        before = runtime().started
+        ds.__getitems__([0, 1])
+        assert runtime().started == before  # no pool task for inline reads
+        ds.fetcher.local_read_s = 1.0  # as if the folder were a slow network mount
+        assert not ds.fetcher.inline_ok()
+        assert ds.__getitems__([2, 3]) == [[4, 5], [6, 7]]
+        assert runtime().started > before

@@ -229,6 +229,14 @@ knob(
     "Objects at or above this size are not hedged whole (their ranged parts are).",
 )
 knob(
+    "raw_local_inline_s",
+    0.001,
+    "s",
+    ("STREAMSCOPE_RAW_LOCAL_INLINE_S",),
+    "Local files are read in the calling thread (no pool, no look-ahead) while the running average read "
+    "takes less than this; slower local storage (network mounts) gets the concurrent path. 0 = never inline.",
+)
+knob(
     "raw_retries",
     4,
     "attempts",

@@ -83,6 +83,7 @@ class Fetcher:
         self.hedges_fired = 0
         self.hedges_won = 0
         self.retries = 0
+        self.local_read_s = 0.0  # running average of one local read (decides inline vs pooled reads)
         self._counter_lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -95,6 +96,27 @@ class Fetcher:
         self._counter_lock = threading.Lock()
 
     # --- public -------------------------------------------------------------------------------------
+
+    def inline_ok(self) -> bool:
+        """True when files are local and fast enough that threads would cost more than they save."""
+        limit = float(config.get("raw_local_inline_s"))
+        return not self.source.is_remote and limit > 0 and self.local_read_s < limit
+
+    def fetch_now(self, path: str, size: int) -> Any:
+        """Fetch a LOCAL file in the calling thread (bytes, or its path for "path" items)."""
+        key = self.source.key_of(path)
+        t0 = time.perf_counter()
+        try:
+            if self.item_type == "path":
+                local = self.source.store().local_path(key)
+                if local is not None:
+                    return self._checked_local_path(local, path, size)
+            data = self._get_with_retries(key, path, size)
+            if self.cache_files:
+                return self._publish(key, data, path_result=self.item_type == "path")
+            return data
+        finally:
+            self.local_read_s += 0.1 * (time.perf_counter() - t0 - self.local_read_s)
 
     def start(self, rt: IORuntime, path: str, size: int, ahead: bool = False) -> Future[Any]:
         """Start fetching ``path`` (an index path); the future yields bytes, or a local path for "path" items."""
@@ -118,7 +140,9 @@ class Fetcher:
         elif self._hedgeable(size):
             data = Hedge(self, rt, key, path, size, ahead).result
         else:
-            data = rt.submit(self._get_with_retries, key, path, size, ahead=ahead)
+            data = rt.submit(
+                self._timed_get if not self.source.is_remote else self._get_with_retries, key, path, size, ahead=ahead
+            )
         if self.cache_files:
             published = then(data, lambda b: self._publish(key, b, path_result=want_path))
             published.hedge = getattr(data, "hedge", None)  # type: ignore[attr-defined]
@@ -156,6 +180,13 @@ class Fetcher:
         with ev.span("read", "read", path=path, bytes=size, cached=True):
             with open(cached, "rb") as f:
                 return f.read()
+
+    def _timed_get(self, key: str, path: str, size: int) -> bytes:
+        t0 = time.perf_counter()
+        try:
+            return self._get_with_retries(key, path, size)
+        finally:
+            self.local_read_s += 0.1 * (time.perf_counter() - t0 - self.local_read_s)
 
     def _get_with_retries(self, key: str, path: str, size: int, start: int = 0, end: int | None = None) -> bytes:
         attempts = max(1, int(config.get("raw_retries")))
