@@ -125,9 +125,8 @@ def main() -> None:
             }
             endpoints["s3"] = (ep.url("raw"), opts)
             if "s3+20ms" in sources:
-                proxy = FaultProxy(ep.endpoint_url, seed=1)
+                proxy = FaultProxy(ep.endpoint_url, seed=1, fixed_delay_s=0.020)
                 cleanup.append(proxy.close)
-                proxy.configure(fixed_delay_s=0.020)
                 endpoints["s3+20ms"] = (ep.url("raw"), {**opts, "endpoint_url": proxy.url})
 
         for src in sources:
