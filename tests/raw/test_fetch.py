@@ -162,3 +162,24 @@ def test_cache_files_publish_and_reuse(tmp_path: Path):
     assert p3.startswith(ds.cache_dir) and Path(p3).read_bytes() == content(3, 70) and len(store2.calls) == 1
     Path(cached).write_bytes(b"trunc")  # a short cached copy is fetched again, not served
     assert ds[2] == content(2, 70)
+
+
+def test_sweep_orphans_of_dead_processes(tmp_path: Path):
+    import subprocess
+    import sys
+
+    from streamscope.raw.fetch import sweep_orphans
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    (tmp_path / "sub").mkdir()
+    orphan = tmp_path / "sub" / f"a.bin.tmp.{dead_pid}.1.abcd"
+    mine = tmp_path / f"b.bin.tmp.{os.getpid()}.1.abcd"
+    fresh = tmp_path / f"c.bin.tmp.{dead_pid}.1.abcd"
+    for p in (orphan, mine, fresh):
+        p.write_bytes(b"partial")
+    old = time.time() - 3600
+    os.utime(orphan, (old, old))
+    os.utime(mine, (old, old))
+    assert sweep_orphans(str(tmp_path)) == 1
+    assert not orphan.exists() and mine.exists() and fresh.exists()

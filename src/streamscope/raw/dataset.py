@@ -28,7 +28,7 @@ from torch.utils.data import Dataset, get_worker_info
 from streamscope import events as ev
 from streamscope._core import config
 from streamscope._core.errors import ConfigError, RawDownloadTimeoutError, RawSetupError
-from streamscope.raw.fetch import Fetcher, Hedge
+from streamscope.raw.fetch import Fetcher, Hedge, sweep_orphans
 from streamscope.raw.indexer import BaseIndexer, FileIndexer, FileMetadata
 from streamscope.raw.planning import LookAhead, adaptive_concurrency, batch_budget, effective_prefetch, median_size
 from streamscope.raw.runtime import IORuntime, gather, runtime, then
@@ -132,6 +132,8 @@ class StreamingRawDataset(Dataset):
                 self.median_file_bytes,
             )
         self.items: list[FileMetadata] | list[list[FileMetadata]] = self._checked_items(self.setup(self.files))
+        if cache_files:
+            sweep_orphans(self.cache_dir)
         self.prefetch_hits = 0
         self.prefetch_misses = 0
         self._reset_runtime_state()
@@ -216,17 +218,22 @@ class StreamingRawDataset(Dataset):
         n = len(self.items)
         indices = [self._normalize(i, n) for i in indices]
         futures: dict[int, Future[Any]] = {}
-        hits = 0
+        missed: list[int] = []
+        seen: set[int] = set()
         for i in indices:
-            if i in futures:
+            if i in seen:
                 continue
+            seen.add(i)
             fut = self._ahead.pop(i, None)
             if fut is not None and not (fut.done() and (fut.cancelled() or fut.exception() is not None)):
-                hits += 1
                 futures[i] = fut
             else:
-                futures[i] = self._start_item(rt, i, ahead=False)
-        misses = len(futures) - hits
+                missed.append(i)
+        hits = len(futures)
+        # biggest first, so the longest transfer does not start last
+        for i in sorted(missed, key=lambda j: -sum(m.size for m in self._files_of(j))):
+            futures[i] = self._start_item(rt, i, ahead=False)
+        misses = len(missed)
         self.prefetch_hits += hits
         self.prefetch_misses += misses
         if "prefetch" in ev.ACTIVE:

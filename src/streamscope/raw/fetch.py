@@ -299,3 +299,43 @@ def _size_or_none(path: str) -> int | None:
         return os.stat(path).st_size
     except OSError:
         return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_orphans(cache_dir: str, min_age_s: float = 60.0) -> int:
+    """Remove ``*.tmp.<pid>.*`` files left in ``cache_dir`` by dead processes (older than ``min_age_s``).
+
+    Returns how many were removed. Files of live processes, and recent ones (another host may share the
+    folder), are left alone.
+    """
+    removed = 0
+    now = time.time()
+    for folder, _dirs, names in os.walk(cache_dir):
+        for name in names:
+            if ".tmp." not in name:
+                continue
+            tail = name.rsplit(".tmp.", 1)[1]
+            try:
+                pid = int(tail.split(".", 1)[0])
+            except ValueError:
+                continue
+            path = os.path.join(folder, name)
+            try:
+                if now - os.stat(path).st_mtime < min_age_s or _pid_alive(pid):
+                    continue
+                os.remove(path)
+                removed += 1
+            except OSError:
+                continue
+    if removed:
+        ev.instant("sweep", "cache", path=cache_dir, files=removed)
+    return removed
