@@ -9,6 +9,9 @@ Sources:
   every request;
 * ``local``: a local folder (page-cached).
 
+Each measurement runs in a fresh process (neither engine inherits the other's clients or threads; LitData's
+forked workers fail once its parent process has used obstore).
+
 Both engines use their default arguments. The index is built once by streamscope and found by LitData in the
 shared cache root (LitData lists S3 with s3fs, which is not installed). LitData's obstore client refuses plain
 http; the benchmark patches ``litdata.streaming.downloader._OBSTORE_CLIENT_OPTIONS`` with ``allow_http`` (and
@@ -27,6 +30,7 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -78,8 +82,49 @@ def patch_litdata_for_http() -> None:
     print("NOTE: patched litdata.streaming.downloader._OBSTORE_CLIENT_OPTIONS with allow_http=True (LitData only)")
 
 
+def measure(spec: dict[str, Any]) -> None:
+    """Child mode: build one engine's dataset and time epochs; print one JSON line."""
+    torch.set_num_threads(1)
+    if spec["engine"] == "litdata":
+        if spec["url"].startswith("s3://"):
+            patch_litdata_for_http()
+        from litdata.raw import StreamingRawDataset as Raw
+    else:
+        Raw = streamscope.StreamingRawDataset
+    ds = Raw(spec["url"], cache_dir=spec["cache"], storage_options=spec["opts"])
+    assert len(ds) == spec["files"], (len(ds), spec["files"])
+    import resource
+
+    def cpu() -> float:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # DataLoader workers, once joined
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    rates = []
+    c0 = cpu()
+    for _ in range(spec["repeats"]):
+        rates.append(epoch_files_per_s(ds, spec["workers"], spec["batch"])[0])
+    cpu_ms_per_file = 1000.0 * (cpu() - c0) / (spec["files"] * spec["repeats"])
+    print("RESULT " + json.dumps({"rates": rates, "cpu_ms_per_file": cpu_ms_per_file}), flush=True)
+
+
+def run_child(spec: dict[str, Any]) -> dict[str, Any]:
+    """Measure in a fresh process, so neither engine inherits state (obstore, threads) from the other."""
+    env = dict(os.environ)
+    out = subprocess.run(
+        [sys.executable, __file__, "--measure", json.dumps(spec)], capture_output=True, text=True, env=env, timeout=900
+    )
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+        if line.startswith("NOTE"):
+            print(line)
+    raise RuntimeError(f"measurement failed for {spec['engine']}: {out.stderr[-2000:]}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--measure", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--size", type=int, default=100_000)
     ap.add_argument("--batch", type=int, default=64)
@@ -88,11 +133,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "bench_raw.json"))
     args = ap.parse_args()
+    if args.measure:
+        measure(json.loads(args.measure))
+        return
     workers = [int(w) for w in args.workers.split(",")]
     sources = args.sources.split(",")
     torch.set_num_threads(1)
-
-    from litdata.raw import StreamingRawDataset as LitRaw
 
     tmp = tempfile.mkdtemp(prefix="bench_raw_")
     files = make_files(args.files, args.size)
@@ -116,7 +162,6 @@ def main() -> None:
             client = ep.boto3_client()
             for rel, data in files:
                 client.put_object(Bucket=ep.bucket, Key=f"raw/{rel}", Body=data)
-            patch_litdata_for_http()
             opts = {
                 "endpoint_url": ep.endpoint_url,
                 "aws_access_key_id": ep.access_key,
@@ -132,19 +177,22 @@ def main() -> None:
         for src in sources:
             url, opts = endpoints[src]
             cache = os.path.join(tmp, f"cache-{src}")
-            ours = streamscope.StreamingRawDataset(url, cache_dir=cache, storage_options=opts)
-            theirs = LitRaw(url, cache_dir=cache, storage_options=opts)  # finds our index in the shared cache
-            assert len(ours) == len(theirs) == args.files
+            # streamscope builds the index; LitData finds it in the shared cache root (no s3fs needed)
+            assert len(streamscope.StreamingRawDataset(url, cache_dir=cache, storage_options=opts)) == args.files
             for w in workers:
                 row: dict[str, Any] = {"source": src, "workers": w, "batch": args.batch}
-                for name, ds in (("litdata", theirs), ("streamscope", ours)):
-                    rates = [epoch_files_per_s(ds, w, args.batch)[0] for _ in range(args.repeats)]
-                    row[name] = statistics.median(rates)
+                for name in ("litdata", "streamscope"):
+                    spec = {"engine": name, "url": url, "opts": opts, "cache": cache, "files": args.files}
+                    spec.update(workers=w, batch=args.batch, repeats=args.repeats)
+                    got = run_child(spec)
+                    row[name] = statistics.median(got["rates"])
+                    row[f"{name}_cpu_ms_per_file"] = got["cpu_ms_per_file"]
                 row["ratio"] = row["streamscope"] / row["litdata"]
                 results.append(row)
                 print(
                     f"{src:8s} workers={w}  litdata {row['litdata']:8.0f} files/s   streamscope "
-                    f"{row['streamscope']:8.0f} files/s   ratio {row['ratio']:.2f}",
+                    f"{row['streamscope']:8.0f} files/s   ratio {row['ratio']:.2f}   client CPU ms/file litdata "
+                    f"{row['litdata_cpu_ms_per_file']:.2f} streamscope {row['streamscope_cpu_ms_per_file']:.2f}",
                     flush=True,
                 )
     finally:

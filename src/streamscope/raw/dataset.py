@@ -37,7 +37,7 @@ from streamscope.raw.source import Source
 logger = logging.getLogger(__name__)
 
 _TINY_MEDIAN_BYTES = 100_000
-_RUNTIME_FIELDS = ("_ahead", "_lookahead", "_pid")
+_RUNTIME_FIELDS = ("_ahead", "_lookahead", "_pid", "_batches")
 
 
 def _num_workers() -> int:
@@ -124,6 +124,8 @@ class StreamingRawDataset(Dataset):
         self.files: list[FileMetadata] = self.indexer.build_or_load_index(
             self.source.root, self.cache_dir, self.storage_options, recompute_index
         )
+        for f in self.files:
+            self.source.key_of(f.path)  # every indexed path must lie under input_dir (names the first that does not)
         self.median_file_bytes = median_size([f.size for f in self.files])
         if len(self.files) >= 8 and self.median_file_bytes < _TINY_MEDIAN_BYTES:
             logger.info(
@@ -170,6 +172,7 @@ class StreamingRawDataset(Dataset):
         self._ahead: OrderedDict[int, Future[Any]] = OrderedDict()
         self._lookahead = LookAhead()
         self._pid = os.getpid()
+        self._batches = 0
 
     def _runtime(self) -> IORuntime:
         if self._pid != os.getpid():
@@ -211,7 +214,9 @@ class StreamingRawDataset(Dataset):
 
     def __getitems__(self, indices: list[int]) -> list[Any]:
         """Fetch the items at ``indices`` concurrently (torch's DataLoader calls this with a whole batch)."""
-        if self.fetcher.inline_ok() and not self._ahead:
+        self._batches += 1
+        # fast local files are read inline; on the pooled path, one batch in 32 is read inline to re-measure
+        if self.fetcher.inline_ok() or (self._probe_inline() and self._batches % 32 == 0):
             return self._get_inline(indices)
         rt = self._runtime()
         rt.set_limit(self.concurrency())
@@ -231,8 +236,9 @@ class StreamingRawDataset(Dataset):
                 missed.append(i)
         hits = len(futures)
         # biggest first, so the longest transfer does not start last
-        for i in sorted(missed, key=lambda j: -sum(m.size for m in self._files_of(j))):
-            futures[i] = self._start_item(rt, i, ahead=False)
+        with rt.batch():
+            for i in sorted(missed, key=lambda j: -sum(m.size for m in self._files_of(j))):
+                futures[i] = self._start_item(rt, i, ahead=False)
         misses = len(missed)
         self.prefetch_hits += hits
         self.prefetch_misses += misses
@@ -243,6 +249,9 @@ class StreamingRawDataset(Dataset):
             results = self._wait(futures)
         return [results[i] for i in indices]
 
+    def _probe_inline(self) -> bool:
+        return not self.source.is_remote and float(config.get("raw_local_inline_s")) > 0
+
     def _get_inline(self, indices: list[int]) -> list[Any]:
         """Fast local files: read in this thread, in order (threads and look-ahead would only add overhead)."""
         if self._pid != os.getpid():
@@ -251,13 +260,22 @@ class StreamingRawDataset(Dataset):
         out: list[Any] = []
         with ev.span("read", "read", items=len(indices), inline=True):
             for i in indices:
-                item = self.items[self._normalize(i, n)]
+                idx = self._normalize(i, n)
+                ahead = self._ahead.pop(idx, None)  # fetched ahead while on the pooled path
+                if ahead is not None:
+                    try:
+                        out.append(ahead.result())
+                        self.prefetch_hits += 1
+                        continue
+                    except Exception:  # noqa: BLE001 - read it again below; a real error will repeat
+                        pass
+                item = self.items[idx]
                 if isinstance(item, list):
                     value: Any = [self.fetcher.fetch_now(m.path, m.size) for m in item]
                 else:
                     value = self.fetcher.fetch_now(item.path, item.size)
                 out.append(self.transform(value) if self.transform is not None else value)
-        self.prefetch_misses += len(indices)
+                self.prefetch_misses += 1
         return out
 
     def _normalize(self, i: int, n: int) -> int:
@@ -291,14 +309,15 @@ class StreamingRawDataset(Dataset):
         wanted = self._lookahead.observe(indices, _num_workers(), len(self.items), depth)
         cap = self.prefetch_cache_size or depth
         scheduled = 0
-        for i in wanted:
-            if i in self._ahead:
-                continue
-            while len(self._ahead) >= cap:
-                _, old = self._ahead.popitem(last=False)
-                old.cancel()
-            self._ahead[i] = self._start_item(rt, i, ahead=True)
-            scheduled += 1
+        with rt.batch():
+            for i in wanted:
+                if i in self._ahead:
+                    continue
+                while len(self._ahead) >= cap:
+                    _, old = self._ahead.popitem(last=False)
+                    old.cancel()
+                self._ahead[i] = self._start_item(rt, i, ahead=True)
+                scheduled += 1
         if scheduled and "prefetch" in ev.ACTIVE:
             ev.instant("prefetch_scheduled", "prefetch", items=scheduled, first=wanted[0])
 

@@ -22,6 +22,7 @@ import random
 import threading
 import time
 import uuid
+from collections import deque
 from concurrent.futures import Future
 from typing import Any
 
@@ -83,19 +84,28 @@ class Fetcher:
         self.hedges_fired = 0
         self.hedges_won = 0
         self.retries = 0
-        self.local_read_s = 0.0  # running average of one local read (decides inline vs pooled reads)
+        self.local_read_s = 0.0  # median of recent local reads (decides inline vs pooled reads)
+        self._read_times: deque[float] = deque(maxlen=31)
         self._counter_lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.pop("_counter_lock", None)
+        state["_read_times"] = list(self._read_times)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state["_read_times"] = deque(state.get("_read_times", ()), maxlen=31)
         self.__dict__.update(state)
         self._counter_lock = threading.Lock()
 
     # --- public -------------------------------------------------------------------------------------
+
+    def _note_read(self, seconds: float) -> None:
+        times = self._read_times
+        times.append(seconds)
+        if len(times) >= 5:
+            self.local_read_s = sorted(times)[len(times) // 2]  # a median: a descheduled read is not a slow disk
 
     def inline_ok(self) -> bool:
         """True when files are local and fast enough that threads would cost more than they save."""
@@ -103,29 +113,46 @@ class Fetcher:
         return not self.source.is_remote and limit > 0 and self.local_read_s < limit
 
     def fetch_now(self, path: str, size: int) -> Any:
-        """Fetch a LOCAL file in the calling thread (bytes, or its path for "path" items)."""
-        key = self.source.key_of(path)
+        """Read a LOCAL file in the calling thread: its bytes, or (for "path" items) its size-checked path.
+
+        Local files are read in place: ``cache_files`` does not copy them (they are on local disk already).
+        """
         t0 = time.perf_counter()
         try:
             if self.item_type == "path":
-                local = self.source.store().local_path(key)
-                if local is not None:
-                    return self._checked_local_path(local, path, size)
-            data = self._get_with_retries(key, path, size)
-            if self.cache_files:
-                return self._publish(key, data, path_result=self.item_type == "path")
-            return data
+                return self._checked_local_path(path, path, size)
+            return self._read_local(path, size)
         finally:
-            self.local_read_s += 0.1 * (time.perf_counter() - t0 - self.local_read_s)
+            self._note_read(time.perf_counter() - t0)
+
+    def _read_local(self, path: str, size: int) -> bytes:
+        """One local file (``path`` is its index path, which for local sources is its path on disk)."""
+        if "download" in ev.ACTIVE:
+            with ev.span("download", "download", path=path, bytes=size, attempt=1, local=True):
+                return self._read_local_untraced(path, size)
+        return self._read_local_untraced(path, size)
+
+    @staticmethod
+    def _read_local_untraced(path: str, size: int) -> bytes:
+        try:
+            with open(path, "rb", buffering=0) as f:
+                data = f.readall()
+        except FileNotFoundError:
+            raise RawSourceNotFoundError(f"file {path!r} does not exist (any more)") from None
+        except IsADirectoryError:
+            raise RawSourceNotFoundError(f"indexed file {path!r} is now a folder") from None
+        if len(data) < size:
+            raise RawFileSizeError(f"file {path!r} has {len(data)} bytes, fewer than the {size} in the index")
+        return data
 
     def start(self, rt: IORuntime, path: str, size: int, ahead: bool = False) -> Future[Any]:
         """Start fetching ``path`` (an index path); the future yields bytes, or a local path for "path" items."""
-        key = self.source.key_of(path)
         want_path = self.item_type == "path"
         if not self.source.is_remote:
-            local = self.source.store().local_path(key)
-            if want_path and local is not None:
-                return rt.submit(self._checked_local_path, local, path, size, ahead=ahead)
+            if want_path:
+                return rt.submit(self._checked_local_path, path, path, size, ahead=ahead)
+            return rt.submit(self._timed_local, path, size, ahead=ahead)
+        key = self.source.key_of(path)
         if self.cache_files:
             cached = self.cached_path(key)
             if cached is not None and _size_or_none(cached) == size:
@@ -140,9 +167,7 @@ class Fetcher:
         elif self._hedgeable(size):
             data = Hedge(self, rt, key, path, size, ahead).result
         else:
-            data = rt.submit(
-                self._timed_get if not self.source.is_remote else self._get_with_retries, key, path, size, ahead=ahead
-            )
+            data = rt.submit(self._get_with_retries, key, path, size, ahead=ahead)
         if self.cache_files:
             published = then(data, lambda b: self._publish(key, b, path_result=want_path))
             published.hedge = getattr(data, "hedge", None)  # type: ignore[attr-defined]
@@ -181,12 +206,12 @@ class Fetcher:
             with open(cached, "rb") as f:
                 return f.read()
 
-    def _timed_get(self, key: str, path: str, size: int) -> bytes:
+    def _timed_local(self, path: str, size: int) -> bytes:
         t0 = time.perf_counter()
         try:
-            return self._get_with_retries(key, path, size)
+            return self._read_local(path, size)
         finally:
-            self.local_read_s += 0.1 * (time.perf_counter() - t0 - self.local_read_s)
+            self._note_read(time.perf_counter() - t0)
 
     def _get_with_retries(self, key: str, path: str, size: int, start: int = 0, end: int | None = None) -> bytes:
         attempts = max(1, int(config.get("raw_retries")))

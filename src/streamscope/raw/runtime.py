@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from streamscope._core import config
@@ -37,7 +38,8 @@ class IORuntime:
         self._idle = 0
         self._cap = max(1, int(config.get("raw_io_threads")))
         self._limit = max(1, min(limit, self._cap))
-        self.started = 0  # tasks started (for tests and metrics)
+        self._held = threading.local()
+        self.started = 0  # tasks started, approximately (for tests and metrics)
 
     @property
     def limit(self) -> int:
@@ -52,22 +54,47 @@ class IORuntime:
     def set_limit(self, limit: int) -> None:
         """Change the cap on running tasks (clamped to 1..``raw_io_threads``); takes effect at once."""
         limit = max(1, min(int(limit), self._cap))
+        if limit == self._limit:
+            return
         with self._cv:
-            if limit == self._limit:
-                return
             self._limit = limit
             self._spawn_locked()
             self._cv.notify_all()
 
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Queue every ``submit`` made by this thread inside the block at once, on exit (one lock round)."""
+        if getattr(self._held, "items", None) is not None:
+            yield
+            return
+        self._held.items = held = []
+        try:
+            yield
+        finally:
+            self._held.items = None
+            if held:
+                with self._cv:
+                    for lane, item in held:
+                        lane.append(item)
+                    self._wake_locked(len(held))
+
     def submit(self, fn: Callable[..., T], *args: Any, ahead: bool = False) -> Future[T]:
         """Queue ``fn(*args)``; ``ahead=True`` puts it in the prefetch lane behind all demand work."""
         fut: Future[T] = Future()
+        lane = self._ahead if ahead else self._demand
+        held = getattr(self._held, "items", None)
+        if held is not None:
+            held.append((lane, (fut, fn, args)))
+            return fut
         with self._cv:
-            (self._ahead if ahead else self._demand).append((fut, fn, args))
-            if self._idle:
-                self._cv.notify()
-            self._spawn_locked()
+            lane.append((fut, fn, args))
+            self._wake_locked(1)
         return fut
+
+    def _wake_locked(self, n: int) -> None:
+        if self._idle:
+            self._cv.notify(min(n, self._idle))
+        self._spawn_locked()
 
     def _spawn_locked(self) -> None:
         queued = len(self._demand) + len(self._ahead)
@@ -77,26 +104,38 @@ class IORuntime:
             t = threading.Thread(target=self._serve, name="streamscope-raw-io", daemon=True)
             t.start()
 
-    def _serve(self) -> None:
+    def _next(self) -> tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None:
+        """The next task, or None when this thread should exit (idle too long, or above the limit)."""
         while True:
-            with self._cv:
-                while True:
+            if self._threads > self._limit:
+                with self._cv:
                     if self._threads > self._limit:
                         self._threads -= 1
-                        return
-                    if self._demand:
-                        item = self._demand.popleft()
-                        break
-                    if self._ahead:
-                        item = self._ahead.popleft()
-                        break
-                    self._idle += 1
-                    woke = self._cv.wait(_IDLE_EXIT_S)
-                    self._idle -= 1
-                    if not woke and not self._demand and not self._ahead:
-                        self._threads -= 1
-                        return
-                self.started += 1
+                        return None
+            try:
+                return self._demand.popleft()
+            except IndexError:
+                pass
+            try:
+                return self._ahead.popleft()
+            except IndexError:
+                pass
+            with self._cv:
+                if self._demand or self._ahead:
+                    continue
+                self._idle += 1
+                woke = self._cv.wait(_IDLE_EXIT_S)
+                self._idle -= 1
+                if not woke and not self._demand and not self._ahead:
+                    self._threads -= 1
+                    return None
+
+    def _serve(self) -> None:
+        while True:
+            item = self._next()
+            if item is None:
+                return
+            self.started += 1
             fut, fn, args = item
             if not fut.set_running_or_notify_cancel():
                 continue
