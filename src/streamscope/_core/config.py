@@ -169,16 +169,127 @@ knob(
     ("STREAMSCOPE_TRACE_BUFFER_EVENTS",),
     "Per-process event buffer bound; events beyond it are dropped and counted.",
 )
+knob(
+    "trace_sinks",
+    "",
+    "comma list",
+    ("STREAMSCOPE_TRACE_SINKS",),
+    "Sink factories as 'package.module:Factory' dotted paths, resolved lazily in every process "
+    "(enable_tracer adds streamscope.trace.litracer:LitracerFileSink).",
+)
+knob(
+    "trace_clock_anchor",
+    "",
+    "ns",
+    ("STREAMSCOPE_TRACE_CLOCK_ANCHOR",),
+    "Internal: Unix-epoch minus CLOCK_MONOTONIC nanoseconds of the run, set by the first traced process so "
+    "that every process of the run stamps events on one time axis.",
+)
+knob(
+    "metrics_level",
+    "off",
+    "level",
+    ("STREAMSCOPE_METRICS_LEVEL",),
+    "Categories aggregated into metrics even when no trace log is written (a level name or a comma list of "
+    "categories); the traced categories are always aggregated too.",
+)
+knob(
+    "metrics_dir",
+    "",
+    "path",
+    ("STREAMSCOPE_METRICS_DIR",),
+    "Run directory where every process publishes its metrics snapshot (<pid>.json); created by the first "
+    "traced process and inherited by its workers.",
+)
+knob(
+    "metrics_interval",
+    1.0,
+    "s",
+    ("STREAMSCOPE_METRICS_INTERVAL",),
+    "How often each process aggregates its events and publishes its metrics snapshot.",
+)
 
 # --- format ---------------------------------------------------------------------------------------
 
 # --- storage --------------------------------------------------------------------------------------
+
+knob(
+    "storage_max_attempts",
+    5,
+    "attempts",
+    ("STREAMSCOPE_STORAGE_MAX_ATTEMPTS",),
+    "Attempts per storage request (first try included) before giving up on retryable errors.",
+)
+knob(
+    "storage_retry_base_delay",
+    0.1,
+    "s",
+    ("STREAMSCOPE_STORAGE_RETRY_BASE_DELAY",),
+    "First retry backoff; doubles each attempt up to storage_retry_max_delay (with jitter).",
+)
+knob(
+    "storage_retry_max_delay",
+    5.0,
+    "s",
+    ("STREAMSCOPE_STORAGE_RETRY_MAX_DELAY",),
+    "Upper bound of one retry backoff.",
+)
+knob(
+    "storage_retry_jitter",
+    1.0,
+    "fraction",
+    ("STREAMSCOPE_STORAGE_RETRY_JITTER",),
+    "Share of each backoff that is randomised (0 = fixed delays, 1 = full jitter).",
+)
+knob(
+    "storage_deadline",
+    120.0,
+    "s",
+    ("STREAMSCOPE_STORAGE_DEADLINE",),
+    "Total time budget of one storage operation across all its attempts.",
+)
+knob(
+    "storage_connect_timeout",
+    3.0,
+    "s",
+    ("STREAMSCOPE_STORAGE_CONNECT_TIMEOUT",),
+    "TCP/TLS connect timeout; small so an unreachable endpoint fails fast (well under 30 s).",
+)
+knob(
+    "storage_read_timeout",
+    30.0,
+    "s",
+    ("STREAMSCOPE_STORAGE_READ_TIMEOUT",),
+    "Longest silence while reading a response before the attempt counts as a timeout.",
+)
+knob(
+    "storage_request_timeout",
+    300.0,
+    "s",
+    ("STREAMSCOPE_STORAGE_REQUEST_TIMEOUT",),
+    "Longest single request (connect to last byte); large chunks need minutes on slow links.",
+)
+knob(
+    "storage_s3_backend",
+    "auto",
+    "name",
+    ("STREAMSCOPE_S3_BACKEND",),
+    "S3 client: obstore, boto3, or auto (obstore when importable, else boto3).",
+)
 
 # --- cache ----------------------------------------------------------------------------------------
 
 # --- optimize -------------------------------------------------------------------------------------
 
 # --- stream ---------------------------------------------------------------------------------------
+
+knob(
+    "plan_perm_cache",
+    8,
+    "permutations",
+    ("STREAMSCOPE_PLAN_PERM_CACHE",),
+    "In-chunk permutations an epoch plan keeps in memory (each is one int64 array of a chunk's size).",
+)
 
 # --- raw ------------------------------------------------------------------------------------------
 

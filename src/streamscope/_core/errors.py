@@ -61,6 +61,33 @@ class UnsupportedURLError(StorageError, ValueError):
     """The URL is malformed or its scheme has no backend."""
 
 
+class InvalidRangeError(StorageError, ValueError):
+    """A byte range is negative, reversed, or reaches past the end of the object."""
+
+
+class StorageResponseError(StorageError):
+    """The server answered with something that is not a valid response (garbage, wrong length, bad XML)."""
+
+
+class TransientStorageError(StorageError):
+    """A failure worth retrying (5xx, 503 SlowDown, connection reset, truncated body).
+
+    Raised to the caller only after the retry policy gave up; the message says how many attempts were made.
+    """
+
+
+class StorageConnectionError(TransientStorageError, ConnectionError):
+    """The endpoint could not be reached or dropped the connection."""
+
+
+class TruncatedBodyError(TransientStorageError):
+    """Fewer bytes arrived than the response announced (Content-Length) or the caller expected."""
+
+
+class UnsupportedOperationError(StorageError):
+    """The store cannot do this at all (e.g. writing to or listing a read-only http(s) store)."""
+
+
 # --- cache ----------------------------------------------------------------------------------------
 
 
@@ -97,6 +124,10 @@ class DatasetError(StreamscopeError, ValueError):
 
 class StateDictError(DatasetError):
     """A state_dict does not belong to this dataset, seed or configuration."""
+
+
+class PlanError(DatasetError):
+    """The epoch plan cannot be built: no samples, a rank left without data, or a bad argument."""
 
 
 # --- raw ------------------------------------------------------------------------------------------

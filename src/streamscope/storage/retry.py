@@ -1,0 +1,173 @@
+"""The one retry policy of streamscope's storage layer.
+
+Every network operation of every backend runs through :func:`call`: bounded exponential backoff with
+jitter, at most ``max_attempts`` attempts, and a total ``deadline`` across them. Backends translate their
+native errors into :class:`~streamscope._core.errors.StorageError` subclasses; :func:`is_retryable` decides
+from the class alone:
+
+* retryable: :class:`TransientStorageError` (5xx, 503 SlowDown, connection refused/reset, truncated bodies)
+  and :class:`StorageTimeoutError`;
+* final: not found, auth, invalid range, malformed URL, garbage responses, anything else.
+
+Client libraries' own retries are switched off (obstore ``max_retries=0``, botocore
+``total_max_attempts=1``) so this is the only policy. Each attempt is a ``download``-category span with
+``url`` (credentials removed), ``attempt``, ``status`` and ``bytes``; a retry is an instant ``retry`` and a
+final failure an instant ``give_up``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from streamscope import events as ev
+from streamscope._core import config
+from streamscope._core.errors import StorageError, StorageTimeoutError, TransientStorageError
+from streamscope.storage.redact import redact
+
+T = TypeVar("T")
+log = logging.getLogger("streamscope.storage")
+
+_rng = random.Random()
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry.
+
+    Attributes:
+        max_attempts: Attempts including the first (>= 1).
+        base_delay: Backoff before the first retry, in seconds; doubles per attempt.
+        max_delay: Upper bound of one backoff, in seconds.
+        deadline: Total seconds one operation may take across its attempts; no attempt starts after it.
+        jitter: Share of each backoff that is random (0 = fixed, 1 = "full jitter").
+    """
+
+    max_attempts: int = 5
+    base_delay: float = 0.1
+    max_delay: float = 5.0
+    deadline: float = 120.0
+    jitter: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if self.base_delay < 0 or self.max_delay < 0 or self.deadline <= 0:
+            raise ValueError("delays must be >= 0 and the deadline > 0")
+        if not 0.0 <= self.jitter <= 1.0:
+            raise ValueError(f"jitter must be within [0, 1], got {self.jitter}")
+
+    @classmethod
+    def from_config(cls) -> RetryPolicy:
+        """The policy the ``storage_*`` knobs describe (read now, so live changes apply to new calls)."""
+        return cls(
+            max_attempts=int(config.get("storage_max_attempts")),
+            base_delay=float(config.get("storage_retry_base_delay")),
+            max_delay=float(config.get("storage_retry_max_delay")),
+            deadline=float(config.get("storage_deadline")),
+            jitter=float(config.get("storage_retry_jitter")),
+        )
+
+    def backoff(self, retry: int, rng: random.Random | None = None) -> float:
+        """Seconds to wait before retry number ``retry`` (1 = the first retry)."""
+        raw = min(self.max_delay, self.base_delay * (2.0 ** (retry - 1)))
+        r = (rng or _rng).random()
+        return raw * (1.0 - self.jitter) + raw * self.jitter * r
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True for failures another attempt may cure."""
+    return isinstance(exc, TransientStorageError | StorageTimeoutError)
+
+
+def status_of(exc: BaseException) -> Any:
+    """The HTTP status (or error class name) to put in a trace for a failed attempt."""
+    status = getattr(exc, "status", None)
+    return status if status is not None else type(exc).__name__
+
+
+def call(
+    op: str,
+    url: str,
+    fn: Callable[[dict[str, Any]], T],
+    *,
+    policy: RetryPolicy | None = None,
+    name: str = "download",
+    **fields: Any,
+) -> T:
+    """Run ``fn`` under the retry policy and trace every attempt.
+
+    Args:
+        op: Operation name for messages and traces (``get``, ``get_range``, ``head``, ``put``, ...).
+        url: The object's URL with credentials removed.
+        fn: One attempt. Receives the span's field dict (set ``bytes`` and ``status`` in it); raises a
+            :class:`StorageError` subclass on failure.
+        policy: Defaults to :meth:`RetryPolicy.from_config`.
+        name: Span name (``download`` for reads, keeping LitData's meaning).
+        **fields: Extra span fields (e.g. ``chunk=``).
+
+    Returns:
+        What ``fn`` returned.
+
+    Raises:
+        StorageError: The last error, its message extended with the number of attempts when it was retried.
+    """
+    pol = policy or RetryPolicy.from_config()
+    start = time.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
+        error: StorageError | None = None
+        t0 = time.monotonic()
+        with ev.span(name, "download", op=op, url=url, attempt=attempt, **fields) as f:
+            try:
+                result = fn(f)
+                f.setdefault("status", "ok")
+            except StorageError as exc:
+                error = exc
+                f["status"] = status_of(exc)
+                f["error"] = type(exc).__name__
+            f["duration_s"] = round(time.monotonic() - t0, 6)
+        if error is None:
+            return result
+        elapsed = time.monotonic() - start
+        if not is_retryable(error):
+            raise error
+        delay = pol.backoff(attempt)
+        out_of_attempts = attempt >= pol.max_attempts
+        out_of_time = elapsed + delay >= pol.deadline
+        if out_of_attempts or out_of_time:
+            why = f"{attempt} attempts" if out_of_attempts else f"the {pol.deadline:g} s deadline"
+            ev.instant(
+                "give_up",
+                "download",
+                op=op,
+                url=url,
+                attempt=attempt,
+                status=status_of(error),
+                error=type(error).__name__,
+                elapsed_s=round(elapsed, 3),
+            )
+            log.warning("storage %s %s gave up after %s: %s", op, url, why, redact(error))
+            cls = StorageTimeoutError if out_of_time and not out_of_attempts else type(error)
+            final = cls(redact(f"{error} (gave up after {attempt} attempt(s) in {elapsed:.1f} s, reached {why})"))
+            for attr in ("status", "code", "url"):
+                if hasattr(error, attr):
+                    setattr(final, attr, getattr(error, attr))
+            raise final from None
+        ev.instant(
+            "retry",
+            "download",
+            op=op,
+            url=url,
+            attempt=attempt,
+            status=status_of(error),
+            error=type(error).__name__,
+            delay_s=round(delay, 4),
+        )
+        log.debug("storage %s %s attempt %d failed (%s); retrying in %.3f s", op, url, attempt, redact(error), delay)
+        time.sleep(delay)
