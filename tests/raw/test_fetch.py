@@ -1,6 +1,6 @@
 """Hedged and ranged GETs, retries: a local folder served through a store that behaves like a remote one.
 
-The store below is a real LocalFolderStore with injected latency and failures (the S3 tests in
+The store below is the storage layer's real LocalStore with injected latency and failures (the S3 tests in
 test_s3.py use the real server and fault proxy once the storage fixtures are available).
 """
 
@@ -14,14 +14,13 @@ from pathlib import Path
 import pytest
 
 from streamscope import events as ev
-from streamscope._core import config
 from streamscope._core.errors import RawDownloadError, RawDownloadTimeoutError, RawFileSizeError, StorageError
 from streamscope.raw import StreamingRawDataset
-from streamscope.raw.source import LocalFolderStore
+from streamscope.storage import LocalStore
 from tests.raw.conftest import content, file_id, make_folder
 
 
-class FlakyStore(LocalFolderStore):
+class FlakyStore(LocalStore):
     """Slow first GET per key (``slow_s``), the first ``fail_first`` GETs of each key fail, short reads."""
 
     def __init__(self, root: str, slow_s: float = 0.0, fail_first: int = 0, short_keys: frozenset[str] = frozenset()):
@@ -103,33 +102,16 @@ def test_ranged_parallel_gets(tmp_path: Path):
     assert sorted((s, e) for _, s, e in store.calls) == [(0, 3000), (3000, 6000), (6000, 9000), (9000, 10_000)]
 
 
-def test_retries_then_success(tmp_path: Path):
-    data = make_folder(tmp_path, 30, size=50)
-    config.set_value("raw_retry_backoff", 0.001)
-    ds = StreamingRawDataset(str(data), cache_dir=str(tmp_path / "c"), max_prefetch=0)
-    as_remote(ds, FlakyStore(str(data.resolve()), fail_first=2))
-    ev.ACTIVE.add("download")
-    try:
-        assert [file_id(b) for b in ds.__getitems__(list(range(30)))] == list(range(30))
-        retries = [e for e in ev.drain() if e[1] == "retry"]
-    finally:
-        ev.ACTIVE.discard("download")
-    assert ds.stats()["retries"] == len(retries) == 60
-
-
-def test_retries_exhausted_names_file(tmp_path: Path):
+def test_store_error_names_file(tmp_path: Path):
     data = make_folder(tmp_path, 2, size=50)
-    config.set_value("raw_retry_backoff", 0.001)
-    config.set_value("raw_retries", 2)
     ds = StreamingRawDataset(str(data), cache_dir=str(tmp_path / "c"), max_prefetch=0)
     as_remote(ds, FlakyStore(str(data.resolve()), fail_first=99))
-    with pytest.raises(RawDownloadError, match=r"f00001\.bin.*2 attempt"):
+    with pytest.raises(RawDownloadError, match=r"f00001\.bin.*injected failure"):
         ds[1]
 
 
 def test_short_remote_read_is_an_error(tmp_path: Path):
     data = make_folder(tmp_path, 2, size=50)
-    config.set_value("raw_retry_backoff", 0.001)
     ds = StreamingRawDataset(str(data), cache_dir=str(tmp_path / "c"), max_prefetch=0)
     as_remote(ds, FlakyStore(str(data.resolve()), short_keys=frozenset({"f00000.bin"})))
     with pytest.raises(RawFileSizeError, match="f00000.bin"):

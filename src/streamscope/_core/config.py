@@ -347,19 +347,5 @@ knob(
     "Local files are read in the calling thread (no pool, no look-ahead) while the running average read "
     "takes less than this; slower local storage (network mounts) gets the concurrent path. 0 = never inline.",
 )
-knob(
-    "raw_retries",
-    4,
-    "attempts",
-    ("STREAMSCOPE_RAW_RETRIES",),
-    "Attempts per raw-file GET on transient errors, until the storage retry policy is wired in.",
-)
-knob(
-    "raw_retry_backoff",
-    0.05,
-    "s",
-    ("STREAMSCOPE_RAW_RETRY_BACKOFF",),
-    "First retry delay for raw-file GETs (doubles per attempt, with jitter).",
-)
 
 # --- tune -----------------------------------------------------------------------------------------

@@ -362,11 +362,10 @@ class StreamingRawDataset(Dataset):
     # --- stats ---------------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, int]:
-        """Counters of this process: prefetch hits/misses, hedges fired/won, retries."""
+        """Counters of this process: prefetch hits/misses, hedges fired/won (retries are traced by storage)."""
         return {
             "prefetch_hits": self.prefetch_hits,
             "prefetch_misses": self.prefetch_misses,
             "hedges_fired": self.fetcher.hedges_fired,
             "hedges_won": self.fetcher.hedges_won,
-            "retries": self.fetcher.retries,
         }

@@ -4,7 +4,8 @@ Everything here is started through the per-process :mod:`~streamscope.raw.runtim
 batch's files are in flight together. The pieces:
 
 * :meth:`Fetcher.start` — one file → ``Future[bytes]`` (or ``Future[str]`` for ``item_type="path"``).
-* A plain GET runs in one pool task with retries (:meth:`Fetcher._get_with_retries`).
+* A plain GET runs in one pool task (:meth:`Fetcher._get_with_retries`); retries are the storage layer's
+  (``streamscope.storage.retry``, ``storage_*`` knobs), each attempt traced there as a ``download`` span.
 * Objects at or above ``range_parallel_threshold`` (remote only) are fetched as parallel ``get_range`` parts
   of ``range_chunk_size`` bytes, each its own task with its own retries, joined in order.
 * Hedging (remote, ``hedge_delay > 0``, size below ``raw_hedge_max_bytes``): :class:`Hedge` holds the
@@ -18,7 +19,6 @@ batch's files are in flight together. The pieces:
 from __future__ import annotations
 
 import os
-import random
 import threading
 import time
 import uuid
@@ -29,36 +29,15 @@ from typing import Any
 from streamscope import events as ev
 from streamscope._core import config
 from streamscope._core.errors import (
+    InvalidRangeError,
     ObjectNotFoundError,
-    RawDatasetError,
     RawDownloadError,
     RawFileSizeError,
     RawSourceNotFoundError,
-    StorageAuthError,
     StorageError,
 )
 from streamscope.raw.runtime import IORuntime, gather, settle, then
 from streamscope.raw.source import Source
-
-_FATAL: tuple[type[BaseException], ...] = (
-    RawDatasetError,
-    FileNotFoundError,
-    ObjectNotFoundError,
-    PermissionError,
-    StorageAuthError,
-    IsADirectoryError,
-    NotImplementedError,
-    ValueError,
-    TypeError,
-)
-
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, _FATAL):
-        return False
-    return isinstance(exc, (StorageError, OSError, ConnectionError, TimeoutError)) or type(exc).__module__.startswith(
-        ("obstore", "botocore", "urllib3", "aiohttp", "http")
-    )
 
 
 class Fetcher:
@@ -83,7 +62,6 @@ class Fetcher:
         self.range_chunk_size = max(1, range_chunk_size)
         self.hedges_fired = 0
         self.hedges_won = 0
-        self.retries = 0
         self.local_read_s = 0.0  # median of recent local reads (decides inline vs pooled reads)
         self._read_times: deque[float] = deque(maxlen=31)
         self._counter_lock = threading.Lock()
@@ -214,34 +192,21 @@ class Fetcher:
             self._note_read(time.perf_counter() - t0)
 
     def _get_with_retries(self, key: str, path: str, size: int, start: int = 0, end: int | None = None) -> bytes:
-        attempts = max(1, int(config.get("raw_retries")))
-        delay = float(config.get("raw_retry_backoff"))
-        store = self.source.store()
-        ranged = end is not None
+        """One GET (or ranged GET) through the store, which applies the storage retry policy; size-checked."""
         want = (end - start) if end is not None else size
-        for attempt in range(1, attempts + 1):
-            try:
-                with ev.span("download", "download", path=path, bytes=want, attempt=attempt, offset=start) as f:
-                    data = store.get_range(key, start, end) if ranged else store.get(key)  # type: ignore[arg-type]
-                    f["got"] = len(data)
-                if len(data) < want:
-                    raise RawFileSizeError(
-                        f"file {path!r}: got {len(data)} bytes at offset {start}, expected {want} (index size {size})"
-                    )
-                return data
-            except BaseException as exc:
-                remote_short = isinstance(exc, RawFileSizeError) and self.source.is_remote
-                if attempt >= attempts or not (remote_short or _retryable(exc)):
-                    if isinstance(exc, (RawDatasetError, KeyboardInterrupt, SystemExit)):
-                        raise
-                    if isinstance(exc, (FileNotFoundError, ObjectNotFoundError)):
-                        raise RawSourceNotFoundError(f"file {path!r} does not exist (any more): {exc}") from exc
-                    raise RawDownloadError(f"could not fetch {path!r} after {attempt} attempt(s): {exc!r}") from exc
-                with self._counter_lock:
-                    self.retries += 1
-                ev.instant("retry", "download", path=path, attempt=attempt, error=type(exc).__name__)
-                time.sleep(delay * (2 ** (attempt - 1)) * (0.5 + random.random()))
-        raise AssertionError("unreachable")
+        try:
+            data = self.source.store().get(key) if end is None else self.source.store().get_range(key, start, end)
+        except (ObjectNotFoundError, FileNotFoundError) as exc:
+            raise RawSourceNotFoundError(f"file {path!r} does not exist (any more): {exc}") from exc
+        except InvalidRangeError as exc:
+            raise RawFileSizeError(f"file {path!r} is shorter than the {size} bytes in the index: {exc}") from exc
+        except StorageError as exc:
+            raise RawDownloadError(f"could not fetch {path!r}: {exc}") from exc
+        if len(data) < want:
+            raise RawFileSizeError(
+                f"file {path!r}: got {len(data)} bytes at offset {start}, expected {want} (index size {size})"
+            )
+        return data
 
     def _start_ranged(self, rt: IORuntime, key: str, path: str, size: int, ahead: bool) -> Future[bytes]:
         step = self.range_chunk_size

@@ -8,14 +8,13 @@
 * a lazily opened :class:`~streamscope._core.protocols.ObjectStore`, one per process: a store opened in a
   parent is never used in a forked child, and pickling drops it.
 
-Remote URLs go through ``streamscope.storage.open_store``. Local folders use :class:`LocalFolderStore`, a
-small read-mostly store; it stays until the storage layer's local adapter is on main.
+Every access goes through ``streamscope.storage.open_store`` (its retry policy, error mapping and tracing);
+raw adds only the hot path for fast local files (:meth:`~streamscope.raw.fetch.Fetcher.fetch_now`).
 """
 
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,9 @@ from urllib.parse import urlparse
 
 from streamscope._core.errors import RawSchemeError, RawSourceNotFoundError, StorageError
 from streamscope._core.protocols import ObjectMeta, ObjectStore
+from streamscope.storage import open_store
 
-REMOTE_SCHEMES: tuple[str, ...] = ("s3", "gs", "azure", "az", "abfs", "r2")
+REMOTE_SCHEMES: tuple[str, ...] = ("s3", "gs", "azure", "az", "r2")
 """URL schemes raw-file streaming accepts besides local paths (``file://`` is local)."""
 
 
@@ -57,108 +57,6 @@ def canonical_root(input_dir: str | os.PathLike[str]) -> str:
     return text.rstrip("/")
 
 
-class LocalFolderStore:
-    """An :class:`ObjectStore` over a local folder (keys are ``/``-separated paths under ``url``)."""
-
-    def __init__(self, root: str) -> None:
-        self.url = root
-
-    def _path(self, key: str) -> str:
-        return os.path.join(self.url, *key.split("/")) if key else self.url
-
-    def get(self, key: str) -> bytes:
-        """Read a whole file."""
-        try:
-            with open(self._path(key), "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            raise RawSourceNotFoundError(f"file {self._path(key)!r} does not exist (any more)") from None
-
-    def get_range(self, key: str, start: int, end: int) -> bytes:
-        """Read bytes ``[start, end)`` of a file."""
-        try:
-            with open(self._path(key), "rb") as f:
-                f.seek(start)
-                return f.read(max(0, end - start))
-        except FileNotFoundError:
-            raise RawSourceNotFoundError(f"file {self._path(key)!r} does not exist (any more)") from None
-
-    def head(self, key: str) -> ObjectMeta:
-        """Size and mtime of a file."""
-        try:
-            st = os.stat(self._path(key))
-        except FileNotFoundError:
-            raise RawSourceNotFoundError(f"file {self._path(key)!r} does not exist (any more)") from None
-        return ObjectMeta(key=key, size=st.st_size, mtime=st.st_mtime)
-
-    def exists(self, key: str) -> bool:
-        """True when ``key`` is a file."""
-        return os.path.isfile(self._path(key))
-
-    def put(self, key: str, data: bytes) -> None:
-        """Write a file atomically (tmp + rename)."""
-        dest = self._path(key)
-        os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
-        tmp = f"{dest}.tmp.{os.getpid()}.{uuid.uuid4().hex}"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, dest)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-
-    def list(self, prefix: str = "") -> Iterator[ObjectMeta]:
-        """Every file under ``prefix``, depth-first in sorted order (symlinked folders are not followed)."""
-        base = self._path(prefix.rstrip("/"))
-        stack = [base]
-        while stack:
-            folder = stack.pop()
-            try:
-                entries = sorted(os.scandir(folder), key=lambda e: e.name, reverse=True)
-            except FileNotFoundError:
-                continue
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                elif entry.is_file():
-                    rel = os.path.relpath(entry.path, self.url).replace(os.sep, "/")
-                    st = entry.stat()
-                    yield ObjectMeta(key=rel, size=st.st_size, mtime=st.st_mtime)
-
-    def delete(self, key: str) -> None:
-        """Remove a file (missing is fine)."""
-        try:
-            os.remove(self._path(key))
-        except FileNotFoundError:
-            pass
-
-    def download_file(self, key: str, dest: str) -> int:
-        """Copy a file to ``dest`` atomically; return its size."""
-        data = self.get(key)
-        LocalFolderStore(os.path.dirname(dest) or ".").put(os.path.basename(dest), data)
-        return len(data)
-
-    def upload_file(self, src: str, key: str) -> None:
-        """Copy local file ``src`` to ``key``."""
-        with open(src, "rb") as f:
-            self.put(key, f.read())
-
-    def local_path(self, key: str) -> str | None:
-        """The file's path on disk."""
-        return self._path(key)
-
-
-def _open_remote(root: str, storage_options: dict[str, Any]) -> ObjectStore:
-    try:
-        from streamscope.storage import open_store  # type: ignore[attr-defined]
-    except ImportError:  # the storage layer's open_store is not on this branch yet
-        raise RawSchemeError(
-            f"cannot open {root!r}: remote storage needs streamscope.storage.open_store, which is not available"
-        ) from None
-    return open_store(root, storage_options)
-
-
 class Source:
     """One dataset's input location; opens its store lazily, once per process."""
 
@@ -185,10 +83,7 @@ class Source:
         """This process's store for the source (never one inherited across fork)."""
         pid = os.getpid()
         if self._store is None or self._store_pid != pid:
-            if self.is_remote:
-                self._store = _open_remote(self.root, self.storage_options)
-            else:
-                self._store = LocalFolderStore(self.root)
+            self._store = open_store(self.root, self.storage_options)
             self._store_pid = pid
         return self._store
 
@@ -224,7 +119,5 @@ class Source:
         self.check_exists()
         try:
             yield from self.store().list("")
-        except RawSourceNotFoundError:
-            raise
         except StorageError as exc:
             raise RawSourceNotFoundError(f"cannot list input_dir {self.root!r}: {exc}") from exc
