@@ -173,6 +173,38 @@ class RawDatasetError(StreamscopeError, ValueError):
     """A raw-file dataset cannot be indexed or read."""
 
 
+class RawSourceNotFoundError(RawDatasetError, FileNotFoundError):
+    """The input folder, or a file listed in the index, does not exist (any more)."""
+
+
+class EmptyRawSourceError(RawDatasetError):
+    """The input folder holds no file the indexer accepts."""
+
+
+class RawFileSizeError(RawDatasetError):
+    """A file is smaller than the size recorded in the index (truncated or replaced after indexing)."""
+
+
+class RawSchemeError(RawDatasetError):
+    """The input URL's scheme is not supported for raw-file streaming."""
+
+
+class RawSetupError(RawDatasetError, TypeError):
+    """``setup(files)`` returned something other than a list of FileMetadata or of lists of FileMetadata."""
+
+
+class RawIndexError(RawDatasetError):
+    """An ``index.json.zstd`` file is unreadable or does not match the schema."""
+
+
+class RawDownloadError(RawDatasetError, OSError):
+    """A file could not be fetched after the retries allowed; names the path and the last cause."""
+
+
+class RawDownloadTimeoutError(RawDatasetError, TimeoutError):
+    """A batch of files did not arrive within its time budget."""
+
+
 # --- events / trace -------------------------------------------------------------------------------
 
 
