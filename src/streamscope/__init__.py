@@ -31,6 +31,8 @@ _LAZY: dict[str, str] = {
     "enable_tracer": "streamscope.api.tracing",
     "flush_tracer": "streamscope.api.tracing",
     "metrics": "streamscope.api.tracing",
+    "merge_datasets": "streamscope.api.merge",
+    "breakpoint": "streamscope.api.breakpoint",
 }
 
 __all__ = sorted(["ChunkWaitTimeoutError", "Dir", "StreamscopeError", "__version__", *_LAZY])

@@ -213,3 +213,10 @@ class TraceConfigError(StreamscopeError, ValueError):
 
 
 # --- tune -----------------------------------------------------------------------------------------
+
+
+# --- api (merge_datasets) -------------------------------------------------------------------------
+
+
+class MergeDatasetsError(StreamscopeError, ValueError):
+    """``merge_datasets`` refused its inputs (too few, no index, incompatible configs, output not empty)."""

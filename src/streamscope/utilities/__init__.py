@@ -1,0 +1,1 @@
+"""LitData-compatible module paths (``litdata.utilities.*``); only re-exports live here."""

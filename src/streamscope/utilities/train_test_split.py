@@ -1,0 +1,5 @@
+"""``litdata.utilities.train_test_split`` at the same path."""
+
+from streamscope.stream.split import train_test_split  # noqa: F401
+
+__all__ = ["train_test_split"]

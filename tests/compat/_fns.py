@@ -1,0 +1,38 @@
+"""Picklable functions for optimize()/map() as LitData's README writes them (workers import this module)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+
+def sample(i: int) -> dict[str, Any]:
+    """README-style sample: an index, a small image array, a class id and a name."""
+    rng = np.random.default_rng(i)
+    return {"index": i, "image": rng.integers(0, 255, (3, 4, 4), dtype=np.uint8), "class": i % 7, "name": f"s{i}"}
+
+
+def pairs(i: int) -> Any:
+    """A generator fn: each input yields two samples."""
+    for k in range(2):
+        yield {"index": 2 * i + k, "value": float(i) + k / 10}
+
+
+def tokens(i: int) -> Any:
+    """A token sequence of variable length (TokensLoader datasets)."""
+    import torch
+
+    return torch.arange(i * 100, i * 100 + 20 + (i % 5) * 3, dtype=torch.int32)
+
+
+def shifted(i: int) -> dict[str, Any]:
+    """Samples for the append-mode second run (indexes after ``sample``'s)."""
+    return sample(1000 + i)
+
+
+def write_text(item: Any, output_dir: str) -> None:
+    """A map() fn: writes one small file per input into ``output_dir``."""
+    with open(os.path.join(output_dir, f"item-{item}.txt"), "w") as f:
+        f.write(f"content {item}\n")

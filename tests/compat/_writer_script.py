@@ -1,0 +1,63 @@
+"""Write the compat datasets with one engine, in its own process: ``python -m tests.compat._writer_script ENGINE OUT KIND``.
+
+Run as a script so the real LitData (spawn start method) can import the functions from ``tests.compat._fns``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from tests.compat import _fns
+
+KINDS = ("dict", "gen_zstd", "tokens", "two_workers", "append", "overwrite")
+
+
+def write(ld: object, out: str, kind: str) -> None:
+    """Write dataset ``kind`` into ``out`` with the public API of ``ld`` (litdata or streamscope)."""
+    opt = ld.optimize  # type: ignore[attr-defined]
+    if kind == "dict":
+        opt(fn=_fns.sample, inputs=list(range(50)), output_dir=out, chunk_size=8, num_workers=1, verbose=False)
+    elif kind == "gen_zstd":
+        opt(
+            fn=_fns.pairs,
+            inputs=list(range(30)),
+            output_dir=out,
+            chunk_bytes="1KB",
+            compression="zstd",
+            num_workers=1,
+            verbose=False,
+        )
+    elif kind == "tokens":
+        from importlib import import_module
+
+        loader_mod = import_module(f"{ld.__name__}.streaming.item_loader")  # type: ignore[attr-defined]
+        opt(
+            fn=_fns.tokens,
+            inputs=list(range(30)),
+            output_dir=out,
+            chunk_size=300,
+            num_workers=1,
+            item_loader=loader_mod.TokensLoader(),
+            verbose=False,
+        )
+    elif kind == "two_workers":
+        opt(fn=_fns.sample, inputs=list(range(40)), output_dir=out, chunk_size=6, num_workers=2, verbose=False)
+    elif kind in ("append", "overwrite"):
+        opt(fn=_fns.sample, inputs=list(range(20)), output_dir=out, chunk_size=8, num_workers=1, verbose=False)
+        opt(
+            fn=_fns.shifted,
+            inputs=list(range(10)),
+            output_dir=out,
+            chunk_size=8,
+            num_workers=1,
+            mode=kind,
+            verbose=False,
+        )
+    else:
+        raise ValueError(kind)
+
+
+if __name__ == "__main__":
+    engine, out_dir, which = sys.argv[1], sys.argv[2], sys.argv[3]
+    write(importlib.import_module(engine), out_dir, which)

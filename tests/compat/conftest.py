@@ -1,0 +1,120 @@
+"""Fixtures for the compat suite: each usage pattern runs once with ``litdata`` and once with ``streamscope``.
+
+LitData 0.2.68 is imported from the venv; streamscope from this worktree (PYTHONPATH). LitData's PyPI version
+check is switched off (no network here) and its optimize staging folders are private to each test.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+ENGINES = ("litdata", "streamscope")
+
+
+@pytest.fixture(autouse=True)
+def _private_env(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LITDATA_DISABLE_VERSION_CHECK", "1")
+    monkeypatch.setenv("DATA_OPTIMIZER_CACHE_FOLDER", str(tmp_path / "_stage"))
+    monkeypatch.setenv("DATA_OPTIMIZER_DATA_CACHE_FOLDER", str(tmp_path / "_dstage"))
+    monkeypatch.setenv("LITDATA_CACHE_DIR", str(tmp_path / "_cache"))
+
+
+def engine(name: str) -> ModuleType:
+    """The top-level module of one engine (``import litdata as ld`` / ``import streamscope as ld``)."""
+    return importlib.import_module(name)
+
+
+def both(scenario: Callable[..., Any], *args: Any) -> tuple[Any, Any]:
+    """Run ``scenario(ld, *args)`` with litdata then streamscope; return both outcomes (errors as values)."""
+    out = []
+    for name in ENGINES:
+        try:
+            out.append(plain(scenario(engine(name), *args)))
+        except Exception as exc:  # noqa: BLE001 - an error is an outcome to compare
+            out.append(("raised", type(exc).__name__))
+    return out[0], out[1]
+
+
+def plain(x: Any) -> Any:
+    """Tensors/arrays/tuples to comparable plain values, keeping dtype and container kind."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return ("tensor", str(x.dtype).replace("torch.", ""), x.tolist())
+    if isinstance(x, np.ndarray):
+        return ("ndarray", str(x.dtype), x.tolist())
+    if isinstance(x, np.generic):
+        return ("np", str(x.dtype), x.item())
+    if isinstance(x, dict):
+        return {k: plain(v) for k, v in x.items()}
+    if isinstance(x, tuple):  # list and tuple stay apart: (1, 2) != [1, 2]
+        return tuple(plain(v) for v in x)
+    if isinstance(x, list):
+        return [plain(v) for v in x]
+    return x
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """50 README-style samples in chunks of 8, written by streamscope.optimize (byte-identical to LitData's,
+    which ``test_optimize_parity`` checks)."""
+    from streamscope import optimize
+    from tests.compat import _fns
+
+    out = str(tmp_path_factory.mktemp("compat-data") / "dict")
+    optimize(fn=_fns.sample, inputs=list(range(50)), output_dir=out, chunk_size=8, num_workers=1, verbose=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tokens_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """30 variable-length token sequences written with TokensLoader (chunk_size counts tokens)."""
+    from streamscope import optimize
+    from streamscope.streaming.item_loader import TokensLoader
+    from tests.compat import _fns
+
+    out = str(tmp_path_factory.mktemp("compat-tokens") / "tokens")
+    optimize(
+        fn=_fns.tokens,
+        inputs=list(range(30)),
+        output_dir=out,
+        chunk_size=300,
+        num_workers=1,
+        item_loader=TokensLoader(),
+        verbose=False,
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def zstd_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A generator fn (two samples per input), chunk_bytes and zstd compression."""
+    from streamscope import optimize
+    from tests.compat import _fns
+
+    out = str(tmp_path_factory.mktemp("compat-zstd") / "zstd")
+    optimize(
+        fn=_fns.pairs,
+        inputs=list(range(30)),
+        output_dir=out,
+        chunk_bytes="1KB",
+        compression="zstd",
+        num_workers=1,
+        verbose=False,
+    )
+    return out
+
+
+def make_dirs(root: str, *names: str) -> list[str]:
+    """``root/name`` for each name, created."""
+    paths = [os.path.join(root, n) for n in names]
+    for p in paths:
+        os.makedirs(p, exist_ok=True)
+    return paths
