@@ -15,20 +15,19 @@ import sys
 from typing import IO, Any
 
 _LOCK = multiprocessing.Lock()  # created at import so forked workers share it with their parent
-try:
-    _STDIN_FD: int | None = sys.stdin.fileno()
-except (AttributeError, OSError, ValueError):
-    _STDIN_FD = None
 _reopened: list[IO[str]] = []
 
 
 def _terminal_stdin() -> IO[str] | None:
-    """The original stdin reopened from its file descriptor (once per process), or None when there is none."""
-    if _STDIN_FD is None:
-        return None
+    """File descriptor 0 reopened (once per process), or None when the process has none.
+
+    ``multiprocessing`` points ``sys.stdin`` at ``/dev/null`` in its children but leaves descriptor 0 (the
+    parent's stdin, inherited) open, so fd 0 is used rather than whatever ``sys.stdin`` is at import time
+    (this module is often first imported inside the worker, after the swap).
+    """
     if not _reopened:
         try:
-            _reopened.append(os.fdopen(os.dup(_STDIN_FD)))
+            _reopened.append(os.fdopen(os.dup(0)))
         except OSError:
             return None
     return _reopened[0]
