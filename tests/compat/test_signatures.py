@@ -1,0 +1,128 @@
+"""Signature parity with LitData 0.2.68: names, order, kinds and defaults of every public callable.
+
+A call written for LitData binds the same way in streamscope when streamscope's parameters start with
+LitData's (same name, kind and default, same order) and anything extra comes after with a default. The only
+other allowed differences are listed in ALLOWED with their reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import litdata
+import pytest
+
+import streamscope
+
+EMPTY = inspect.Parameter.empty
+
+# (callable, parameter) -> why streamscope's default differs
+ALLOWED_DEFAULTS = {
+    ("StreamingDataset", "storage_options"): "None instead of a shared mutable {} (same meaning; LitData 0.2.76 too)",
+    ("StreamingDataset", "session_options"): "None instead of a shared mutable {} (same meaning; LitData 0.2.76 too)",
+    # LitData requires these; streamscope gives them defaults (a call that passes them binds identically)
+    ("StreamingDataset.get_len", "num_workers"): "optional in streamscope (default 0)",
+    ("StreamingDataset.get_len", "batch_size"): "optional in streamscope (default 1)",
+    ("StreamingDataset.state_dict", "num_samples_yielded"): "optional in streamscope",
+    ("StreamingDataset.state_dict", "num_workers"): "optional in streamscope",
+    ("StreamingDataset.state_dict", "batch_size"): "optional in streamscope",
+}
+
+# LitData's public callables streamscope does not provide (yet); each is a reported gap
+NOT_PROVIDED = {
+    "CombinedStreamingDataset": "stream: class not built",
+    "ParallelStreamingDataset": "stream: class not built",
+    "dataset_update": "nobody owns it: in-place sample updates of an optimized dataset",
+    "build_keys_index": "nobody owns it: keys/shard-*.parquet sidecar (needs pyarrow)",
+    "index_parquet_dataset": "format: ParquetLoader / parquet indexing not implemented",
+    "index_hf_dataset": "hf:// datasets not supported",
+}
+
+# public methods users call on these classes
+METHODS = {
+    "StreamingDataset": [
+        "__len__",
+        "__getitem__",
+        "__iter__",
+        "get_len",
+        "state_dict",
+        "load_state_dict",
+        "reset_state_dict",
+        "set_shuffle",
+        "set_drop_last",
+        "set_epoch",
+        "set_batch_size",
+        "set_num_workers",
+    ],
+    "StreamingDataLoader": ["__len__", "__iter__", "state_dict", "load_state_dict"],
+    "StreamingRawDataset": ["__len__", "__getitem__", "setup"],
+}
+MISSING_METHODS = {
+    ("StreamingDataset", "get_by_key"): "stream: no key lookup (needs keys index sidecar)",
+    ("StreamingDataset", "reset"): "stream: no reset() (LitData drops its cache/reader/shuffler state)",
+    ("StreamingDataset", "on_demand_bytes"): "stream: no on_demand_bytes property",
+}
+
+
+def _ours(name: str) -> Any:
+    # through _LAZY's module, not `streamscope.<name>`: the optimize module/function clash is its own xfail test
+    module = streamscope._LAZY.get(name)
+    if module is None:
+        return getattr(streamscope, name)
+    return getattr(importlib.import_module(module), name)
+
+
+def _differences(where: str, theirs: Callable[..., Any], ours: Callable[..., Any]) -> list[str]:
+    a = list(inspect.signature(theirs).parameters.values())
+    b = list(inspect.signature(ours).parameters.values())
+    out = []
+    for i, p in enumerate(a):
+        if i >= len(b):
+            out.append(f"{where}: missing parameter {p.name!r}")
+            continue
+        q = b[i]
+        if (q.name, q.kind) != (p.name, p.kind):
+            out.append(f"{where}: parameter {i} is {q.name!r} ({q.kind.name}), LitData has {p.name!r} ({p.kind.name})")
+            continue
+        if q.default != p.default and (where, p.name) not in ALLOWED_DEFAULTS:
+            out.append(f"{where}({p.name}): default {q.default!r}, LitData {p.default!r}")
+    for q in b[len(a) :]:
+        if q.default is EMPTY and q.kind not in (q.VAR_POSITIONAL, q.VAR_KEYWORD):
+            out.append(f"{where}: extra required parameter {q.name!r}")
+    return out
+
+
+PUBLIC = [n for n in litdata.__all__ if callable(getattr(litdata, n))]
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_top_level_signature(name: str) -> None:
+    if name in NOT_PROVIDED:
+        pytest.xfail(NOT_PROVIDED[name])  # listed gap; test_not_provided_is_still_missing keeps the list honest
+    theirs, ours = getattr(litdata, name), _ours(name)
+    if inspect.isclass(theirs) and issubclass(theirs, BaseException):
+        assert issubclass(ours, theirs.__mro__[1])  # ChunkWaitTimeoutError: a FileNotFoundError in both
+    assert _differences(name, theirs, ours) == []
+
+
+@pytest.mark.parametrize("name", sorted(NOT_PROVIDED))
+def test_not_provided_is_still_missing(name: str) -> None:
+    with pytest.raises((AttributeError, ImportError)):
+        _ours(name)
+
+
+@pytest.mark.parametrize(("cls", "method"), [(c, m) for c, ms in METHODS.items() for m in ms])
+def test_method_signature(cls: str, method: str) -> None:
+    theirs, ours = getattr(getattr(litdata, cls), method), getattr(_ours(cls), method)
+    assert _differences(f"{cls}.{method}", theirs, ours) == []
+
+
+@pytest.mark.parametrize(("cls", "method"), sorted(MISSING_METHODS))
+def test_missing_methods(cls: str, method: str) -> None:
+    assert hasattr(getattr(litdata, cls), method)
+    if hasattr(_ours(cls), method):
+        pytest.fail(f"{cls}.{method} now exists: remove it from MISSING_METHODS and add it to METHODS")
+    pytest.xfail(MISSING_METHODS[(cls, method)])
