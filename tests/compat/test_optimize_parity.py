@@ -1,0 +1,80 @@
+"""optimize() as LitData's README uses it, run by both engines: the written datasets must be byte-identical.
+
+Each engine writes in its own process (LitData's optimize starts workers with "spawn", so the functions live in
+an importable module, ``tests.compat._fns``). Compared: every file's bytes, and index.json except its
+``updated_at`` time stamp.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tests.compat._writer_script import KINDS
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], str]:
+    """Every kind written by both engines, all processes at once (LitData's optimize is slow to start)."""
+    tmp = str(tmp_path_factory.mktemp("parity"))
+    procs = {}
+    for eng in ("litdata", "streamscope"):
+        for kind in KINDS:
+            env = dict(os.environ)
+            # LitData runs without our sources on the path (only the tests package); streamscope with them
+            env["PYTHONPATH"] = ROOT if eng == "litdata" else os.pathsep.join([os.path.join(ROOT, "src"), ROOT])
+            env["LITDATA_DISABLE_VERSION_CHECK"] = "1"
+            env["DATA_OPTIMIZER_CACHE_FOLDER"] = os.path.join(tmp, f"stage-{eng}-{kind}")
+            env["DATA_OPTIMIZER_DATA_CACHE_FOLDER"] = os.path.join(tmp, f"dstage-{eng}-{kind}")
+            out = os.path.join(tmp, f"{eng}-{kind}")
+            cmd = [sys.executable, "-m", "tests.compat._writer_script", eng, out, kind]
+            log = open(os.path.join(tmp, f"{eng}-{kind}.log"), "w")
+            procs[(eng, kind)] = (
+                subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT),
+                out,
+                log,
+            )
+    result = {}
+    for key, (proc, out, log) in procs.items():
+        try:
+            rc = proc.wait(timeout=900)
+        finally:
+            log.close()
+            if proc.poll() is None:
+                proc.kill()
+        assert rc == 0, f"{key} writer failed: {open(log.name).read()[-2000:]}"
+        result[key] = out
+    return result
+
+
+def _contents(d: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in sorted(os.listdir(d)):
+        with open(os.path.join(d, name), "rb") as f:
+            data = f.read()
+        if name == "index.json":
+            index = json.loads(data)
+            assert "updated_at" in index
+            index.pop("updated_at")
+            out[name] = index
+        else:
+            out[name] = data
+    return out
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_same_bytes_as_litdata(written: dict[tuple[str, str], str], kind: str) -> None:
+    theirs, ours = _contents(written[("litdata", kind)]), _contents(written[("streamscope", kind)])
+    assert sorted(theirs) == sorted(ours)
+    for name in theirs:
+        assert theirs[name] == ours[name], f"{kind}: {name} differs"
+    assert any(n.endswith(".bin") for n in theirs)
