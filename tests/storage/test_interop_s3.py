@@ -46,3 +46,29 @@ def test_litdata_streams_what_streamscope_wrote_to_s3(s3_server, tmp_path, monke
     assert sorted(got) == list(range(n))
     for i, item in got.items():
         assert item["text"] == f"sample-{i}" and item["blob"] == _sample(i)["blob"]
+
+
+@pytest.mark.heavy  # LitData's optimize() multiprocessing: ~1 min on this shared machine
+@pytest.mark.interop
+@pytest.mark.filterwarnings("ignore:A newer version of litdata:UserWarning")
+def test_streamscope_streams_what_litdata_wrote_to_s3(s3_server, tmp_path, monkeypatch) -> None:
+    litdata = pytest.importorskip("litdata")
+
+    import streamscope as ss
+
+    monkeypatch.chdir(tmp_path)  # LitData stages files under the working directory and tempdir
+    n = 40
+    url = s3_server.url("interop/from-litdata")
+    litdata.optimize(
+        fn=_sample,
+        inputs=list(range(n)),
+        output_dir=url,
+        chunk_bytes="2KB",
+        num_workers=1,
+        storage_options=s3_server.storage_options(),
+    )
+    assert open_store(url, s3_server.storage_options()).exists("index.json")
+    ds = ss.StreamingDataset(url, storage_options=s3_server.storage_options(), cache_dir=str(tmp_path / "c"))
+    got = {int(item["index"]): item for item in ds}
+    assert sorted(got) == list(range(n))
+    assert all(got[i]["text"] == f"sample-{i}" and got[i]["blob"] == _sample(i)["blob"] for i in got)
