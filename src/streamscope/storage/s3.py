@@ -38,7 +38,7 @@ from streamscope import events as ev
 from streamscope._core import config
 from streamscope._core.errors import ConfigError, StorageAuthError, StorageError
 from streamscope.storage import obstore_backend as ob
-from streamscope.storage.redact import redact, register_secret
+from streamscope.storage.redact import redact, redact_options, register_secret
 from streamscope.storage.remote import Backend, RemoteStore
 from streamscope.storage.url import StoreURL
 
@@ -111,6 +111,13 @@ class S3Options:
                 raise ConfigError(f"S3 endpoint must be an http(s):// URL, got {redact(self.endpoint)!r} for {url!r}")
         if self.ca_file is not None and not os.path.isfile(self.ca_file):
             raise ConfigError(f"CA bundle {self.ca_file!r} (for {url!r}) does not exist")
+
+    def __repr__(self) -> str:
+        shown = {k: v for k, v in vars(self).items() if v not in (None, {}, False)}
+        for k in ("access_key", "secret_key", "token"):
+            if k in shown:
+                shown[k] = "***"
+        return f"S3Options({redact_options(shown)})"
 
     def ca_pem(self) -> str | None:
         if not self.ca_file:
