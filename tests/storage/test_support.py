@@ -49,7 +49,9 @@ def test_choose_backend(monkeypatch) -> None:
     assert name == "boto3" and "-12345" in why
     monkeypatch.setattr(ob, "_RUNTIME_PID", None)
     assert s3.choose_backend("obstore") == ("obstore", None)
-    assert s3.choose_backend("auto") == ("boto3", None)  # main process: keep obstore's runtime out of it
+    assert s3.choose_backend("auto") == ("boto3", None)  # may fork workers: keep obstore's runtime out of it
+    monkeypatch.setattr(s3, "_may_fork_workers", lambda: False)  # a DataLoader worker (daemonic)
+    assert s3.choose_backend("auto") == ("obstore", None)
     assert s3.choose_backend("boto3") == ("boto3", None)
 
 
