@@ -83,7 +83,10 @@ class S3Options:
                     value = opts.pop(name)
                     if field not in resolved and value is not None:
                         resolved[field] = value
+        explicit_keys = "access_key" in resolved or "secret_key" in resolved
         for field, envs in _ENV.items():
+            if explicit_keys and field in ("access_key", "secret_key", "token"):
+                continue  # credentials come as a set: never mix explicit keys with an environment token
             if field not in resolved:
                 for var in envs:
                     if os.environ.get(var):
