@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 _NUMERIC = {"int": np.dtype("<i8"), "float": np.dtype("<f8"), "bool": np.dtype(np.bool_)}
+_TORCH_NUMERIC = {"int": torch.int64, "float": torch.float64, "bool": torch.bool}
 
 
 @dataclass
@@ -164,13 +165,14 @@ class ColumnCollator:
         kind = self.kinds[j]
         if kind in _NUMERIC:
             dt = _NUMERIC[kind]
-            out = np.empty(n, dtype=dt)
+            raw = empty_batch_bytes(n, dt.itemsize)  # shared memory in a worker, like the image column
+            out = raw.numpy().view(dt).reshape(n)
             idx = np.arange(dt.itemsize, dtype=np.int64)
             for view, pos, ls, sz, _, _ in parts:
                 if np.any(sz[:, j] != dt.itemsize):
                     raise _Fallback(kind)
                 out[pos] = view.buf[ls[:, j][:, None] + idx].view(dt).ravel()
-            return torch.from_numpy(out)
+            return raw.view(_TORCH_NUMERIC[kind]).reshape(n)
         if kind == "str":
             col: list[Any] = [None] * n
             for view, pos, ls, sz, _, _ in parts:
