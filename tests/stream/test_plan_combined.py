@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamscope._core.errors import PlanError, StateDictError
-from streamscope.stream.combined import make_combined_plan, rank_counts
+from streamscope.stream.combined_plan import make_combined_plan, rank_counts
 from streamscope.stream.plan import ResumeState
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
