@@ -126,6 +126,8 @@ def _per_stream(counts: Sequence[int], w: np.ndarray, b: int, st: int, over_all:
 def _split_to(bounds: np.ndarray, k: int) -> np.ndarray:
     """Split the largest batches in halves until there are ``k`` (each piece keeps >= 1 sample)."""
     sizes = list(np.diff(bounds).tolist())
+    if not sizes and k:
+        raise PlanError(f"0 samples cannot fill {k} non-empty batches")
     while len(sizes) < k:
         i = max(range(len(sizes)), key=lambda x: (sizes[x], -x))
         if sizes[i] < 2:
@@ -269,6 +271,12 @@ def make_combined_plan(
 
     # every rank's batch count decides K, so each rank simulates all ranks (cheap: vectorised or per batch)
     all_picks = [picks(r) for r in range(world_size)]
+    empty = [r for r, (sq, _) in enumerate(all_picks) if len(sq) == 0]
+    if empty:
+        raise PlanError(
+            f"rank {empty[0]} of {world_size} gets no samples from the combined datasets (samples per dataset "
+            f"{list(totals)}, weights {[round(float(x), 4) for x in w]}): use fewer ranks or more data"
+        )
     seq, bounds = all_picks[rank]
     if batching_method == "stratified":
         lengths = [len(s) for s, _ in all_picks]
