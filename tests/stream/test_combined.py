@@ -116,3 +116,26 @@ def test_bad_arguments(two_dirs):
         CombinedStreamingDataset([a], weights=[1, 2])
     with pytest.raises(DatasetError, match="batching_method"):
         CombinedStreamingDataset([a], batching_method="round_robin")
+
+
+@pytest.mark.parametrize("method", ["stratified", "per_stream"])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_two_ranks_step_together(two_dirs, monkeypatch, method, drop_last):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    per_rank = []
+    for rank in range(2):
+        monkeypatch.setenv("RANK", str(rank))
+        ds = CombinedStreamingDataset(
+            [StreamingDataset(d, shuffle=True, seed=5, drop_last=drop_last) for d in two_dirs],
+            batching_method=method,
+        )
+        ds.set_batch_size(4)
+        plan = ds.plan(1, 4)
+        per_rank.append((plan.num_batches, [int(x["index"]) for x in ds]))
+    assert per_rank[0][0] == per_rank[1][0]  # same number of batches: no rank waits at the epoch end
+    ids = per_rank[0][1] + per_rank[1][1]
+    assert len(ids) == len(set(ids))
+    if not drop_last:
+        assert sorted(ids) == list(range(37)) + list(range(1000, 1015))
+    else:
+        assert len(per_rank[0][1]) == len(per_rank[1][1]) == 4 * per_rank[0][0]
