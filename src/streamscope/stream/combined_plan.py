@@ -97,30 +97,36 @@ def _per_stream(counts: Sequence[int], w: np.ndarray, b: int, st: int, over_all:
     """(dataset of every pick, batch bounds) for single-dataset batches."""
     left = [int(n) for n in counts]
     n_live = sum(1 for n in left if n > 0)
-    total = sum(left)
-    draws = uniforms(st, 0, max(1, -(-total // max(1, b)) + len(counts)))
-    seq_parts: list[np.ndarray] = []
-    bounds = [0]
+    weights = [float(x) for x in w]
+    # one draw per batch: at most ceil(n_d / b) batches per dataset
+    draws = uniforms(st, 0, sum(-(-n // b) for n in left) + 1).tolist()
+    picks: list[int] = []
+    takes: list[int] = []
     prev = -1
-    i = 0
-    while True:
-        active = [d for d in range(len(left)) if left[d] > 0]
+    active = [d for d in range(len(left)) if left[d] > 0]
+    for u in draws:
         if not active or (not over_all and len(active) < n_live):
             break
         choices = [d for d in active if d != prev] if len(active) > 1 else active
-        ww = np.array([w[d] for d in choices])
-        if i >= len(draws):
-            draws = np.concatenate([draws, uniforms(st, len(draws), len(draws))])
-        idx = int(np.searchsorted(np.cumsum(ww) / ww.sum(), draws[i], side="right"))
-        pick = choices[min(idx, len(choices) - 1)]
-        i += 1
+        target = u * sum(weights[d] for d in choices)
+        pick = choices[-1]
+        acc = 0.0
+        for d in choices:
+            acc += weights[d]
+            if target < acc:
+                pick = d
+                break
         take = min(b, left[pick])
         left[pick] -= take
-        seq_parts.append(np.full(take, pick, dtype=np.int64))
-        bounds.append(bounds[-1] + take)
+        if left[pick] == 0:
+            active.remove(pick)
+        picks.append(pick)
+        takes.append(take)
         prev = pick
-    seq = np.concatenate(seq_parts) if seq_parts else np.zeros(0, dtype=np.int64)
-    return seq, np.asarray(bounds, dtype=np.int64)
+    seq = np.repeat(np.asarray(picks, dtype=np.int64), np.asarray(takes, dtype=np.int64))
+    bounds = np.zeros(len(takes) + 1, dtype=np.int64)
+    np.cumsum(np.asarray(takes, dtype=np.int64), out=bounds[1:])
+    return seq, bounds
 
 
 def _split_to(bounds: np.ndarray, k: int) -> np.ndarray:
@@ -262,24 +268,31 @@ def make_combined_plan(
     per_rank = [rank_counts(int(t), world_size) for t in totals]
     b = int(batch_size)
 
-    def picks(r: int) -> tuple[np.ndarray, np.ndarray | None]:
+    def counts(r: int) -> list[int]:
         # a dataset of weight 0 is never drawn: it takes no part in the epoch
-        counts = [per_rank[d][r] if w[d] > 0 else 0 for d in range(len(totals))]
-        if batching_method == "stratified":
-            return _stratified(counts, w, state(TAG_MIX, seed, epoch, r), iterate_over_all), None
-        return _per_stream(counts, w, b, state(TAG_PER_STREAM, seed, epoch, r), iterate_over_all)
+        return [per_rank[d][r] if w[d] > 0 else 0 for d in range(len(totals))]
 
-    # every rank's batch count decides K, so each rank simulates all ranks (cheap: vectorised or per batch)
-    all_picks = [picks(r) for r in range(world_size)]
-    empty = [r for r, (sq, _) in enumerate(all_picks) if len(sq) == 0]
+    def picks(r: int) -> tuple[np.ndarray, np.ndarray | None]:
+        if batching_method == "stratified":
+            return _stratified(counts(r), w, state(TAG_MIX, seed, epoch, r), iterate_over_all), None
+        return _per_stream(counts(r), w, b, state(TAG_PER_STREAM, seed, epoch, r), iterate_over_all)
+
+    empty = [r for r in range(world_size) if sum(counts(r)) == 0]
     if empty:
         raise PlanError(
             f"rank {empty[0]} of {world_size} gets no samples from the combined datasets (samples per dataset "
             f"{list(totals)}, weights {[round(float(x), 4) for x in w]}): use fewer ranks or more data"
         )
-    seq, bounds = all_picks[rank]
+    # K depends on every rank. With iterate_over_all the other ranks' sizes follow from their counts alone
+    # (per_stream: each dataset gives ceil(n/b) batches, all full but its last); otherwise where each rank
+    # stops depends on its draws, so it is simulated (vectorised for stratified, one step per batch else).
+    seq, bounds = picks(rank)
+    others = None if iterate_over_all else [picks(r) if r != rank else (seq, bounds) for r in range(world_size)]
     if batching_method == "stratified":
-        lengths = [len(s) for s, _ in all_picks]
+        if others is None:
+            lengths = [sum(counts(r)) for r in range(world_size)]
+        else:
+            lengths = [len(sq) for sq, _ in others]
         if drop_last:
             k = min(lengths) // b
             seq = seq[: k * b]
@@ -298,17 +311,22 @@ def make_combined_plan(
             bounds = split_batches(len(seq), k, b) if k else np.zeros(1, dtype=np.int64)
     else:
         assert bounds is not None
+        if others is None:
+            n_batches = [sum(-(-c // b) for c in counts(r)) for r in range(world_size)]
+            n_full = [sum(c // b for c in counts(r)) for r in range(world_size)]
+        else:
+            n_batches = [len(bd) - 1 for _, bd in others]  # type: ignore[arg-type]
+            n_full = [int(np.count_nonzero(np.diff(bd) == b)) for _, bd in others]  # type: ignore[arg-type]
         if drop_last:
-            full = [np.flatnonzero(np.diff(bd) == b) for _, bd in all_picks]
-            k = min(len(f) for f in full)
-            keep = full[rank][:k]
+            k = min(n_full)
+            keep = np.flatnonzero(np.diff(bounds) == b)[:k]
             seq = np.concatenate([seq[bounds[i] : bounds[i + 1]] for i in keep]) if k else seq[:0]
             bounds = np.arange(k + 1, dtype=np.int64) * b
         elif iterate_over_all:
-            k = max(len(bd) - 1 for _, bd in all_picks)
+            k = max(n_batches)
             bounds = _split_to(bounds, k)
         else:
-            k = min(len(bd) - 1 for _, bd in all_picks)
+            k = min(n_batches)
             bounds = bounds[: k + 1]
             seq = seq[: int(bounds[-1])]
     if k == 0:
