@@ -139,3 +139,16 @@ def test_two_ranks_step_together(two_dirs, monkeypatch, method, drop_last):
         assert sorted(ids) == list(range(37)) + list(range(1000, 1015))
     else:
         assert len(per_rank[0][1]) == len(per_rank[1][1]) == 4 * per_rank[0][0]
+
+
+@pytest.mark.slow
+def test_spawned_workers_and_pickling(two_dirs, loader_accepts_combined):
+    import pickle
+
+    ds = _combined(two_dirs)
+    ds.plan(1, 4)
+    clone = pickle.loads(pickle.dumps(ds))
+    assert clone._plans == {} and clone.plan(1, 4).fingerprint == ds.plan(1, 4).fingerprint
+    ref = [_ids(b) for b in StreamingDataLoader(_combined(two_dirs), batch_size=4)]
+    spawned = StreamingDataLoader(_combined(two_dirs), batch_size=4, num_workers=2, multiprocessing_context="spawn")
+    assert [_ids(b) for b in spawned] == ref

@@ -93,6 +93,14 @@ class CombinedStreamingDataset(IterableDataset):
         self._plans: dict[tuple[Any, ...], CombinedPlan] = {}
         self._sub: dict[tuple[int, int], EpochPlan] = {}
 
+    def __getstate__(self) -> dict[str, Any]:
+        # plans are rebuilt where they are used (a combined plan holds one int per sample: keep it out of
+        # the pickles sent to spawned workers)
+        state = dict(self.__dict__)
+        state["_plans"] = {}
+        state["_sub"] = {}
+        return state
+
     # --- LitData setters ---------------------------------------------------------------------------
 
     @property
