@@ -152,3 +152,17 @@ def test_spawned_workers_and_pickling(two_dirs, loader_accepts_combined):
     ref = [_ids(b) for b in StreamingDataLoader(_combined(two_dirs), batch_size=4)]
     spawned = StreamingDataLoader(_combined(two_dirs), batch_size=4, num_workers=2, multiprocessing_context="spawn")
     assert [_ids(b) for b in spawned] == ref
+
+
+@pytest.mark.interop
+def test_same_samples_and_length_as_litdata(two_dirs):
+    """Against the real LitData: same length and the same multiset of samples for one rank (orders differ)."""
+    litdata = pytest.importorskip("litdata")
+    theirs = litdata.CombinedStreamingDataset(
+        [litdata.StreamingDataset(d, shuffle=True, seed=7 + i) for i, d in enumerate(two_dirs)], seed=3
+    )
+    ours = _combined(two_dirs)
+    assert len(ours) == len(theirs) == 52
+    got_theirs = sorted(int(x["index"]) for x in theirs)
+    got_ours = sorted(int(x["index"]) for x in ours)
+    assert got_ours == got_theirs == list(range(37)) + list(range(1000, 1015))
