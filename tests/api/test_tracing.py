@@ -129,7 +129,9 @@ def test_dataloader_workers_trace_with_worker_fields(tmp_path, method):
     workers = {(e["args"]["worker_rank"], e["args"]["worker_world_size"]) for e in evs}
     assert workers == {("0", "2"), ("1", "2")}
     assert len({e["pid"] for e in evs}) == 2 and os.getpid() not in {e["pid"] for e in evs}
-    assert sum(1 for e in evs if e["name"] == "sample" and e["ph"] == "E") == 8
+    samples = [e for e in evs if e["name"] == "sample"]
+    assert len(samples) == 8 and {e["ph"] for e in samples} == {"X"}  # compact: one complete event each
+    assert all(e["dur"] > 0 for e in samples)
     assert not unmatched(evs)
 
 
@@ -154,7 +156,7 @@ def test_early_break_and_worker_exception_close_every_span(tmp_path, monkeypatch
     gc.collect()
     evs = _events(log)
     assert not unmatched(evs)
-    ends = [e for e in evs if e["ph"] == "E" and e["name"] == "sample"]
+    ends = [e for e in evs if e["ph"] == "X" and e["name"] == "sample"]
     assert any(e["args"].get("exception") == "RuntimeError" for e in ends)
 
 

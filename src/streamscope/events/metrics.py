@@ -136,6 +136,15 @@ class Aggregator:
                     self._loop_mark[tid] = ts
                 elif cat == "epoch" and name == "dataloader":
                     self._loop_mark.pop(tid, None)
+            elif ph == "X":
+                st = self._stats(f"{cat}/{name}")
+                d = fields.get("dur", 0) if fields else 0
+                st.observe_ns(int(d * 1000) if isinstance(d, (int, float)) else 0)
+                if fields:
+                    st.bytes += _num(fields.get("bytes", 0))
+                    st.items += _num(fields.get("items", fields.get("size", 0)))
+                    if "exception" in fields:
+                        st.errors += 1
             elif ph == "C":
                 v = fields.get("value", 0) if fields else 0
                 try:

@@ -81,21 +81,27 @@ def _head(name: str, cat: str) -> str:
 
 _SLOW = None
 _PHASES = frozenset("BEICXibenM")
-_plan_cache: dict[tuple[str, ...], list[str] | None] = {}
 _ENV_KEYS = frozenset(("dist_world_size", "dist_global_rank", "dist_num_nodes", "worker_world_size", "worker_rank"))
+_Plan = tuple[list[str], "list[str] | None"]
+_plan_cache: dict[tuple[str, ...], _Plan | None] = {}
 
 
-def _plan(keys: tuple[str, ...]) -> list[str] | None:
-    """``key: `` prefixes for a field-key tuple, or None when the event needs the careful path."""
-    plan: list[str] | None = [sanitize_key(k) for k in keys]
-    lows = [p.lower() for p in plan]  # type: ignore[union-attr]
-    if "dur" in keys or not _ENV_KEYS.isdisjoint(keys) or len(set(lows)) != len(lows):
-        plan = _SLOW
+def _plan(keys: tuple[str, ...]) -> _Plan | None:
+    """``key: `` prefixes for a field-key tuple, or None when the event needs the careful path.
+
+    The second list (prefixes without the last key) is set when ``dur`` is the last key: an ``X`` event
+    then takes it as the struct's ``dur``; any other event writes it as ``arg_dur``.
+    """
+    plan = [sanitize_key(k) for k in keys]
+    lows = [p.lower() for p in plan]
+    out: _Plan | None = (plan, plan[:-1] if keys[-1] == "dur" else None)
+    if "dur" in keys[:-1] or not _ENV_KEYS.isdisjoint(keys) or len(set(lows)) != len(lows):
+        out = _SLOW
     elif any(low[:-2] in _ENV_KEYS for low in lows):
-        plan = _SLOW
+        out = _SLOW
     if len(_plan_cache) < 4096:
-        _plan_cache[keys] = plan
-    return plan
+        _plan_cache[keys] = out
+    return out
 
 
 def _careful(ph: str, fields: dict[str, Any], env: dict[str, int]) -> tuple[str, str, str]:
@@ -143,10 +149,17 @@ def encode(batch: EventBatch) -> str:
             if plan is None or not std_env:
                 args, dur, env_s = _careful(ph, fields, env)
             else:
+                prefixes, without_dur = plan
+                if ph == "X" and without_dur is not None:
+                    prefixes = without_dur
+                    d = fields["dur"]
+                    dur = f"{d:.3f}" if type(d) is float else sv(d)
+                else:
+                    dur = "0"
                 args = "".join(
-                    [p + (str(v) if type(v) is int else sv(v)) + "; " for p, v in zip(plan, fields.values())]
+                    [p + (str(v) if type(v) is int else sv(v)) + "; " for p, v in zip(prefixes, fields.values())]
                 )
-                dur, env_s = "0", env_all
+                env_s = env_all
         else:
             args, dur, env_s = "", "0", env_all
         if ph not in _PHASES:
