@@ -118,7 +118,8 @@ class CompleteSpan:
         fields = self.fields
         if et is not None and et is not GeneratorExit:
             fields["exception"] = et.__name__
-        fields.pop("dur", None)
+        if "dur" in fields:
+            del fields["dur"]  # keep dur the last field
         fields["dur"] = (_mono() - t0) / 1000
         if len(BUF) < STATE.cap:
             BUF.append(("X", self.name, self.cat, t0, STATE.pid, _ident(), fields))

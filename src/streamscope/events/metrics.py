@@ -98,11 +98,18 @@ class Aggregator:
         self.events = 0
         self._begins: dict[tuple[int, str, str], list[int]] = {}
         self._loop_mark: dict[int, int] = {}
+        self._kinds: dict[tuple[str, str], SpanStats] = {}
 
     def _stats(self, key: str) -> SpanStats:
         st = self.spans.get(key)
         if st is None:
             st = self.spans[key] = SpanStats()
+        return st
+
+    def _kind(self, cat: str, name: str) -> SpanStats:
+        st = self._kinds.get((cat, name))
+        if st is None:
+            st = self._kinds[(cat, name)] = self._stats(f"{cat}/{name}")
         return st
 
     def add(self, events: list[Event]) -> None:
@@ -120,7 +127,7 @@ class Aggregator:
                     self._loop_mark[tid] = ts
             elif ph == "E":
                 stack = begins.get((tid, cat, name))
-                st = self._stats(f"{cat}/{name}")
+                st = self._kind(cat, name)
                 if stack:
                     st.observe_ns(ts - stack.pop())
                 else:
@@ -137,14 +144,15 @@ class Aggregator:
                 elif cat == "epoch" and name == "dataloader":
                     self._loop_mark.pop(tid, None)
             elif ph == "X":
-                st = self._stats(f"{cat}/{name}")
-                d = fields.get("dur", 0) if fields else 0
-                st.observe_ns(int(d * 1000) if isinstance(d, (int, float)) else 0)
-                if fields:
-                    st.bytes += _num(fields.get("bytes", 0))
+                st = self._kind(cat, name)
+                d = fields.get("dur", 0)
+                st.observe_ns(int(d * 1000) if type(d) is float or type(d) is int else 0)
+                if "bytes" in fields:
+                    st.bytes += _num(fields["bytes"])
+                if "items" in fields or "size" in fields:
                     st.items += _num(fields.get("items", fields.get("size", 0)))
-                    if "exception" in fields:
-                        st.errors += 1
+                if "exception" in fields:
+                    st.errors += 1
             elif ph == "C":
                 v = fields.get("value", 0) if fields else 0
                 try:

@@ -5,7 +5,7 @@ first ``:``, keys lower-cased, values trimmed, lines without ``ph`` skipped, one
 worker). So every line carries every struct field, in this order::
 
     ts: <µs since the Unix epoch, 3 decimals>; pid: <pid>; tid: <threading.get_ident()>; name: <name>;
-    cat: <cat>; cname: <colour>; dur: <µs, 0 unless X>; s: t; <call-site fields>;
+    cat: <cat>; cname: <colour>; <call-site fields>; dur: <µs, 0 unless X>; s: t;
     dist_world_size: ..; dist_global_rank: ..; dist_num_nodes: ..; worker_world_size: ..; worker_rank: ..;
     ph: <B|E|I|C|X>;
 
@@ -138,35 +138,37 @@ def encode(batch: EventBatch) -> str:
     append = out.append
     sv = sanitize_value
     plans = _plan_cache
-    heads = _head_cache
     std_env = env.keys() == _ENV_KEYS
+    mids: dict[tuple[int, int, str, str], str] = {}
+    tails: dict[str, str] = {}
     for ph, name, cat, ts_ns, pid, tid, fields in batch.events:
         t = ts_ns + off
-        head = heads.get((name, cat)) or _head(name, cat)
+        mid = mids.get((pid, tid, name, cat))
+        if mid is None:
+            mid = mids[(pid, tid, name, cat)] = f"pid: {pid}; tid: {tid}; {_head(name, cat)}"
         if fields:
             keys = tuple(fields)
             plan = plans[keys] if keys in plans else _plan(keys)
             if plan is None or not std_env:
                 args, dur, env_s = _careful(ph, fields, env)
+                append(f"ts: {t // 1000}.{t % 1000:03d}; {mid}{args}dur: {dur}; s: t; {env_s}ph: {sv(ph)};\n")
+                continue
+            prefixes, without_dur = plan
+            if ph == "X" and without_dur is not None:
+                prefixes = without_dur
+                d = fields["dur"]
+                dur = f"{d:.3f}" if type(d) is float else sv(d)
             else:
-                prefixes, without_dur = plan
-                if ph == "X" and without_dur is not None:
-                    prefixes = without_dur
-                    d = fields["dur"]
-                    dur = f"{d:.3f}" if type(d) is float else sv(d)
-                else:
-                    dur = "0"
-                args = "".join(
-                    [p + (str(v) if type(v) is int else sv(v)) + "; " for p, v in zip(prefixes, fields.values())]
-                )
-                env_s = env_all
+                dur = "0"
+            args = "".join(
+                [p + (str(v) if type(v) is int else sv(v)) + "; " for p, v in zip(prefixes, fields.values())]
+            )
         else:
-            args, dur, env_s = "", "0", env_all
-        if ph not in _PHASES:
-            ph = sv(ph)
-        append(
-            f"ts: {t // 1000}.{t % 1000:03d}; pid: {pid}; tid: {tid}; {head}dur: {dur}; s: t; {args}{env_s}ph: {ph};\n"
-        )
+            args, dur = "", "0"
+        tail = tails.get(ph)
+        if tail is None:
+            tail = tails[ph] = f"; s: t; {env_all}ph: {ph if ph in _PHASES else sv(ph)};\n"
+        append(f"ts: {t // 1000}.{t % 1000:03d}; {mid}{args}dur: {dur}{tail}")
     return "".join(out)
 
 
