@@ -34,8 +34,8 @@ def _batch(*events):
 def test_golden_line():
     text = encode(_batch(("B", "download", "download", 123_456_789, 42, 7, {"chunk": 3, "url": "s3://b/k:1"})))
     assert text == (
-        "ts: 1000123456.789; pid: 42; tid: 7; name: download; cat: download; cname: rail_load; dur: 0; s: t; "
-        "chunk: 3; url: s3://b/k:1; dist_world_size: 1; dist_global_rank: 0; dist_num_nodes: 1; "
+        "ts: 1000123456.789; pid: 42; tid: 7; name: download; cat: download; cname: rail_load; "
+        "chunk: 3; url: s3://b/k:1; dur: 0; s: t; dist_world_size: 1; dist_global_rank: 0; dist_num_nodes: 1; "
         "worker_world_size: 2; worker_rank: 1; ph: B;\n"
     )
     ev = check_line(text[:-1])
