@@ -246,7 +246,7 @@ def main() -> None:
     ap.add_argument("--workers", default="0,2")
     ap.add_argument("--skip-litdata-read", action="store_true")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--libs", default="litdata,streamscope,synthetic")
+    ap.add_argument("--libs", default="litdata,streamscope")
     ap.add_argument("--skip-micro", action="store_true")
     args = ap.parse_args()
 

@@ -27,6 +27,8 @@ BUCKETS_S: tuple[float, ...] = (
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
 _BOUNDS_NS = tuple(int(b * 1e9) for b in BUCKETS_S)
+#: Epoch-category spans around a training loop: LitData's ``dataloader`` and streamscope's ``epoch``.
+_LOOP_SPANS = frozenset({"dataloader", "epoch"})
 
 
 @dataclass
@@ -123,7 +125,7 @@ class Aggregator:
                     mark = self._loop_mark.pop(tid, None)
                     if mark is not None:
                         self._stats("batch/data_wait").observe_ns(ts - mark)
-                elif cat == "epoch" and name == "dataloader":
+                elif cat == "epoch" and name in _LOOP_SPANS:
                     self._loop_mark[tid] = ts
             elif ph == "E":
                 stack = begins.get((tid, cat, name))
@@ -141,7 +143,7 @@ class Aggregator:
                         st.errors += 1
                 if cat == "batch" and name == "batch":
                     self._loop_mark[tid] = ts
-                elif cat == "epoch" and name == "dataloader":
+                elif cat == "epoch" and name in _LOOP_SPANS:
                     self._loop_mark.pop(tid, None)
             elif ph == "X":
                 st = self._kind(cat, name)
