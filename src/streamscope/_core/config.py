@@ -170,6 +170,14 @@ knob(
     "Per-process event buffer bound; events beyond it are dropped and counted.",
 )
 knob(
+    "trace_compact_categories",
+    "sample",
+    "comma list",
+    ("STREAMSCOPE_TRACE_COMPACT",),
+    "Categories whose spans are written as one complete X event (with dur) instead of a B/E pair; "
+    "empty for LitData's B/E pairs everywhere.",
+)
+knob(
     "trace_sinks",
     "",
     "comma list",
