@@ -70,3 +70,22 @@ def test_session_options_profile_style(s3_server) -> None:
     for backend in ("obstore", "boto3"):
         store = open_store(s3_server.url(), {**opts, "backend": backend}, session_options=session)
         assert store.get("s") == b"sess"
+
+
+def test_shared_credentials_file_for_both_backends(s3_server, tmp_path, monkeypatch) -> None:
+    """Credentials only in ~/.aws/credentials (a profile): boto3 reads them, and obstore gets them from boto3."""
+    s3_server.boto3_client().put_object(Bucket=s3_server.bucket, Key="p", Body=b"profile")
+    creds = tmp_path / "credentials"
+    creds.write_text(
+        f"[default]\naws_access_key_id = {s3_server.access_key}\naws_secret_access_key = {s3_server.secret_key}\n"
+        f"[other]\naws_access_key_id = {s3_server.access_key}\naws_secret_access_key = {s3_server.secret_key}\n"
+    )
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for backend in ("obstore", "boto3"):
+        for extra in ({}, {"profile_name": "other"}):
+            opts = {"endpoint_url": s3_server.endpoint_url, "region_name": "us-east-1", "backend": backend, **extra}
+            assert open_store(s3_server.url(), opts).get("p") == b"profile"

@@ -179,7 +179,7 @@ class RemoteStore(AsyncTwins):
             meta = self._backend().head(path, where)
             return ObjectMeta(key=normalize_key(key), size=meta.size, mtime=meta.mtime, etag=meta.etag)
 
-        return retry.call("head", where, attempt, name="head")
+        return retry.call("head", where, attempt)
 
     def exists(self, key: str) -> bool:
         """True when the object exists."""
@@ -197,7 +197,7 @@ class RemoteStore(AsyncTwins):
             self._backend().put(path, data, where)
             f["bytes"] = len(data)
 
-        retry.call("put", where, attempt, name="upload")
+        retry.call("put", where, attempt)
 
     def upload_file(self, src: str, key: str) -> None:
         """Upload local file ``src`` to ``key``."""
@@ -209,7 +209,7 @@ class RemoteStore(AsyncTwins):
             self._backend().put_file(path, src, where)
             f["bytes"] = os.path.getsize(src)
 
-        retry.call("upload_file", where, attempt, name="upload")
+        retry.call("upload_file", where, attempt)
 
     def list(self, prefix: str = "") -> Iterator[ObjectMeta]:
         """Every object whose key starts with ``prefix`` (plain string prefix), sorted by key."""
@@ -227,7 +227,7 @@ class RemoteStore(AsyncTwins):
             f["items"] = len(found)
             return found
 
-        found = retry.call("list", where, attempt, name="list")
+        found = retry.call("list", where, attempt)
         out = [ObjectMeta(key=self._rel(m.key), size=m.size, mtime=m.mtime, etag=m.etag) for m in found]
         out.sort(key=lambda m: m.key)
         return iter(out)
@@ -239,7 +239,7 @@ class RemoteStore(AsyncTwins):
         def attempt(f: dict[str, Any]) -> None:
             self._backend().delete(path, where)
 
-        retry.call("delete", where, attempt, name="delete_object")
+        retry.call("delete_object", where, attempt)
 
     def download_file(self, key: str, dest: str) -> int:
         """Stream the object to ``dest`` through a temporary file; publish it only when complete."""

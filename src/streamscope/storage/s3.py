@@ -27,6 +27,7 @@ of such a process cannot (obstore would hang there) and switches to boto3 with a
 
 from __future__ import annotations
 
+import datetime
 import logging
 import multiprocessing
 import os
@@ -35,9 +36,9 @@ from typing import Any
 
 from streamscope import events as ev
 from streamscope._core import config
-from streamscope._core.errors import ConfigError, StorageError
+from streamscope._core.errors import ConfigError, StorageAuthError, StorageError
 from streamscope.storage import obstore_backend as ob
-from streamscope.storage.redact import redact, register_secret
+from streamscope.storage.redact import redact, redact_options, register_secret
 from streamscope.storage.remote import Backend, RemoteStore
 from streamscope.storage.url import StoreURL
 
@@ -111,6 +112,13 @@ class S3Options:
         if self.ca_file is not None and not os.path.isfile(self.ca_file):
             raise ConfigError(f"CA bundle {self.ca_file!r} (for {url!r}) does not exist")
 
+    def __repr__(self) -> str:
+        shown = {k: v for k, v in vars(self).items() if v not in (None, {}, False)}
+        for k in ("access_key", "secret_key", "token"):
+            if k in shown:
+                shown[k] = "***"
+        return f"S3Options({redact_options(shown)})"
+
     def ca_pem(self) -> str | None:
         if not self.ca_file:
             return None
@@ -161,7 +169,7 @@ class S3Store(RemoteStore):
         if not ob.obstore_available():
             raise ConfigError(f"storage_options {keys} for {self.url!r} are obstore settings, but obstore is missing")
         try:
-            self._obstore_factory()()
+            self._obstore_factory(resolve_credentials=False)()
         except Exception as exc:
             raise ConfigError(redact(f"storage_options for {self.url!r} are not valid ({keys}): {exc}")) from None
 
@@ -182,7 +190,7 @@ class S3Store(RemoteStore):
     def _obstore_backend(self) -> Backend:
         return ob.ObstoreBackend(self._obstore_factory())
 
-    def _obstore_factory(self) -> Any:
+    def _obstore_factory(self, resolve_credentials: bool = True) -> Any:
         o = self.options
         bucket = self._parsed.bucket
 
@@ -204,7 +212,8 @@ class S3Store(RemoteStore):
                 cfg["token"] = o.token
             cfg.update(o.extra)
             provider = None
-            if o.profile and not (o.access_key and o.secret_key):
+            if resolve_credentials and not (o.access_key and o.secret_key):
+                # profiles, SSO, shared credentials files: obstore's own chain does not read them; boto3 does
                 provider = _boto3_credentials(o.profile)
             return ObsS3Store(
                 bucket,
@@ -248,23 +257,30 @@ class S3Store(RemoteStore):
             raise StorageError(redact(f"cannot configure a boto3 client for {self.url!r}: {exc}")) from None
 
 
-def _boto3_credentials(profile: str) -> Any:
-    """An obstore credential provider that reads a boto3 profile (refreshing credentials as boto3 does)."""
-    import boto3
-
-    creds = boto3.session.Session(profile_name=profile).get_credentials()
+def _boto3_credentials(profile: str | None) -> Any:
+    """An obstore credential provider backed by boto3's credential chain (profiles, SSO, shared files,
+    container and instance roles), refreshed as boto3 refreshes them; None when boto3 finds nothing."""
+    try:
+        import boto3
+    except ImportError:
+        return None
+    try:
+        creds = boto3.session.Session(profile_name=profile).get_credentials()
+    except Exception as exc:
+        raise StorageAuthError(redact(f"cannot load AWS credentials (profile {profile!r}): {exc}")) from None
     if creds is None:
         return None
 
     def provider() -> dict[str, Any]:
         frozen = creds.get_frozen_credentials()
-        for s in (frozen.access_key, frozen.secret_key, frozen.token):
-            register_secret(s)
+        for secret in (frozen.access_key, frozen.secret_key, frozen.token):
+            register_secret(secret)
         return {
             "access_key_id": frozen.access_key,
             "secret_access_key": frozen.secret_key,
             "token": frozen.token,
-            "expires_at": None,
+            # ask again in a while: boto3 refreshes temporary credentials behind get_frozen_credentials()
+            "expires_at": datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=10),
         }
 
     return provider
