@@ -340,6 +340,14 @@ knob(
     "Objects at or above this size are not hedged whole (their ranged parts are).",
 )
 knob(
+    "raw_main_obstore_after",
+    8,
+    "batches",
+    ("STREAMSCOPE_RAW_MAIN_OBSTORE_AFTER",),
+    "After this many batches fetched in the MAIN process (num_workers=0 streaming), raw S3 reads there switch "
+    "to the obstore client (faster, but DataLoader workers forked later fall back to boto3). 0 = never.",
+)
+knob(
     "raw_local_inline_s",
     0.001,
     "s",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import multiprocessing
 import os
 import time
 from collections import OrderedDict
@@ -220,6 +221,8 @@ class StreamingRawDataset(Dataset):
             return self._get_inline(indices)
         rt = self._runtime()
         rt.set_limit(self.concurrency())
+        if not self.source.prefer_obstore and self.source.can_prefer_obstore():
+            self._maybe_prefer_obstore()
         n = len(self.items)
         indices = [self._normalize(i, n) for i in indices]
         futures: dict[int, Future[Any]] = {}
@@ -248,6 +251,13 @@ class StreamingRawDataset(Dataset):
         with ev.span("read", "read", items=len(indices)):
             results = self._wait(futures)
         return [results[i] for i in indices]
+
+    def _maybe_prefer_obstore(self) -> None:
+        after = int(config.get("raw_main_obstore_after"))
+        if after > 0 and self._batches >= after and multiprocessing.parent_process() is None:
+            self.source.prefer_obstore = True
+            ev.instant("backend", "download", backend="obstore", reason=f"{self._batches} batches in the main process")
+            logger.info("raw: %d batches streamed in the main process; S3 reads switch to obstore", self._batches)
 
     def _probe_inline(self) -> bool:
         return not self.source.is_remote and float(config.get("raw_local_inline_s")) > 0
@@ -335,6 +345,9 @@ class StreamingRawDataset(Dataset):
                 next_fire = min(h.deadline for h in live_hedges)
                 timeout = max(0.0, next_fire - now) if timeout is None else min(timeout, max(0.0, next_fire - now))
             done, pending = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+            for f in done:
+                if not f.cancelled() and f.exception() is not None:
+                    raise f.exception()  # type: ignore[misc]  # the first failure ends the batch (the rest finish unseen)
             now = time.monotonic()
             for h in live_hedges:
                 h.maybe_fire(now)

@@ -195,7 +195,8 @@ class Fetcher:
         """One GET (or ranged GET) through the store, which applies the storage retry policy; size-checked."""
         want = (end - start) if end is not None else size
         try:
-            data = self.source.store().get(key) if end is None else self.source.store().get_range(key, start, end)
+            store = self.source.data_store()
+            data = store.get(key) if end is None else store.get_range(key, start, end)
         except (ObjectNotFoundError, FileNotFoundError) as exc:
             raise RawSourceNotFoundError(f"file {path!r} does not exist (any more): {exc}") from exc
         except InvalidRangeError as exc:
