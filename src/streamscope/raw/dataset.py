@@ -31,14 +31,21 @@ from streamscope._core import config
 from streamscope._core.errors import ConfigError, RawDownloadTimeoutError, RawSetupError
 from streamscope.raw.fetch import Fetcher, Hedge, sweep_orphans
 from streamscope.raw.indexer import BaseIndexer, FileIndexer, FileMetadata
-from streamscope.raw.planning import LookAhead, adaptive_concurrency, batch_budget, effective_prefetch, median_size
+from streamscope.raw.planning import (
+    ConcurrencyGovernor,
+    LookAhead,
+    adaptive_concurrency,
+    batch_budget,
+    effective_prefetch,
+    median_size,
+)
 from streamscope.raw.runtime import IORuntime, gather, runtime, then
 from streamscope.raw.source import Source
 
 logger = logging.getLogger(__name__)
 
 _TINY_MEDIAN_BYTES = 100_000
-_RUNTIME_FIELDS = ("_ahead", "_lookahead", "_pid", "_batches")
+_RUNTIME_FIELDS = ("_ahead", "_lookahead", "_pid", "_batches", "_governor")
 
 
 def _num_workers() -> int:
@@ -174,6 +181,7 @@ class StreamingRawDataset(Dataset):
         self._lookahead = LookAhead()
         self._pid = os.getpid()
         self._batches = 0
+        self._governor: ConcurrencyGovernor | None = None
 
     def _runtime(self) -> IORuntime:
         if self._pid != os.getpid():
@@ -191,13 +199,31 @@ class StreamingRawDataset(Dataset):
         self._reset_runtime_state()
 
     def concurrency(self) -> int:
-        """In-flight GETs this process allows now (live knob, else the argument, else adaptive)."""
+        """In-flight GETs this process allows now.
+
+        The live ``raw_concurrency`` knob when set; else ``max_concurrent_downloads`` exactly; else, for remote
+        sources, a latency-driven limit (:class:`~.planning.ConcurrencyGovernor`) under the size-based
+        default; local sources use the size-based default.
+        """
         live = int(config.get("raw_concurrency"))
         if live > 0:
             return live
         if self.max_concurrent_downloads is not None:
             return max(1, int(self.max_concurrent_downloads))
-        return adaptive_concurrency(self.median_file_bytes, _num_workers())
+        cap = adaptive_concurrency(self.median_file_bytes, _num_workers())
+        if not self.source.is_remote or not config.get("raw_adaptive_concurrency"):
+            return cap
+        if self._governor is None:
+            self._governor = ConcurrencyGovernor(cap)
+        samples = []
+        lat = self.fetcher.latencies
+        while lat:
+            samples.append(lat.popleft())
+        before = int(self._governor.limit)
+        limit = self._governor.update(samples, cap)
+        if limit != before and "tune" in ev.ACTIVE:
+            ev.instant("raw_concurrency", "tune", old=before, new=limit, samples=len(samples))
+        return limit
 
     def prefetch_depth(self) -> int:
         """Items this worker fetches ahead now (live knob, else the argument), worker-aware."""
