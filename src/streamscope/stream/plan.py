@@ -319,11 +319,11 @@ class EpochPlan:
         j = self._check_batch(j)
         b, f = self.batch_size, self._full
         if j < f:
-            start = j * b
-        else:
-            t = j - f
-            start = f * b + t * self._q + min(t, self._rem)
-        return self._lo + start, self._lo + start + self.batch_len(j)
+            start = self._lo + j * b
+            return start, start + b
+        t = j - f
+        start = self._lo + f * b + t * self._q + min(t, self._rem)
+        return start, start + self._q + (1 if t < self._rem else 0)
 
     def _stream_positions(self, a: int, b: int) -> np.ndarray:
         if self._window is None:
@@ -392,7 +392,27 @@ class EpochPlan:
     def batch_arrays(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         """Batch ``j`` as two int64 arrays: chunk indexes and item indexes within those chunks."""
         a, b = self.batch_range(j)
-        return self._locate(self._stream_positions(a, b))
+        if self._window is None:
+            return self._locate_range(a, b)
+        return self._locate(self._window.take(a, b))
+
+    def _locate_range(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_locate` for the consecutive stream positions ``[a, b)`` (the common, fast case)."""
+        k = int(self._r_end.searchsorted(a, side="right"))
+        end = int(self._r_end[k])
+        if b <= end:  # one region
+            o0 = a - int(self._r_begin[k])
+            start = int(self._r_start[k])
+            if not self.shuffle:
+                items = np.arange(start + o0, start + o0 + (b - a), dtype=np.int64)
+            else:
+                perm = self._perm(k)
+                if isinstance(perm, ArrayPermutation):
+                    items = perm.perm[o0 : o0 + (b - a)] + start
+                else:
+                    items = perm(np.arange(o0, o0 + (b - a))) + start
+            return np.full(b - a, self._r_chunk[k], dtype=np.int64), items
+        return self._locate(np.arange(a, b, dtype=np.int64))
 
     def batch(self, j: int) -> list[tuple[int, int]]:
         """Batch ``j`` of this rank as ``[(chunk_index, item_in_chunk), ...]``."""
