@@ -115,9 +115,7 @@ def register_secret(value: Any) -> None:
     (moto's ``testing``) would mask that word in every bucket name and path of every message.
     """
     global _secret_re
-    if (
-        not isinstance(value, str) or len(value) < 8
-    ):  # real keys are 16+ chars; dummies like "testing" are not worth masking words for
+    if not isinstance(value, str) or len(value) < 8:
         return
     with _SECRETS_LOCK:
         if value in _SECRETS:
