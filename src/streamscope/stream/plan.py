@@ -394,7 +394,7 @@ class EpochPlan:
         return self._q + (1 if j - self._full < self._rem else 0)
 
     def batch_range(self, j: int) -> tuple[int, int]:
-        """Positions ``[a, b)`` of batch ``j`` in the global order of the epoch."""
+        """Positions ``[a, b)`` of batch ``j`` in the epoch's order (of the samples left, when ``resumed_from``)."""
         j = self._check_batch(j)
         b, f = self.batch_size, self._full
         if j < f:
