@@ -50,6 +50,36 @@ def _run_litdata(inputs: list[int], out: str, workers: int) -> None:
     )
 
 
+def _spin(n: int) -> int:
+    s = 0
+    for i in range(n):
+        s += i
+    return s
+
+
+def parallel_headroom(n: int = 5_000_000) -> float:
+    """Speed-up of a pure-CPU task split over 2 processes vs 1 on this machine right now (2.0 = two free cores).
+
+    On a shared machine this bounds what num_workers=2 can gain over num_workers=1 at the time of the run.
+    """
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    t0 = time.perf_counter()
+    p = ctx.Process(target=_spin, args=(2 * n,))
+    p.start()
+    p.join()
+    one = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ps = [ctx.Process(target=_spin, args=(n,)) for _ in range(2)]
+    for q in ps:
+        q.start()
+    for q in ps:
+        q.join()
+    two = time.perf_counter() - t0
+    return one / two
+
+
 def _cpu_seconds() -> float:
     """User + system CPU time of this process and its finished children (the engines' workers)."""
     me = resource.getrusage(resource.RUSAGE_SELF)
@@ -71,6 +101,8 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("LITDATA_DISABLE_VERSION_CHECK", "1")
 
+    headroom_before = parallel_headroom()
+    print(f"parallel headroom (pure CPU, 2 processes vs 1) before: {headroom_before:.2f}x", flush=True)
     inputs = list(range(args.samples))
     runners = {"litdata": _run_litdata, "streamscope": _run_streamscope}
     best: dict[str, dict[int, float]] = {e: {} for e in args.engines}
@@ -106,6 +138,8 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
+    headroom_after = parallel_headroom()
+    print(f"parallel headroom after: {headroom_after:.2f}x")
     print("\nbest samples/s:")
     for engine in args.engines:
         print("  " + engine.ljust(12) + "  ".join(f"w={w}: {best[engine][w]:9.0f}" for w in args.workers))
@@ -129,6 +163,7 @@ def main() -> None:
         "seconds": all_times,
         "cpu_seconds_all_processes": all_cpu,
         "load_average_at_end": os.getloadavg(),
+        "parallel_headroom_2_vs_1": [headroom_before, headroom_after],
         "best_samples_per_s": best,
         "ratios": ratios,
         "python": sys.version.split()[0],

@@ -256,3 +256,14 @@ def test_two_concurrent_jobs_sharing_a_staging_parent_do_not_collide(tmp_path):
         want = [(i, k) for i in range(j * 7, j * 7 + 120) for k in range(i % 4)]
         assert [(s["i"], s["k"]) for s in _read_all(out)] == want
     assert os.listdir(shared) == []  # each job removed its own staging directory
+
+
+def test_streamscope_optimize_is_callable_even_after_importing_the_package(tmp_path):
+    import inspect
+
+    import streamscope
+    import streamscope.optimize  # binds the package to streamscope.optimize
+
+    streamscope.optimize(_fns.keep_even, list(range(6)), str(tmp_path / "ds"), chunk_size=2, verbose=False)
+    assert [s["i"] for s in _read_all(str(tmp_path / "ds"))] == [0, 2, 4]
+    assert inspect.signature(streamscope.optimize) == inspect.signature(optimize)

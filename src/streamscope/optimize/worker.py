@@ -24,6 +24,7 @@ import os
 import pickle
 import shutil
 import signal
+import sys
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -108,6 +109,7 @@ def run_worker(job: WorkerJob, results: Any, progress: Any) -> None:
     # The main process stops workers with SIGTERM; exit through SystemExit so that finalizers run (trace
     # events buffered in this process are flushed, open spans closed) instead of dying mid-buffer.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    _term_with_parent()
     try:
         if job.kind == "map":
             _run_map(job, progress)
@@ -148,6 +150,20 @@ def _picklable(exc: BaseException) -> bytes | None:
     except Exception:
         return None
     return blob
+
+
+def _term_with_parent() -> None:
+    """Linux: get SIGTERM when the main process dies, even in the middle of a long ``fn`` call."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+    except Exception:  # best effort; _exit_if_orphaned still checks between inputs
+        return
 
 
 def _exit_if_orphaned(job: WorkerJob) -> None:
