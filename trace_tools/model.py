@@ -10,6 +10,7 @@ problem it sees in :class:`Problems`. State is proportional to what is open at o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -232,7 +233,7 @@ class Normalizer:
                 value = float(raw) if raw is not None else float("nan")
             except ValueError:
                 value = float("nan")
-            if value != value:
+            if not math.isfinite(value):
                 self.problems.add("bad_counter", f"line {ev.line}: counter {ev.name!r} value {raw!r}")
                 return None
             ckey = (proc.run, proc.pid, ev.name)

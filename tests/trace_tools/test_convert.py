@@ -270,3 +270,17 @@ def test_main_process_recognised_by_loop_events(tmp_path):
         if p.HasField("track_descriptor") and p.track_descriptor.HasField("process"):
             last[p.track_descriptor.process.pid] = p.track_descriptor.process.process_name
     assert last == {5: "rank 0 · main", 6: "rank 0 · worker 0"}
+
+
+def test_non_finite_counter_values_are_rejected(tmp_path, capsys):
+    from tests.trace_tools.helpers import line
+
+    lines = [line("C", "bytes_in_flight", "download", 0, value=v) for v in ("1", "inf", "-inf", "nan", "2")]
+    log = write_log(str(tmp_path / "c.log"), lines)
+    for ext in ("json", "pftrace"):
+        assert main(["convert", log, "-o", str(tmp_path / f"c.{ext}")]) == 0
+    doc = load_chrome(str(tmp_path / "c.json"))  # strict JSON: no Infinity/NaN tokens
+    assert [e["args"]["bytes_in_flight"] for e in doc["traceEvents"] if e["ph"] == "C"] == [1.0, 2.0]
+    assert load_perfetto(str(tmp_path / "c.pftrace")).counter_values == {"bytes_in_flight": [1, 2]}
+    assert main(["validate", "-q", log]) == 1
+    assert "bad_counter=3" in capsys.readouterr().out
