@@ -395,3 +395,42 @@ def closed_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+class BlackHole:
+    """A loopback address where TCP connects hang: a listener whose accept queue is full and never drained.
+
+    Linux drops further SYNs to a listener with a full accept queue, so clients wait for their connect
+    timeout exactly as with an unreachable host. ``url`` is ``http://127.0.0.1:<port>``.
+    """
+
+    def __init__(self) -> None:
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(0)
+        self.port = int(self._listener.getsockname()[1])
+        self._fillers: list[socket.socket] = []
+        for _ in range(4):  # fill the accept queue (backlog 0 still admits one or two)
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setblocking(False)
+            try:
+                s.connect(("127.0.0.1", self.port))
+            except BlockingIOError:
+                pass
+            self._fillers.append(s)
+        time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        for s in self._fillers:
+            s.close()
+        self._listener.close()
+
+    def __enter__(self) -> BlackHole:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
