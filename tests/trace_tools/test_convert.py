@@ -284,3 +284,33 @@ def test_non_finite_counter_values_are_rejected(tmp_path, capsys):
     assert load_perfetto(str(tmp_path / "c.pftrace")).counter_values == {"bytes_in_flight": [1, 2]}
     assert main(["validate", "-q", log]) == 1
     assert "bad_counter=3" in capsys.readouterr().out
+
+
+def test_single_worker_loader_names_settle_when_the_loop_shows_up(tmp_path):
+    from tests.trace_tools.helpers import line
+    from trace_tools.summary import summarize
+
+    # num_workers=1: the worker (pid 6) also writes worker_world_size 1 / worker_rank 0, and its lines come first
+    lines = [
+        *span("sample", "sample", 0, 5, pid=6),
+        line("C", "queue_depth", "batch", 1, pid=5, value=1),
+        *span("stall", "stall", 2, 8, pid=5, batch=0),
+        *span("sample", "sample", 6, 9, pid=6),
+        *span("epoch", "epoch", 0, 30, pid=5, epoch=0),
+    ]
+    log = write_log(str(tmp_path / "w.log"), lines)
+    out = str(tmp_path / "w.json")
+    assert main(["convert", log, "-o", out]) == 0
+    names: dict[int, str] = {}
+    for e in load_chrome(out)["traceEvents"]:
+        if e.get("name") == "process_name":
+            names[e["pid"]] = e["args"]["name"]  # the last declaration wins
+    assert names == {5: "rank 0 · main", 6: "rank 0 · worker 0"}
+    s = summarize(log, with_timeline=False)
+    assert set(s.by_where) == {
+        ("sample", "sample", "rank 0 · worker 0"),
+        ("stall", "stall", "rank 0 · main"),
+        ("epoch", "epoch", "rank 0 · main"),
+    }
+    (r,) = s.stalls
+    assert r.loop_us == 30.0  # streamscope names its epoch span "epoch" (LitData: "dataloader")
