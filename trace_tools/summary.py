@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from trace_tools.errors import TraceToolError
-from trace_tools.model import LOOP_SPAN_NAMES, Normalizer, Point, Proc, Problems, Span
+from trace_tools.model import LOOP_SPAN_NAMES, Normalizer, Point, Problems, Proc, Span
 from trace_tools.parse import ParseStats, describe_no_events, read_events
 from trace_tools.plots import Timeline
 from trace_tools.stall import CLASSES, LABELS, RankLog, StallResult, activity_class, analyse, recommendation
