@@ -213,6 +213,13 @@ def format_summary(s: Summary, per_worker: bool = True) -> str:
         if r.activity_spans == 0:
             out.append("    no worker spans recorded for this rank: the split of the wait is unknown")
         for c in (*CLASSES, "idle") if r.activity_spans else ():
-            out.append(f"    {r.percent(c):5.1f}%  {fmt_us(r.parts.get(c, 0.0)):>10}  {LABELS[c]}")
+            label = LABELS["untraced"] if c == "idle" and "sample" not in r.seen else LABELS[c]
+            out.append(f"    {r.percent(c):5.1f}%  {fmt_us(r.parts.get(c, 0.0)):>10}  {label}")
+        if r.waits > 1:
+            rest = r.wait_us - r.first_wait_us
+            out.append(
+                f"    first wait {fmt_us(r.first_wait_us)} (worker start-up, first chunks); "
+                f"the other {r.waits - 1} waits {fmt_us(rest)}, {fmt_us(rest / (r.waits - 1))} each on average"
+            )
         out.append(f"  => {recommendation(r)}")
     return "\n".join(out)
