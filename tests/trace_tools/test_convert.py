@@ -314,3 +314,16 @@ def test_single_worker_loader_names_settle_when_the_loop_shows_up(tmp_path):
     }
     (r,) = s.stalls
     assert r.loop_us == 30.0  # streamscope names its epoch span "epoch" (LitData: "dataloader")
+
+
+def test_complete_x_events_in_the_input(tmp_path):
+    from tests.trace_tools.helpers import T0
+
+    x = f"ts: {T0 + 100}.000; pid: 3; tid: 4; name: decode; cat: sample; cname: generic_work; dur: 12.5; s: t; index: 1; ph: X;\n"
+    log = write_log(str(tmp_path / "x.log"), [x])
+    assert main(["convert", log, "-o", str(tmp_path / "x.json")]) == 0
+    (ev,) = [e for e in load_chrome(str(tmp_path / "x.json"))["traceEvents"] if e["ph"] == "X"]
+    assert (ev["name"], ev["ts"] - T0, ev["dur"], ev["args"]) == ("decode", 100.0, 12.5, {"index": 1})
+    assert main(["convert", log, "-o", str(tmp_path / "x.pftrace")]) == 0
+    (sl,) = load_perfetto(str(tmp_path / "x.pftrace")).slices
+    assert (sl["name"], sl["dur"], sl["args"]) == ("decode", 12_500, {"index": 1})
