@@ -7,7 +7,6 @@ other allowed differences are listed in ALLOWED with their reason.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +32,6 @@ ALLOWED_DEFAULTS = {
 
 # LitData's public callables streamscope does not provide (yet); each is a reported gap
 NOT_PROVIDED = {
-    "CombinedStreamingDataset": "stream: class not built",
     "ParallelStreamingDataset": "stream: class not built",
     "dataset_update": "nobody owns it: in-place sample updates of an optimized dataset",
     "build_keys_index": "nobody owns it: keys/shard-*.parquet sidecar (needs pyarrow)",
@@ -68,11 +66,7 @@ MISSING_METHODS = {
 
 
 def _ours(name: str) -> Any:
-    # through _LAZY's module, not `streamscope.<name>`: the optimize module/function clash is its own xfail test
-    module = streamscope._LAZY.get(name)
-    if module is None:
-        return getattr(streamscope, name)
-    return getattr(importlib.import_module(module), name)
+    return getattr(streamscope, name)
 
 
 def _differences(where: str, theirs: Callable[..., Any], ours: Callable[..., Any]) -> list[str]:
