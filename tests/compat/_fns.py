@@ -36,3 +36,12 @@ def write_text(item: Any, output_dir: str) -> None:
     """A map() fn: writes one small file per input into ``output_dir``."""
     with open(os.path.join(output_dir, f"item-{item}.txt"), "w") as f:
         f.write(f"content {item}\n")
+
+
+def random_images(index: int) -> dict[str, Any]:
+    """LitData README quick start: a PIL image, a numpy integer class and the index (seeded, so reproducible)."""
+    from PIL import Image
+
+    rng = np.random.RandomState(index)
+    image = Image.fromarray(rng.randint(0, 256, (8, 8, 3), dtype=np.uint8))
+    return {"index": index, "image": image, "class": rng.randint(10)}

@@ -10,13 +10,22 @@ import sys
 
 from tests.compat import _fns
 
-KINDS = ("dict", "gen_zstd", "tokens", "two_workers", "append", "overwrite")
+KINDS = ("readme", "dict", "gen_zstd", "tokens", "two_workers", "append", "overwrite")
 
 
 def write(ld: object, out: str, kind: str) -> None:
     """Write dataset ``kind`` into ``out`` with the public API of ``ld`` (litdata or streamscope)."""
     opt = ld.optimize  # type: ignore[attr-defined]
-    if kind == "dict":
+    if kind == "readme":
+        opt(
+            fn=_fns.random_images,
+            inputs=list(range(60)),
+            output_dir=out,
+            num_workers=2,
+            chunk_bytes="2KB",
+            verbose=False,
+        )
+    elif kind == "dict":
         opt(fn=_fns.sample, inputs=list(range(50)), output_dir=out, chunk_size=8, num_workers=1, verbose=False)
     elif kind == "gen_zstd":
         opt(

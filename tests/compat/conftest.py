@@ -118,3 +118,16 @@ def make_dirs(root: str, *names: str) -> list[str]:
     for p in paths:
         os.makedirs(p, exist_ok=True)
     return paths
+
+
+@pytest.fixture(scope="session")
+def readme_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """LitData's README quick start dataset (PIL images, numpy int classes), 2 workers, chunk_bytes."""
+    from streamscope import optimize
+    from tests.compat import _fns
+
+    out = str(tmp_path_factory.mktemp("compat-readme") / "readme")
+    optimize(
+        fn=_fns.random_images, inputs=list(range(60)), output_dir=out, num_workers=2, chunk_bytes="2KB", verbose=False
+    )
+    return out
