@@ -45,3 +45,18 @@ def random_images(index: int) -> dict[str, Any]:
     rng = np.random.RandomState(index)
     image = Image.fromarray(rng.randint(0, 256, (8, 8, 3), dtype=np.uint8))
     return {"index": index, "image": image, "class": rng.randint(10)}
+
+
+def mixed(i: int) -> Any:
+    """A tuple sample mixing leaf types: tensor, str, bytes, float, nested list, numpy scalar, bool."""
+    import torch
+
+    return (
+        torch.arange(i % 3 + 1, dtype=torch.float32) * i,
+        f"text-{i}",
+        bytes([i % 256]) * (i % 4 + 1),
+        i / 4,
+        [i, {"nested": i * 3}],
+        np.int64(i) * 7,
+        bool(i % 2),
+    )

@@ -10,7 +10,7 @@ import sys
 
 from tests.compat import _fns
 
-KINDS = ("readme", "dict", "gen_zstd", "tokens", "two_workers", "append", "overwrite")
+KINDS = ("readme", "mixed", "dict", "gen_zstd", "tokens", "two_workers", "append", "overwrite")
 
 
 def write(ld: object, out: str, kind: str) -> None:
@@ -25,6 +25,8 @@ def write(ld: object, out: str, kind: str) -> None:
             chunk_bytes="2KB",
             verbose=False,
         )
+    elif kind == "mixed":
+        opt(fn=_fns.mixed, inputs=list(range(25)), output_dir=out, chunk_size=7, num_workers=1, verbose=False)
     elif kind == "dict":
         opt(fn=_fns.sample, inputs=list(range(50)), output_dir=out, chunk_size=8, num_workers=1, verbose=False)
     elif kind == "gen_zstd":

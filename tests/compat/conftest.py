@@ -131,3 +131,14 @@ def readme_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
         fn=_fns.random_images, inputs=list(range(60)), output_dir=out, num_workers=2, chunk_bytes="2KB", verbose=False
     )
     return out
+
+
+@pytest.fixture(scope="session")
+def mixed_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Tuple samples mixing tensor, str, bytes, float, nested list/dict, numpy scalar and bool leaves."""
+    from streamscope import optimize
+    from tests.compat import _fns
+
+    out = str(tmp_path_factory.mktemp("compat-mixed") / "mixed")
+    optimize(fn=_fns.mixed, inputs=list(range(25)), output_dir=out, chunk_size=7, num_workers=1, verbose=False)
+    return out
