@@ -60,3 +60,8 @@ def mixed(i: int) -> Any:
         np.int64(i) * 7,
         bool(i % 2),
     )
+
+
+def negate(sample: dict[str, Any]) -> dict[str, Any]:
+    """A transform for StreamingDataset(transform=...), importable by spawned workers."""
+    return {"i": sample["index"], "neg": -sample["index"]}

@@ -31,13 +31,19 @@ def engine(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
-def both(scenario: Callable[..., Any], *args: Any) -> tuple[Any, Any]:
-    """Run ``scenario(ld, *args)`` with litdata then streamscope; return both outcomes (errors as values)."""
+def both(scenario: Callable[..., Any], *args: Any, errors_ok: bool = False) -> tuple[Any, Any]:
+    """Run ``scenario(ld, *args)`` with litdata then streamscope; return both outcomes (errors as values).
+
+    Unless ``errors_ok``, LitData must run the scenario without raising (else it is no usage pattern and two
+    equal errors would make the comparison pass for nothing).
+    """
     out = []
     for name in ENGINES:
         try:
             out.append(plain(scenario(engine(name), *args)))
         except Exception as exc:  # noqa: BLE001 - an error is an outcome to compare
+            if name == "litdata" and not errors_ok:
+                raise AssertionError(f"the scenario fails under LitData itself: {exc!r}") from exc
             out.append(("raised", type(exc).__name__))
     return out[0], out[1]
 

@@ -4,18 +4,30 @@ from __future__ import annotations
 
 from typing import Any
 
+import litdata
 import pytest
 
+import streamscope
+from tests.compat import _fns
 from tests.compat.conftest import both
 
 
-def _subclass(ld: Any) -> type:
-    class Doubled(ld.StreamingDataset):  # README "transform while streaming": override __getitem__
-        def __getitem__(self, index: Any) -> Any:
-            sample = super().__getitem__(index)
-            return {"index": sample["index"], "double": sample["index"] * 2}
+# module level, so DataLoader workers started with "spawn" can unpickle them (LitData's optimize switches the
+# process-wide start method to spawn, so tests run after one see spawn)
+class LitdataDoubled(litdata.StreamingDataset):  # README "transform while streaming": override __getitem__
+    def __getitem__(self, index: Any) -> Any:
+        sample = super().__getitem__(index)
+        return {"index": sample["index"], "double": sample["index"] * 2}
 
-    return Doubled
+
+class StreamscopeDoubled(streamscope.StreamingDataset):
+    def __getitem__(self, index: Any) -> Any:
+        sample = super().__getitem__(index)
+        return {"index": sample["index"], "double": sample["index"] * 2}
+
+
+def _subclass(ld: Any) -> type:
+    return LitdataDoubled if ld is litdata else StreamscopeDoubled
 
 
 @pytest.mark.xfail(
@@ -35,9 +47,9 @@ def test_subclass_getitem_is_used_by_iteration(data_dir: str) -> None:
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
-def test_lambda_transform_in_workers(data_dir: str, num_workers: int) -> None:
+def test_transform_in_workers(data_dir: str, num_workers: int) -> None:
     def scenario(ld: Any) -> Any:
-        ds = ld.StreamingDataset(data_dir, transform=lambda s: {"i": s["index"], "neg": -s["index"]})
+        ds = ld.StreamingDataset(data_dir, transform=_fns.negate)
         loader = ld.StreamingDataLoader(ds, batch_size=10, num_workers=num_workers)
         return sorted(i for b in loader for i in b["neg"].tolist())
 
