@@ -65,3 +65,8 @@ def mixed(i: int) -> Any:
 def negate(sample: dict[str, Any]) -> dict[str, Any]:
     """A transform for StreamingDataset(transform=...), importable by spawned workers."""
     return {"i": sample["index"], "neg": -sample["index"]}
+
+
+def byte_len(data: bytes) -> int:
+    """A StreamingRawDataset transform: the item's size."""
+    return len(data)
