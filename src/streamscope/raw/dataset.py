@@ -248,7 +248,7 @@ class StreamingRawDataset(Dataset):
         rt = self._runtime()
         rt.set_limit(self.concurrency())
         if not self.source.prefer_obstore and self.source.can_prefer_obstore():
-            self._maybe_prefer_obstore()
+            self._maybe_prefer_obstore(len(indices))
         n = len(self.items)
         indices = [self._normalize(i, n) for i in indices]
         futures: dict[int, Future[Any]] = {}
@@ -278,9 +278,17 @@ class StreamingRawDataset(Dataset):
             results = self._wait(futures)
         return [results[i] for i in indices]
 
-    def _maybe_prefer_obstore(self) -> None:
+    def _maybe_prefer_obstore(self, batch_len: int) -> None:
+        """Switch main-process S3 reads to obstore once the main process is clearly streaming batches.
+
+        A batch of several indices (a ``num_workers=0`` DataLoader) or ``raw_main_obstore_after`` calls do
+        it; a peek such as ``ds[0]`` before building a multi-worker DataLoader does not, so workers forked
+        later keep obstore.
+        """
         after = int(config.get("raw_main_obstore_after"))
-        if after > 0 and self._batches >= after and multiprocessing.parent_process() is None:
+        if after <= 0 or (self._batches < after and batch_len < 2):
+            return
+        if multiprocessing.parent_process() is None:
             self.source.prefer_obstore = True
             ev.instant("backend", "download", backend="obstore", reason=f"{self._batches} batches in the main process")
             logger.info("raw: %d batches streamed in the main process; S3 reads switch to obstore", self._batches)
