@@ -21,7 +21,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from typing import Any, Literal
 
 from torch.utils.data import Dataset, get_worker_info
@@ -378,7 +378,8 @@ class StreamingRawDataset(Dataset):
             if live_hedges:
                 next_fire = min(h.deadline for h in live_hedges)
                 timeout = max(0.0, next_fire - now) if timeout is None else min(timeout, max(0.0, next_fire - now))
-            done, pending = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+            # wake only for a failure, all done, the next hedge due, or the deadline (not per completion)
+            done, pending = wait(pending, timeout=timeout, return_when=FIRST_EXCEPTION)
             for f in done:
                 if not f.cancelled() and f.exception() is not None:
                     raise f.exception()  # type: ignore[misc]  # the first failure ends the batch (the rest finish unseen)
