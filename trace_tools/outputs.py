@@ -71,9 +71,12 @@ class AtomicOutput:
         self._raw = raw
         self.binary: IO[bytes] = raw
         self.gz: gzip.GzipFile | None = None
+        self._buffered: io.BufferedWriter | None = None
         if path.endswith(".gz"):
-            self.gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=5, mtime=0)
-            self.binary = self.gz  # type: ignore[assignment]
+            self.gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=3, mtime=0)
+            # GzipFile (before 3.12) compresses on every write call: hand it large blocks
+            self._buffered = io.BufferedWriter(self.gz, buffer_size=1 << 20)  # type: ignore[arg-type]
+            self.binary = self._buffered
         self.text: IO[str] | None = None if binary else io.TextIOWrapper(self.binary, encoding="utf-8", newline="")
 
     def commit(self) -> None:
@@ -82,6 +85,9 @@ class AtomicOutput:
             if self.text is not None:
                 self.text.flush()
                 self.text.detach()
+            if self._buffered is not None:
+                self._buffered.flush()
+                self._buffered.detach()
             if self.gz is not None:
                 self.gz.close()
             self._raw.close()
@@ -92,16 +98,24 @@ class AtomicOutput:
 
     def abort(self) -> None:
         """Close and delete the temporary file."""
-        for closer in (self.gz, self._raw):
+        for closer in (self._buffered, self.gz, self._raw):
             try:
                 if closer is not None:
                     closer.close()
-            except OSError:
+            except (OSError, ValueError):
                 pass
         try:
             os.unlink(self.tmp)
         except OSError:
             pass
+
+
+def _args(args: dict[str, str], env: dict[str, str]) -> dict[str, int | float | str]:
+    """Event args as typed values, without the rank/worker context the process already carries."""
+    return {k: typed(v) for k, v in args.items() if env.get(k) != v}
+
+
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 class ChromeWriter:
@@ -115,7 +129,7 @@ class ChromeWriter:
         out.write('{"displayTimeUnit":"ms","traceEvents":[\n')
 
     def _emit(self, obj: dict[str, Any]) -> None:
-        self.out.write((",\n" if self.n else "") + json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
+        self.out.write((",\n" if self.n else "") + _ENCODE(obj))
         self.n += 1
 
     def _declare(self, proc: Proc, lane: Lane | None) -> None:
@@ -123,6 +137,9 @@ class ChromeWriter:
         if self._procs.get(proc.uuid) != proc.version:
             self._procs[proc.uuid] = proc.version
             self._emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": proc.label}})
+            if proc.env:
+                labels = ",".join(f"{k}={v}" for k, v in proc.env.items())
+                self._emit({"ph": "M", "name": "process_labels", "pid": pid, "tid": 0, "args": {"labels": labels}})
             self._emit(
                 {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": proc.index}}
             )
@@ -154,7 +171,7 @@ class ChromeWriter:
                 "dur": (s.e or s.b) - s.b,
                 "pid": out_pid(s.proc),
                 "tid": s.lane.chrome_tid,
-                "args": {k: typed(v) for k, v in s.args.items()},
+                "args": _args(s.args, s.proc.env),
             }
             if s.flow_in is not None or s.flow_out is not None:
                 ev["bind_id"] = s.flow_out if s.flow_out is not None else s.flow_in
@@ -166,7 +183,7 @@ class ChromeWriter:
         elif kind == "U":
             s = obj  # type: ignore[assignment]
             self._declare(s.proc, s.lane)
-            args = {k: typed(v) for k, v in s.args.items()}
+            args = _args(s.args, s.proc.env)
             args["unfinished"] = True
             self._emit(
                 {
@@ -191,7 +208,7 @@ class ChromeWriter:
                     "ts": p.ts,
                     "pid": out_pid(p.proc),
                     "tid": p.lane.chrome_tid if p.lane else 0,
-                    "args": {k: typed(v) for k, v in p.args.items()},
+                    "args": _args(p.args, p.proc.env),
                 }
             )
         elif kind == "C":
@@ -206,8 +223,10 @@ class ChromeWriter:
         self.out.write('\n],"otherData":' + json.dumps(meta, separators=(",", ":")) + "}\n")
 
 
-def _annotate(ev: Any, args: dict[str, str]) -> None:
+def _annotate(ev: Any, args: dict[str, str], env: dict[str, str]) -> None:
     for k, v in args.items():
+        if env.get(k) == v:
+            continue
         a = ev.debug_annotations.add()
         a.name = k
         t = typed(v)
@@ -259,6 +278,7 @@ class PerfettoWriter:
         td.uuid = proc.uuid
         td.process.pid = out_pid(proc)
         td.process.process_name = proc.label
+        td.process.process_labels.extend(f"{k}={v}" for k, v in proc.env.items())
         self._write(p)
 
     def _declare_lane(self, lane: Lane) -> None:
@@ -298,7 +318,7 @@ class PerfettoWriter:
             e.track_uuid = s.lane.uuid
             e.name = s.name
             e.categories.append(s.cat)
-            _annotate(e, s.args)
+            _annotate(e, s.args, s.proc.env)
             if s.flow_out is not None:
                 e.flow_ids.append(s.flow_out)
             elif s.flow_in is not None:
@@ -311,7 +331,7 @@ class PerfettoWriter:
             e.type = pb.TrackEvent.TYPE_SLICE_END
             e.track_uuid = s.lane.uuid
             if s.end_args:
-                _annotate(e, s.end_args)
+                _annotate(e, s.end_args, s.proc.env)
             self._write(p)
         elif kind == "I":
             pt: Point = obj  # type: ignore[assignment]
@@ -323,7 +343,7 @@ class PerfettoWriter:
             e.track_uuid = pt.lane.uuid
             e.name = pt.name
             e.categories.append(pt.cat)
-            _annotate(e, pt.args)
+            _annotate(e, pt.args, pt.proc.env)
             self._write(p)
         elif kind == "C":
             pt = obj  # type: ignore[assignment]

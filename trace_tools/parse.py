@@ -9,8 +9,8 @@ such as ``_apply_delete(3, skip_lock=False) called``): they are skipped and coun
                 args={"chunk": "7", "worker_rank": "2"})
 
 The reader works line by line from a binary file (lines longer than :data:`MAX_LINE` bytes are cut and counted as
-unreadable), decodes with ``errors="replace"`` and counts lines with undecodable bytes or NULs as unreadable, so
-memory stays bounded whatever the input.
+unreadable), so memory stays bounded whatever the input. Lines that are not valid UTF-8 or contain NUL bytes
+(binary garbage) are counted as unreadable and skipped.
 """
 
 from __future__ import annotations
@@ -64,15 +64,23 @@ class ParseStats:
             lst.append(text)
 
 
+_KEYS: dict[str, str] = {}  # raw key text -> trimmed, lower-cased key (keys repeat on every line)
+
+
 def split_line(text: str) -> dict[str, str]:
     """Split one log line into its ``key: value`` pairs (keys lower-cased, both sides trimmed)."""
     out: dict[str, str] = {}
+    keys = _KEYS
     for piece in text.split(";"):
         key, sep, value = piece.partition(":")
         if sep:
-            key = key.strip().lower()
-            if key:
-                out[key] = value.strip()
+            k = keys.get(key)
+            if k is None:
+                k = key.strip().lower()
+                if len(keys) < 4096:
+                    keys[key] = k
+            if k:
+                out[k] = value.strip()
     return out
 
 
@@ -154,7 +162,10 @@ def read_events(path: str, stats: ParseStats) -> Iterator[RawEvent]:
         line_no = 0
         readline = f.readline
         while True:
-            raw = readline(MAX_LINE)
+            try:
+                raw = readline(MAX_LINE)
+            except OSError as exc:
+                raise TraceToolError(f"{path}: read error after line {line_no} ({exc.strerror or exc})") from None
             if not raw:
                 break
             line_no += 1
@@ -171,10 +182,13 @@ def read_events(path: str, stats: ParseStats) -> Iterator[RawEvent]:
                 stats.unreadable += 1
                 stats.note("unreadable", f"line {line_no}: longer than {MAX_LINE} bytes")
                 continue
-            text = raw.decode("utf-8", errors="replace")
-            if "\ufffd" in text or "\x00" in text:
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text = "\x00"  # undecodable: counted below, like a NUL
+            if "\x00" in text:
                 stats.unreadable += 1
-                stats.note("unreadable", f"line {line_no}: undecodable bytes")
+                stats.note("unreadable", f"line {line_no}: binary or undecodable bytes")
                 continue
             text = text.strip()
             if not text:

@@ -129,7 +129,9 @@ def test_dataloader_workers_trace_with_worker_fields(tmp_path, method):
     workers = {(e["args"]["worker_rank"], e["args"]["worker_world_size"]) for e in evs}
     assert workers == {("0", "2"), ("1", "2")}
     assert len({e["pid"] for e in evs}) == 2 and os.getpid() not in {e["pid"] for e in evs}
-    assert sum(1 for e in evs if e["name"] == "sample" and e["ph"] == "E") == 8
+    samples = [e for e in evs if e["name"] == "sample"]
+    assert len(samples) == 8 and {e["ph"] for e in samples} == {"X"}  # compact: one complete event each
+    assert all(e["dur"] > 0 for e in samples)
     assert not unmatched(evs)
 
 
@@ -154,7 +156,7 @@ def test_early_break_and_worker_exception_close_every_span(tmp_path, monkeypatch
     gc.collect()
     evs = _events(log)
     assert not unmatched(evs)
-    ends = [e for e in evs if e["ph"] == "E" and e["name"] == "sample"]
+    ends = [e for e in evs if e["ph"] == "X" and e["name"] == "sample"]
     assert any(e["args"].get("exception") == "RuntimeError" for e in ends)
 
 
@@ -196,3 +198,102 @@ def test_metrics_aggregate_two_workers_without_a_log(tmp_path):
     assert "sample/sample" not in snap.spans  # not in the chunk level
     assert len([p for p, s in snap.processes.items() if p != os.getpid() and s["final"]]) == 2
     assert not (tmp_path / "litdata_debug.log").exists()
+
+
+def test_litdata_environment_alone_switches_tracing_on(tmp_path):
+    import subprocess
+    import sys
+
+    log = tmp_path / "ld.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
+    env.update(LITDATA_TRACE_LEVEL="chunk", LITDATA_LOG_FILE=str(log))
+    code = (
+        "from streamscope import events as ev\n"
+        "with ev.span('download', 'download', chunk=1): pass\n"
+        "with ev.span('sample', 'sample', index=1): pass\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    evs = check_log(log.read_text())
+    assert [(e["name"], e["ph"]) for e in evs] == [("download", "B"), ("download", "E")]
+
+
+def test_timestamps_are_monotonic_per_thread(tmp_path):
+    import threading
+
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log))
+
+    together = threading.Barrier(3)
+
+    def work():
+        together.wait()
+        for i in range(200):
+            with ev.span("read", "read", chunk=i):
+                pass
+        together.wait()  # all alive at once: distinct thread idents
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    evs = _events(log)
+    assert len(evs) == 1200 and len({e["tid"] for e in evs}) == 3
+    last: dict[int, float] = {}
+    for e in evs:
+        assert e["ts"] >= last.get(e["tid"], 0.0)
+        last[e["tid"]] = e["ts"]
+    assert abs(evs[0]["ts"] / 1e6 - time.time()) < 60  # microseconds since the Unix epoch
+
+
+_EXIT_WITH_LIVE_WORKERS = """
+import sys, time
+import streamscope
+from tests.api.test_tracing import _Spans, _loader
+streamscope.enable_tracer("sample", log_file=sys.argv[1])
+it = iter(_loader(_Spans(400), "fork"))
+for _ in range(3):
+    next(it)
+time.sleep(1.5)  # workers publish their snapshots (metrics_interval 0.2 s) with spans open
+print("exiting with live workers")
+"""
+
+
+@pytest.mark.slow
+def test_exit_with_live_workers_leaves_no_unmatched_begin(tmp_path):
+    import subprocess
+    import sys
+
+    log = tmp_path / "t.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
+    env["STREAMSCOPE_METRICS_INTERVAL"] = "0.2"
+    r = subprocess.run(
+        [sys.executable, "-c", _EXIT_WITH_LIVE_WORKERS, str(log)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    evs = check_log(log.read_text())
+    assert len({e["pid"] for e in evs}) == 2  # both workers wrote
+    assert not unmatched(evs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [0, 2])
+def test_streaming_dataloader_trace_and_metrics(tmp_path, workers):
+    import streamscope
+    from tests.stream._data import image_sample, write_dataset
+
+    data = write_dataset(str(tmp_path / "ds"), 60, image_sample, chunk_size=10)
+    log = tmp_path / "t.log"
+    enable_tracer("sample", log_file=str(log))
+    loader = streamscope.StreamingDataLoader(streamscope.StreamingDataset(data), batch_size=8, num_workers=workers)
+    labels = sorted(int(x) for b in loader for x in b["label"])
+    assert labels == list(range(60))
+    evs = _events(log)
+    assert not unmatched(evs)
+    samples = [e for e in evs if e["name"] == "sample"]
+    assert len(samples) == 60 and {e["ph"] for e in samples} == {"X"}
+    assert {e["args"]["worker_world_size"] for e in samples} == {str(max(1, workers))}
+    snap = metrics()
+    assert snap.span("sample").count == 60
+    assert snap.span("batch").count == 8

@@ -262,3 +262,43 @@ def test_unknown_data_spec_node():
     bad = json.dumps([1, {"type": "my.Thing", "context": None, "children_spec": [{}]}])
     with pytest.raises(FormatError, match="unknown node type 'my.Thing'"):
         PyTreeLoader().setup({"data_format": ["int"], "data_spec": bad})
+
+
+def test_open_chunk_classic_is_chunkfile(tmp_path):
+    from streamscope.format import open_chunk
+
+    with open_chunk(_good_chunk(tmp_path), {"compression": None}, 4) as chunk:
+        assert isinstance(chunk, ChunkFile) and chunk.kind == "classic"
+    empty = tmp_path / "e.bin"
+    empty.write_bytes(b"")
+    with pytest.raises(CorruptChunkError, match="empty"):
+        open_chunk(str(empty))
+
+
+def test_decompressed_size_checked(tmp_path):
+    w = _writer(tmp_path, compression="zstd:3")
+    w.add_item(0, {"a": 1})
+    w.done()
+    src = str(tmp_path / "chunk-0-0.zstd:3.bin")
+    with pytest.raises(CorruptChunkError, match="chunk_bytes=99"):
+        decompress_file(src, str(tmp_path / "chunk-0-0.bin"), "zstd:3", expected_bytes=99)
+    assert not (tmp_path / "chunk-0-0.bin").exists()
+    decompress_file(src, str(tmp_path / "chunk-0-0.bin"), "zstd:3", expected_bytes=w.chunks[0]["chunk_bytes"])
+    assert (tmp_path / "chunk-0-0.bin").stat().st_size == w.chunks[0]["chunk_bytes"]
+
+
+def test_bad_leaf_bytes_give_format_error(tmp_path):
+    w = _writer(tmp_path)
+    w.add_item(0, {"s": "ok", "p": {1}})
+    w.done()
+    loader = PyTreeLoader()
+    loader.setup(w.config)
+    with ChunkFile(str(tmp_path / "chunk-0-0.bin")) as cf:
+        good = bytearray(cf.item_bytes(0))
+    good[8] = 0xFF  # first byte of the str leaf: invalid UTF-8
+    with pytest.raises(FormatError, match=r"leaf 0 \(data_format 'str'\)"):
+        loader.decode(memoryview(bytes(good)))
+    good[8] = ord("o")
+    good[-1] = 0xFF  # the pickle STOP opcode becomes an invalid opcode
+    with pytest.raises(FormatError, match=r"leaf 1 \(data_format 'pickle'\)"):
+        loader.decode(memoryview(bytes(good)))

@@ -162,3 +162,14 @@ def test_arrow_footer_without_pyarrow(v076: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow -> ImportError
     with pytest.raises(FormatError, match="needs pyarrow"):
         chunk.sample(0, None)
+
+
+@pytest.mark.parametrize("name", ["framed", "sample_zstd", "arrow"])
+def test_open_chunk_picks_the_layout(v076: Path, name: str) -> None:
+    from streamscope.format import open_chunk
+
+    idx = load_index(str(v076 / name))
+    entry = idx["chunks"][0]
+    with open_chunk(str(v076 / name / entry["filename"]), idx["config"], entry["chunk_size"]) as chunk:
+        assert chunk.kind == {"framed": "framed", "sample_zstd": "sample_zstd", "arrow": "arrow"}[name]
+        assert chunk.num_items == entry["chunk_size"]

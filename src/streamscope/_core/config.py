@@ -170,6 +170,14 @@ knob(
     "Per-process event buffer bound; events beyond it are dropped and counted.",
 )
 knob(
+    "trace_compact_categories",
+    "sample",
+    "comma list",
+    ("STREAMSCOPE_TRACE_COMPACT",),
+    "Categories whose spans are written as one complete X event (with dur) instead of a B/E pair; "
+    "empty for LitData's B/E pairs everywhere.",
+)
+knob(
     "trace_sinks",
     "",
     "comma list",
@@ -279,17 +287,69 @@ knob(
 
 # --- cache ----------------------------------------------------------------------------------------
 
+knob(
+    "prefetch_depth",
+    0,
+    "chunks",
+    ("STREAMSCOPE_PREFETCH_DEPTH",),
+    "Chunks fetched ahead of the reader (0 = use the dataset's max_pre_download). Read live each prefetch loop.",
+    live=True,
+)
+knob(
+    "chunk_wait_timeout",
+    120.0,
+    "s",
+    ("STREAMSCOPE_CHUNK_WAIT_TIMEOUT",),
+    "Longest a reader waits for a chunk download (or another process's download lock) before raising.",
+)
+knob(
+    "max_cache_size",
+    "100GB",
+    "bytes",
+    ("STREAMSCOPE_MAX_CACHE_SIZE", "MAX_CACHE_SIZE"),
+    "Default budget of the chunk cache when a dataset does not give max_cache_size.",
+)
+knob(
+    "open_chunks_max",
+    64,
+    "chunks",
+    ("STREAMSCOPE_OPEN_CHUNKS_MAX",),
+    "Most chunk files one reader keeps mmapped at once (least recently used are closed first).",
+)
+
 # --- optimize -------------------------------------------------------------------------------------
 
-# --- stream ---------------------------------------------------------------------------------------
-
 knob(
-    "plan_perm_cache",
-    8,
-    "permutations",
-    ("STREAMSCOPE_PLAN_PERM_CACHE",),
-    "In-chunk permutations an epoch plan keeps in memory (each is one int64 array of a chunk's size).",
+    "optimize_staging_dir",
+    "",
+    "path",
+    ("STREAMSCOPE_OPTIMIZE_STAGING_DIR",),
+    "Parent of the per-job staging directory where optimize()/map() workers write chunks before publishing "
+    "them. Empty: inside a local output_dir (publish = rename), else the system temp dir.",
 )
+knob(
+    "optimize_poll_interval",
+    0.05,
+    "s",
+    ("STREAMSCOPE_OPTIMIZE_POLL_INTERVAL",),
+    "How often the optimize() main process checks worker messages, liveness and progress.",
+)
+knob(
+    "optimize_exit_grace",
+    5.0,
+    "s",
+    ("STREAMSCOPE_OPTIMIZE_EXIT_GRACE",),
+    "How long the main process waits for the final message of a worker that has already exited.",
+)
+knob(
+    "optimize_fast_dev_run_items",
+    10,
+    "inputs",
+    ("DATA_OPTIMIZER_FAST_DEV_RUN_ITEMS",),
+    "Number of inputs processed when fast_dev_run=True.",
+)
+
+# --- stream ---------------------------------------------------------------------------------------
 
 # --- raw ------------------------------------------------------------------------------------------
 

@@ -84,6 +84,10 @@ class TruncatedBodyError(TransientStorageError):
     """Fewer bytes arrived than the response announced (Content-Length) or the caller expected."""
 
 
+class ObjectChangedError(TransientStorageError):
+    """The object changed (ETag mismatch) while a download was resuming; the download restarts from byte 0."""
+
+
 class UnsupportedOperationError(StorageError):
     """The store cannot do this at all (e.g. writing to or listing a read-only http(s) store)."""
 
@@ -104,6 +108,10 @@ class ChunkWaitTimeoutError(CacheError, FileNotFoundError):
         self.waited_s = waited_s
 
 
+class ChunkDownloadError(CacheError):
+    """Fetching or publishing a chunk into the cache failed; names the chunk and the URL (no credentials)."""
+
+
 # --- optimize -------------------------------------------------------------------------------------
 
 
@@ -115,11 +123,43 @@ class DatasetExistsError(OptimizeError):
     """The output directory already holds a dataset and ``mode`` is None."""
 
 
+class OptimizeInputError(OptimizeError, ValueError):
+    """The inputs or arguments of optimize()/map() cannot be used (empty inputs, bad mode, bad sizes)."""
+
+
+class OutputDirError(OptimizeError, OSError):
+    """The output directory cannot be created or written; names the directory."""
+
+
+class WorkerFailedError(OptimizeError):
+    """``fn`` (or the serializer after it) raised for one input; names the input index and repr."""
+
+
+class WorkerDiedError(OptimizeError):
+    """A worker process ended without reporting (killed, segfault, os._exit); names the worker and signal."""
+
+
+class CheckpointMismatchError(OptimizeError, ValueError):
+    """``use_checkpoint=True`` found a checkpoint written for different inputs, workers or chunk settings."""
+
+
+class MapReturnError(OptimizeError, ValueError):
+    """map()'s ``fn`` returned a value; it must write files into its ``output_dir`` and return None."""
+
+
 # --- stream ---------------------------------------------------------------------------------------
 
 
 class DatasetError(StreamscopeError, ValueError):
     """A streaming dataset cannot be built or iterated with these arguments."""
+
+
+class IndexNotFoundError(DatasetError, FileNotFoundError):
+    """A dataset directory has no ``index.json``; the message names the path looked at."""
+
+
+class ItemLoaderMismatchError(DatasetError):
+    """The item_loader given to a dataset does not match the ``item_loader`` recorded in its index."""
 
 
 class StateDictError(DatasetError):

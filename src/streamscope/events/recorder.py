@@ -32,13 +32,15 @@ from typing import Any
 
 from streamscope._core import config
 from streamscope.events import context, vocab
-from streamscope.events.bus import ACTIVE, OPEN, STATE, Event, close_open_spans, take
+from streamscope.events.bus import ACTIVE, COMPACT, OPEN, STATE, Event, close_open_spans, take
 from streamscope.events.bus import after_fork_in_child as _bus_after_fork
 from streamscope.events.metrics import Aggregator, MetricsSnapshot, merge, pid_alive, read_snapshots, write_snapshot
 from streamscope.events.sinks import EventBatch, Sink, SinkFactory, parse_specs, resolve
 
 METRICS_DIR_ENV = "STREAMSCOPE_METRICS_DIR"
 ANCHOR_ENV = "STREAMSCOPE_TRACE_CLOCK_ANCHOR"
+#: Sink used when tracing is on and no sink is named (a dotted path: ``events`` does not import ``trace``).
+DEFAULT_SINK = "streamscope.trace.litracer:LitracerFileSink"
 
 
 class Recorder:
@@ -66,6 +68,7 @@ class Recorder:
         self.started = False
         self.closed = False
         self.repaired: set[int] = set()
+        self._late_registered = False
         self._published_events = -1
         self._published_dropped = -1
 
@@ -90,6 +93,9 @@ class Recorder:
                 self.flush_interval = max(0.01, float(config.get("trace_flush_interval")))
             STATE.cap = max(1, int(config.get("trace_buffer_events")))
             wanted = self.trace_cats | self.metric_cats
+            compact = _compact_cats()
+            COMPACT.difference_update(COMPACT - compact)
+            COMPACT.update(compact)
             ACTIVE.difference_update(ACTIVE - wanted)
             ACTIVE.update(wanted)
             self.sinks = None
@@ -128,6 +134,8 @@ class Recorder:
         if d and os.path.isdir(d):
             self.metrics_dir = d
         else:
+            if self.owner and self.metrics_dir and self.metrics_dir != d:
+                shutil.rmtree(self.metrics_dir, ignore_errors=True)  # our previous run's directory
             try:
                 self.metrics_dir = tempfile.mkdtemp(prefix="streamscope-metrics-")
                 self.agg = Aggregator()  # a new run: metrics start from zero
@@ -136,7 +144,9 @@ class Recorder:
                 self.owner = True
                 # multiprocessing's exit handler terminates daemonic children (DataLoader workers still
                 # running at exit) and then runs finalizers of negative priority: close their spans then.
-                mp_util.Finalize(None, self._late_repair, exitpriority=-10)
+                if not self._late_registered:
+                    mp_util.Finalize(None, self._late_repair, exitpriority=-10)
+                    self._late_registered = True
             except OSError as exc:
                 self._report("metrics-dir", f"cannot create a metrics directory: {exc}")
                 self.metrics_dir = None
@@ -203,7 +213,10 @@ class Recorder:
         if self.sinks is not None:
             return self.sinks
         sinks: list[tuple[str, Sink]] = []
-        specs: list[tuple[str, SinkFactory | None]] = [(s, None) for s in parse_specs(config.get("trace_sinks"))]
+        names = parse_specs(config.get("trace_sinks"))
+        if not names and not self.factories:
+            names = [DEFAULT_SINK]  # tracing switched on by the environment alone (e.g. LITDATA_TRACE_LEVEL)
+        specs: list[tuple[str, SinkFactory | None]] = [(s, None) for s in names]
         specs += [(getattr(f, "__qualname__", repr(f)), f) for f in self.factories]
         for spec, factory in specs:
             try:
@@ -361,6 +374,14 @@ def configure_from_env() -> None:
         return
     if trace or metric:
         RECORDER.configure(trace, metric)
+
+
+def _compact_cats() -> frozenset[str]:
+    try:
+        return vocab.parse_categories(config.get("trace_compact_categories"))
+    except Exception as exc:
+        sys.stderr.write(f"streamscope tracer: trace_compact_categories ignored: {exc}\n")
+        return frozenset()
 
 
 def _metric_cats(raw: str) -> frozenset[str]:

@@ -5,7 +5,7 @@ See ``README.md`` in this package for the format with a worked example.
 
 from __future__ import annotations
 
-from streamscope.format.chunk import ChunkFile, decompress_file, open_chunk_bytes, parse_header
+from streamscope.format.chunk import ChunkFile, decompress_file, open_chunk, open_chunk_bytes, parse_header
 from streamscope.format.compression import VALID_COMPRESSIONS, parse_compression, uncompressed_name
 from streamscope.format.index import (
     dumps_index,
@@ -36,6 +36,7 @@ __all__ = [
     "loader_for_config",
     "merge_partial_indexes",
     "natural_key",
+    "open_chunk",
     "open_chunk_bytes",
     "parse_compression",
     "parse_header",

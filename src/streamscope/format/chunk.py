@@ -18,7 +18,7 @@ from streamscope import events as ev
 from streamscope._core.errors import CorruptChunkError, FormatError
 from streamscope.format.compression import decompress_to
 
-__all__ = ["ChunkFile", "decompress_file", "open_chunk_bytes", "parse_header"]
+__all__ = ["ChunkFile", "decompress_file", "open_chunk", "open_chunk_bytes", "parse_header"]
 
 
 def parse_header(buf: Any, name: str, size: int | None = None, expected_items: int | None = None) -> np.ndarray:
@@ -125,6 +125,12 @@ class ChunkFile:
             raise FormatError(f"chunk {self.path!r} is closed")
         return self._view
 
+    def sample(self, i: int, loader: Any) -> Any:
+        """Decoded sample ``i`` (same call as on 0.2.76 chunks from :func:`open_chunk`)."""
+        return loader.decode(self.item_view(i))
+
+    kind = "classic"
+
     def close(self) -> None:
         """Unmap the file. Views still held by decoded samples keep the mapping alive until they are freed."""
         view, mm = self._view, self._mm
@@ -151,11 +157,40 @@ class ChunkFile:
         return self.num_items
 
 
-def decompress_file(src: str, dst: str, compression: str) -> None:
-    """Decompress chunk ``src`` into ``dst`` atomically (tmp file + ``os.replace``)."""
+def decompress_file(src: str, dst: str, compression: str, expected_bytes: int | None = None) -> None:
+    """Decompress chunk ``src`` into ``dst`` atomically (tmp file + ``os.replace``).
+
+    Args:
+        src: the compressed chunk file.
+        dst: where the plain chunk appears (only once complete).
+        compression: the index's ``config["compression"]``.
+        expected_bytes: the entry's ``chunk_bytes``; a different decompressed size raises CorruptChunkError.
+    """
     with ev.span("decompress", "decompress", file=os.path.basename(src)) as f:
-        n = decompress_to(src, dst, compression)
+        n = decompress_to(src, dst, compression, expected_bytes)
         f["bytes"] = n
+
+
+def open_chunk(path: str, config: dict[str, Any] | None = None, expected_items: int | None = None) -> Any:
+    """Open a local, uncompressed chunk of any layout.
+
+    Classic 0.2.68 chunks give a :class:`ChunkFile` (zero-copy); LitData 0.2.76 layouts (framed zstd, per-sample
+    zstd, Arrow footer) give a :class:`~streamscope.format.v076.V076Chunk`. Both offer ``num_items``, ``kind``,
+    ``item_view(i)``, ``sample(i, loader)`` and ``close()``.
+    """
+    cfg = config or {}
+    with open(path, "rb") as f:
+        head = f.read(8)
+        size = os.fstat(f.fileno()).st_size
+        tail = b""
+        if size >= 8:
+            f.seek(size - 8)
+            tail = f.read(8)
+    if size == 0:
+        raise CorruptChunkError(f"chunk {path!r} is empty (0 bytes, offset 0)")
+    if head == b"LDFZ01\0\0" or tail == b"LDARW01\0" or cfg.get("compression_level") == "sample":
+        return open_chunk_bytes(path, cfg, expected_items)
+    return ChunkFile(path, expected_items)
 
 
 def open_chunk_bytes(*args: Any, **kwargs: Any) -> Any:

@@ -46,8 +46,11 @@ def decompress_bytes(data: bytes, compression: str | None = "zstd") -> bytes:
         raise CorruptChunkError(f"zstd data is corrupt: {exc}") from None
 
 
-def decompress_to(src: str, dst: str, compression: str) -> int:
-    """Stream-decompress file ``src`` into ``dst`` via a tmp file and ``os.replace``; returns bytes written."""
+def decompress_to(src: str, dst: str, compression: str, expected_bytes: int | None = None) -> int:
+    """Stream-decompress file ``src`` into ``dst`` via a tmp file and ``os.replace``; returns bytes written.
+
+    ``expected_bytes`` (the index's ``chunk_bytes``) is checked before ``dst`` appears.
+    """
     import zstandard  # noqa: PLC0415
 
     parse_compression(compression)
@@ -57,6 +60,11 @@ def decompress_to(src: str, dst: str, compression: str) -> int:
             _, written = zstandard.ZstdDecompressor().copy_stream(fin, fout)
         if written == 0:
             raise CorruptChunkError(f"compressed chunk {src!r} decompressed to 0 bytes")
+        if expected_bytes is not None and written != expected_bytes:
+            raise CorruptChunkError(
+                f"compressed chunk {src!r} decompressed to {written} bytes but index.json says chunk_bytes="
+                f"{expected_bytes}"
+            )
         os.replace(tmp, dst)
     except zstandard.ZstdError as exc:
         raise CorruptChunkError(f"compressed chunk {src!r} is not valid zstd: {exc}") from None

@@ -54,6 +54,7 @@ class BaseItemLoader:
             )
         self._config = config
         self._chunks = chunks
+        self._user_serializers = serializers
         registry = merge_serializers(serializers)
         self._data_format = list(config.get("data_format") or [])
         leaf_sers: list[Serializer] = []
@@ -75,6 +76,27 @@ class BaseItemLoader:
     def decode(self, view: memoryview) -> Any:
         """Decode the bytes of one item."""
         raise NotImplementedError
+
+    # --- pickling (DataLoader workers with spawn) ---------------------------------------------------
+
+    _PICKLED = ("_block_size",)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Only the setup inputs travel; the compiled decoders are rebuilt on the other side."""
+        state = {k: self.__dict__[k] for k in self._PICKLED if k in self.__dict__}
+        state["_setup_args"] = (
+            (self._config, getattr(self, "_user_serializers", None), getattr(self, "_chunks", None))
+            if self._config is not None
+            else None
+        )
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        args = state.pop("_setup_args", None)
+        self.__init__()  # type: ignore[misc]
+        self.__dict__.update(state)
+        if args is not None:
+            self.setup(*args)
 
     def decode_many(self, chunk: ChunkFile, indices: Sequence[int]) -> list[Any]:
         """Decode items ``indices`` (local to ``chunk``)."""
@@ -132,19 +154,56 @@ class PyTreeLoader(BaseItemLoader):
         self._spec = spec
 
     def decode(self, view: memoryview) -> Any:
-        """One sample from the bytes of its item."""
+        """One sample from the bytes of its item.
+
+        Raises:
+            FormatError: the item's bytes do not fit its size header or a leaf cannot be decoded.
+        """
         try:
             sizes = self._sizes.unpack_from(view, 0)
         except struct.error:
             raise FormatError(f"item of {len(view)} bytes is shorter than its {self._head}-byte size header") from None
         pos = self._head
         leaves = []
-        for size, dec in zip(sizes, self._decoders):
-            end = pos + size
-            leaves.append(dec(view[pos:end]))
-            pos = end
+        try:
+            for size, dec in zip(sizes, self._decoders):
+                end = pos + size
+                leaves.append(dec(view[pos:end]))
+                pos = end
+        except FormatError:
+            raise
+        except Exception as exc:  # noqa: BLE001 (any decoder failure on bad bytes becomes one clear error)
+            raise self._leaf_error(len(leaves), len(view), exc) from exc
         if pos != len(view):
             raise FormatError(f"item leaf sizes add up to {pos} bytes but the item has {len(view)}")
+        return self._unflatten(leaves)
+
+    def _leaf_error(self, j: int, nbytes: int, exc: BaseException) -> FormatError:
+        return FormatError(
+            f"leaf {j} (data_format {self._data_format[j]!r}) of an item of {nbytes} bytes cannot be decoded: "
+            f"{type(exc).__name__}: {exc}"
+        )
+
+    def decode_mds(self, view: memoryview, column_sizes: list[int | None]) -> Any:
+        """One sample of a MosaicML MDS shard (fixed-size columns, u32 length prefixes for the others)."""
+        pos = 0
+        sizes = []
+        for size in column_sizes:
+            if size:
+                sizes.append(size)
+            else:
+                (size,) = struct.unpack_from("<I", view, pos)
+                sizes.append(size)
+                pos += 4
+        leaves = []
+        try:
+            for size, dec in zip(sizes, self._decoders):
+                leaves.append(dec(view[pos : pos + size]))
+                pos += size
+        except FormatError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise self._leaf_error(len(leaves), len(view), exc) from exc
         return self._unflatten(leaves)
 
 
@@ -241,7 +300,10 @@ class TokensLoader(BaseItemLoader):
 
 def loader_for_config(config: dict[str, Any], block_size: int | None = None) -> BaseItemLoader:
     """A fresh loader for an index ``config`` (by its ``item_loader`` name)."""
-    name = config.get("item_loader") or "PyTreeLoader"
+    name = config.get("item_loader")
+    if name is None:  # legacy index: a lone no_header_tensor leaf means tokens
+        fmts = config.get("data_format") or []
+        name = "TokensLoader" if len(fmts) == 1 and str(fmts[0]).startswith("no_header_tensor") else "PyTreeLoader"
     if name == "PyTreeLoader":
         return PyTreeLoader()
     if name == "TokensLoader":

@@ -24,6 +24,29 @@ import numpy as np
 from streamscope._core.errors import FormatError
 from streamscope.format import dtypes
 
+__all__ = [
+    "BooleanSerializer",
+    "BytesSerializer",
+    "FileSerializer",
+    "FloatSerializer",
+    "IntegerSerializer",
+    "JPEGArraySerializer",
+    "JPEGSerializer",
+    "NoHeaderNumpySerializer",
+    "NoHeaderTensorSerializer",
+    "NumpySerializer",
+    "PILSerializer",
+    "PickleSerializer",
+    "Serializer",
+    "StringSerializer",
+    "TIFFSerializer",
+    "TensorSerializer",
+    "VideoSerializer",
+    "default_serializers",
+    "key_for_format",
+    "merge_serializers",
+]
+
 _VIDEO_EXTENSIONS = ("mp4", "ogv", "mjpeg", "avi", "mov", "h264", "mpg", "webm", "wmv")
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
@@ -422,6 +445,8 @@ class TensorSerializer(Serializer):
         shape = st.unpack_from(data, 8)
         start = 8 + 4 * rank
         if start >= len(data):
+            if all(shape) and shape:  # a non-empty shape needs data
+                raise FormatError(f"tensor leaf of shape {tuple(shape)} has no data bytes")
             torch = dtypes.torch_loaded() or dtypes._torch()
             return torch.empty(shape, dtype=dtypes.torch_dtype(idx))
         return _tensor_from(data[start:], idx, shape)
@@ -484,8 +509,13 @@ def merge_serializers(user: dict[str, Serializer] | None) -> dict[str, Serialize
     return out
 
 
+_MDS_ALIASES = {"pkl": "pickle"}
+
+
 def key_for_format(data_format: str, serializers: dict[str, Serializer]) -> str:
     """Registry key for a ``data_format`` entry: for ``a:b``, ``b`` if registered, else ``a``."""
+    if data_format in _MDS_ALIASES and data_format not in serializers:
+        return _MDS_ALIASES[data_format]
     if ":" in data_format:
         head, sub = data_format.split(":", 1)
         return sub if sub in serializers else head

@@ -47,6 +47,7 @@ class V076Chunk:
     ) -> None:
         self.name = name
         self._buf = memoryview(buf)
+        self._owner: Any = buf if isinstance(buf, mmap.mmap) else None
         self._config = config or {}
         self._frames_cache: dict[int, bytes] = {}
         self._rows: list[Any] | None = None
@@ -187,6 +188,27 @@ class V076Chunk:
                     f"chunk {self.name!r}: Arrow footer has {len(self._rows)} rows, header says {self.num_items} items"
                 )
         return self._rows
+
+    def close(self) -> None:
+        """Drop the buffer (the mapping is freed once no decoded view refers to it)."""
+        self._frames_cache = {}
+        self._rows = None
+        try:
+            self._buf.release()
+        except BufferError:
+            pass
+        owner, self._owner = self._owner, None
+        if owner is not None:
+            try:
+                owner.close()
+            except BufferError:
+                pass  # decoded arrays still point into the map; it is unmapped when they are freed
+
+    def __enter__(self) -> V076Chunk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def sample(self, i: int, loader: Any) -> Any:
         """Sample ``i``: an Arrow row (dict) for Arrow-footer chunks, else ``loader.decode`` of the item."""

@@ -90,6 +90,7 @@ class ChunkWriter:
         self._data_format: list[str] | None = None
         self._spec: TreeSpec | None = None
         self._leaf_sers: list[Serializer] = []
+        self._matchers: list[Any] = []
         self._fixed_size: list[int | None] = []
         self._paths: list[str] = []
         # pending items of the open chunk
@@ -122,6 +123,8 @@ class ChunkWriter:
         self._data_format = fmts
         self._spec = spec
         self._leaf_sers = sers
+        # LitData-style user serializers have no ``matches``: their ``can_serialize`` checks the type then
+        self._matchers = [getattr(ser, "matches", None) or ser.can_serialize for ser in sers]
         self._paths = paths
         self.config = {
             "chunk_bytes": self.chunk_bytes_limit,
@@ -150,8 +153,8 @@ class ChunkWriter:
             raise SchemaMismatchError(f"sample {index} field {path} does not match the first sample's structure: {why}")
         data: list[bytes] = []
         sizes: list[int] = []
-        for j, (leaf, ser, fmt) in enumerate(zip(leaves, self._leaf_sers, self._data_format)):
-            if not ser.matches(leaf):
+        for j, (leaf, ser, fmt, matches) in enumerate(zip(leaves, self._leaf_sers, self._data_format, self._matchers)):
+            if not matches(leaf):
                 raise SchemaMismatchError(
                     f"sample {index} field {self._paths[j]}: {type(leaf).__name__} does not fit the field's "
                     f"data_format {fmt!r} set by the first sample"
@@ -230,13 +233,18 @@ class ChunkWriter:
         for it in items:
             pos += len(it)
             offsets.append(pos)
-        raw = struct.pack(f"<I{n + 1}I", n, *offsets) + b"".join(items)
+        header = struct.pack(f"<I{n + 1}I", n, *offsets)
         dims = self._pending_dims
-        dim = sum(d or 0 for d in dims) if dims[0] else None
+        # LitData writes dim=None when the chunk's FIRST item has 0 tokens (its reader then crashes); the
+        # token total is always written here when items carry a dim.
+        dim = sum(d or 0 for d in dims) if any(d is not None for d in dims) else None
         name = self.filename()
-        entry = {"chunk_bytes": len(raw), "chunk_size": n, "dim": dim, "filename": name}
-        payload = compress_bytes(raw, self.compression) if self.compression else raw
-        _write_atomic(os.path.join(self.out_dir, name), payload)
+        entry = {"chunk_bytes": total, "chunk_size": n, "dim": dim, "filename": name}
+        if self.compression:  # one-shot: zstd streaming output differs from LitData's one-shot bytes
+            parts = [compress_bytes(header + b"".join(items), self.compression)]
+        else:
+            parts = [header, *items]  # written piece by piece: no second copy of the chunk in memory
+        _write_atomic(os.path.join(self.out_dir, name), parts)
         self.chunks.append(entry)
         self.chunk_index += 1
         self._pending = []
@@ -246,11 +254,11 @@ class ChunkWriter:
         return entry
 
 
-def _write_atomic(path: str, data: bytes) -> None:
+def _write_atomic(path: str, parts: list[bytes]) -> None:
     tmp = f"{path}.tmp.{os.getpid()}"
     try:
         with open(tmp, "wb") as f:
-            f.write(data)
+            f.writelines(parts)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

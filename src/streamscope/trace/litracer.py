@@ -5,7 +5,7 @@ first ``:``, keys lower-cased, values trimmed, lines without ``ph`` skipped, one
 worker). So every line carries every struct field, in this order::
 
     ts: <µs since the Unix epoch, 3 decimals>; pid: <pid>; tid: <threading.get_ident()>; name: <name>;
-    cat: <cat>; cname: <colour>; dur: <µs, 0 unless X>; s: t; <call-site fields>;
+    cat: <cat>; cname: <colour>; <call-site fields>; dur: <µs, 0 unless X>; s: t;
     dist_world_size: ..; dist_global_rank: ..; dist_num_nodes: ..; worker_world_size: ..; worker_rank: ..;
     ph: <B|E|I|C|X>;
 
@@ -79,46 +79,96 @@ def _head(name: str, cat: str) -> str:
     return h
 
 
+_SLOW = None
+_PHASES = frozenset("BEICXibenM")
+_ENV_KEYS = frozenset(("dist_world_size", "dist_global_rank", "dist_num_nodes", "worker_world_size", "worker_rank"))
+_Plan = tuple[list[str], "list[str] | None"]
+_plan_cache: dict[tuple[str, ...], _Plan | None] = {}
+
+
+def _plan(keys: tuple[str, ...]) -> _Plan | None:
+    """``key: `` prefixes for a field-key tuple, or None when the event needs the careful path.
+
+    The second list (prefixes without the last key) is set when ``dur`` is the last key: an ``X`` event
+    then takes it as the struct's ``dur``; any other event writes it as ``arg_dur``.
+    """
+    plan = [sanitize_key(k) for k in keys]
+    lows = [p.lower() for p in plan]
+    out: _Plan | None = (plan, plan[:-1] if keys[-1] == "dur" else None)
+    if "dur" in keys[:-1] or not _ENV_KEYS.isdisjoint(keys) or len(set(lows)) != len(lows):
+        out = _SLOW
+    elif any(low[:-2] in _ENV_KEYS for low in lows):
+        out = _SLOW
+    if len(_plan_cache) < 4096:
+        _plan_cache[keys] = out
+    return out
+
+
+def _careful(ph: str, fields: dict[str, Any], env: dict[str, int]) -> tuple[str, str, str]:
+    """(args, dur, env part) for events whose keys collide, override env fields or carry dur."""
+    sv = sanitize_value
+    dur = "0"
+    parts = []
+    seen = {f"{k}: " for k in env}
+    for k, v in fields.items():
+        if k in env:
+            continue
+        if k == "dur" and ph == "X":
+            dur = sv(v)
+            continue
+        pre = sanitize_key(k)
+        low = pre.lower()
+        if low in seen:  # distinct call-site keys that read the same to the parser
+            i = 2
+            while f"{low[:-2]}_{i}: " in seen:
+                i += 1
+            pre = low = f"{low[:-2]}_{i}: "
+        seen.add(low)
+        parts.append(pre + sv(v) + "; ")
+    env_s = "".join(f"{k}: {sv(fields.get(k, v))}; " for k, v in env.items())
+    return "".join(parts), dur, env_s
+
+
 def encode(batch: EventBatch) -> str:
     """The Litracer lines of ``batch`` (each ends with a newline). Pure function."""
     env = batch.env
     env_all = "".join(f"{k}: {sanitize_value(v)}; " for k, v in env.items())
-    env_keys = [f"{k}: " for k in env]
     off = batch.epoch_offset_ns
     out: list[str] = []
     append = out.append
     sv = sanitize_value
+    plans = _plan_cache
+    std_env = env.keys() == _ENV_KEYS
+    mids: dict[tuple[int, int, str, str], str] = {}
+    tails: dict[str, str] = {}
     for ph, name, cat, ts_ns, pid, tid, fields in batch.events:
         t = ts_ns + off
-        dur = "0"
-        env_s = env_all
+        mid = mids.get((pid, tid, name, cat))
+        if mid is None:
+            mid = mids[(pid, tid, name, cat)] = f"pid: {pid}; tid: {tid}; {_head(name, cat)}"
         if fields:
-            parts = []
-            seen = set(env_keys)
-            for k, v in fields.items():
-                if k in env:
-                    continue
-                if k == "dur" and ph == "X":
-                    dur = sv(v)
-                    continue
-                pre = sanitize_key(k)
-                low = pre.lower()
-                if low in seen:  # distinct call-site keys that read the same to the parser
-                    i = 2
-                    while f"{low[:-2]}_{i}: " in seen:
-                        i += 1
-                    pre = low = f"{low[:-2]}_{i}: "
-                seen.add(low)
-                parts.append(pre + sv(v) + "; ")
-            args = "".join(parts)
-            if not env.keys().isdisjoint(fields):
-                env_s = "".join(f"{k}: {sv(fields.get(k, v))}; " for k, v in env.items())
+            keys = tuple(fields)
+            plan = plans[keys] if keys in plans else _plan(keys)
+            if plan is None or not std_env:
+                args, dur, env_s = _careful(ph, fields, env)
+                append(f"ts: {t // 1000}.{t % 1000:03d}; {mid}{args}dur: {dur}; s: t; {env_s}ph: {sv(ph)};\n")
+                continue
+            prefixes, without_dur = plan
+            if ph == "X" and without_dur is not None:
+                prefixes = without_dur
+                d = fields["dur"]
+                dur = f"{d:.3f}" if type(d) is float else sv(d)
+            else:
+                dur = "0"
+            args = "".join(
+                [p + (str(v) if type(v) is int else sv(v)) + "; " for p, v in zip(prefixes, fields.values())]
+            )
         else:
-            args = ""
-        append(
-            f"ts: {t // 1000}.{t % 1000:03d}; pid: {pid}; tid: {tid}; {_head(name, cat)}dur: {dur}; s: t; "
-            f"{args}{env_s}ph: {sv(ph)};\n"
-        )
+            args, dur = "", "0"
+        tail = tails.get(ph)
+        if tail is None:
+            tail = tails[ph] = f"; s: t; {env_all}ph: {ph if ph in _PHASES else sv(ph)};\n"
+        append(f"ts: {t // 1000}.{t % 1000:03d}; {mid}{args}dur: {dur}{tail}")
     return "".join(out)
 
 
