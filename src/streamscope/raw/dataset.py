@@ -9,7 +9,8 @@ Live knobs (read at every batch): ``raw_concurrency`` (0 = the ``max_concurrent_
 the adaptive default) and ``raw_prefetch`` (-1 = the ``max_prefetch`` argument).
 
 Runtime state (threads, store clients, futures) is per process: a forked DataLoader worker starts fresh and
-pickling (spawn) drops it.
+pickling (spawn) drops it. One process should call ``__getitems__`` from one thread at a time (as torch's
+DataLoader does); the fetches themselves run concurrently.
 """
 
 from __future__ import annotations
