@@ -60,13 +60,16 @@ def test_merge_sums_processes_and_drops_gauges_of_finished_ones(tmp_path):
     write_snapshot(str(tmp_path), b.snapshot(999_999_999, dropped=2, sink_errors=1, final=True))
     (tmp_path / "garbage.json").write_text("{")
     (tmp_path / "7.json").write_text("{not json")
+    (tmp_path / "8.json").write_text("[1, 2]")
+    (tmp_path / "9.json").write_text('{"spans": {"read/read": {"bogus": 1}}}')
     snaps = read_snapshots(str(tmp_path))
-    assert set(snaps) == {os.getpid(), 999_999_999}
+    assert set(snaps) == {os.getpid(), 999_999_999, 9}
     m = merge(snaps)
     assert m.span("read").count == 2 and m.span("read").items == 8
     assert m.dropped == 3 and m.sink_errors == 1
     assert m.gauges == {"cache/q": 5.0}  # the finished process's gauge no longer counts
     assert m.processes[999_999_999]["final"] and m.processes[os.getpid()]["alive"]
+    assert 9 not in m.processes  # the damaged snapshot is skipped
     d = m.to_dict()
     json.dumps(d)
     assert d["spans"]["read/read"]["mean_s"] == m.span("read").mean_s
