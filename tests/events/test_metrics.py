@@ -74,3 +74,17 @@ def test_merge_sums_processes_and_drops_gauges_of_finished_ones(tmp_path):
     json.dumps(d)
     assert d["spans"]["read/read"]["mean_s"] == m.span("read").mean_s
     assert len(d["spans"]["read/read"]["buckets"]) == len(BUCKETS_S) + 1
+
+
+def test_data_wait_from_compact_batch_spans():
+    agg = Aggregator()
+    agg.add(
+        [
+            _ev("B", "dataloader", "epoch", 0),
+            _ev("X", "batch", "batch", 3, dur=1000.0),  # arrived at 3 ms, consumer took 1 ms
+            _ev("X", "batch", "batch", 6, dur=2000.0),  # waited 2 ms
+        ]
+    )
+    wait = agg.spans["batch/data_wait"]
+    assert wait.count == 2 and abs(wait.total_s - 0.005) < 1e-9
+    assert agg.spans["batch/batch"].count == 2 and abs(agg.spans["batch/batch"].total_s - 0.003) < 1e-9

@@ -148,7 +148,13 @@ class Aggregator:
             elif ph == "X":
                 st = self._kind(cat, name)
                 d = fields.get("dur", 0)
-                st.observe_ns(int(d * 1000) if type(d) is float or type(d) is int else 0)
+                dur_ns = int(d * 1000) if type(d) is float or type(d) is int else 0
+                st.observe_ns(dur_ns)
+                if cat == "batch" and name == "batch":  # compact batch spans (trace_compact_categories)
+                    mark = self._loop_mark.pop(tid, None)
+                    if mark is not None:
+                        self._stats("batch/data_wait").observe_ns(ts - mark)
+                    self._loop_mark[tid] = ts + dur_ns
                 if "bytes" in fields:
                     st.bytes += _num(fields["bytes"])
                 if "items" in fields or "size" in fields:
