@@ -19,6 +19,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from streamscope._core.procs import pid_alive
 from streamscope.events.bus import Event
 
 #: Upper bounds (seconds) of the latency histogram buckets; a last bucket holds everything above.
@@ -215,22 +216,6 @@ class MetricsSnapshot:
         for k, v in self.spans.items():
             d["spans"][k]["mean_s"] = v.mean_s
         return d
-
-
-def pid_alive(pid: int) -> bool:
-    """True when ``pid`` runs and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] != b"Z"
-    except OSError:
-        return True
 
 
 def read_snapshots(directory: str) -> dict[int, dict[str, Any]]:

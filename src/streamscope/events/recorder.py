@@ -31,10 +31,11 @@ import traceback
 from typing import Any
 
 from streamscope._core import config
+from streamscope._core.procs import pid_alive
 from streamscope.events import context, vocab
 from streamscope.events.bus import ACTIVE, COMPACT, OPEN, STATE, Event, close_open_spans, take
 from streamscope.events.bus import after_fork_in_child as _bus_after_fork
-from streamscope.events.metrics import Aggregator, MetricsSnapshot, merge, pid_alive, read_snapshots, write_snapshot
+from streamscope.events.metrics import Aggregator, MetricsSnapshot, merge, read_snapshots, write_snapshot
 from streamscope.events.sinks import EventBatch, Sink, SinkFactory, parse_specs, resolve
 
 METRICS_DIR_ENV = "STREAMSCOPE_METRICS_DIR"

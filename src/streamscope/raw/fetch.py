@@ -36,6 +36,7 @@ from streamscope._core.errors import (
     RawSourceNotFoundError,
     StorageError,
 )
+from streamscope._core.procs import pid_alive
 from streamscope.raw.runtime import IORuntime, gather, settle, then
 from streamscope.raw.source import Source
 
@@ -297,16 +298,6 @@ def _size_or_none(path: str) -> int | None:
         return None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_orphans(cache_dir: str, min_age_s: float = 60.0) -> int:
     """Remove ``*.tmp.<pid>.*`` files left in ``cache_dir`` by dead processes (older than ``min_age_s``).
 
@@ -326,7 +317,7 @@ def sweep_orphans(cache_dir: str, min_age_s: float = 60.0) -> int:
                 continue
             path = os.path.join(folder, name)
             try:
-                if now - os.stat(path).st_mtime < min_age_s or _pid_alive(pid):
+                if now - os.stat(path).st_mtime < min_age_s or pid_alive(pid):
                     continue
                 os.remove(path)
                 removed += 1
