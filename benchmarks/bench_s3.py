@@ -6,9 +6,11 @@ on a moto S3 server on 127.0.0.1 (``tests/support/s3server.py``, SigV4 checked).
 objects.
 
 Cases: ``num_workers`` 0 and 2, batch 256, no shuffle, one epoch from a FRESH cache directory per run (so every
-chunk is downloaded). Measured per run: time to first batch (construct dataset + loader, take one batch) and
-samples/s over the whole epoch (first batch included). Runs alternate the engines; the best of ``--rounds`` is
-kept for each (the machine is shared).
+chunk is downloaded). Each run is a fresh Python process (``--child``): a process that ran one engine never runs
+the other (LitData starts obstore's tokio runtime in the main process, which would poison the other engine's
+forked workers, and vice versa). Measured per run, inside the child after imports: time to first batch
+(construct dataset + loader, take one batch) and samples/s over the whole epoch (first batch included). Runs
+alternate the engines; the best of ``--rounds`` is kept for each (the machine is shared).
 
 LitData patch (LitData only, in-process, printed at start): LitData 0.2.68 builds its obstore ``S3Store`` with
 ``client_options={"timeout": "200s"}`` (``litdata/streaming/downloader.py:_OBSTORE_CLIENT_OPTIONS``), which
@@ -26,6 +28,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,12 +41,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 sys.path.insert(0, os.path.dirname(_HERE))  # repo root, for tests.support.s3server
 
-import litdata  # noqa: E402
-import litdata.streaming.downloader as ld_downloader  # noqa: E402
 from _datasets import IMAGES_N, ensure  # noqa: E402
-
-import streamscope as ss  # noqa: E402
-from tests.support.s3server import S3Server  # noqa: E402
 
 RESULTS = os.path.join(_HERE, "results")
 BATCH = 256
@@ -51,6 +49,8 @@ BATCH = 256
 
 def patch_litdata_allow_http() -> dict[str, Any]:
     """The one-line LitData patch: let its obstore client speak plain http (LitData only)."""
+    import litdata.streaming.downloader as ld_downloader
+
     before = dict(ld_downloader._OBSTORE_CLIENT_OPTIONS)
     ld_downloader._OBSTORE_CLIENT_OPTIONS = {**before, "allow_http": True}  # type: ignore[assignment]
     print(
@@ -61,7 +61,7 @@ def patch_litdata_allow_http() -> dict[str, Any]:
     return {"module": "litdata.streaming.downloader", "name": "_OBSTORE_CLIENT_OPTIONS", "value": "allow_http=True"}
 
 
-def upload(local_dir: str, srv: S3Server, bucket: str, prefix: str) -> int:
+def upload(local_dir: str, srv: Any, bucket: str, prefix: str) -> int:
     """Upload every file of ``local_dir`` to ``s3://bucket/prefix/``; return bytes uploaded."""
     from boto3.s3.transfer import TransferConfig
 
@@ -91,19 +91,66 @@ def run_epoch(make: Callable[[], Any]) -> dict[str, float]:
     return {"first_batch_s": ttfb, "epoch_s": dt, "samples": n, "rate": n / dt}
 
 
+def child(engine: str, workers: int, cache: str, url: str, opts_json: str) -> None:
+    """One measured run in this (fresh) process; prints one JSON line."""
+    opts = json.loads(opts_json)
+    if engine == "litdata":
+        import litdata
+
+        patch_litdata_allow_http()
+
+        def make() -> Any:
+            ds = litdata.StreamingDataset(url, cache_dir=cache, storage_options=dict(opts))
+            return litdata.StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers)
+
+    else:
+        import streamscope as ss
+
+        def make() -> Any:
+            ds = ss.StreamingDataset(url, cache_dir=cache, storage_options=dict(opts))
+            return ss.StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers)
+
+    res = run_epoch(make)
+    print(json.dumps(res), flush=True)
+
+
+def run_child(engine: str, workers: int, cache: str, url: str, opts: dict[str, Any]) -> dict[str, float]:
+    """Run :func:`child` in a fresh interpreter and return its result."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", engine, str(workers), cache, url, json.dumps(opts)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    for line in proc.stdout.splitlines():
+        if line.startswith("[patch]"):
+            print("  " + line, flush=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{engine} w={workers} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--workers", type=int, nargs="+", default=[0, 2])
+    ap.add_argument("--child", nargs=5, metavar=("ENGINE", "WORKERS", "CACHE", "URL", "OPTS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        engine, workers, cache, url, opts_json = args.child
+        child(engine, int(workers), cache, url, opts_json)
+        return
+
+    import litdata
+
+    from tests.support.s3server import S3Server
 
     images = ensure("images")
-    patch = patch_litdata_allow_http()
     results: dict[str, Any] = {
         "host": {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()},
         "load_avg_start": os.getloadavg(),
         "litdata_version": litdata.__version__,
-        "litdata_patch": patch,
+        "litdata_patch": {
+            "module": "litdata.streaming.downloader",
+            "name": "_OBSTORE_CLIENT_OPTIONS",
+            "change": "{'timeout': '200s'} -> {'timeout': '200s', 'allow_http': True}, LitData child processes only",
+        },
         "batch_size": BATCH,
         "cases": {},
     }
@@ -118,20 +165,11 @@ def main() -> None:
         scratch = tempfile.mkdtemp(prefix="bench-s3-")
         try:
             for workers in args.workers:
-
-                def ld_make(cache: str, w: int = workers) -> Any:
-                    ds = litdata.StreamingDataset(url, cache_dir=cache, storage_options=dict(opts))
-                    return litdata.StreamingDataLoader(ds, batch_size=BATCH, num_workers=w)
-
-                def ss_make(cache: str, w: int = workers) -> Any:
-                    ds = ss.StreamingDataset(url, cache_dir=cache, storage_options=dict(opts))
-                    return ss.StreamingDataLoader(ds, batch_size=BATCH, num_workers=w)
-
                 best: dict[str, dict[str, float]] = {}
                 for r in range(args.rounds):
-                    for engine, make in (("litdata", ld_make), ("streamscope", ss_make)):
+                    for engine in ("litdata", "streamscope"):
                         cache = os.path.join(scratch, f"{engine}-w{workers}-r{r}")
-                        res = run_epoch(lambda m=make, c=cache: m(c))
+                        res = run_child(engine, workers, cache, url, opts)
                         shutil.rmtree(cache, ignore_errors=True)
                         if res["samples"] != IMAGES_N:
                             raise SystemExit(f"{engine} w={workers} yielded {res['samples']} samples, not {IMAGES_N}")
