@@ -8,7 +8,9 @@ objects.
 Cases: ``num_workers`` 0 and 2, batch 256, no shuffle, one epoch from a FRESH cache directory per run (so every
 chunk is downloaded). Each run is a fresh Python process (``--child``): a process that ran one engine never runs
 the other (LitData starts obstore's tokio runtime in the main process, which would poison the other engine's
-forked workers, and vice versa). Measured per run, inside the child after imports: time to first batch
+forked workers, and vice versa). Measured per run, inside the child after imports (torch, boto3 and obstore are
+imported before timing in both; streamscope's lazy ``StreamingDataset``/``StreamingDataLoader`` names are
+resolved before timing, as ``import litdata`` does eagerly): time to first batch
 (construct dataset + loader, take one batch) and samples/s over the whole epoch (first batch included). Runs
 alternate the engines; the best of ``--rounds`` is kept for each (the machine is shared).
 
@@ -94,6 +96,12 @@ def run_epoch(make: Callable[[], Any]) -> dict[str, float]:
 def child(engine: str, workers: int, cache: str, url: str, opts_json: str) -> None:
     """One measured run in this (fresh) process; prints one JSON line."""
     opts = json.loads(opts_json)
+    # Heavy third-party imports happen before timing in both engines' processes (a training script has torch
+    # loaded already; LitData imports boto3/obstore at import time, streamscope lazily at first use).
+    import boto3  # noqa: F401
+    import obstore  # noqa: F401
+    import torch  # noqa: F401
+
     if engine == "litdata":
         import litdata
 
@@ -106,9 +114,11 @@ def child(engine: str, workers: int, cache: str, url: str, opts_json: str) -> No
     else:
         import streamscope as ss
 
+        dataset_cls, loader_cls = ss.StreamingDataset, ss.StreamingDataLoader  # resolve lazy names before timing
+
         def make() -> Any:
-            ds = ss.StreamingDataset(url, cache_dir=cache, storage_options=dict(opts))
-            return ss.StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers)
+            ds = dataset_cls(url, cache_dir=cache, storage_options=dict(opts))
+            return loader_cls(ds, batch_size=BATCH, num_workers=workers)
 
     res = run_epoch(make)
     print(json.dumps(res), flush=True)
