@@ -63,3 +63,17 @@ def test_walk_lists_the_optimized_dataset(s3_server) -> None:
     # from the bucket root the same objects appear under their prefix
     root = [m.key for m in walk(s3_server.url(), opts)]
     assert root == [f"walked/ds/{k}" for k in want]
+
+
+def test_map_writes_to_s3_and_walk_lists_it(s3_server) -> None:
+    from streamscope import map as ss_map
+
+    url, opts = s3_server.url("mapped"), s3_server.storage_options()
+    ss_map(_fns.write_files, list(range(10)), url, num_workers=2, storage_options=opts)
+    store = open_store(url, opts)
+    got = {m.key: m.size for m in walk(url, opts)}
+    want = {f"part-{i:03d}.txt": len(f"item {i}\n") * (i + 1) for i in range(10)}
+    want.update({f"even/{i:03d}.bin": 100 for i in range(0, 10, 2)})
+    assert got == want
+    assert store.get("part-003.txt") == b"item 3\n" * 4
+    assert store.get("even/004.bin") == bytes([4]) * 100
