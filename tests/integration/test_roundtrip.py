@@ -77,3 +77,34 @@ def test_map_writes_to_s3_and_walk_lists_it(s3_server) -> None:
     assert got == want
     assert store.get("part-003.txt") == b"item 3\n" * 4
     assert store.get("even/004.bin") == bytes([4]) * 100
+
+
+def test_missing_index_on_s3_names_the_url(s3_server, tmp_path) -> None:
+    from streamscope._core.errors import IndexNotFoundError
+
+    url = s3_server.url("nothing-here")
+    with pytest.raises(IndexNotFoundError, match="nothing-here/index.json"):
+        StreamingDataset(url, cache_dir=str(tmp_path / "c"), storage_options=s3_server.storage_options())
+
+
+@pytest.mark.slow
+def test_resume_mid_epoch_from_s3_exactly_once(s3_server, tmp_path) -> None:
+    url = write_dataset(s3_server, "resume")
+    opts = s3_server.storage_options()
+
+    def loader(cache: str, workers: int) -> StreamingDataLoader:
+        ds = StreamingDataset(url, cache_dir=str(tmp_path / cache), storage_options=opts, shuffle=True)
+        return StreamingDataLoader(ds, batch_size=5, num_workers=workers)
+
+    first = loader("a", 2)
+    seen: list[int] = []
+    for k, batch in enumerate(first):
+        seen += batch["index"].tolist()
+        if k == 6:
+            state = first.state_dict()
+            break
+    second = loader("b", 0)  # a fresh cache and another worker count
+    second.load_state_dict(state)
+    for batch in second:
+        seen += batch["index"].tolist()
+    assert sorted(seen) == list(range(N))
