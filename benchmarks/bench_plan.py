@@ -12,7 +12,7 @@ batch size 32, shuffle on):
 
 Run: ``PYTHONPATH=src:. python benchmarks/bench_plan.py [--samples N] [--chunk-size C]``. Prints the timings
 (best of ``--repeat``) and ratios (LitData time / streamscope time: > 1 means streamscope is faster) and writes
-``benchmarks/results/plan.json``.
+``benchmarks/results/bench_plan.json``.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def main() -> None:
             f"{key:10s} streamscope {r['streamscope']:.4f} s   litdata {r['litdata']:.4f} s   ratio {r['ratio_litdata_over_streamscope']:.2f}x"
         )
     print(f"worker samples: streamscope {n_worker}, litdata {n_lit}")
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "plan.json")
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "bench_plan.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
         json.dump(res, f, indent=2)

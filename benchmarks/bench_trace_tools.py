@@ -2,7 +2,8 @@
 
 Generates a synthetic streamscope-layout log (~1M lines by default: one rank, 4 workers, stall/batch spans in the
 main process, download/read/decompress/sample spans in workers, counters), then runs each command in a fresh
-subprocess and reports lines per second and the subprocess's peak RSS. Running the same commands on a log a fifth
+subprocess and reports lines per second (wall and CPU time: on a shared machine CPU time is the steadier
+measure) and the subprocess's peak RSS. Running the same commands on a log a fifth
 the size shows whether memory grows with the log (it should not for convert).
 
     PYTHONPATH=$PWD/src:$PWD python benchmarks/bench_trace_tools.py [--lines 1000000] [--keep DIR]
@@ -26,7 +27,8 @@ from trace_tools.cli import main
 t = time.perf_counter()
 rc = main(sys.argv[1:])
 dt = time.perf_counter() - t
-print(f"BENCH rc={rc} seconds={dt:.3f} maxrss_kb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}", file=sys.stderr)
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(f"BENCH rc={rc} seconds={dt:.3f} cpu={ru.ru_utime + ru.ru_stime:.3f} maxrss_kb={ru.ru_maxrss}", file=sys.stderr)
 """
 
 
@@ -90,7 +92,7 @@ def generate(path: str, n_lines: int, seed: int = 0) -> int:
     return n
 
 
-def run(argv: list[str]) -> tuple[float, int]:
+def run(argv: list[str]) -> tuple[float, float, int]:
     env = dict(os.environ)
     r = subprocess.run([sys.executable, "-c", CHILD, *argv], capture_output=True, text=True, env=env)
     last = [ln for ln in r.stderr.splitlines() if ln.startswith("BENCH")]
@@ -99,7 +101,7 @@ def run(argv: list[str]) -> tuple[float, int]:
     fields = dict(kv.split("=") for kv in last[-1].split()[1:])
     if fields["rc"] != "0":
         raise SystemExit(f"{argv}: exit {fields['rc']}: {r.stderr[-2000:]}")
-    return float(fields["seconds"]), int(fields["maxrss_kb"])
+    return float(fields["seconds"]), float(fields["cpu"]), int(fields["maxrss_kb"])
 
 
 def main() -> None:
@@ -110,7 +112,11 @@ def main() -> None:
     work = args.keep or tempfile.mkdtemp(prefix="bench_trace_tools_")
     os.makedirs(work, exist_ok=True)
     sizes = [max(args.lines // 5, 1000), args.lines]
-    print(f"{'log lines':>10} {'MB':>7} {'command':<22} {'seconds':>8} {'lines/s':>10} {'peak RSS MB':>12}")
+    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall time suffers, CPU time less)")
+    print(
+        f"{'log lines':>10} {'MB':>7} {'command':<22} {'wall s':>8} {'lines/s':>10} {'CPU s':>8} {'lines/CPU-s':>12} "
+        f"{'peak RSS MB':>12}"
+    )
     for n in sizes:
         log = os.path.join(work, f"trace_{n}.log")
         t = time.perf_counter()
@@ -125,8 +131,11 @@ def main() -> None:
             "summary (with PNGs)": ["summary", log, "-o", work, "--brief"],
         }
         for label, argv in cmds.items():
-            secs, rss = run(argv)
-            print(f"{n_real:>10} {mb:>7.1f} {label:<22} {secs:>8.2f} {n_real / secs:>10.0f} {rss / 1024:>12.1f}")
+            secs, cpu, rss = run(argv)
+            print(
+                f"{n_real:>10} {mb:>7.1f} {label:<22} {secs:>8.2f} {n_real / secs:>10.0f} {cpu:>8.2f} "
+                f"{n_real / cpu:>12.0f} {rss / 1024:>12.1f}"
+            )
         if not args.keep:
             for name in os.listdir(work):
                 os.unlink(os.path.join(work, name))

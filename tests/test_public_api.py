@@ -1,6 +1,5 @@
 """The public surface users switch to by changing one import."""
 
-
 import pytest
 
 import streamscope

@@ -19,6 +19,9 @@ from trace_tools.parse import RawEvent
 KNOWN_CATEGORIES = frozenset(CATEGORIES)
 KNOWN_PH = frozenset({"B", "E", "X", "I", "C", "M"})
 
+#: Rank/worker context written on every line; outputs show it once per process (process labels).
+ENV_FIELDS = ("dist_world_size", "dist_global_rank", "dist_num_nodes", "worker_world_size", "worker_rank")
+
 #: A thread's timestamps jumping back by more than this many microseconds start a new run (pid reuse).
 RUN_GAP_US = 10_000_000.0
 
@@ -56,6 +59,7 @@ class Proc:
     uuid: int
     index: int
     version: int = 0
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -163,7 +167,8 @@ class Normalizer:
         if run:
             label = f"run {run + 1} · {label}"
         self._nproc += 1
-        p = Proc(run, ev.pid, rank, worker, label, self._next_uuid(), self._nproc)
+        env = {k: a[k] for k in ENV_FIELDS if k in a}
+        p = Proc(run, ev.pid, rank, worker, label, self._next_uuid(), self._nproc, 0, env)
         self._procs[ev.pid] = p
         return p
 
@@ -185,10 +190,6 @@ class Normalizer:
         lane = Lane(proc, tid, cat, j, self._next_uuid(), tu, ct, f"tid {tid} · {cat}" + (f" #{j + 1}" if j else ""))
         lanes.append(lane)
         return lane
-
-    def thread_uuid(self, lane: Lane) -> int:
-        """The uuid of the thread track a lane belongs to."""
-        return lane.thread_uuid
 
     # -- the pass ---------------------------------------------------------------------------------------------
     def feed(self, ev: RawEvent) -> tuple[str, object] | list[tuple[str, object]] | None:

@@ -110,6 +110,11 @@ class AtomicOutput:
             pass
 
 
+def _args(args: dict[str, str], env: dict[str, str]) -> dict[str, int | float | str]:
+    """Event args as typed values, without the rank/worker context the process already carries."""
+    return {k: typed(v) for k, v in args.items() if env.get(k) != v}
+
+
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
@@ -132,6 +137,9 @@ class ChromeWriter:
         if self._procs.get(proc.uuid) != proc.version:
             self._procs[proc.uuid] = proc.version
             self._emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": proc.label}})
+            if proc.env:
+                labels = ",".join(f"{k}={v}" for k, v in proc.env.items())
+                self._emit({"ph": "M", "name": "process_labels", "pid": pid, "tid": 0, "args": {"labels": labels}})
             self._emit(
                 {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": proc.index}}
             )
@@ -163,7 +171,7 @@ class ChromeWriter:
                 "dur": (s.e or s.b) - s.b,
                 "pid": out_pid(s.proc),
                 "tid": s.lane.chrome_tid,
-                "args": {k: typed(v) for k, v in s.args.items()},
+                "args": _args(s.args, s.proc.env),
             }
             if s.flow_in is not None or s.flow_out is not None:
                 ev["bind_id"] = s.flow_out if s.flow_out is not None else s.flow_in
@@ -175,7 +183,7 @@ class ChromeWriter:
         elif kind == "U":
             s = obj  # type: ignore[assignment]
             self._declare(s.proc, s.lane)
-            args = {k: typed(v) for k, v in s.args.items()}
+            args = _args(s.args, s.proc.env)
             args["unfinished"] = True
             self._emit(
                 {
@@ -200,7 +208,7 @@ class ChromeWriter:
                     "ts": p.ts,
                     "pid": out_pid(p.proc),
                     "tid": p.lane.chrome_tid if p.lane else 0,
-                    "args": {k: typed(v) for k, v in p.args.items()},
+                    "args": _args(p.args, p.proc.env),
                 }
             )
         elif kind == "C":
@@ -215,8 +223,10 @@ class ChromeWriter:
         self.out.write('\n],"otherData":' + json.dumps(meta, separators=(",", ":")) + "}\n")
 
 
-def _annotate(ev: Any, args: dict[str, str]) -> None:
+def _annotate(ev: Any, args: dict[str, str], env: dict[str, str]) -> None:
     for k, v in args.items():
+        if env.get(k) == v:
+            continue
         a = ev.debug_annotations.add()
         a.name = k
         t = typed(v)
@@ -268,6 +278,7 @@ class PerfettoWriter:
         td.uuid = proc.uuid
         td.process.pid = out_pid(proc)
         td.process.process_name = proc.label
+        td.process.process_labels.extend(f"{k}={v}" for k, v in proc.env.items())
         self._write(p)
 
     def _declare_lane(self, lane: Lane) -> None:
@@ -307,7 +318,7 @@ class PerfettoWriter:
             e.track_uuid = s.lane.uuid
             e.name = s.name
             e.categories.append(s.cat)
-            _annotate(e, s.args)
+            _annotate(e, s.args, s.proc.env)
             if s.flow_out is not None:
                 e.flow_ids.append(s.flow_out)
             elif s.flow_in is not None:
@@ -320,7 +331,7 @@ class PerfettoWriter:
             e.type = pb.TrackEvent.TYPE_SLICE_END
             e.track_uuid = s.lane.uuid
             if s.end_args:
-                _annotate(e, s.end_args)
+                _annotate(e, s.end_args, s.proc.env)
             self._write(p)
         elif kind == "I":
             pt: Point = obj  # type: ignore[assignment]
@@ -332,7 +343,7 @@ class PerfettoWriter:
             e.track_uuid = pt.lane.uuid
             e.name = pt.name
             e.categories.append(pt.cat)
-            _annotate(e, pt.args)
+            _annotate(e, pt.args, pt.proc.env)
             self._write(p)
         elif kind == "C":
             pt = obj  # type: ignore[assignment]

@@ -9,8 +9,8 @@ such as ``_apply_delete(3, skip_lock=False) called``): they are skipped and coun
                 args={"chunk": "7", "worker_rank": "2"})
 
 The reader works line by line from a binary file (lines longer than :data:`MAX_LINE` bytes are cut and counted as
-unreadable), decodes with ``errors="replace"`` and counts lines with undecodable bytes or NULs as unreadable, so
-memory stays bounded whatever the input.
+unreadable), so memory stays bounded whatever the input. Lines that are not valid UTF-8 or contain NUL bytes
+(binary garbage) are counted as unreadable and skipped.
 """
 
 from __future__ import annotations
@@ -182,10 +182,13 @@ def read_events(path: str, stats: ParseStats) -> Iterator[RawEvent]:
                 stats.unreadable += 1
                 stats.note("unreadable", f"line {line_no}: longer than {MAX_LINE} bytes")
                 continue
-            text = raw.decode("utf-8", errors="replace")
-            if "\ufffd" in text or "\x00" in text:
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text = "\x00"  # undecodable: counted below, like a NUL
+            if "\x00" in text:
                 stats.unreadable += 1
-                stats.note("unreadable", f"line {line_no}: undecodable bytes")
+                stats.note("unreadable", f"line {line_no}: binary or undecodable bytes")
                 continue
             text = text.strip()
             if not text:

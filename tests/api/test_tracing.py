@@ -129,7 +129,9 @@ def test_dataloader_workers_trace_with_worker_fields(tmp_path, method):
     workers = {(e["args"]["worker_rank"], e["args"]["worker_world_size"]) for e in evs}
     assert workers == {("0", "2"), ("1", "2")}
     assert len({e["pid"] for e in evs}) == 2 and os.getpid() not in {e["pid"] for e in evs}
-    assert sum(1 for e in evs if e["name"] == "sample" and e["ph"] == "E") == 8
+    samples = [e for e in evs if e["name"] == "sample"]
+    assert len(samples) == 8 and {e["ph"] for e in samples} == {"X"}  # compact: one complete event each
+    assert all(e["dur"] > 0 for e in samples)
     assert not unmatched(evs)
 
 
@@ -154,7 +156,7 @@ def test_early_break_and_worker_exception_close_every_span(tmp_path, monkeypatch
     gc.collect()
     evs = _events(log)
     assert not unmatched(evs)
-    ends = [e for e in evs if e["ph"] == "E" and e["name"] == "sample"]
+    ends = [e for e in evs if e["ph"] == "X" and e["name"] == "sample"]
     assert any(e["args"].get("exception") == "RuntimeError" for e in ends)
 
 
@@ -273,3 +275,25 @@ def test_exit_with_live_workers_leaves_no_unmatched_begin(tmp_path):
     evs = check_log(log.read_text())
     assert len({e["pid"] for e in evs}) == 2  # both workers wrote
     assert not unmatched(evs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [0, 2])
+def test_streaming_dataloader_trace_and_metrics(tmp_path, workers):
+    import streamscope
+    from tests.stream._data import image_sample, write_dataset
+
+    data = write_dataset(str(tmp_path / "ds"), 60, image_sample, chunk_size=10)
+    log = tmp_path / "t.log"
+    enable_tracer("sample", log_file=str(log))
+    loader = streamscope.StreamingDataLoader(streamscope.StreamingDataset(data), batch_size=8, num_workers=workers)
+    labels = sorted(int(x) for b in loader for x in b["label"])
+    assert labels == list(range(60))
+    evs = _events(log)
+    assert not unmatched(evs)
+    samples = [e for e in evs if e["name"] == "sample"]
+    assert len(samples) == 60 and {e["ph"] for e in samples} == {"X"}
+    assert {e["args"]["worker_world_size"] for e in samples} == {str(max(1, workers))}
+    snap = metrics()
+    assert snap.span("sample").count == 60
+    assert snap.span("batch").count == 8

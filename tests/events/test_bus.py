@@ -35,13 +35,13 @@ def test_span_records_begin_and_end_with_updated_fields():
 
 
 def test_span_end_on_exception_and_generator_close():
-    ev.ACTIVE.update({"read", "sample"})
+    ev.ACTIVE.update({"read", "download"})
     with pytest.raises(KeyError), ev.span("read", "read", chunk=0):
         raise KeyError("k")
 
     def gen():
         for i in range(10):
-            with ev.span("sample", "sample", index=i):
+            with ev.span("download", "download", index=i):
                 yield i
 
     for i in gen():
@@ -49,7 +49,7 @@ def test_span_end_on_exception_and_generator_close():
             break
     events = ev.drain()
     assert events[1][:3] == ("E", "read", "read") and events[1][6]["exception"] == "KeyError"
-    samples = [e for e in events if e[2] == "sample"]
+    samples = [e for e in events if e[2] == "download"]
     assert [e[0] for e in samples] == ["B", "E"] * 3
     assert "exception" not in samples[-1][6]  # GeneratorExit is a normal close
     assert not OPEN
@@ -165,3 +165,21 @@ def test_sink_plugins_and_errors_never_reach_the_data_path(capsys, monkeypatch):
     err = capsys.readouterr().err
     assert err.count("sink is broken") == 1 and "nowhere.module:Nope could not be created" in err
     assert ev.metrics_snapshot().sink_errors >= 2
+
+
+def test_compact_spans_are_one_complete_event():
+    ev.ACTIVE.update({"sample", "read"})
+    ev.COMPACT.add("sample")
+    try:
+        with ev.span("sample", "sample", chunk=1, index=7) as f:
+            f["bytes"] = 9
+        with pytest.raises(ValueError), ev.span("sample", "sample", index=8):
+            raise ValueError
+        with ev.span("read", "read", chunk=1):
+            pass
+    finally:
+        ev.COMPACT.discard("sample")
+    x, bad, b, e = ev.drain()
+    assert x[0] == "X" and list(x[6]) == ["chunk", "index", "bytes", "dur"] and x[6]["dur"] >= 0
+    assert bad[0] == "X" and bad[6]["exception"] == "ValueError"
+    assert (b[0], e[0]) == ("B", "E") and not OPEN

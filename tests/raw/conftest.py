@@ -47,6 +47,8 @@ def _clean_knobs():
     """Fresh knobs per test; local folders take the pooled path (threads, look-ahead) unless a test says so."""
     config.reset()
     config.set_value("raw_local_inline_s", 0.0)
+    # never start obstore in the pytest process itself: later tests fork workers that need it
+    config.set_value("raw_main_obstore_after", 0)
     yield
     config.reset()
 

@@ -60,3 +60,31 @@ def test_lookahead_learns_stride_and_stops_on_shuffle():
     assert la.observe([10, 11, 12, 13], 1, 100, 4) == [20, 21, 22, 23]
     assert la.observe([7, 3, 9], 1, 100, 4) == []  # shuffled: no guess
     assert la.observe([98, 99], 1, 100, 4) == []  # nothing beyond the end
+
+
+def test_governor_grows_while_latency_is_flat_and_backs_off_when_it_climbs():
+    from streamscope.raw.planning import ConcurrencyGovernor
+
+    g = ConcurrencyGovernor(cap=128, start=16)
+    for _ in range(20):
+        g.update([0.02] * 16)
+    assert g.limit == 128  # flat latency: grows to the cap
+    g.update([0.2] * 16)  # 10x the baseline: saturated
+    assert g.limit == 64  # shrinks by at most half per update
+    g.update([0.2] * 16)
+    assert g.limit == 32
+    assert g.update([], cap=16) == 16  # a lower cap applies at once; too few samples change nothing else
+
+
+def test_governor_finds_the_knee_of_a_saturating_server():
+    """A server that serves 10 requests at once: latency = base * max(1, inflight / 10)."""
+    from streamscope.raw.planning import ConcurrencyGovernor
+
+    g = ConcurrencyGovernor(cap=256, start=8)
+    limits = []
+    for _ in range(60):
+        inflight = g.limit
+        g.update([0.02 * max(1.0, inflight / 10)] * 16)
+        limits.append(g.limit)
+    settled = limits[-20:]
+    assert 8 <= min(settled) and max(settled) <= 40  # near the knee (10..15), far from the 256 cap

@@ -116,3 +116,45 @@ def test_spawn_workers_on_s3(s3_server, tmp_path: Path):
     _ = ds[0]
     loader = DataLoader(ds, batch_size=4, num_workers=2, collate_fn=identity, multiprocessing_context="spawn")
     assert sorted(file_id(b) for batch in loader for b in batch) == list(range(24))
+
+
+_MAIN_PROCESS_SCRIPT = """
+import json, sys
+from collections import Counter
+from torch.utils.data import DataLoader
+from streamscope._core import config
+from streamscope.raw import StreamingRawDataset
+from tests.raw.conftest import file_id
+
+url, cache, opts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+config.set_value("raw_main_obstore_after", 2)
+ds = StreamingRawDataset(url, cache_dir=cache, storage_options=opts)
+main_ids = [file_id(b) for b in DataLoader(ds, batch_size=4, collate_fn=lambda x: x) for b in b]
+forked = DataLoader(ds, batch_size=4, num_workers=2, collate_fn=lambda x: x, multiprocessing_context="fork")
+fork_ids = [file_id(b) for batch in forked for b in batch]
+print(json.dumps({"main": sorted(main_ids), "fork": sorted(fork_ids), "prefer": ds.source.prefer_obstore,
+                  "backend": getattr(ds.source.data_store(), "backend_name", None)}))
+"""
+
+
+@pytest.mark.slow
+def test_main_process_switches_to_obstore_and_forks_still_work(s3_server, tmp_path: Path):
+    """A num_workers=0 loop moves main-process reads to obstore; workers forked afterwards still read every file."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("obstore")
+    url = upload(s3_server, 20, size=300)
+    out = subprocess.run(
+        [sys.executable, "-c", _MAIN_PROCESS_SCRIPT, url, str(tmp_path / "c"), json.dumps(s3_server.storage_options())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["main"] == got["fork"] == list(range(20))
+    assert got["prefer"] is True and got["backend"] == "obstore"

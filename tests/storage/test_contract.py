@@ -190,8 +190,8 @@ def test_traced_reads(store: ObjectStore, tmp_path) -> None:
         store.download_file("t.bin", str(tmp_path / "t.bin"))
     finally:
         ev.ACTIVE.discard("download")
-    ends = [e for e in ev.drain() if e[0] == "E" and e[1] == "download"]
-    assert [e[6]["op"] for e in ends] == ["get", "get_range", "download_file"]
+    ends = [e for e in ev.drain() if e[0] == "E" and e[2] == "download"]
+    assert [e[1] for e in ends] == [e[6]["op"] for e in ends] == ["get", "get_range", "download_file"]
     assert [e[6]["bytes"] for e in ends] == [10, 3, 10]
     for e in ends:
         assert e[6]["attempt"] == 1 and e[6]["status"] == "ok" and e[6]["duration_s"] >= 0

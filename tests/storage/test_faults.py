@@ -79,7 +79,10 @@ def test_ten_percent_faults_every_object_exact_once(backend, fault_proxy, s3_ser
     assert len(retries) == failed_attempts, (counts, len(retries))
     statuses = {e[6]["http_status"] for e in retries}
     assert {500, 503} & statuses and statuses - {500, 503}, statuses  # HTTP errors and connection faults
-    ends = [e for e in events if e[0] == "E" and e[1] == "download" and e[6]["status"] == "ok"]
+    ends = [
+        e for e in events if e[0] == "E" and e[1] in ("get", "get_range", "download_file") and e[6]["status"] == "ok"
+    ]
+    assert {e[1] for e in ends} == {"get", "get_range", "download_file"}
     assert len([e for e in events if e[0] == "E" and e[6]["status"] == "retry"]) == failed_attempts
     assert all(e[6]["bytes"] > 0 and e[6]["attempt"] >= 1 and "duration_s" in e[6] for e in ends)
     assert max(e[6]["attempt"] for e in ends) >= 2

@@ -85,3 +85,32 @@ def test_unreachable_http() -> None:
     with pytest.raises(StorageConnectionError) as info:
         open_store(url).get("k")
     assert url in str(info.value)
+
+
+def test_http_store_retries_through_faults(tmp_path) -> None:
+    from streamscope._core import config
+    from tests.storage.conftest import _start
+    from tests.support.faultproxy import FaultProxy
+
+    root = tmp_path / "www"
+    root.mkdir()
+    blobs = {f"f{i}.bin": os.urandom(3000 + i) for i in range(15)}
+    for name, data in blobs.items():
+        (root / name).write_bytes(data)
+    server, thread = _start(str(root), True, None)
+    config.set_value("storage_retry_base_delay", 0.005)
+    try:
+        with FaultProxy(f"http://127.0.0.1:{server.server_address[1]}", seed=9) as proxy:
+            proxy.configure(error_rate=0.1, reset_rate=0.1, truncate_rate=0.1)
+            store = open_store(proxy.url)
+            for name, data in blobs.items():
+                assert store.get(name) == data
+                assert store.get_range(name, 100, 2000) == data[100:2000]
+                assert store.download_file(name, str(tmp_path / name)) == len(data)
+                assert (tmp_path / name).read_bytes() == data
+            assert proxy.faults() > 5
+    finally:
+        config.reset("storage_retry_base_delay")
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

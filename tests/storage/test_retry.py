@@ -89,8 +89,8 @@ def test_retries_then_succeeds_and_traces(tracing: None) -> None:
     assert retry.call("get", "s3://b/k", fn, policy=pol) == b"data"
     assert len(calls) == 3
     events = ev.drain()
-    begins = [e for e in events if e[0] == "B" and e[1] == "download"]
-    ends = [e for e in events if e[0] == "E" and e[1] == "download"]
+    begins = [e for e in events if e[0] == "B" and e[1] == "get" and e[2] == "download"]
+    ends = [e for e in events if e[0] == "E" and e[1] == "get" and e[2] == "download"]
     retries = [e for e in events if e[0] == "I" and e[1] == "retry"]
     assert [e[6]["attempt"] for e in begins] == [1, 2, 3]
     assert [e[6]["status"] for e in ends] == ["retry", "retry", "ok"]

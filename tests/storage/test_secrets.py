@@ -66,7 +66,13 @@ def test_secrets_never_leak(backend: str, s3_server, fault_proxy, caplog, tmp_pa
                     op()
                 outputs += [str(info.value), repr(info.value), str(info.value.__cause__), str(info.value.__context__)]
         for store in (good, faulty, wrong, with_token, unreachable):
-            outputs += [repr(store), str(store), store.url, str(redact_options(vars(store.options)))]
+            outputs += [
+                repr(store),
+                str(store),
+                store.url,
+                repr(store.options),
+                str(redact_options(vars(store.options))),
+            ]
     finally:
         ev.ACTIVE.clear()
         config.reset("storage_max_attempts")

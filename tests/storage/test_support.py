@@ -49,7 +49,9 @@ def test_choose_backend(monkeypatch) -> None:
     assert name == "boto3" and "-12345" in why
     monkeypatch.setattr(ob, "_RUNTIME_PID", None)
     assert s3.choose_backend("obstore") == ("obstore", None)
-    assert s3.choose_backend("auto") == ("boto3", None)  # main process: keep obstore's runtime out of it
+    assert s3.choose_backend("auto") == ("boto3", None)  # may fork workers: keep obstore's runtime out of it
+    monkeypatch.setattr(s3, "_may_fork_workers", lambda: False)  # a DataLoader worker (daemonic)
+    assert s3.choose_backend("auto") == ("obstore", None)
     assert s3.choose_backend("boto3") == ("boto3", None)
 
 
@@ -70,3 +72,32 @@ def test_session_options_profile_style(s3_server) -> None:
     for backend in ("obstore", "boto3"):
         store = open_store(s3_server.url(), {**opts, "backend": backend}, session_options=session)
         assert store.get("s") == b"sess"
+
+
+def test_shared_credentials_file_for_both_backends(s3_server, tmp_path, monkeypatch) -> None:
+    """Credentials only in ~/.aws/credentials (a profile): boto3 reads them, and obstore gets them from boto3."""
+    s3_server.boto3_client().put_object(Bucket=s3_server.bucket, Key="p", Body=b"profile")
+    creds = tmp_path / "credentials"
+    creds.write_text(
+        f"[default]\naws_access_key_id = {s3_server.access_key}\naws_secret_access_key = {s3_server.secret_key}\n"
+        f"[other]\naws_access_key_id = {s3_server.access_key}\naws_secret_access_key = {s3_server.secret_key}\n"
+    )
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for backend in ("obstore", "boto3"):
+        for extra in ({}, {"profile_name": "other"}):
+            opts = {"endpoint_url": s3_server.endpoint_url, "region_name": "us-east-1", "backend": backend, **extra}
+            assert open_store(s3_server.url(), opts).get("p") == b"profile"
+
+
+def test_explicit_keys_do_not_mix_with_environment_credentials(monkeypatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAENVIRONMENT")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "env-token")
+    explicit = s3.S3Options({"aws_access_key_id": "AKIAEXPLICIT", "aws_secret_access_key": "explicit"}, "s3://b")
+    assert (explicit.access_key, explicit.secret_key, explicit.token) == ("AKIAEXPLICIT", "explicit", None)
+    from_env = s3.S3Options({}, "s3://b")
+    assert (from_env.access_key, from_env.secret_key, from_env.token) == ("AKIAENVIRONMENT", "env-secret", "env-token")

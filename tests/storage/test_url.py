@@ -15,6 +15,7 @@ from streamscope.storage import join_key, normalize_key, parse_url
     [
         ("s3://my-bucket/a/b/", "s3", "my-bucket", "a/b"),
         ("s3://my-bucket", "s3", "my-bucket", ""),
+        ("s3://Legacy_Bucket/k", "s3", "Legacy_Bucket", "k"),
         ("r2://bkt/x", "s3", "bkt", "x"),
         ("gs://bucket_1/data", "gs", "bucket_1", "data"),
         ("azure://container/p/q", "azure", "container", "p/q"),
@@ -46,6 +47,8 @@ def test_local_forms(tmp_path) -> None:
         ("s3:///key", "missing bucket"),
         ("s3:bucket/key", "malformed"),
         ("s3://Bad_Bucket!/x", "invalid bucket"),
+        ("s3://.dot/x", "invalid bucket"),
+        ("azure://Upper/x", "invalid container"),
         ("s3://bucket/a/../b", "'..'"),
         ("s3://AKIA:secretpw@bucket/x", "credentials"),
         ("http://", "missing host"),

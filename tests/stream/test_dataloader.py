@@ -143,3 +143,23 @@ def test_batch_and_stall_spans(ds_dir):
     stall_b = [e for e in events if e[1] == "stall" and e[0] == "B"]
     assert [e[6]["batch"] for e in batch_b] == [0, 1, 2]
     assert len(stall_b) == 4  # one wait per batch plus the wait that ended the epoch
+
+
+def test_worker_batches_equal_default_collate(tmp_path):
+    from torch.utils.data import default_collate
+
+    from tests.stream._data import image_sample
+
+    d = write_dataset(str(tmp_path / "img"), 50, image_sample, chunk_size=8)
+    ds = StreamingDataset(d, shuffle=True)
+    got = list(StreamingDataLoader(ds, batch_size=7, num_workers=2))
+    plan = StreamingDataset(d, shuffle=True).plan(1, 7)
+    ref_ds = StreamingDataset(d)
+    for j, batch in enumerate(got):
+        expected = default_collate([ref_ds[ref_ds_index(ref_ds, c, i)] for c, i in plan.batch(j)])
+        assert torch.equal(batch["image"], expected["image"]) and batch["image"].dtype == torch.uint8
+        assert torch.equal(batch["label"], expected["label"]) and batch["name"] == expected["name"]
+
+
+def ref_ds_index(ds: StreamingDataset, chunk: int, item: int) -> int:
+    return sum(ds.chunk_sizes[:chunk]) + item

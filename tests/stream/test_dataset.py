@@ -109,3 +109,19 @@ def test_train_test_split(ds_dir):
     assert [s["index"] for s in again[1]] == parts[1]
     with pytest.raises(ValueError):
         train_test_split(ds, [0.7, 0.5])
+
+
+def test_dataset_level_state_dict_resume(ds_dir):
+    ds = StreamingDataset(ds_dir, shuffle=True, seed=9)
+    ds.set_batch_size(8)
+    full = [s["index"] for s in ds]
+    state = ds.state_dict(num_samples_yielded=24, num_workers=0, batch_size=8)
+    ds2 = StreamingDataset(ds_dir, shuffle=True, seed=9)
+    ds2.load_state_dict(state)
+    assert [s["index"] for s in ds2] == full[24:]
+    other = StreamingDataset(ds_dir, shuffle=False, seed=9)
+    with pytest.raises(ValueError, match="shuffle"):
+        other.load_state_dict(state)
+    forced = StreamingDataset(ds_dir, shuffle=False, seed=9, force_override_state_dict=True)
+    forced.load_state_dict(state)  # accepted: the saved epoch restarts from its beginning
+    assert sorted(s["index"] for s in forced) == list(range(95))

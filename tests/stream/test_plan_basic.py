@@ -183,3 +183,15 @@ def test_split_batches_and_sample_range():
     assert list(zip(c.tolist(), i.tolist())) == _all(plan)
     with pytest.raises(IndexError):
         plan.sample_range(0, plan.num_samples + 1)
+
+
+def test_huge_chunk_uses_lazy_permutation():
+    from streamscope.stream.shuffle import MATERIALISE_MAX
+
+    size = MATERIALISE_MAX + 5
+    plan = _plan([size, 3], shuffle=True, batch_size=1000)
+    first = [s for j in range(3) for s in plan.batch(j)]
+    c, i = plan.sample_range(0, 3000)
+    assert first == list(zip(c.tolist(), i.tolist()))
+    items = [x for ch, x in first if ch == 0]
+    assert len(set(items)) == len(items) and all(0 <= x < size for x in items)

@@ -12,7 +12,9 @@
   timeout to provoke timeouts);
 * ``fixed_delay_s``: added to every request (a slow link).
 
-``methods`` restricts faults to some HTTP methods (default: all). The Host header is forwarded unchanged,
+``methods`` restricts faults to some HTTP methods (default: all); ``max_faults`` stops injecting after that
+many faults; ``on_fault(kind, method, path)`` runs after a truncation was delivered (tests use it to change
+the object mid-download). The Host header is forwarded unchanged,
 so SigV4 signatures made for the proxy's address verify at the upstream. ``counts`` says how many requests
 were seen and how many of each fault were injected.
 
@@ -131,6 +133,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.wfile.write(data[: len(data) // 2])
             self.wfile.flush()
             self.close_connection = True  # clean close (FIN) mid-body: the client sees a short body
+            if proxy.on_fault is not None:
+                proxy.on_fault("truncate", self.command, self.path)
             return
         if fault == "truncate":
             proxy._count("truncate_skipped")
@@ -171,6 +175,7 @@ class FaultProxy:
         delay_s: Sleep of a ``delay`` fault.
         fixed_delay_s: Sleep added to every request.
         methods: HTTP methods eligible for faults (None: all).
+        max_faults: Inject at most this many faults (None: no limit).
     """
 
     def __init__(
@@ -185,6 +190,7 @@ class FaultProxy:
         delay_s: float = 0.2,
         fixed_delay_s: float = 0.0,
         methods: tuple[str, ...] | None = None,
+        max_faults: int | None = None,
     ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "http" or not parts.hostname:
@@ -194,6 +200,8 @@ class FaultProxy:
         self.delay_s = delay_s
         self.fixed_delay_s = fixed_delay_s
         self.counts: Counter[str] = Counter()
+        self.max_faults = max_faults
+        self.on_fault: Any = None  # called as on_fault(kind, method, path) after a fault was delivered
         self._lock = threading.Lock()
         self._local = threading.local()
         self.configure(
@@ -268,6 +276,9 @@ class FaultProxy:
             self.counts["requests"] += 1
             self.counts[f"requests_{method}"] += 1
             if self.methods is not None and method.upper() not in self.methods:
+                return None
+            injected = sum(self.counts[k] for k in ("error", "reset", "truncate", "delay"))
+            if self.max_faults is not None and injected >= self.max_faults:
                 return None
             x = self._rng.random()
             for name in ("error", "reset", "truncate", "delay"):
@@ -395,3 +406,42 @@ def closed_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+class BlackHole:
+    """A loopback address where TCP connects hang: a listener whose accept queue is full and never drained.
+
+    Linux drops further SYNs to a listener with a full accept queue, so clients wait for their connect
+    timeout exactly as with an unreachable host. ``url`` is ``http://127.0.0.1:<port>``.
+    """
+
+    def __init__(self) -> None:
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(0)
+        self.port = int(self._listener.getsockname()[1])
+        self._fillers: list[socket.socket] = []
+        for _ in range(4):  # fill the accept queue (backlog 0 still admits one or two)
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setblocking(False)
+            try:
+                s.connect(("127.0.0.1", self.port))
+            except BlockingIOError:
+                pass
+            self._fillers.append(s)
+        time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        for s in self._fillers:
+            s.close()
+        self._listener.close()
+
+    def __enter__(self) -> BlackHole:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from streamscope._core.errors import TraceConfigError
 from streamscope.events import EventBatch
-from streamscope.trace.litracer import MAX_VALUE_CHARS, LitracerFileSink, encode, open_log, sanitize_value
+from streamscope.trace.litracer import (
+    MAX_VALUE_CHARS,
+    LitracerFileSink,
+    encode,
+    open_log,
+    sanitize_key,
+    sanitize_value,
+)
 from tests.support.litracer_parser import LitracerParser, ParseError, check_line, check_log
 
 ENV = {"dist_world_size": 1, "dist_global_rank": 0, "dist_num_nodes": 1, "worker_world_size": 2, "worker_rank": 1}
@@ -27,8 +34,8 @@ def _batch(*events):
 def test_golden_line():
     text = encode(_batch(("B", "download", "download", 123_456_789, 42, 7, {"chunk": 3, "url": "s3://b/k:1"})))
     assert text == (
-        "ts: 1000123456.789; pid: 42; tid: 7; name: download; cat: download; cname: rail_load; dur: 0; s: t; "
-        "chunk: 3; url: s3://b/k:1; dist_world_size: 1; dist_global_rank: 0; dist_num_nodes: 1; "
+        "ts: 1000123456.789; pid: 42; tid: 7; name: download; cat: download; cname: rail_load; "
+        "chunk: 3; url: s3://b/k:1; dur: 0; s: t; dist_world_size: 1; dist_global_rank: 0; dist_num_nodes: 1; "
         "worker_world_size: 2; worker_rank: 1; ph: B;\n"
     )
     ev = check_line(text[:-1])
@@ -77,8 +84,9 @@ def test_random_strings_never_break_a_line(name, fields):
     assert [e["ph"] for e in evs] == ["B", "E"]
     assert evs[0]["name"] == sanitize_value(name)
     # each value survives as its sanitized form (unless its key collided with another one)
+    owners = [sanitize_key(k).lower() for k in fields]
     for k, v in fields.items():
-        plain = re.fullmatch(r"[a-z_][a-z0-9_]*", k) is not None
+        plain = re.fullmatch(r"[a-z_][a-z0-9_]*", k) is not None and owners.count(sanitize_key(k).lower()) == 1
         if plain and k not in ("name", "ph", "ts", "dur", "pid", "tid", "cat", "cname", "s", "args") and k not in ENV:
             assert evs[0]["args"][k] == sanitize_value(v)
 
@@ -154,3 +162,15 @@ def test_disk_full_while_tracing_leaves_no_malformed_line(tmp_path):
             check_line(line)  # any line Litracer would read is complete
             complete += 1
     assert 0 < complete < 80
+
+
+def test_compact_x_event_takes_dur_from_its_last_field():
+    text = encode(
+        _batch(
+            ("X", "sample", "sample", 0, 1, 2, {"index": 4, "dur": 12.25}),
+            ("I", "retry", "download", 0, 1, 2, {"index": 4, "dur": 12.25}),
+        )
+    )
+    x, i = check_log(text)
+    assert x["dur"] == 12.25 and x["args"]["index"] == "4" and "arg_dur" not in x["args"]
+    assert "dur" not in i and i["args"]["arg_dur"] == "12.25"

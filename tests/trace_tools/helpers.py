@@ -52,6 +52,7 @@ class PerfettoView:
     """What a native trace contains, recovered from the protobuf alone."""
 
     processes: dict[int, str] = field(default_factory=dict)  # uuid -> process name
+    labels: dict[int, list[str]] = field(default_factory=dict)  # uuid -> process labels
     threads: dict[int, tuple[int, int]] = field(default_factory=dict)  # uuid -> (parent uuid, tid)
     tracks: dict[int, tuple[int, str]] = field(default_factory=dict)  # lane uuid -> (parent uuid, name)
     counters: dict[int, tuple[int, str]] = field(default_factory=dict)
@@ -83,6 +84,7 @@ def load_perfetto(path: str) -> PerfettoView:
             td = p.track_descriptor
             if td.HasField("process"):
                 v.processes[td.uuid] = td.process.process_name
+                v.labels[td.uuid] = list(td.process.process_labels)
             elif td.HasField("thread"):
                 v.threads[td.uuid] = (td.parent_uuid, td.thread.tid)
             elif td.HasField("counter"):

@@ -181,3 +181,11 @@ def test_disk_full_is_a_clear_error(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "o.pftrace: cannot write (No space left on device)" in err and "Traceback" not in err
     assert not (tmp_path / "o.pftrace").exists()
+
+
+def test_console_script(tmp_path):
+    script = os.path.join(os.path.dirname(sys.executable), "streamscope-trace")
+    if not os.path.exists(script):
+        pytest.skip("streamscope-trace is not installed in this environment")
+    r = subprocess.run([script, "validate", "-q", GOOD], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("OK ")

@@ -56,6 +56,10 @@ def test_litdata_golden_to_chrome(tmp_path, ext, capsys):
     )
     procs = {pid: n for (pid, _), n in _names(doc, "process_name").items()}
     assert procs == {4242: "rank 0 · main", 4300: "rank 0 · worker 0", 4301: "rank 0 · worker 1"}
+    # the rank/worker context of every line is shown once per process, not repeated on every event
+    labels = {e["pid"]: e["args"]["labels"] for e in doc["traceEvents"] if e.get("name") == "process_labels"}
+    assert labels[4301] == "dist_world_size=1,dist_global_rank=0,dist_num_nodes=1,worker_world_size=2,worker_rank=1"
+    assert all("worker_rank" not in e["args"] for e in xs)
     # read and sample cross each other in LitData (read B inside one sample, E inside the next): separate tracks
     threads = _names(doc, "thread_name")
     read_tid = next(e["tid"] for e in xs if e["name"] == "read" and e["pid"] == 4300)
@@ -141,6 +145,8 @@ def test_perfetto_counters_and_big_tids(tmp_path):
     assert main(["convert", LITDATA_LOG, "-o", pl]) == 0
     vl = load_perfetto(pl)
     assert all(0 < tid < 2**31 for _, tid in vl.threads.values())
+    assert all("worker_rank" not in s["args"] for s in vl.slices)
+    assert sorted(lb[-1] for lb in vl.labels.values()) == ["worker_rank=0", "worker_rank=0", "worker_rank=1"]
     assert len(vl.threads) == 5  # main, w0 main + prefetch, w1 two threads
 
 

@@ -170,6 +170,14 @@ knob(
     "Per-process event buffer bound; events beyond it are dropped and counted.",
 )
 knob(
+    "trace_compact_categories",
+    "sample",
+    "comma list",
+    ("STREAMSCOPE_TRACE_COMPACT",),
+    "Categories whose spans are written as one complete X event (with dur) instead of a B/E pair; "
+    "empty for LitData's B/E pairs everywhere.",
+)
+knob(
     "trace_sinks",
     "",
     "comma list",
@@ -390,6 +398,22 @@ knob(
     "bytes",
     ("STREAMSCOPE_RAW_HEDGE_MAX_BYTES",),
     "Objects at or above this size are not hedged whole (their ranged parts are).",
+)
+knob(
+    "raw_adaptive_concurrency",
+    True,
+    "bool",
+    ("STREAMSCOPE_RAW_ADAPTIVE_CONCURRENCY",),
+    "When max_concurrent_downloads is None, move the raw-file GET limit with measured latency (grow while "
+    "latency stays flat, shrink when it climbs) under the size-based default. False: the size-based default.",
+)
+knob(
+    "raw_main_obstore_after",
+    4,
+    "batches",
+    ("STREAMSCOPE_RAW_MAIN_OBSTORE_AFTER",),
+    "After this many batches fetched in the MAIN process (num_workers=0 streaming), raw S3 reads there switch "
+    "to the obstore client (faster, but DataLoader workers forked later fall back to boto3). 0 = never.",
 )
 knob(
     "raw_local_inline_s",

@@ -7,7 +7,9 @@ Contract for call sites (stable; the recorder and sinks behind it may change):
 * ``span(name, cat, **fields)`` is a context manager that records a begin/end pair (``B``/``E``) when
   ``cat`` is active; the end is recorded on normal exit, on exceptions (with field ``exception``) and on
   generator close; a span still open when its process exits gets an ``E`` with ``aborted: 1``. The yielded
-  dict may be updated inside the body and the ``E`` carries it.
+  dict may be updated inside the body and the ``E`` carries it. Spans of the categories in ``COMPACT``
+  (knob ``trace_compact_categories``, default ``sample``) are recorded as one complete ``X`` event with
+  ``dur`` at exit instead (same name and meaning; half the events).
 * ``instant(name, cat, **fields)`` records a point event (``I``), e.g. a retry; ``crash(exc)`` records
   LitData's ``crash`` instant and prints the traceback on stderr.
 * ``counter(name, cat, value, **fields)`` records a counter sample (``C``), e.g. bytes in flight; metrics
@@ -29,7 +31,7 @@ import traceback
 from typing import Any
 
 from streamscope.events import vocab
-from streamscope.events.bus import ACTIVE, BUF, NULL_SPAN, STATE, Event, Span, record, take
+from streamscope.events.bus import ACTIVE, BUF, COMPACT, NULL_SPAN, STATE, CompleteSpan, Event, Span, record, take
 from streamscope.events.metrics import MetricsSnapshot, SpanStats
 from streamscope.events.recorder import RECORDER, configure_from_env
 from streamscope.events.sinks import EventBatch, Sink, SinkFactory
@@ -38,6 +40,7 @@ from streamscope.events.vocab import CATEGORIES, CNAMES, LEVELS
 __all__ = [
     "ACTIVE",
     "CATEGORIES",
+    "COMPACT",
     "CNAMES",
     "LEVELS",
     "Event",
@@ -76,6 +79,8 @@ def span(name: str, cat: str, **fields: Any) -> Span | Any:
     """
     if cat not in ACTIVE:
         return NULL_SPAN
+    if cat in COMPACT:
+        return CompleteSpan(name, cat, fields)
     return Span(name, cat, fields)
 
 

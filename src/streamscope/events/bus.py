@@ -22,7 +22,11 @@ ACTIVE: set[str] = set()
 #: The per-process buffer; never rebound (cleared in place after fork).
 BUF: deque[Event] = deque()
 
-#: Spans entered and not yet exited in this process: id(span) -> span.
+#: Active categories whose spans are recorded as ONE complete ``X`` event (field ``dur`` in µs) at exit
+#: instead of a ``B``/``E`` pair: half the events and log bytes for high-volume spans (``sample``).
+COMPACT: set[str] = set()
+
+#: Spans entered and not yet exited in this process: id(span) -> span (B/E spans only).
 OPEN: dict[int, Span] = {}
 
 _mono = time.monotonic_ns
@@ -87,6 +91,38 @@ class Span:
             fields["exception"] = et.__name__
         if len(BUF) < STATE.cap:
             BUF.append(("E", self.name, self.cat, _mono(), STATE.pid, self.tid, fields))
+        else:
+            _drop()
+        return False
+
+
+class CompleteSpan:
+    """Context manager recording one ``X`` event on exit, with ``dur`` (µs) as its last field.
+
+    Nothing is written for a span its process never finishes, so there is nothing left unmatched.
+    """
+
+    __slots__ = ("name", "cat", "fields", "t0")
+
+    def __init__(self, name: str, cat: str, fields: dict[str, Any]) -> None:
+        self.name = name
+        self.cat = cat
+        self.fields = fields
+
+    def __enter__(self) -> dict[str, Any]:
+        self.t0 = _mono()
+        return self.fields
+
+    def __exit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        t0 = self.t0
+        fields = self.fields
+        if et is not None and et is not GeneratorExit:
+            fields["exception"] = et.__name__
+        if "dur" in fields:
+            del fields["dur"]  # keep dur the last field
+        fields["dur"] = (_mono() - t0) / 1000
+        if len(BUF) < STATE.cap:
+            BUF.append(("X", self.name, self.cat, t0, STATE.pid, _ident(), fields))
         else:
             _drop()
         return False

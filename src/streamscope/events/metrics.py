@@ -27,6 +27,8 @@ BUCKETS_S: tuple[float, ...] = (
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
 _BOUNDS_NS = tuple(int(b * 1e9) for b in BUCKETS_S)
+#: Epoch-category spans around a training loop: LitData's ``dataloader`` and streamscope's ``epoch``.
+_LOOP_SPANS = frozenset({"dataloader", "epoch"})
 
 
 @dataclass
@@ -98,11 +100,18 @@ class Aggregator:
         self.events = 0
         self._begins: dict[tuple[int, str, str], list[int]] = {}
         self._loop_mark: dict[int, int] = {}
+        self._kinds: dict[tuple[str, str], SpanStats] = {}
 
     def _stats(self, key: str) -> SpanStats:
         st = self.spans.get(key)
         if st is None:
             st = self.spans[key] = SpanStats()
+        return st
+
+    def _kind(self, cat: str, name: str) -> SpanStats:
+        st = self._kinds.get((cat, name))
+        if st is None:
+            st = self._kinds[(cat, name)] = self._stats(f"{cat}/{name}")
         return st
 
     def add(self, events: list[Event]) -> None:
@@ -116,11 +125,11 @@ class Aggregator:
                     mark = self._loop_mark.pop(tid, None)
                     if mark is not None:
                         self._stats("batch/data_wait").observe_ns(ts - mark)
-                elif cat == "epoch" and name == "dataloader":
+                elif cat == "epoch" and name in _LOOP_SPANS:
                     self._loop_mark[tid] = ts
             elif ph == "E":
                 stack = begins.get((tid, cat, name))
-                st = self._stats(f"{cat}/{name}")
+                st = self._kind(cat, name)
                 if stack:
                     st.observe_ns(ts - stack.pop())
                 else:
@@ -134,8 +143,18 @@ class Aggregator:
                         st.errors += 1
                 if cat == "batch" and name == "batch":
                     self._loop_mark[tid] = ts
-                elif cat == "epoch" and name == "dataloader":
+                elif cat == "epoch" and name in _LOOP_SPANS:
                     self._loop_mark.pop(tid, None)
+            elif ph == "X":
+                st = self._kind(cat, name)
+                d = fields.get("dur", 0)
+                st.observe_ns(int(d * 1000) if type(d) is float or type(d) is int else 0)
+                if "bytes" in fields:
+                    st.bytes += _num(fields["bytes"])
+                if "items" in fields or "size" in fields:
+                    st.items += _num(fields.get("items", fields.get("size", 0)))
+                if "exception" in fields:
+                    st.errors += 1
             elif ph == "C":
                 v = fields.get("value", 0) if fields else 0
                 try:

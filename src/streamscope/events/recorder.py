@@ -32,7 +32,7 @@ from typing import Any
 
 from streamscope._core import config
 from streamscope.events import context, vocab
-from streamscope.events.bus import ACTIVE, OPEN, STATE, Event, close_open_spans, take
+from streamscope.events.bus import ACTIVE, COMPACT, OPEN, STATE, Event, close_open_spans, take
 from streamscope.events.bus import after_fork_in_child as _bus_after_fork
 from streamscope.events.metrics import Aggregator, MetricsSnapshot, merge, pid_alive, read_snapshots, write_snapshot
 from streamscope.events.sinks import EventBatch, Sink, SinkFactory, parse_specs, resolve
@@ -93,6 +93,9 @@ class Recorder:
                 self.flush_interval = max(0.01, float(config.get("trace_flush_interval")))
             STATE.cap = max(1, int(config.get("trace_buffer_events")))
             wanted = self.trace_cats | self.metric_cats
+            compact = _compact_cats()
+            COMPACT.difference_update(COMPACT - compact)
+            COMPACT.update(compact)
             ACTIVE.difference_update(ACTIVE - wanted)
             ACTIVE.update(wanted)
             self.sinks = None
@@ -371,6 +374,14 @@ def configure_from_env() -> None:
         return
     if trace or metric:
         RECORDER.configure(trace, metric)
+
+
+def _compact_cats() -> frozenset[str]:
+    try:
+        return vocab.parse_categories(config.get("trace_compact_categories"))
+    except Exception as exc:
+        sys.stderr.write(f"streamscope tracer: trace_compact_categories ignored: {exc}\n")
+        return frozenset()
 
 
 def _metric_cats(raw: str) -> frozenset[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import multiprocessing
 import os
 import time
 from collections import OrderedDict
@@ -30,14 +31,21 @@ from streamscope._core import config
 from streamscope._core.errors import ConfigError, RawDownloadTimeoutError, RawSetupError
 from streamscope.raw.fetch import Fetcher, Hedge, sweep_orphans
 from streamscope.raw.indexer import BaseIndexer, FileIndexer, FileMetadata
-from streamscope.raw.planning import LookAhead, adaptive_concurrency, batch_budget, effective_prefetch, median_size
+from streamscope.raw.planning import (
+    ConcurrencyGovernor,
+    LookAhead,
+    adaptive_concurrency,
+    batch_budget,
+    effective_prefetch,
+    median_size,
+)
 from streamscope.raw.runtime import IORuntime, gather, runtime, then
 from streamscope.raw.source import Source
 
 logger = logging.getLogger(__name__)
 
 _TINY_MEDIAN_BYTES = 100_000
-_RUNTIME_FIELDS = ("_ahead", "_lookahead", "_pid", "_batches")
+_RUNTIME_FIELDS = ("_ahead", "_lookahead", "_pid", "_batches", "_governor")
 
 
 def _num_workers() -> int:
@@ -173,6 +181,7 @@ class StreamingRawDataset(Dataset):
         self._lookahead = LookAhead()
         self._pid = os.getpid()
         self._batches = 0
+        self._governor: ConcurrencyGovernor | None = None
 
     def _runtime(self) -> IORuntime:
         if self._pid != os.getpid():
@@ -190,13 +199,31 @@ class StreamingRawDataset(Dataset):
         self._reset_runtime_state()
 
     def concurrency(self) -> int:
-        """In-flight GETs this process allows now (live knob, else the argument, else adaptive)."""
+        """In-flight GETs this process allows now.
+
+        The live ``raw_concurrency`` knob when set; else ``max_concurrent_downloads`` exactly; else, for remote
+        sources, a latency-driven limit (:class:`~.planning.ConcurrencyGovernor`) under the size-based
+        default; local sources use the size-based default.
+        """
         live = int(config.get("raw_concurrency"))
         if live > 0:
             return live
         if self.max_concurrent_downloads is not None:
             return max(1, int(self.max_concurrent_downloads))
-        return adaptive_concurrency(self.median_file_bytes, _num_workers())
+        cap = adaptive_concurrency(self.median_file_bytes, _num_workers())
+        if not self.source.is_remote or not config.get("raw_adaptive_concurrency"):
+            return cap
+        if self._governor is None:
+            self._governor = ConcurrencyGovernor(cap)
+        samples = []
+        lat = self.fetcher.latencies
+        while lat:
+            samples.append(lat.popleft())
+        before = int(self._governor.limit)
+        limit = self._governor.update(samples, cap)
+        if limit != before and "tune" in ev.ACTIVE:
+            ev.instant("raw_concurrency", "tune", old=before, new=limit, samples=len(samples))
+        return limit
 
     def prefetch_depth(self) -> int:
         """Items this worker fetches ahead now (live knob, else the argument), worker-aware."""
@@ -220,6 +247,8 @@ class StreamingRawDataset(Dataset):
             return self._get_inline(indices)
         rt = self._runtime()
         rt.set_limit(self.concurrency())
+        if not self.source.prefer_obstore and self.source.can_prefer_obstore():
+            self._maybe_prefer_obstore()
         n = len(self.items)
         indices = [self._normalize(i, n) for i in indices]
         futures: dict[int, Future[Any]] = {}
@@ -248,6 +277,13 @@ class StreamingRawDataset(Dataset):
         with ev.span("read", "read", items=len(indices)):
             results = self._wait(futures)
         return [results[i] for i in indices]
+
+    def _maybe_prefer_obstore(self) -> None:
+        after = int(config.get("raw_main_obstore_after"))
+        if after > 0 and self._batches >= after and multiprocessing.parent_process() is None:
+            self.source.prefer_obstore = True
+            ev.instant("backend", "download", backend="obstore", reason=f"{self._batches} batches in the main process")
+            logger.info("raw: %d batches streamed in the main process; S3 reads switch to obstore", self._batches)
 
     def _probe_inline(self) -> bool:
         return not self.source.is_remote and float(config.get("raw_local_inline_s")) > 0
@@ -335,6 +371,9 @@ class StreamingRawDataset(Dataset):
                 next_fire = min(h.deadline for h in live_hedges)
                 timeout = max(0.0, next_fire - now) if timeout is None else min(timeout, max(0.0, next_fire - now))
             done, pending = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+            for f in done:
+                if not f.cancelled() and f.exception() is not None:
+                    raise f.exception()  # type: ignore[misc]  # the first failure ends the batch (the rest finish unseen)
             now = time.monotonic()
             for h in live_hedges:
                 h.maybe_fire(now)

@@ -64,16 +64,19 @@ class Fetcher:
         self.hedges_won = 0
         self.local_read_s = 0.0  # median of recent local reads (decides inline vs pooled reads)
         self._read_times: deque[float] = deque(maxlen=31)
+        self.latencies: deque[float] = deque(maxlen=4096)  # remote GET seconds, drained by the governor
         self._counter_lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.pop("_counter_lock", None)
         state["_read_times"] = list(self._read_times)
+        state["latencies"] = []
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state["_read_times"] = deque(state.get("_read_times", ()), maxlen=31)
+        state["latencies"] = deque(maxlen=4096)
         self.__dict__.update(state)
         self._counter_lock = threading.Lock()
 
@@ -195,7 +198,10 @@ class Fetcher:
         """One GET (or ranged GET) through the store, which applies the storage retry policy; size-checked."""
         want = (end - start) if end is not None else size
         try:
-            data = self.source.store().get(key) if end is None else self.source.store().get_range(key, start, end)
+            store = self.source.data_store()
+            t0 = time.perf_counter()
+            data = store.get(key) if end is None else store.get_range(key, start, end)
+            self.latencies.append(time.perf_counter() - t0)
         except (ObjectNotFoundError, FileNotFoundError) as exc:
             raise RawSourceNotFoundError(f"file {path!r} does not exist (any more): {exc}") from exc
         except InvalidRangeError as exc:

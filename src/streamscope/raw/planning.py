@@ -96,3 +96,41 @@ class LookAhead:
             out.extend(range(nxt, nxt + take))
             nxt += stride
         return out
+
+
+class ConcurrencyGovernor:
+    """Adaptive in-flight GET limit from measured latency (a gradient limiter, like TCP Vegas).
+
+    Little's law says throughput = in-flight / latency, so more concurrency helps only while latency stays
+    flat. Each update compares the median GET latency since the last update with the best recent median
+    over the last ``window`` updates (the baseline): while latency stays within ``tolerance`` of the baseline the limit grows by
+    ``sqrt(limit)``; when it rises beyond, the server (or our CPU) is saturated and the limit shrinks in
+    proportion (never below half per update). The result stays within ``[floor, cap]``; ``cap`` is the
+    static size-based default.
+    """
+
+    def __init__(self, cap: int, floor: int = 4, start: int = 32, tolerance: float = 1.5, window: int = 500) -> None:
+        self.cap = max(1, cap)
+        self.floor = max(1, min(floor, self.cap))
+        self.limit = float(min(self.cap, max(self.floor, start)))
+        self.tolerance = tolerance
+        self._medians: list[float] = []
+        self._window = window
+
+    def update(self, latencies: Sequence[float], cap: int | None = None) -> int:
+        """Feed the GET latencies (seconds) seen since the last call; return the new limit."""
+        if cap is not None:
+            self.cap = max(1, cap)
+            self.floor = min(self.floor, self.cap)
+        if len(latencies) >= 4:
+            current = statistics.median(latencies)
+            self._medians.append(current)
+            del self._medians[: -self._window]
+            baseline = min(self._medians)
+            gradient = min(1.0, max(0.5, self.tolerance * baseline / max(current, 1e-9)))
+            if gradient >= 1.0:
+                self.limit += self.limit**0.5
+            else:
+                self.limit *= gradient
+        self.limit = min(float(self.cap), max(float(self.floor), self.limit))
+        return int(self.limit)

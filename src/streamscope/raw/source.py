@@ -72,11 +72,15 @@ class Source:
         self.storage_options = dict(storage_options or {})
         self._store: ObjectStore | None = None
         self._store_pid: int | None = None
+        self._data_store: ObjectStore | None = None
+        self.prefer_obstore = False
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_store"] = None
         state["_store_pid"] = None
+        state["_data_store"] = None
+        state["prefer_obstore"] = False
         return state
 
     def store(self) -> ObjectStore:
@@ -85,7 +89,27 @@ class Source:
         if self._store is None or self._store_pid != pid:
             self._store = open_store(self.root, self.storage_options)
             self._store_pid = pid
+            self._data_store = None
         return self._store
+
+    def can_prefer_obstore(self) -> bool:
+        """True when data reads of this source may switch the main process to the obstore S3 backend."""
+        return self.scheme in ("s3", "r2") and "backend" not in self.storage_options
+
+    def data_store(self) -> ObjectStore:
+        """The store for file reads: :meth:`store`, or once :attr:`prefer_obstore` is set, an obstore one.
+
+        The storage layer keeps obstore out of the main process by default (a process that started obstore
+        cannot fork workers that use it). A main process that streams data itself (``num_workers=0``) gets
+        the faster client once ``prefer_obstore`` is set; workers it forks later fall back to boto3 (the
+        storage layer warns and traces ``backend_fallback``).
+        """
+        base = self.store()
+        if not self.prefer_obstore:
+            return base
+        if self._data_store is None:
+            self._data_store = open_store(self.root, {**self.storage_options, "backend": "obstore"})
+        return self._data_store
 
     def check_exists(self) -> None:
         """Raise :class:`RawSourceNotFoundError` when a local input folder is missing or not a folder."""

@@ -10,8 +10,10 @@ from the class alone:
 * final: not found, auth, invalid range, malformed URL, garbage responses, anything else.
 
 Client libraries' own retries are switched off (obstore ``max_retries=0``, botocore
-``total_max_attempts=1``) so this is the only policy. Each attempt is a ``download``-category span (named
-``download`` for reads, ``head``/``list``/``upload``/``delete_object`` otherwise) with ``op``, ``url``
+``total_max_attempts=1``) so this is the only policy. Each attempt is a ``download``-category span named
+for its operation (``get``, ``get_range``, ``download_file``, ``head``, ``list``, ``put``, ``upload_file``,
+``delete_object``; the span name ``download`` itself is left to the chunk-level span the cache records
+around a store call, LitData's meaning) with ``op``, ``url``
 (credentials removed), ``attempt``, ``bytes``, ``duration_s``, ``status`` (``ok``, ``retry`` or ``error``)
 and, on failure, ``http_status`` (or the error class when there is no HTTP status), ``exception`` and
 ``error``. A retry is an instant ``retry`` (with ``delay_s``), a final failure an instant ``give_up``.
@@ -98,7 +100,7 @@ def call(
     fn: Callable[[dict[str, Any]], T],
     *,
     policy: RetryPolicy | None = None,
-    name: str = "download",
+    name: str | None = None,
     **fields: Any,
 ) -> T:
     """Run ``fn`` under the retry policy and trace every attempt.
@@ -109,7 +111,8 @@ def call(
         fn: One attempt. Receives the span's field dict (set ``bytes`` and ``status`` in it); raises a
             :class:`StorageError` subclass on failure.
         policy: Defaults to :meth:`RetryPolicy.from_config`.
-        name: Span name (``download`` for reads, keeping LitData's meaning).
+        name: Span name; defaults to ``op``. (Not ``download``: that name keeps LitData's meaning, one span
+            per chunk download, which the cache records around the store call; these spans nest inside it.)
         **fields: Extra span fields (e.g. ``chunk=``).
 
     Returns:
@@ -119,6 +122,7 @@ def call(
         StorageError: The last error, its message extended with the number of attempts when it was retried.
     """
     pol = policy or RetryPolicy.from_config()
+    name = name or op
     start = time.monotonic()
     attempt = 0
     while True:

@@ -18,15 +18,18 @@ backend                ``"obstore"``, ``"boto3"`` or ``"auto"`` (default: knob `
 
 Other keys go to the backend as they are (obstore ``S3Config`` keys, or boto3 client arguments).
 
-Which backend runs where (``auto``): obstore in processes that are not the main process (DataLoader
-workers, fork or spawn) and boto3 in the main process, so the main process never starts obstore's runtime
-and forked workers can use it. With ``backend="obstore"`` the main process uses obstore too; a forked child
-of such a process cannot (obstore would hang there) and switches to boto3 with a warning and a
-``backend_fallback`` trace event rather than silently.
+Which backend runs where (``auto``): obstore in daemonic processes (PyTorch DataLoader workers, fork or
+spawn), boto3 everywhere else (the training process, DDP ranks whether launched by torchrun or
+``mp.spawn``). A daemonic process cannot start multiprocessing children, so obstore's runtime never gets
+inherited by a fork from there, while the processes that do fork workers never start it. With
+``backend="obstore"`` every process uses obstore; a forked child of a process that already started it
+cannot (obstore would hang there) and switches to boto3 with a warning and a ``backend_fallback`` trace
+event rather than silently.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import multiprocessing
 import os
@@ -35,9 +38,9 @@ from typing import Any
 
 from streamscope import events as ev
 from streamscope._core import config
-from streamscope._core.errors import ConfigError, StorageError
+from streamscope._core.errors import ConfigError, StorageAuthError, StorageError
 from streamscope.storage import obstore_backend as ob
-from streamscope.storage.redact import redact, register_secret
+from streamscope.storage.redact import redact, redact_options, register_secret
 from streamscope.storage.remote import Backend, RemoteStore
 from streamscope.storage.url import StoreURL
 
@@ -80,7 +83,10 @@ class S3Options:
                     value = opts.pop(name)
                     if field not in resolved and value is not None:
                         resolved[field] = value
+        explicit_keys = "access_key" in resolved or "secret_key" in resolved
         for field, envs in _ENV.items():
+            if explicit_keys and field in ("access_key", "secret_key", "token"):
+                continue  # credentials come as a set: never mix explicit keys with an environment token
             if field not in resolved:
                 for var in envs:
                     if os.environ.get(var):
@@ -111,6 +117,13 @@ class S3Options:
         if self.ca_file is not None and not os.path.isfile(self.ca_file):
             raise ConfigError(f"CA bundle {self.ca_file!r} (for {url!r}) does not exist")
 
+    def __repr__(self) -> str:
+        shown = {k: v for k, v in vars(self).items() if v not in (None, {}, False)}
+        for k in ("access_key", "secret_key", "token"):
+            if k in shown:
+                shown[k] = "***"
+        return f"S3Options({redact_options(shown)})"
+
     def ca_pem(self) -> str | None:
         if not self.ca_file:
             return None
@@ -118,8 +131,9 @@ class S3Options:
             return f.read()
 
 
-def _is_main_process() -> bool:
-    return multiprocessing.parent_process() is None
+def _may_fork_workers() -> bool:
+    """False in daemonic processes (DataLoader workers): multiprocessing forbids them children."""
+    return not multiprocessing.current_process().daemon
 
 
 def choose_backend(preference: str) -> tuple[str, str | None]:
@@ -130,7 +144,7 @@ def choose_backend(preference: str) -> tuple[str, str | None]:
         return "boto3", None
     if not ob.obstore_usable():
         return "boto3", f"obstore's runtime was started in parent pid {ob.runtime_pid()} before fork"
-    if preference == "auto" and _is_main_process():
+    if preference == "auto" and _may_fork_workers():
         return "boto3", None
     return "obstore", None
 
@@ -161,7 +175,7 @@ class S3Store(RemoteStore):
         if not ob.obstore_available():
             raise ConfigError(f"storage_options {keys} for {self.url!r} are obstore settings, but obstore is missing")
         try:
-            self._obstore_factory()()
+            self._obstore_factory(resolve_credentials=False)()
         except Exception as exc:
             raise ConfigError(redact(f"storage_options for {self.url!r} are not valid ({keys}): {exc}")) from None
 
@@ -182,7 +196,7 @@ class S3Store(RemoteStore):
     def _obstore_backend(self) -> Backend:
         return ob.ObstoreBackend(self._obstore_factory())
 
-    def _obstore_factory(self) -> Any:
+    def _obstore_factory(self, resolve_credentials: bool = True) -> Any:
         o = self.options
         bucket = self._parsed.bucket
 
@@ -204,7 +218,8 @@ class S3Store(RemoteStore):
                 cfg["token"] = o.token
             cfg.update(o.extra)
             provider = None
-            if o.profile and not (o.access_key and o.secret_key):
+            if resolve_credentials and not (o.access_key and o.secret_key):
+                # profiles, SSO, shared credentials files: obstore's own chain does not read them; boto3 does
                 provider = _boto3_credentials(o.profile)
             return ObsS3Store(
                 bucket,
@@ -248,23 +263,30 @@ class S3Store(RemoteStore):
             raise StorageError(redact(f"cannot configure a boto3 client for {self.url!r}: {exc}")) from None
 
 
-def _boto3_credentials(profile: str) -> Any:
-    """An obstore credential provider that reads a boto3 profile (refreshing credentials as boto3 does)."""
-    import boto3
-
-    creds = boto3.session.Session(profile_name=profile).get_credentials()
+def _boto3_credentials(profile: str | None) -> Any:
+    """An obstore credential provider backed by boto3's credential chain (profiles, SSO, shared files,
+    container and instance roles), refreshed as boto3 refreshes them; None when boto3 finds nothing."""
+    try:
+        import boto3
+    except ImportError:
+        return None
+    try:
+        creds = boto3.session.Session(profile_name=profile).get_credentials()
+    except Exception as exc:
+        raise StorageAuthError(redact(f"cannot load AWS credentials (profile {profile!r}): {exc}")) from None
     if creds is None:
         return None
 
     def provider() -> dict[str, Any]:
         frozen = creds.get_frozen_credentials()
-        for s in (frozen.access_key, frozen.secret_key, frozen.token):
-            register_secret(s)
+        for secret in (frozen.access_key, frozen.secret_key, frozen.token):
+            register_secret(secret)
         return {
             "access_key_id": frozen.access_key,
             "secret_access_key": frozen.secret_key,
             "token": frozen.token,
-            "expires_at": None,
+            # ask again in a while: boto3 refreshes temporary credentials behind get_frozen_credentials()
+            "expires_at": datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=10),
         }
 
     return provider

@@ -38,8 +38,9 @@ SUPPORTED_SCHEMES: tuple[str, ...] = (
 )
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
-# S3/GCS bucket names: 3-63 chars, lowercase letters, digits, dots, hyphens, underscores (GCS), start/end alnum.
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+# Bucket names: letters, digits, dots, hyphens, underscores. Deliberately looser than today's AWS rules
+# (3-63 lowercase chars): legacy S3 buckets and S3-compatible stores have uppercase letters and underscores.
+_BUCKET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
 # Azure containers: 3-63 chars of lowercase letters, digits and single hyphens.
 _CONTAINER_RE = re.compile(r"^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}$")
 
@@ -127,7 +128,12 @@ def parse_url(url: str) -> StoreURL:
         kind = {"s3": "s3", "r2": "s3", "gs": "gs", "azure": "azure", "az": "azure"}[scheme]
         pattern = _CONTAINER_RE if kind == "azure" else _BUCKET_RE
         if not pattern.match(bucket):
-            raise _unsupported(url, f"invalid {'container' if kind == 'azure' else 'bucket'} name {bucket!r}")
+            rule = (
+                "3-63 lowercase letters, digits and single hyphens"
+                if kind == "azure"
+                else "letters, digits, '.', '-', '_', starting with a letter or digit"
+            )
+            raise _unsupported(url, f"invalid {'container' if kind == 'azure' else 'bucket'} name {bucket!r} ({rule})")
         prefix = prefix.strip("/")
         if any(seg in (".", "..") for seg in prefix.split("/") if seg):
             raise _unsupported(url, "'.' and '..' segments are not allowed in object URLs")

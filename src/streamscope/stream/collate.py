@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 _NUMERIC = {"int": np.dtype("<i8"), "float": np.dtype("<f8"), "bool": np.dtype(np.bool_)}
+_TORCH_NUMERIC = {"int": torch.int64, "float": torch.float64, "bool": torch.bool}
 
 
 @dataclass
@@ -38,6 +39,20 @@ def chunk_view(mapped: Any, num_items: int, path: str = "") -> ChunkView:
     buf = np.frombuffer(mv, dtype=np.uint8)
     offsets = np.frombuffer(mv, dtype="<u4", count=num_items + 1, offset=4)
     return ChunkView(buf, offsets, mv, path)
+
+
+def empty_batch_bytes(n: int, nbytes: int) -> torch.Tensor:
+    """An uninitialised ``(n, nbytes)`` uint8 tensor; in a DataLoader worker it lives in shared memory.
+
+    Like ``default_collate``: a batch built in shared memory is handed to the main process without a copy.
+    """
+    from torch.utils.data import get_worker_info
+
+    if get_worker_info() is not None and n * nbytes > 0:
+        base = torch.empty(0, dtype=torch.uint8)
+        storage = base._typed_storage()._new_shared(n * nbytes, device=base.device)
+        return base.new(storage).resize_(n, nbytes)
+    return torch.empty((n, nbytes), dtype=torch.uint8)
 
 
 def _numpy_dtypes() -> Sequence[np.dtype]:
@@ -140,24 +155,27 @@ class ColumnCollator:
             starts = view.offsets[items].astype(np.int64)
             sizes = view.buf[starts[:, None] + self._hdr_idx].view("<u4").reshape(len(items), L).astype(np.int64)
             leaf_starts = starts[:, None] + 4 * L + np.cumsum(sizes, axis=1) - sizes
-            parts.append((view, pos, leaf_starts, sizes))
+            parts.append((view, pos, leaf_starts, sizes, starts, items))
         columns = [self._column(j, parts, n) for j in range(L)]
         return _build(self.template, columns)
 
-    def _column(self, j: int, parts: list[tuple[ChunkView, np.ndarray, np.ndarray, np.ndarray]], n: int) -> Any:
+    def _column(
+        self, j: int, parts: list[tuple[ChunkView, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]], n: int
+    ) -> Any:
         kind = self.kinds[j]
         if kind in _NUMERIC:
             dt = _NUMERIC[kind]
-            out = np.empty(n, dtype=dt)
+            raw = empty_batch_bytes(n, dt.itemsize)  # shared memory in a worker, like the image column
+            out = raw.numpy().view(dt).reshape(n)
             idx = np.arange(dt.itemsize, dtype=np.int64)
-            for view, pos, ls, sz in parts:
+            for view, pos, ls, sz, _, _ in parts:
                 if np.any(sz[:, j] != dt.itemsize):
                     raise _Fallback(kind)
                 out[pos] = view.buf[ls[:, j][:, None] + idx].view(dt).ravel()
-            return torch.from_numpy(out)
+            return raw.view(_TORCH_NUMERIC[kind]).reshape(n)
         if kind == "str":
             col: list[Any] = [None] * n
-            for view, pos, ls, sz in parts:
+            for view, pos, ls, sz, _, _ in parts:
                 mv = view.mv
                 for p, a, b in zip(pos.tolist(), ls[:, j].tolist(), (ls[:, j] + sz[:, j]).tolist()):
                     col[p] = str(mv[a:b], "utf-8")
@@ -176,7 +194,7 @@ class ColumnCollator:
             torch_dtype = _torch_dtype(idx)
             itemsize = torch.empty((), dtype=torch_dtype).element_size()
         nbytes = int(parts[0][3][0, j])
-        for _, _, _, sz in parts:
+        for _, _, _, sz, _, _ in parts:
             if np.any(sz[:, j] != nbytes):
                 raise _Fallback("ragged")  # default_collate would refuse to stack; the sample path says so
         if nbytes % itemsize:
@@ -186,9 +204,13 @@ class ColumnCollator:
         )
 
     def _array_column(
-        self, j: int, parts: list[tuple[ChunkView, np.ndarray, np.ndarray, np.ndarray]], n: int, kind: str
+        self,
+        j: int,
+        parts: list[tuple[ChunkView, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+        n: int,
+        kind: str,
     ) -> Any:
-        view0, _, ls0, _ = parts[0]
+        view0, _, ls0, _, _, _ = parts[0]
         a0 = int(ls0[0, j])
         if kind == "numpy":
             dtype_idx, ndim = (int(x) for x in view0.buf[a0 : a0 + 8].view("<u4"))
@@ -208,7 +230,7 @@ class ColumnCollator:
         nbytes = int(np.prod(shape, dtype=np.int64)) * itemsize
         header = view0.buf[a0 : a0 + hlen]
         hidx = np.arange(hlen, dtype=np.int64)
-        for view, _, ls, sz in parts:
+        for view, _, ls, sz, _, _ in parts:
             if np.any(sz[:, j] != hlen + nbytes):
                 raise _Fallback("ragged")
             if not np.array_equal(view.buf[ls[:, j][:, None] + hidx], np.broadcast_to(header, (len(ls), hlen))):
@@ -218,7 +240,7 @@ class ColumnCollator:
     @staticmethod
     def _fill(
         j: int,
-        parts: list[tuple[ChunkView, np.ndarray, np.ndarray, np.ndarray]],
+        parts: list[tuple[ChunkView, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
         n: int,
         nbytes: int,
         skip: int,
@@ -226,11 +248,14 @@ class ColumnCollator:
         np_dtype: np.dtype | None,
         torch_dtype: torch.dtype | None,
     ) -> torch.Tensor:
-        raw = torch.empty((n, nbytes), dtype=torch.uint8)
+        if nbytes == 0:
+            raise _Fallback("empty")
+        raw = empty_batch_bytes(n, nbytes)
         flat = raw.numpy()
-        for view, pos, ls, _ in parts:
+        for view, pos, ls, _, _, _ in parts:
+            src = ls[:, j] + skip
             buf = view.buf
-            for p, a in zip(pos.tolist(), (ls[:, j] + skip).tolist()):
+            for p, a in zip(pos.tolist(), src.tolist()):
                 flat[p] = buf[a : a + nbytes]
         if np_dtype is not None:
             return torch.from_numpy(flat.view(np_dtype).reshape((n, *shape)))
@@ -239,7 +264,7 @@ class ColumnCollator:
 
 
 class BlockCollator:
-    """Batches of TokensLoader blocks: one ``(B, block_size)`` array filled straight from the token streams."""
+    """Batches of TokensLoader blocks: one ``(B, block_size)`` tensor filled straight from the token streams."""
 
     supported = True
 
@@ -248,23 +273,28 @@ class BlockCollator:
         self.block_size = int(loader.block_size)
         self.dtype = np.dtype(loader._dtype)
         self.nbytes = self.block_size * self.dtype.itemsize
+        if getattr(loader, "_kind", "") == "no_header_tensor":
+            self.torch_dtype = loader._torch_dtype
+        else:
+            self.torch_dtype = torch.from_numpy(np.empty(0, dtype=self.dtype)).dtype
 
     def collate(self, groups: Sequence[tuple[ChunkView, np.ndarray, np.ndarray]], n: int) -> Any:
         """Collate one batch of blocks (same result as ``default_collate`` of the blocks)."""
         from streamscope._core.errors import CorruptChunkError
 
-        out = np.empty((n, self.block_size), dtype=self.dtype)
-        flat = out.view(np.uint8).reshape(n, self.nbytes)
         nb = self.nbytes
+        raw = empty_batch_bytes(n, nb)
+        flat = raw.numpy()
         for view, pos, items in groups:
             head = 4 * (len(view.offsets) + 1)
             end = int(view.offsets[-1])
-            starts = head + items.astype(np.int64) * nb
-            if len(starts) and int(starts.max()) + nb > end:
+            nblocks = (end - head) // nb
+            if len(items) and int(items.max()) >= nblocks:
                 raise CorruptChunkError(
-                    f"chunk {view.path!r}: token block ends at offset {int(starts.max()) + nb} past the chunk data end {end}"
+                    f"chunk {view.path!r}: token block {int(items.max())} ends at offset "
+                    f"{head + (int(items.max()) + 1) * nb} past the chunk data end {end}"
                 )
             buf = view.buf
-            for p, a in zip(pos.tolist(), starts.tolist()):
+            for p, a in zip(pos.tolist(), (head + items.astype(np.int64) * nb).tolist()):
                 flat[p] = buf[a : a + nb]
-        return self.loader._wrap(out)
+        return raw.view(self.torch_dtype).reshape(n, self.block_size)

@@ -90,7 +90,9 @@ class ChunkReader:
             self._prefetcher.close()
             self._prefetcher = None
         self._sched_pos = {}
-        self.close()
+        if self.cache is not None:
+            self.close()  # drop leases: cached chunks become evictable
+        # local chunks stay mapped (bounded LRU): the next epoch reuses the mappings and their page tables
 
     # --- access ------------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ first ``:``, keys lower-cased, values trimmed, lines without ``ph`` skipped, one
 worker). So every line carries every struct field, in this order::
 
     ts: <µs since the Unix epoch, 3 decimals>; pid: <pid>; tid: <threading.get_ident()>; name: <name>;
-    cat: <cat>; cname: <colour>; dur: <µs, 0 unless X>; s: t; <call-site fields>;
+    cat: <cat>; cname: <colour>; <call-site fields>; dur: <µs, 0 unless X>; s: t;
     dist_world_size: ..; dist_global_rank: ..; dist_num_nodes: ..; worker_world_size: ..; worker_rank: ..;
     ph: <B|E|I|C|X>;
 
@@ -81,21 +81,27 @@ def _head(name: str, cat: str) -> str:
 
 _SLOW = None
 _PHASES = frozenset("BEICXibenM")
-_plan_cache: dict[tuple[str, ...], list[str] | None] = {}
 _ENV_KEYS = frozenset(("dist_world_size", "dist_global_rank", "dist_num_nodes", "worker_world_size", "worker_rank"))
+_Plan = tuple[list[str], "list[str] | None"]
+_plan_cache: dict[tuple[str, ...], _Plan | None] = {}
 
 
-def _plan(keys: tuple[str, ...]) -> list[str] | None:
-    """``key: `` prefixes for a field-key tuple, or None when the event needs the careful path."""
-    plan: list[str] | None = [sanitize_key(k) for k in keys]
-    lows = [p.lower() for p in plan]  # type: ignore[union-attr]
-    if "dur" in keys or not _ENV_KEYS.isdisjoint(keys) or len(set(lows)) != len(lows):
-        plan = _SLOW
+def _plan(keys: tuple[str, ...]) -> _Plan | None:
+    """``key: `` prefixes for a field-key tuple, or None when the event needs the careful path.
+
+    The second list (prefixes without the last key) is set when ``dur`` is the last key: an ``X`` event
+    then takes it as the struct's ``dur``; any other event writes it as ``arg_dur``.
+    """
+    plan = [sanitize_key(k) for k in keys]
+    lows = [p.lower() for p in plan]
+    out: _Plan | None = (plan, plan[:-1] if keys[-1] == "dur" else None)
+    if "dur" in keys[:-1] or not _ENV_KEYS.isdisjoint(keys) or len(set(lows)) != len(lows):
+        out = _SLOW
     elif any(low[:-2] in _ENV_KEYS for low in lows):
-        plan = _SLOW
+        out = _SLOW
     if len(_plan_cache) < 4096:
-        _plan_cache[keys] = plan
-    return plan
+        _plan_cache[keys] = out
+    return out
 
 
 def _careful(ph: str, fields: dict[str, Any], env: dict[str, int]) -> tuple[str, str, str]:
@@ -132,28 +138,37 @@ def encode(batch: EventBatch) -> str:
     append = out.append
     sv = sanitize_value
     plans = _plan_cache
-    heads = _head_cache
     std_env = env.keys() == _ENV_KEYS
+    mids: dict[tuple[int, int, str, str], str] = {}
+    tails: dict[str, str] = {}
     for ph, name, cat, ts_ns, pid, tid, fields in batch.events:
         t = ts_ns + off
-        head = heads.get((name, cat)) or _head(name, cat)
+        mid = mids.get((pid, tid, name, cat))
+        if mid is None:
+            mid = mids[(pid, tid, name, cat)] = f"pid: {pid}; tid: {tid}; {_head(name, cat)}"
         if fields:
             keys = tuple(fields)
             plan = plans[keys] if keys in plans else _plan(keys)
             if plan is None or not std_env:
                 args, dur, env_s = _careful(ph, fields, env)
+                append(f"ts: {t // 1000}.{t % 1000:03d}; {mid}{args}dur: {dur}; s: t; {env_s}ph: {sv(ph)};\n")
+                continue
+            prefixes, without_dur = plan
+            if ph == "X" and without_dur is not None:
+                prefixes = without_dur
+                d = fields["dur"]
+                dur = f"{d:.3f}" if type(d) is float else sv(d)
             else:
-                args = "".join(
-                    [p + (str(v) if type(v) is int else sv(v)) + "; " for p, v in zip(plan, fields.values())]
-                )
-                dur, env_s = "0", env_all
+                dur = "0"
+            args = "".join(
+                [p + (str(v) if type(v) is int else sv(v)) + "; " for p, v in zip(prefixes, fields.values())]
+            )
         else:
-            args, dur, env_s = "", "0", env_all
-        if ph not in _PHASES:
-            ph = sv(ph)
-        append(
-            f"ts: {t // 1000}.{t % 1000:03d}; pid: {pid}; tid: {tid}; {head}dur: {dur}; s: t; {args}{env_s}ph: {ph};\n"
-        )
+            args, dur = "", "0"
+        tail = tails.get(ph)
+        if tail is None:
+            tail = tails[ph] = f"; s: t; {env_all}ph: {ph if ph in _PHASES else sv(ph)};\n"
+        append(f"ts: {t // 1000}.{t % 1000:03d}; {mid}{args}dur: {dur}{tail}")
     return "".join(out)
 
 
