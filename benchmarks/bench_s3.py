@@ -114,6 +114,9 @@ def child(engine: str, workers: int, cache: str, url: str, opts_json: str) -> No
     else:
         import streamscope as ss
 
+        if engine == "streamscope_obstore":  # obstore in the main process too (default "auto": boto3 there)
+            opts = {**opts, "backend": "obstore"}
+
         dataset_cls, loader_cls = ss.StreamingDataset, ss.StreamingDataLoader  # resolve lazy names before timing
 
         def make() -> Any:
@@ -140,6 +143,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--workers", type=int, nargs="+", default=[0, 2])
+    ap.add_argument(
+        "--obstore-main",
+        action="store_true",
+        help="also run streamscope with storage_options backend='obstore' (obstore in the main process too)",
+    )
     ap.add_argument("--child", nargs=5, metavar=("ENGINE", "WORKERS", "CACHE", "URL", "OPTS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -177,7 +185,8 @@ def main() -> None:
             for workers in args.workers:
                 best: dict[str, dict[str, float]] = {}
                 for r in range(args.rounds):
-                    for engine in ("litdata", "streamscope"):
+                    engines = ["litdata", "streamscope"] + (["streamscope_obstore"] if args.obstore_main else [])
+                    for engine in engines:
                         cache = os.path.join(scratch, f"{engine}-w{workers}-r{r}")
                         res = run_child(engine, workers, cache, url, opts)
                         shutil.rmtree(cache, ignore_errors=True)
@@ -201,6 +210,10 @@ def main() -> None:
                     "speedup": best["streamscope"]["rate"] / best["litdata"]["rate"],
                     "first_batch_ratio": best["streamscope"]["first_batch_s"] / best["litdata"]["first_batch_s"],
                 }
+                if "streamscope_obstore" in best:
+                    case["streamscope_obstore"] = best["streamscope_obstore"]
+                    case["speedup_obstore_main"] = best["streamscope_obstore"]["rate"] / best["litdata"]["rate"]
+                    print(f"  streamscope backend=obstore: x{case['speedup_obstore_main']:.2f}", flush=True)
                 results["cases"][f"s3_images_w{workers}"] = case
                 print(
                     f"s3 images w={workers}: litdata {best['litdata']['rate']:>8,.0f} samples/s | streamscope "
