@@ -108,3 +108,14 @@ def test_resume_mid_epoch_from_s3_exactly_once(s3_server, tmp_path) -> None:
     for batch in second:
         seen += batch["index"].tolist()
     assert sorted(seen) == list(range(N))
+
+
+@pytest.mark.slow
+def test_https_endpoint_with_private_ca_end_to_end(s3_https_server, tmp_path) -> None:
+    """TLS with a private CA (``verify=<ca file>``): optimize writes, forked workers (obstore) and the main
+    process (boto3) read."""
+    url = write_dataset(s3_https_server, "tls", n=40)
+    ds = StreamingDataset(url, cache_dir=str(tmp_path / "c"), storage_options=s3_https_server.storage_options())
+    got = sorted(i for b in StreamingDataLoader(ds, batch_size=6, num_workers=2) for i in b["index"].tolist())
+    assert got == list(range(40))
+    assert ds[39]["name"] == _expected(39)["name"]
