@@ -75,3 +75,21 @@ def test_exactly_once_per_epoch_under_faults(
         assert fallbacks and all(e["args"].get("backend") == "boto3" for e in fallbacks)
     else:
         assert not fallbacks  # no downgrade at all
+
+
+@pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.slow)])
+def test_storage_down_mid_epoch_is_a_clear_error_not_a_hang(s3_server, fault_proxy, tmp_path, workers, monkeypatch):
+    write_dataset(s3_server, "down")
+    monkeypatch.setenv("STREAMSCOPE_STORAGE_RETRY_BASE_DELAY", "0.01")
+    monkeypatch.setenv("STREAMSCOPE_STORAGE_MAX_ATTEMPTS", "3")
+    ds = StreamingDataset(
+        fault_proxy.s3.url("down"), cache_dir=str(tmp_path / "c"), storage_options=fault_proxy.s3.storage_options()
+    )
+    fault_proxy.configure(error_rate=1.0)  # every request now answers 500/503
+    with pytest.raises(Exception) as info:
+        for _ in StreamingDataLoader(ds, batch_size=8, num_workers=workers, timeout=60 if workers else 0):
+            pass
+    text = str(info.value)
+    assert "chunk-" in text and "s3://" in text, text[-1500:]  # names the chunk and its URL
+    assert "3 attempt" in text, text[-1500:]  # retried as configured, then gave up
+    assert s3_server.secret_key not in text
