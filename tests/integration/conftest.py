@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streamscope.optimize import optimize
+from streamscope.processing import optimize
 from tests.integration import _fns
 from tests.support.s3server import S3Endpoint
 
