@@ -182,3 +182,28 @@ def test_two_workers_resume_covers_everything_once(data_dir: str) -> None:
 
     a, b = both(scenario)
     assert a == b == (20, 30, True)
+
+
+def test_state_dict_survives_torch_save_and_json(data_dir: str, tmp_path: Any) -> None:
+    """LitData docs: ``torch.save(loader.state_dict(), path)`` then ``load_state_dict(torch.load(path))``.
+    torch.load defaults to weights_only=True, which only unpickles plain containers and numbers."""
+    import json
+
+    import torch
+
+    def scenario(ld: Any) -> Any:
+        loader = ld.StreamingDataLoader(ld.StreamingDataset(data_dir, shuffle=True), batch_size=4, num_workers=2)
+        it = iter(loader)
+        for _ in range(3):
+            next(it)
+        state = loader.state_dict()
+        path = str(tmp_path / f"{ld.__name__}.pt")
+        torch.save(state, path)
+        loaded = torch.load(path)
+        json.dumps(state)  # checkpoints are also stored as JSON by some trainers
+        resumed = ld.StreamingDataLoader(ld.StreamingDataset(data_dir, shuffle=True), batch_size=4, num_workers=2)
+        resumed.load_state_dict(loaded)
+        return len([i for b in resumed for i in b["index"].tolist()])
+
+    a, b = both(scenario)
+    assert a == b == 38
