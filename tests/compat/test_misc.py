@@ -246,3 +246,25 @@ def test_optimize_is_the_function_after_walk(data_dir: str) -> None:
     code = "import streamscope as ld\nlist(ld.walk('.'))\nimport inspect; print(inspect.isfunction(ld.optimize))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=data_dir)
     assert out.stdout.strip() == "True"
+
+
+def test_tracer_from_environment_only(tmp_path: Any, data_dir: str) -> None:
+    """LITDATA_TRACE_LEVEL + LITDATA_LOG_FILE switch streamscope's tracing on without code changes.
+
+    (LitData 0.2.68 reads the categories from the environment but writes nothing until enable_tracer() is
+    called, so this is streamscope-only: the LitData spelling of the variables must work.)
+    """
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, streamscope as ld\n"
+        "list(ld.StreamingDataLoader(ld.StreamingDataset(sys.argv[1]), batch_size=10))\n"
+        "ld.flush_tracer()\n"
+    )
+    log = tmp_path / "env.log"
+    env = dict(os.environ, LITDATA_TRACE_LEVEL="chunk", LITDATA_LOG_FILE=str(log))
+    subprocess.run([sys.executable, "-c", code, data_dir], env=env, check=True, timeout=120)
+    lines = log.read_text().splitlines()
+    assert lines and all(line.startswith("ts:") for line in lines)
+    assert any("cat: read" in line for line in lines)
