@@ -70,3 +70,8 @@ def negate(sample: dict[str, Any]) -> dict[str, Any]:
 def byte_len(data: bytes) -> int:
     """A StreamingRawDataset transform: the item's size."""
     return len(data)
+
+
+def batch_sum(items: list[int]) -> dict[str, Any]:
+    """optimize(batch_size=3): fn receives a list of inputs."""
+    return {"first": items[0], "sum": sum(items), "n": len(items)}

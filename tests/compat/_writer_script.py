@@ -10,7 +10,19 @@ import sys
 
 from tests.compat import _fns
 
-KINDS = ("readme", "mixed", "dict", "gen_zstd", "tokens", "two_workers", "append", "overwrite")
+KINDS = (
+    "readme",
+    "mixed",
+    "batched",
+    "fast_dev_run",
+    "checkpoint",
+    "dict",
+    "gen_zstd",
+    "tokens",
+    "two_workers",
+    "append",
+    "overwrite",
+)
 
 
 def write(ld: object, out: str, kind: str) -> None:
@@ -27,6 +39,38 @@ def write(ld: object, out: str, kind: str) -> None:
         )
     elif kind == "mixed":
         opt(fn=_fns.mixed, inputs=list(range(25)), output_dir=out, chunk_size=7, num_workers=1, verbose=False)
+    elif kind == "batched":
+        opt(
+            fn=_fns.batch_sum,
+            inputs=list(range(20)),
+            output_dir=out,
+            batch_size=3,
+            chunk_size=4,
+            num_workers=2,
+            verbose=False,
+        )
+    elif kind == "fast_dev_run":
+        # an int: LitData 0.2.68 treats fast_dev_run=True as 1 item (bool is an int there) although it means
+        # its default of 10; streamscope keeps 10 for True (documented difference, LitData's bug not copied)
+        opt(
+            fn=_fns.sample,
+            inputs=list(range(50)),
+            output_dir=out,
+            chunk_size=4,
+            num_workers=1,
+            fast_dev_run=7,
+            verbose=False,
+        )
+    elif kind == "checkpoint":
+        opt(
+            fn=_fns.sample,
+            inputs=list(range(12)),
+            output_dir=out,
+            chunk_size=5,
+            num_workers=1,
+            use_checkpoint=True,
+            verbose=False,
+        )
     elif kind == "dict":
         opt(fn=_fns.sample, inputs=list(range(50)), output_dir=out, chunk_size=8, num_workers=1, verbose=False)
     elif kind == "gen_zstd":
