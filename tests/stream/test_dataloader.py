@@ -163,3 +163,27 @@ def test_worker_batches_equal_default_collate(tmp_path):
 
 def ref_ds_index(ds: StreamingDataset, chunk: int, item: int) -> int:
     return sum(ds.chunk_sizes[:chunk]) + item
+
+
+@pytest.mark.parametrize("ctx", ["fork", pytest.param("spawn", marks=pytest.mark.slow)])
+def test_persistent_workers_follow_epochs_and_resume(ds_dir, ctx):
+    def make():
+        ds = StreamingDataset(ds_dir, shuffle=True, seed=4)
+        return StreamingDataLoader(
+            ds, batch_size=8, num_workers=2, persistent_workers=True, multiprocessing_context=ctx
+        )
+
+    ref = StreamingDataLoader(StreamingDataset(ds_dir, shuffle=True, seed=4), batch_size=8)
+    ref_epochs = [[ids(b) for b in ref] for _ in range(3)]
+    dl = make()
+    assert [[ids(b) for b in dl] for _ in range(2)] == ref_epochs[:2]
+    # break early in epoch 3, save, resume in a new persistent loader
+    seen = []
+    for k, b in enumerate(dl):
+        seen.append(ids(b))
+        if k == 2:
+            break
+    state = dl.state_dict()
+    dl2 = make()
+    dl2.load_state_dict(state)
+    assert seen + [ids(b) for b in dl2] == ref_epochs[2]

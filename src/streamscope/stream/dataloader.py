@@ -12,6 +12,7 @@ depend on ``num_workers``: a state saved with 2 workers resumes exactly with 0 o
 
 from __future__ import annotations
 
+import multiprocessing
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -65,10 +66,6 @@ class StreamingDataLoader(DataLoader):
         for key in ("sampler", "batch_sampler"):
             if kwargs.get(key) is not None:
                 raise DatasetError(f"StreamingDataLoader does not take {key}: the dataset's epoch plan orders samples")
-        if kwargs.get("persistent_workers"):
-            raise DatasetError(
-                "persistent_workers=True is not supported: workers receive each epoch's order when they start"
-            )
         if profile_batches:
             warnings.warn(
                 "profile_batches is ignored by streamscope; enable tracing (STREAMSCOPE_TRACE_LEVEL) instead",
@@ -83,11 +80,16 @@ class StreamingDataLoader(DataLoader):
         if num_workers > 0 and prefetch_factor is None:
             prefetch_factor = 2
         dataset.plan(dataset.current_epoch, batch_size)  # a rank without data fails here, at construction
+        # (epoch, start batch) of the next iteration, in shared memory so that persistent workers see each new
+        # epoch: the main process writes it before torch tells the workers to start iterating again.
+        self._position = multiprocessing.RawArray("q", 2)
+        self._position[0], self._position[1] = dataset.current_epoch, 0
         dataset._batch_mode = {
             "epoch": dataset.current_epoch,
             "start": 0,
             "batch_size": batch_size,
             "collate_fn": collate_fn,
+            "position": self._position,
         }
         super().__init__(
             dataset,
@@ -126,11 +128,13 @@ class StreamingDataLoader(DataLoader):
             self.num_samples_yielded = 0
         self.batches_consumed = start
         self._epoch_batches = plan.num_batches
+        self._position[0], self._position[1] = epoch, start
         ds._batch_mode = {
             "epoch": epoch,
             "start": start,
             "batch_size": self.batch_size,
             "collate_fn": self.user_collate_fn,
+            "position": self._position,
         }
         it = super().__iter__()
         return self._run(it, plan, epoch)
@@ -158,8 +162,8 @@ class StreamingDataLoader(DataLoader):
                         yield batch
         finally:
             shutdown = getattr(it, "_shutdown_workers", None)
-            if shutdown is not None:
-                shutdown()
+            if shutdown is not None and not self.persistent_workers:
+                shutdown()  # an abandoned epoch frees its workers now (persistent ones are reset by torch)
 
     def __len__(self) -> int:
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]

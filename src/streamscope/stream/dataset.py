@@ -510,8 +510,12 @@ class StreamingDataset(IterableDataset):
         w = WorkerEnv.detect()
         mode = self._batch_mode
         if mode is not None:
+            position = mode.get("position")
+            epoch, start = (
+                (int(position[0]), int(position[1])) if position is not None else (mode["epoch"], mode["start"])
+            )
             yield from self.iter_batches(
-                mode["epoch"], mode["start"], w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"]
+                epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"]
             )
             return
         if self._pending is not None:
