@@ -187,3 +187,14 @@ def test_persistent_workers_follow_epochs_and_resume(ds_dir, ctx):
     dl2 = make()
     dl2.load_state_dict(state)
     assert seen + [ids(b) for b in dl2] == ref_epochs[2]
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_shuffle_buffer_mixes_across_chunks(tmp_path, compressed):
+    d = write_dataset(str(tmp_path / "sb"), 200, chunk_size=20, compression="zstd" if compressed else None)
+    ds = StreamingDataset(d, shuffle_buffer=60, cache_dir=str(tmp_path / "cache"))
+    batches = [ids(b) for b in StreamingDataLoader(ds, batch_size=10, num_workers=2 if compressed else 0)]
+    flat = [i for b in batches for i in b]
+    assert sorted(flat) == list(range(200)) and flat != list(range(200))
+    chunks_per_batch = [len({i // 20 for i in b}) for b in batches]
+    assert max(chunks_per_batch) > 1  # samples of one batch come from several chunks
