@@ -30,7 +30,7 @@ case "${1:-}" in
         # The real LitData, for the interop tests. --no-deps: it declares an unpinned torchvision that would
         # replace torch 2.13.0 with a multi-GB build; its other requirements are in our test extras.
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "litdata==0.2.68"
-        "$VENV/bin/ruff" check src tests trace_tools benchmarks
+        "$VENV/bin/ruff" check .
         "$VENV/bin/lint-imports"
         exec "$VENV/bin/python" -m pytest -n 2 --dist loadfile -q "$@"
         ;;

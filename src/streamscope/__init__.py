@@ -1,19 +1,52 @@
 """streamscope: a LitData-compatible streaming-data engine for deep-learning training that you can see into.
 
 Switch from LitData by changing one import: ``import streamscope as ld``.
+
+Public names are imported lazily, so ``import streamscope`` stays cheap (DataLoader workers started with
+"spawn" import it before they do anything else).
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
+from streamscope._core.dirs import Dir  # noqa: F401
+from streamscope._core.errors import ChunkWaitTimeoutError, StreamscopeError  # noqa: F401
+
 __version__ = "0.1.0"
 
-from streamscope._core.errors import (  # noqa: E402
-    ChunkWaitTimeoutError,
-    StreamscopeError,
-)
+# public name -> module that defines it
+_LAZY: dict[str, str] = {
+    "optimize": "streamscope.optimize",
+    "map": "streamscope.optimize",
+    "walk": "streamscope.optimize",
+    "StreamingDataset": "streamscope.stream",
+    "StreamingDataLoader": "streamscope.stream",
+    "CombinedStreamingDataset": "streamscope.stream.combined",
+    "ParallelStreamingDataset": "streamscope.stream.parallel",
+    "train_test_split": "streamscope.stream",
+    "TokensLoader": "streamscope.format.item_loader",
+    "StreamingRawDataset": "streamscope.raw",
+    "enable_tracer": "streamscope.api.tracing",
+    "flush_tracer": "streamscope.api.tracing",
+    "metrics": "streamscope.api.tracing",
+}
 
-__all__ = [
-    "ChunkWaitTimeoutError",
-    "StreamscopeError",
-    "__version__",
-]
+__all__ = sorted(["ChunkWaitTimeoutError", "Dir", "StreamscopeError", "__version__", *_LAZY])
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'streamscope' has no attribute {name!r}")
+    try:
+        value = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise AttributeError(f"streamscope.{name} is not available: {exc}") from exc
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

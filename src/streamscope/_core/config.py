@@ -169,10 +169,121 @@ knob(
     ("STREAMSCOPE_TRACE_BUFFER_EVENTS",),
     "Per-process event buffer bound; events beyond it are dropped and counted.",
 )
+knob(
+    "trace_compact_categories",
+    "sample",
+    "comma list",
+    ("STREAMSCOPE_TRACE_COMPACT",),
+    "Categories whose spans are written as one complete X event (with dur) instead of a B/E pair; "
+    "empty for LitData's B/E pairs everywhere.",
+)
+knob(
+    "trace_sinks",
+    "",
+    "comma list",
+    ("STREAMSCOPE_TRACE_SINKS",),
+    "Sink factories as 'package.module:Factory' dotted paths, resolved lazily in every process "
+    "(enable_tracer adds streamscope.trace.litracer:LitracerFileSink).",
+)
+knob(
+    "trace_clock_anchor",
+    "",
+    "ns",
+    ("STREAMSCOPE_TRACE_CLOCK_ANCHOR",),
+    "Internal: Unix-epoch minus CLOCK_MONOTONIC nanoseconds of the run, set by the first traced process so "
+    "that every process of the run stamps events on one time axis.",
+)
+knob(
+    "metrics_level",
+    "off",
+    "level",
+    ("STREAMSCOPE_METRICS_LEVEL",),
+    "Categories aggregated into metrics even when no trace log is written (a level name or a comma list of "
+    "categories); the traced categories are always aggregated too.",
+)
+knob(
+    "metrics_dir",
+    "",
+    "path",
+    ("STREAMSCOPE_METRICS_DIR",),
+    "Run directory where every process publishes its metrics snapshot (<pid>.json); created by the first "
+    "traced process and inherited by its workers.",
+)
+knob(
+    "metrics_interval",
+    1.0,
+    "s",
+    ("STREAMSCOPE_METRICS_INTERVAL",),
+    "How often each process aggregates its events and publishes its metrics snapshot.",
+)
 
 # --- format ---------------------------------------------------------------------------------------
 
 # --- storage --------------------------------------------------------------------------------------
+
+knob(
+    "storage_max_attempts",
+    5,
+    "attempts",
+    ("STREAMSCOPE_STORAGE_MAX_ATTEMPTS",),
+    "Attempts per storage request (first try included) before giving up on retryable errors.",
+)
+knob(
+    "storage_retry_base_delay",
+    0.1,
+    "s",
+    ("STREAMSCOPE_STORAGE_RETRY_BASE_DELAY",),
+    "First retry backoff; doubles each attempt up to storage_retry_max_delay (with jitter).",
+)
+knob(
+    "storage_retry_max_delay",
+    5.0,
+    "s",
+    ("STREAMSCOPE_STORAGE_RETRY_MAX_DELAY",),
+    "Upper bound of one retry backoff.",
+)
+knob(
+    "storage_retry_jitter",
+    1.0,
+    "fraction",
+    ("STREAMSCOPE_STORAGE_RETRY_JITTER",),
+    "Share of each backoff that is randomised (0 = fixed delays, 1 = full jitter).",
+)
+knob(
+    "storage_deadline",
+    120.0,
+    "s",
+    ("STREAMSCOPE_STORAGE_DEADLINE",),
+    "Total time budget of one storage operation across all its attempts.",
+)
+knob(
+    "storage_connect_timeout",
+    3.0,
+    "s",
+    ("STREAMSCOPE_STORAGE_CONNECT_TIMEOUT",),
+    "TCP/TLS connect timeout; small so an unreachable endpoint fails fast (well under 30 s).",
+)
+knob(
+    "storage_read_timeout",
+    30.0,
+    "s",
+    ("STREAMSCOPE_STORAGE_READ_TIMEOUT",),
+    "Longest silence while reading a response before the attempt counts as a timeout.",
+)
+knob(
+    "storage_request_timeout",
+    300.0,
+    "s",
+    ("STREAMSCOPE_STORAGE_REQUEST_TIMEOUT",),
+    "Longest single request (connect to last byte); large chunks need minutes on slow links.",
+)
+knob(
+    "storage_s3_backend",
+    "auto",
+    "name",
+    ("STREAMSCOPE_S3_BACKEND",),
+    "S3 client: obstore, boto3, or auto (obstore when importable, else boto3).",
+)
 
 # --- cache ----------------------------------------------------------------------------------------
 
@@ -208,8 +319,109 @@ knob(
 
 # --- optimize -------------------------------------------------------------------------------------
 
+knob(
+    "optimize_staging_dir",
+    "",
+    "path",
+    ("STREAMSCOPE_OPTIMIZE_STAGING_DIR",),
+    "Parent of the per-job staging directory where optimize()/map() workers write chunks before publishing "
+    "them. Empty: inside a local output_dir (publish = rename), else the system temp dir.",
+)
+knob(
+    "optimize_poll_interval",
+    0.05,
+    "s",
+    ("STREAMSCOPE_OPTIMIZE_POLL_INTERVAL",),
+    "How often the optimize() main process checks worker messages, liveness and progress.",
+)
+knob(
+    "optimize_exit_grace",
+    5.0,
+    "s",
+    ("STREAMSCOPE_OPTIMIZE_EXIT_GRACE",),
+    "How long the main process waits for the final message of a worker that has already exited.",
+)
+knob(
+    "optimize_fast_dev_run_items",
+    10,
+    "inputs",
+    ("DATA_OPTIMIZER_FAST_DEV_RUN_ITEMS",),
+    "Number of inputs processed when fast_dev_run=True.",
+)
+
 # --- stream ---------------------------------------------------------------------------------------
 
 # --- raw ------------------------------------------------------------------------------------------
+
+knob(
+    "raw_concurrency",
+    0,
+    "requests",
+    ("STREAMSCOPE_RAW_CONCURRENCY",),
+    "Per-process cap on in-flight raw-file GETs. 0 = the dataset's max_concurrent_downloads, or the adaptive "
+    "default from the median file size when that is None. Read at every batch.",
+    live=True,
+)
+knob(
+    "raw_prefetch",
+    -1,
+    "items",
+    ("STREAMSCOPE_RAW_PREFETCH",),
+    "Per-worker look-ahead of raw-file items. -1 = the dataset's max_prefetch; 0 = off. Read at every batch.",
+    live=True,
+)
+knob(
+    "raw_io_threads",
+    256,
+    "threads",
+    ("STREAMSCOPE_RAW_IO_THREADS",),
+    "Upper bound on the raw-file I/O thread pool of one process (threads start only as needed).",
+)
+knob(
+    "raw_write_source_index",
+    False,
+    "bool",
+    ("STREAMSCOPE_RAW_WRITE_SOURCE_INDEX",),
+    "Also write index.json.zstd into a LOCAL source folder (LitData does this always; streamscope only on "
+    "request). Remote sources always get a copy next to the data.",
+)
+knob(
+    "raw_min_throughput",
+    25 * 1024 * 1024,
+    "bytes/s",
+    ("STREAMSCOPE_RAW_MIN_THROUGHPUT",),
+    "Slowest per-object throughput assumed when sizing batch timeouts and hedge delays.",
+)
+knob(
+    "raw_hedge_max_bytes",
+    8 * 1024 * 1024,
+    "bytes",
+    ("STREAMSCOPE_RAW_HEDGE_MAX_BYTES",),
+    "Objects at or above this size are not hedged whole (their ranged parts are).",
+)
+knob(
+    "raw_adaptive_concurrency",
+    True,
+    "bool",
+    ("STREAMSCOPE_RAW_ADAPTIVE_CONCURRENCY",),
+    "When max_concurrent_downloads is None, move the raw-file GET limit with measured latency (grow while "
+    "latency stays flat, shrink when it climbs) under the size-based default. False: the size-based default.",
+)
+knob(
+    "raw_main_obstore_after",
+    4,
+    "batches",
+    ("STREAMSCOPE_RAW_MAIN_OBSTORE_AFTER",),
+    "After this many batches fetched in the MAIN process (num_workers=0 streaming), raw S3 reads there switch "
+    "to the obstore client (faster, but DataLoader workers forked later fall back to boto3). 0 = never.",
+)
+knob(
+    "raw_local_inline_s",
+    0.001,
+    "s",
+    ("STREAMSCOPE_RAW_LOCAL_INLINE_S",),
+    "Local files are read in the calling thread (no pool, no look-ahead) while the running average read "
+    "takes less than this; slower local storage (network mounts) gets the concurrent path. 0 = never inline.",
+)
 
 # --- tune -----------------------------------------------------------------------------------------

@@ -61,6 +61,33 @@ class UnsupportedURLError(StorageError, ValueError):
     """The URL is malformed or its scheme has no backend."""
 
 
+class InvalidRangeError(StorageError, ValueError):
+    """A byte range is negative, reversed, or reaches past the end of the object."""
+
+
+class StorageResponseError(StorageError):
+    """The server answered with something that is not a valid response (garbage, wrong length, bad XML)."""
+
+
+class TransientStorageError(StorageError):
+    """A failure worth retrying (5xx, 503 SlowDown, connection reset, truncated body).
+
+    Raised to the caller only after the retry policy gave up; the message says how many attempts were made.
+    """
+
+
+class StorageConnectionError(TransientStorageError, ConnectionError):
+    """The endpoint could not be reached or dropped the connection."""
+
+
+class TruncatedBodyError(TransientStorageError):
+    """Fewer bytes arrived than the response announced (Content-Length) or the caller expected."""
+
+
+class UnsupportedOperationError(StorageError):
+    """The store cannot do this at all (e.g. writing to or listing a read-only http(s) store)."""
+
+
 # --- cache ----------------------------------------------------------------------------------------
 
 
@@ -92,6 +119,30 @@ class DatasetExistsError(OptimizeError):
     """The output directory already holds a dataset and ``mode`` is None."""
 
 
+class OptimizeInputError(OptimizeError, ValueError):
+    """The inputs or arguments of optimize()/map() cannot be used (empty inputs, bad mode, bad sizes)."""
+
+
+class OutputDirError(OptimizeError, OSError):
+    """The output directory cannot be created or written; names the directory."""
+
+
+class WorkerFailedError(OptimizeError):
+    """``fn`` (or the serializer after it) raised for one input; names the input index and repr."""
+
+
+class WorkerDiedError(OptimizeError):
+    """A worker process ended without reporting (killed, segfault, os._exit); names the worker and signal."""
+
+
+class CheckpointMismatchError(OptimizeError, ValueError):
+    """``use_checkpoint=True`` found a checkpoint written for different inputs, workers or chunk settings."""
+
+
+class MapReturnError(OptimizeError, ValueError):
+    """map()'s ``fn`` returned a value; it must write files into its ``output_dir`` and return None."""
+
+
 # --- stream ---------------------------------------------------------------------------------------
 
 
@@ -111,11 +162,47 @@ class StateDictError(DatasetError):
     """A state_dict does not belong to this dataset, seed or configuration."""
 
 
+class PlanError(DatasetError):
+    """The epoch plan cannot be built: no samples, a rank left without data, or a bad argument."""
+
+
 # --- raw ------------------------------------------------------------------------------------------
 
 
 class RawDatasetError(StreamscopeError, ValueError):
     """A raw-file dataset cannot be indexed or read."""
+
+
+class RawSourceNotFoundError(RawDatasetError, FileNotFoundError):
+    """The input folder, or a file listed in the index, does not exist (any more)."""
+
+
+class EmptyRawSourceError(RawDatasetError):
+    """The input folder holds no file the indexer accepts."""
+
+
+class RawFileSizeError(RawDatasetError):
+    """A file is smaller than the size recorded in the index (truncated or replaced after indexing)."""
+
+
+class RawSchemeError(RawDatasetError):
+    """The input URL's scheme is not supported for raw-file streaming."""
+
+
+class RawSetupError(RawDatasetError, TypeError):
+    """``setup(files)`` returned something other than a list of FileMetadata or of lists of FileMetadata."""
+
+
+class RawIndexError(RawDatasetError):
+    """An ``index.json.zstd`` file is unreadable or does not match the schema."""
+
+
+class RawDownloadError(RawDatasetError, OSError):
+    """A file could not be fetched after the retries allowed; names the path and the last cause."""
+
+
+class RawDownloadTimeoutError(RawDatasetError, TimeoutError):
+    """A batch of files did not arrive within its time budget."""
 
 
 # --- events / trace -------------------------------------------------------------------------------

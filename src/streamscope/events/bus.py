@@ -1,0 +1,179 @@
+"""The hot path: the per-process event buffer and the functions call sites reach through ``events``.
+
+An event is a tuple ``(ph, name, cat, ts_ns, pid, tid, fields)``: ``ts_ns`` is ``time.monotonic_ns()``
+(CLOCK_MONOTONIC, shared by every process on the machine), ``tid`` is ``threading.get_ident()`` (LitData's
+TID) and ``fields`` a dict that nobody mutates after it is recorded. Recording appends the tuple to a
+bounded ``deque``; a full buffer drops the event and counts it. Nothing here blocks or raises.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from typing import Any
+
+Event = tuple[str, str, str, int, int, int, dict[str, Any]]
+
+#: Active category names; mutated in place, never rebound.
+ACTIVE: set[str] = set()
+
+#: The per-process buffer; never rebound (cleared in place after fork).
+BUF: deque[Event] = deque()
+
+#: Active categories whose spans are recorded as ONE complete ``X`` event (field ``dur`` in µs) at exit
+#: instead of a ``B``/``E`` pair: half the events and log bytes for high-volume spans (``sample``).
+COMPACT: set[str] = set()
+
+#: Spans entered and not yet exited in this process: id(span) -> span (B/E spans only).
+OPEN: dict[int, Span] = {}
+
+_mono = time.monotonic_ns
+_ident = threading.get_ident
+
+
+class _State:
+    """Mutable per-process numbers the hot path reads (one attribute lookup each)."""
+
+    __slots__ = ("cap", "pid", "dropped", "drop_lock")
+
+    def __init__(self) -> None:
+        self.cap = 200_000
+        self.pid = os.getpid()
+        self.dropped = 0
+        self.drop_lock = threading.Lock()
+
+
+STATE = _State()
+
+
+def _drop() -> None:
+    with STATE.drop_lock:
+        STATE.dropped += 1
+
+
+def record(ph: str, name: str, cat: str, fields: dict[str, Any], tid: int | None = None) -> None:
+    """Append one event to the buffer, or count a drop when it is full."""
+    if len(BUF) < STATE.cap:
+        BUF.append((ph, name, cat, _mono(), STATE.pid, _ident() if tid is None else tid, fields))
+    else:
+        _drop()
+
+
+class Span:
+    """Context manager recording ``B`` on enter and ``E`` on exit (also on exceptions and generator close)."""
+
+    __slots__ = ("name", "cat", "fields", "tid", "__weakref__")
+
+    def __init__(self, name: str, cat: str, fields: dict[str, Any]) -> None:
+        self.name = name
+        self.cat = cat
+        self.fields = fields
+        self.tid = 0
+
+    def __enter__(self) -> dict[str, Any]:
+        self.tid = tid = _ident()
+        begin = self.fields
+        if len(BUF) < STATE.cap:
+            BUF.append(("B", self.name, self.cat, _mono(), STATE.pid, tid, begin))
+        else:
+            _drop()
+        OPEN[id(self)] = self
+        out = self.fields = dict(begin)
+        return out
+
+    def __exit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        if OPEN.pop(id(self), None) is None:
+            return False  # already closed by the recorder (process exit) or never entered
+        fields = self.fields
+        if et is not None and et is not GeneratorExit:
+            fields["exception"] = et.__name__
+        if len(BUF) < STATE.cap:
+            BUF.append(("E", self.name, self.cat, _mono(), STATE.pid, self.tid, fields))
+        else:
+            _drop()
+        return False
+
+
+class CompleteSpan:
+    """Context manager recording one ``X`` event on exit, with ``dur`` (µs) as its last field.
+
+    Nothing is written for a span its process never finishes, so there is nothing left unmatched.
+    """
+
+    __slots__ = ("name", "cat", "fields", "t0")
+
+    def __init__(self, name: str, cat: str, fields: dict[str, Any]) -> None:
+        self.name = name
+        self.cat = cat
+        self.fields = fields
+
+    def __enter__(self) -> dict[str, Any]:
+        self.t0 = _mono()
+        return self.fields
+
+    def __exit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        t0 = self.t0
+        fields = self.fields
+        if et is not None and et is not GeneratorExit:
+            fields["exception"] = et.__name__
+        if "dur" in fields:
+            del fields["dur"]  # keep dur the last field
+        fields["dur"] = (_mono() - t0) / 1000
+        if len(BUF) < STATE.cap:
+            BUF.append(("X", self.name, self.cat, t0, STATE.pid, _ident(), fields))
+        else:
+            _drop()
+        return False
+
+
+class _NullSpan:
+    """What ``span`` returns for an inactive category: enter yields a throwaway dict."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> dict[str, Any]:
+        return {}
+
+    def __exit__(self, et: Any, exc: Any, tb: Any) -> bool:
+        return False
+
+
+NULL_SPAN = _NullSpan()
+
+
+def close_open_spans() -> int:
+    """Record an ``E`` with ``aborted=1`` for every span still open in this process; returns how many."""
+    n = 0
+    for key, sp in list(OPEN.items()):
+        if OPEN.pop(key, None) is None:
+            continue
+        fields = dict(sp.fields)
+        fields["aborted"] = 1
+        record("E", sp.name, sp.cat, fields, tid=sp.tid)
+        n += 1
+    return n
+
+
+def take(limit: int | None = None) -> list[Event]:
+    """Pop up to ``limit`` (default: all present) events from the buffer, oldest first. Thread-safe."""
+    n = len(BUF) if limit is None else min(limit, len(BUF))
+    pop = BUF.popleft
+    out: list[Event] = []
+    append = out.append
+    try:
+        for _ in range(n):
+            append(pop())
+    except IndexError:  # another consumer took some
+        pass
+    return out
+
+
+def after_fork_in_child() -> None:
+    """Fresh buffer and counters in a forked child: the parent's unflushed events are not ours to write."""
+    BUF.clear()
+    OPEN.clear()
+    STATE.pid = os.getpid()
+    STATE.dropped = 0
+    STATE.drop_lock = threading.Lock()

@@ -1,0 +1,81 @@
+"""Rank and worker context of the current process (the fields every Litracer line carries).
+
+Computed off the hot path (by the flusher, once per batch of events) from what is already loaded: torch is
+never imported here. In a DataLoader worker the value is cached for the life of the process once
+``torch.utils.data.get_worker_info()`` answers; in the main process it is recomputed per batch because
+``torch.distributed`` may be initialised after the first event.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+_cached: dict[str, int] | None = None
+
+
+def _env_int(*names: str, default: int) -> int:
+    for n in names:
+        raw = os.environ.get(n)
+        if raw:
+            try:
+                return int(raw)
+            except ValueError:
+                continue
+    return default
+
+
+def _dist() -> tuple[int, int, int]:
+    world, rank = 1, 0
+    dist: Any = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            world, rank = int(dist.get_world_size()), int(dist.get_rank())
+        else:
+            world = _env_int("WORLD_SIZE", default=1)
+            rank = _env_int("RANK", "GLOBAL_RANK", default=0)
+    except Exception:  # a half-initialised process group must not break tracing
+        pass
+    local = _env_int("LOCAL_WORLD_SIZE", default=0)
+    nodes = _env_int("NUM_NODES", "GROUP_WORLD_SIZE", default=0) or (max(1, world // local) if local else 1)
+    return world, rank, nodes
+
+
+def _worker() -> tuple[int, int] | None:
+    """(num_workers, id) inside a DataLoader worker, None elsewhere."""
+    data: Any = sys.modules.get("torch.utils.data")
+    if data is None:
+        return None
+    try:
+        info = data.get_worker_info()
+    except Exception:
+        return None
+    if info is None:
+        return None
+    return int(info.num_workers), int(info.id)
+
+
+def env_fields() -> dict[str, int]:
+    """``dist_world_size, dist_global_rank, dist_num_nodes, worker_world_size, worker_rank`` of this process."""
+    global _cached
+    if _cached is not None:
+        return _cached
+    world, rank, nodes = _dist()
+    w = _worker()
+    out = {
+        "dist_world_size": world,
+        "dist_global_rank": rank,
+        "dist_num_nodes": nodes,
+        "worker_world_size": w[0] if w else 1,
+        "worker_rank": w[1] if w else 0,
+    }
+    if w is not None:
+        _cached = out
+    return out
+
+
+def after_fork_in_child() -> None:
+    """Forget the parent's cached context."""
+    global _cached
+    _cached = None

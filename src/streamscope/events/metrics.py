@@ -1,0 +1,284 @@
+"""Metrics derived from events: counts, bytes, latency histograms per (category, name), and gauges.
+
+The flusher thread feeds every batch it takes from the buffer to an :class:`Aggregator` (never the hot path).
+Each process writes its snapshot atomically to ``<metrics dir>/<pid>.json`` (periodically and at exit); the
+main process merges those files with its own live numbers (:func:`merge`), so DataLoader and optimize
+workers, which are separate processes, show up in one :class:`MetricsSnapshot`.
+
+Keys are ``"cat/name"`` (e.g. ``"download/download"``). Span durations come from matching ``B``/``E`` per
+thread. ``batch/data_wait`` is derived from the ``batch`` spans of the training loop: the time between the
+end of one batch span (the consumer resumed the loader) and the begin of the next (the batch arrived), plus
+the wait for the first batch after the ``dataloader`` span began, i.e. the time the loop waited for data.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from streamscope.events.bus import Event
+
+#: Upper bounds (seconds) of the latency histogram buckets; a last bucket holds everything above.
+BUCKETS_S: tuple[float, ...] = (
+    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2,
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+)  # fmt: skip
+_BOUNDS_NS = tuple(int(b * 1e9) for b in BUCKETS_S)
+#: Epoch-category spans around a training loop: LitData's ``dataloader`` and streamscope's ``epoch``.
+_LOOP_SPANS = frozenset({"dataloader", "epoch"})
+
+
+@dataclass
+class SpanStats:
+    """Aggregate of one kind of span (or of derived waits)."""
+
+    count: int = 0
+    total_s: float = 0.0
+    max_s: float = 0.0
+    bytes: int = 0
+    items: int = 0
+    aborted: int = 0
+    errors: int = 0
+    buckets: list[int] = field(default_factory=lambda: [0] * (len(BUCKETS_S) + 1))
+
+    @property
+    def mean_s(self) -> float:
+        """Mean duration in seconds (0 when empty)."""
+        return self.total_s / self.count if self.count else 0.0
+
+    def quantile(self, q: float) -> float:
+        """Upper bucket bound (seconds) below which a fraction ``q`` of the durations fall."""
+        if not self.count:
+            return 0.0
+        target = q * self.count
+        seen = 0
+        for i, c in enumerate(self.buckets):
+            seen += c
+            if seen >= target:
+                return BUCKETS_S[i] if i < len(BUCKETS_S) else self.max_s
+        return self.max_s
+
+    def observe_ns(self, dur_ns: int) -> None:
+        self.count += 1
+        s = dur_ns / 1e9
+        self.total_s += s
+        if s > self.max_s:
+            self.max_s = s
+        self.buckets[bisect.bisect_left(_BOUNDS_NS, dur_ns)] += 1
+
+    def merge(self, other: SpanStats) -> None:
+        self.count += other.count
+        self.total_s += other.total_s
+        self.max_s = max(self.max_s, other.max_s)
+        self.bytes += other.bytes
+        self.items += other.items
+        self.aborted += other.aborted
+        self.errors += other.errors
+        self.buckets = [a + b for a, b in zip(self.buckets, other.buckets)]
+
+
+def _num(v: Any) -> int:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        return int(v)
+    return 0
+
+
+class Aggregator:
+    """Per-process aggregation of events; used from the flusher thread only (or under its lock)."""
+
+    def __init__(self) -> None:
+        self.spans: dict[str, SpanStats] = {}
+        self.instants: dict[str, int] = {}
+        self.gauges: dict[str, float] = {}
+        self.events = 0
+        self._begins: dict[tuple[int, str, str], list[int]] = {}
+        self._loop_mark: dict[int, int] = {}
+        self._kinds: dict[tuple[str, str], SpanStats] = {}
+
+    def _stats(self, key: str) -> SpanStats:
+        st = self.spans.get(key)
+        if st is None:
+            st = self.spans[key] = SpanStats()
+        return st
+
+    def _kind(self, cat: str, name: str) -> SpanStats:
+        st = self._kinds.get((cat, name))
+        if st is None:
+            st = self._kinds[(cat, name)] = self._stats(f"{cat}/{name}")
+        return st
+
+    def add(self, events: list[Event]) -> None:
+        """Fold a batch of events (in recording order) into the aggregates."""
+        self.events += len(events)
+        begins = self._begins
+        for ph, name, cat, ts, _pid, tid, fields in events:
+            if ph == "B":
+                begins.setdefault((tid, cat, name), []).append(ts)
+                if cat == "batch" and name == "batch":
+                    mark = self._loop_mark.pop(tid, None)
+                    if mark is not None:
+                        self._stats("batch/data_wait").observe_ns(ts - mark)
+                elif cat == "epoch" and name in _LOOP_SPANS:
+                    self._loop_mark[tid] = ts
+            elif ph == "E":
+                stack = begins.get((tid, cat, name))
+                st = self._kind(cat, name)
+                if stack:
+                    st.observe_ns(ts - stack.pop())
+                else:
+                    st.count += 1  # B was dropped or recorded before metrics started
+                if fields:
+                    st.bytes += _num(fields.get("bytes", 0))
+                    st.items += _num(fields.get("items", fields.get("size", 0)))
+                    if "aborted" in fields:
+                        st.aborted += 1
+                    if "exception" in fields:
+                        st.errors += 1
+                if cat == "batch" and name == "batch":
+                    self._loop_mark[tid] = ts
+                elif cat == "epoch" and name in _LOOP_SPANS:
+                    self._loop_mark.pop(tid, None)
+            elif ph == "X":
+                st = self._kind(cat, name)
+                d = fields.get("dur", 0)
+                st.observe_ns(int(d * 1000) if type(d) is float or type(d) is int else 0)
+                if "bytes" in fields:
+                    st.bytes += _num(fields["bytes"])
+                if "items" in fields or "size" in fields:
+                    st.items += _num(fields.get("items", fields.get("size", 0)))
+                if "exception" in fields:
+                    st.errors += 1
+            elif ph == "C":
+                v = fields.get("value", 0) if fields else 0
+                try:
+                    self.gauges[f"{cat}/{name}"] = float(v)
+                except (TypeError, ValueError):
+                    pass
+            else:
+                key = f"{cat}/{name}"
+                self.instants[key] = self.instants.get(key, 0) + 1
+
+    def snapshot(self, pid: int, **extra: Any) -> dict[str, Any]:
+        """JSON-able snapshot of this process."""
+        return {
+            "pid": pid,
+            "events": self.events,
+            "spans": {k: asdict(v) for k, v in self.spans.items()},
+            "instants": dict(self.instants),
+            "gauges": dict(self.gauges),
+            **extra,
+        }
+
+
+@dataclass
+class MetricsSnapshot:
+    """Metrics of the whole loader: the main process merged with its worker processes.
+
+    Attributes:
+        spans: ``"cat/name"`` -> :class:`SpanStats` summed over processes.
+        instants: ``"cat/name"`` -> count of instant events.
+        gauges: ``"cat/name"`` -> last value, summed over processes still running (e.g. bytes in flight).
+        events: events aggregated.
+        dropped: events dropped because a buffer was full.
+        sink_errors: failed sink exports.
+        processes: pid -> that process's own numbers (events, dropped, sink_errors, alive, final).
+    """
+
+    spans: dict[str, SpanStats] = field(default_factory=dict)
+    instants: dict[str, int] = field(default_factory=dict)
+    gauges: dict[str, float] = field(default_factory=dict)
+    events: int = 0
+    dropped: int = 0
+    sink_errors: int = 0
+    processes: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def span(self, name: str, cat: str | None = None) -> SpanStats:
+        """Stats of span ``name`` in ``cat`` (default: category of the same name); empty if never seen."""
+        return self.spans.get(f"{cat or name}/{name}", SpanStats())
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (for JSON, exporters and the tuner)."""
+        d = asdict(self)
+        for k, v in self.spans.items():
+            d["spans"][k]["mean_s"] = v.mean_s
+        return d
+
+
+def pid_alive(pid: int) -> bool:
+    """True when ``pid`` runs and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] != b"Z"
+    except OSError:
+        return True
+
+
+def read_snapshots(directory: str) -> dict[int, dict[str, Any]]:
+    """Every ``<pid>.json`` snapshot in ``directory`` (unreadable or half-written files are skipped)."""
+    out: dict[int, dict[str, Any]] = {}
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return out
+    for n in names:
+        if not n.endswith(".json"):
+            continue
+        try:
+            pid = int(n[:-5])
+            with open(os.path.join(directory, n), encoding="utf-8") as f:
+                out[pid] = json.load(f)
+        except (ValueError, OSError):
+            continue
+    return out
+
+
+def write_snapshot(directory: str, snap: dict[str, Any]) -> None:
+    """Publish ``snap`` as ``<directory>/<pid>.json`` atomically (tmp file + rename)."""
+    pid = snap["pid"]
+    final = os.path.join(directory, f"{pid}.json")
+    tmp = os.path.join(directory, f".{pid}.json.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(snap, f, default=str)
+    os.replace(tmp, final)
+
+
+def merge(snaps: dict[int, dict[str, Any]]) -> MetricsSnapshot:
+    """Sum per-process snapshots into one :class:`MetricsSnapshot`."""
+    out = MetricsSnapshot()
+    for pid, s in sorted(snaps.items()):
+        alive = bool(s.get("alive", not s.get("final", False) and pid_alive(pid)))
+        out.events += int(s.get("events", 0))
+        out.dropped += int(s.get("dropped", 0))
+        out.sink_errors += int(s.get("sink_errors", 0))
+        for k, v in s.get("spans", {}).items():
+            st = out.spans.get(k)
+            if st is None:
+                st = out.spans[k] = SpanStats()
+            st.merge(SpanStats(**v))
+        for k, n in s.get("instants", {}).items():
+            out.instants[k] = out.instants.get(k, 0) + int(n)
+        if alive:
+            for k, g in s.get("gauges", {}).items():
+                out.gauges[k] = out.gauges.get(k, 0.0) + float(g)
+        out.processes[pid] = {
+            "events": int(s.get("events", 0)),
+            "dropped": int(s.get("dropped", 0)),
+            "sink_errors": int(s.get("sink_errors", 0)),
+            "alive": alive,
+            "final": bool(s.get("final", False)),
+        }
+    return out

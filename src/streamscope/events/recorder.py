@@ -1,0 +1,414 @@
+"""The per-process recorder: background flusher, sinks, metrics publication, fork and exit handling.
+
+Lifecycle of one process:
+
+* :func:`configure` (called by ``enable_tracer``, or at import of ``streamscope.events`` from the environment)
+  sets the active categories, makes sure the run has a clock anchor and a metrics directory (both passed to
+  child processes through the environment) and starts a daemon flusher thread.
+* Every ``metrics_interval`` (or ``flush_interval`` if shorter) the flusher takes all buffered events, folds
+  them into the metrics aggregator, hands the traced ones to the sinks and publishes the metrics snapshot.
+* After ``fork`` the child starts from scratch: empty buffer, fresh locks, fresh aggregator, its own sinks
+  (built again from their factories) and its own flusher; the parent's unflushed events are dropped there so
+  nothing is written twice.
+* At exit (``threading``'s shutdown hook, which also runs when a multiprocessing child, e.g. a DataLoader
+  worker, returns and then calls ``os._exit``; and ``atexit``) every open span gets an ``E`` with
+  ``aborted: 1``, the buffer is flushed, sinks are shut down and a final snapshot is published. The process
+  that created the run directory also closes, on their behalf, the spans that dead workers (killed, e.g. by
+  SIGKILL) left open according to their last snapshot.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing.util as mp_util
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from typing import Any
+
+from streamscope._core import config
+from streamscope.events import context, vocab
+from streamscope.events.bus import ACTIVE, COMPACT, OPEN, STATE, Event, close_open_spans, take
+from streamscope.events.bus import after_fork_in_child as _bus_after_fork
+from streamscope.events.metrics import Aggregator, MetricsSnapshot, merge, pid_alive, read_snapshots, write_snapshot
+from streamscope.events.sinks import EventBatch, Sink, SinkFactory, parse_specs, resolve
+
+METRICS_DIR_ENV = "STREAMSCOPE_METRICS_DIR"
+ANCHOR_ENV = "STREAMSCOPE_TRACE_CLOCK_ANCHOR"
+#: Sink used when tracing is on and no sink is named (a dotted path: ``events`` does not import ``trace``).
+DEFAULT_SINK = "streamscope.trace.litracer:LitracerFileSink"
+
+
+class Recorder:
+    """State of the recorder in this process (one instance, :data:`RECORDER`)."""
+
+    def __init__(self) -> None:
+        self.factories: list[SinkFactory] = []
+        self._reset()
+
+    def _reset(self) -> None:
+        self.pid = os.getpid()
+        self.trace_cats: frozenset[str] = frozenset()
+        self.metric_cats: frozenset[str] = frozenset()
+        self.flush_interval = 5.0
+        self.lock = threading.RLock()
+        self.agg = Aggregator()
+        self.sinks: list[tuple[str, Sink]] | None = None
+        self.sink_errors = 0
+        self.reported: set[str] = set()
+        self.thread: threading.Thread | None = None
+        self.stop = threading.Event()
+        self.offset_ns = time.time_ns() - time.monotonic_ns()
+        self.metrics_dir: str | None = None
+        self.owner = False
+        self.started = False
+        self.closed = False
+        self.repaired: set[int] = set()
+        self._late_registered = False
+        self._published_events = -1
+        self._published_dropped = -1
+
+    # --- configuration -------------------------------------------------------------------------------
+
+    def configure(
+        self,
+        trace_cats: frozenset[str],
+        metric_cats: frozenset[str] = frozenset(),
+        flush_interval: float | None = None,
+    ) -> None:
+        """Set what is recorded and start (or keep) the flusher. Never raises for sink problems."""
+        with self.lock:
+            if self.started and self.sinks is not None:
+                self._flush_locked()
+                self._shutdown_sinks()
+            self.trace_cats = frozenset(trace_cats)
+            self.metric_cats = frozenset(metric_cats)
+            if flush_interval is not None:
+                self.flush_interval = max(0.01, float(flush_interval))
+            else:
+                self.flush_interval = max(0.01, float(config.get("trace_flush_interval")))
+            STATE.cap = max(1, int(config.get("trace_buffer_events")))
+            wanted = self.trace_cats | self.metric_cats
+            compact = _compact_cats()
+            COMPACT.difference_update(COMPACT - compact)
+            COMPACT.update(compact)
+            ACTIVE.difference_update(ACTIVE - wanted)
+            ACTIVE.update(wanted)
+            self.sinks = None
+            if wanted:
+                self._ensure_run_env()
+                self.closed = False
+                self.started = True
+                self._start_thread()
+            elif self.started:  # switched off: write what we have, stop the flusher
+                self._flush_locked()
+                self._shutdown_sinks()
+                self.stop.set()
+
+    def _late_repair(self) -> None:
+        """Runs after multiprocessing terminated the daemonic children (DataLoader workers) at exit."""
+        if self.pid != os.getpid() or not self.owner:
+            return
+        with self.lock:
+            try:
+                self._repair_dead_workers()
+                self._shutdown_sinks()
+            except Exception as exc:
+                self._report("late-repair", f"could not close the spans of dead workers: {exc}")
+            if self.metrics_dir:
+                shutil.rmtree(self.metrics_dir, ignore_errors=True)
+
+    def _ensure_run_env(self) -> None:
+        raw = config.get("trace_clock_anchor")
+        try:
+            self.offset_ns = int(raw) if raw else self.offset_ns
+        except ValueError:
+            pass
+        if not raw:
+            os.environ[ANCHOR_ENV] = str(self.offset_ns)
+        d = config.get("metrics_dir")
+        if d and os.path.isdir(d):
+            self.metrics_dir = d
+        else:
+            if self.owner and self.metrics_dir and self.metrics_dir != d:
+                shutil.rmtree(self.metrics_dir, ignore_errors=True)  # our previous run's directory
+            try:
+                self.metrics_dir = tempfile.mkdtemp(prefix="streamscope-metrics-")
+                self.agg = Aggregator()  # a new run: metrics start from zero
+                self._published_events = self._published_dropped = -1
+                os.environ[METRICS_DIR_ENV] = self.metrics_dir
+                self.owner = True
+                # multiprocessing's exit handler terminates daemonic children (DataLoader workers still
+                # running at exit) and then runs finalizers of negative priority: close their spans then.
+                if not self._late_registered:
+                    mp_util.Finalize(None, self._late_repair, exitpriority=-10)
+                    self._late_registered = True
+            except OSError as exc:
+                self._report("metrics-dir", f"cannot create a metrics directory: {exc}")
+                self.metrics_dir = None
+
+    def _start_thread(self) -> None:
+        if self.thread is not None and self.thread.is_alive():
+            return
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(self.stop,), name="streamscope-flusher", daemon=True)
+        self.thread.start()
+
+    def _tick(self) -> float:
+        try:
+            mi = float(config.get("metrics_interval"))
+        except Exception:
+            mi = 1.0
+        return max(0.01, min(self.flush_interval, mi))
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.wait(self._tick()):
+            try:
+                self.flush()
+            except Exception as exc:  # the flusher must survive anything
+                self._report("flusher", f"flusher error: {type(exc).__name__}: {exc}")
+
+    # --- flushing ------------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Take everything buffered, aggregate it, export it, publish the snapshot (synchronously).
+
+        In the process that owns the run this also closes the spans of dead workers (see module doc).
+        """
+        with self.lock:
+            self._flush_locked(repair=True)
+
+    def _flush_locked(self, final: bool = False, repair: bool = False) -> None:
+        open_now = OPEN.copy()
+        events = take()
+        if events:
+            self.agg.add(events)
+            tc = self.trace_cats
+            if tc:
+                traced = events if tc >= self.metric_cats else [e for e in events if e[2] in tc]
+                self._export(traced)
+        if self.owner and (final or repair):
+            self._repair_dead_workers()
+        self._publish(open_now, final)
+
+    def _export(self, events: list[Event]) -> None:
+        if not events:
+            return
+        sinks = self._get_sinks()
+        if not sinks:
+            return
+        batch = EventBatch(events, self.offset_ns, context.env_fields())
+        for spec, sink in sinks:
+            try:
+                sink.export(batch)
+            except Exception as exc:
+                self.sink_errors += 1
+                self._report(f"export:{spec}:{type(exc).__name__}", f"sink {spec} failed: {type(exc).__name__}: {exc}")
+
+    def _get_sinks(self) -> list[tuple[str, Sink]]:
+        if self.sinks is not None:
+            return self.sinks
+        sinks: list[tuple[str, Sink]] = []
+        names = parse_specs(config.get("trace_sinks"))
+        if not names and not self.factories:
+            names = [DEFAULT_SINK]  # tracing switched on by the environment alone (e.g. LITDATA_TRACE_LEVEL)
+        specs: list[tuple[str, SinkFactory | None]] = [(s, None) for s in names]
+        specs += [(getattr(f, "__qualname__", repr(f)), f) for f in self.factories]
+        for spec, factory in specs:
+            try:
+                sinks.append((spec, (factory or resolve(spec))()))
+            except Exception as exc:
+                self.sink_errors += 1
+                self._report(f"create:{spec}", f"sink {spec} could not be created: {type(exc).__name__}: {exc}")
+        self.sinks = sinks
+        return sinks
+
+    def _shutdown_sinks(self) -> None:
+        for spec, sink in self.sinks or []:
+            try:
+                sink.shutdown()
+            except Exception as exc:
+                self.sink_errors += 1
+                self._report(f"shutdown:{spec}", f"sink {spec} failed to shut down: {type(exc).__name__}: {exc}")
+        self.sinks = None
+
+    def _publish(self, open_now: dict[int, Any], final: bool) -> None:
+        d = self.metrics_dir
+        if not d:
+            return
+        if not final and self.agg.events == self._published_events and STATE.dropped == self._published_dropped:
+            return
+        opened = [[sp.name, sp.cat, sp.tid, dict(sp.fields)] for sp in open_now.values()] if not final else []
+        snap = self.agg.snapshot(
+            self.pid,
+            dropped=STATE.dropped,
+            sink_errors=self.sink_errors,
+            final=final,
+            open=opened,
+            env=context.env_fields(),
+        )
+        try:
+            write_snapshot(d, snap)
+            self._published_events = self.agg.events
+            self._published_dropped = STATE.dropped
+        except Exception as exc:  # full disk, removed directory, unserialisable field
+            self._report(f"publish:{type(exc).__name__}", f"metrics snapshot not written to {d}: {exc}")
+
+    def _repair_dead_workers(self) -> None:
+        """Close spans that dead processes of this run left open (their last snapshot lists them)."""
+        if not self.metrics_dir:
+            return
+        now = time.monotonic_ns()
+        for pid, snap in read_snapshots(self.metrics_dir).items():
+            if pid == self.pid or pid in self.repaired or snap.get("final") or pid_alive(pid):
+                continue
+            self.repaired.add(pid)
+            fixes: list[Event] = []
+            env = snap.get("env") or {}
+            for name, cat, tid, fields in snap.get("open") or []:
+                f = dict(fields)
+                f.update(env)
+                f["aborted"] = 1
+                fixes.append(("E", str(name), str(cat), now, pid, int(tid), f))
+            if fixes:
+                self._export([e for e in fixes if e[2] in self.trace_cats])
+            snap["final"] = True
+            snap["open"] = []
+            snap.setdefault("spans", {})
+            for e in fixes:
+                st = snap["spans"].setdefault(f"{e[2]}/{e[1]}", {})
+                st["aborted"] = int(st.get("aborted", 0)) + 1
+            try:
+                write_snapshot(self.metrics_dir, snap)
+            except Exception:
+                pass
+
+    # --- exit ----------------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Close open spans, flush, shut sinks down and publish the final snapshot. Idempotent."""
+        if not self.started or self.closed or self.pid != os.getpid():
+            return
+        self.stop.set()
+        t = self.thread
+        if t is not None and t.is_alive() and t is not threading.current_thread():
+            t.join(timeout=2.0)
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            try:
+                close_open_spans()
+                self._flush_locked(final=True)
+                for _spec, sink in self.sinks or []:
+                    try:
+                        sink.force_flush()
+                    except Exception:
+                        self.sink_errors += 1
+                self._shutdown_sinks()
+            except Exception as exc:
+                self._report("shutdown", f"tracer shutdown error: {type(exc).__name__}: {exc}")
+            if STATE.dropped:
+                self._report(
+                    "dropped",
+                    f"{STATE.dropped} trace events dropped in pid {self.pid}: the buffer "
+                    f"(trace_buffer_events={STATE.cap}) was full",
+                )
+            # the run directory is removed by _late_repair, after the workers are gone
+
+    def after_fork_in_child(self) -> None:
+        """Fresh state in a forked child; restart the flusher if anything is active."""
+        trace, metric, interval = self.trace_cats, self.metric_cats, self.flush_interval
+        offset, mdir, was_started = self.offset_ns, self.metrics_dir, self.started
+        self._reset()
+        _bus_after_fork()
+        context.after_fork_in_child()
+        self.trace_cats, self.metric_cats, self.flush_interval = trace, metric, interval
+        self.offset_ns, self.metrics_dir = offset, mdir
+        if was_started and (trace or metric):
+            self.started = True
+            self._start_thread()
+
+    # --- reporting -----------------------------------------------------------------------------------
+
+    def _report(self, key: str, message: str) -> None:
+        """Say it once per process on stderr (never raises)."""
+        if key in self.reported:
+            return
+        self.reported.add(key)
+        try:
+            sys.stderr.write(f"streamscope tracer: {message}\n")
+        except Exception:
+            pass
+
+    def snapshot_all(self) -> MetricsSnapshot:
+        """Flush this process and merge its numbers with every snapshot in the run directory."""
+        with self.lock:
+            self._flush_locked()
+            own = self.agg.snapshot(
+                self.pid, dropped=STATE.dropped, sink_errors=self.sink_errors, final=False, alive=True
+            )
+            snaps = read_snapshots(self.metrics_dir) if self.metrics_dir else {}
+        snaps[self.pid] = own
+        return merge(snaps)
+
+
+RECORDER = Recorder()
+
+
+def configure_from_env() -> None:
+    """Activate from ``STREAMSCOPE_TRACE_*`` / ``LITDATA_TRACE_*`` and ``STREAMSCOPE_METRICS_LEVEL``.
+
+    A bad value is reported on stderr and tracing stays off: the data path must not fail to import.
+    """
+    try:
+        cats = config.get("trace_categories")
+        trace = vocab.resolve(config.get("trace_level"), cats if cats.strip() else None)
+        metric = _metric_cats(config.get("metrics_level"))
+    except Exception as exc:
+        sys.stderr.write(f"streamscope tracer: disabled, bad environment: {exc}\n")
+        return
+    if trace or metric:
+        RECORDER.configure(trace, metric)
+
+
+def _compact_cats() -> frozenset[str]:
+    try:
+        return vocab.parse_categories(config.get("trace_compact_categories"))
+    except Exception as exc:
+        sys.stderr.write(f"streamscope tracer: trace_compact_categories ignored: {exc}\n")
+        return frozenset()
+
+
+def _metric_cats(raw: str) -> frozenset[str]:
+    raw = (raw or "").strip()
+    if not raw:
+        return frozenset()
+    if raw.lower() in vocab.LEVELS:
+        return vocab.LEVELS[raw.lower()]
+    return vocab.parse_categories(raw)
+
+
+def _exit_hook() -> None:
+    try:
+        RECORDER.shutdown()
+    except Exception:
+        traceback.print_exc()
+
+
+def _install_hooks() -> None:
+    os.register_at_fork(after_in_child=RECORDER.after_fork_in_child)
+    atexit.register(_exit_hook)
+    reg = getattr(threading, "_register_atexit", None)
+    if reg is not None:
+        try:
+            reg(_exit_hook)  # runs in threading._shutdown: at interpreter exit and in multiprocessing children
+        except RuntimeError:
+            pass
+
+
+_install_hooks()

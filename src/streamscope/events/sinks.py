@@ -1,0 +1,84 @@
+"""Sink plugins: what the flusher hands batches of events to.
+
+A sink is any object with ``export(batch)``, ``force_flush()`` and ``shutdown()``. Sinks live in higher
+layers (``streamscope.trace``) and are made known to ``events`` in one of two ways:
+
+* ``events.add_sink(factory)``: a zero-argument callable returning a sink, called lazily in every process
+  that records events (again in a forked child, which never reuses its parent's sink objects);
+* the environment variable ``STREAMSCOPE_TRACE_SINKS``: a comma list of ``module:attr`` dotted paths to such
+  factories (a class works), resolved with importlib at the first export. This is how a spawned DataLoader
+  or optimize worker gets its sink without anyone calling ``enable_tracer`` in it.
+
+A sink must not block for long and may raise: the recorder counts the error, reports it once on stderr and
+carries on; the data path never sees it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from streamscope.events.bus import Event
+
+
+@dataclass(frozen=True)
+class EventBatch:
+    """Events of one process handed to a sink.
+
+    Attributes:
+        events: tuples ``(ph, name, cat, ts_ns, pid, tid, fields)`` in recording order; ``ts_ns`` is
+            CLOCK_MONOTONIC nanoseconds.
+        epoch_offset_ns: add to ``ts_ns`` for Unix-epoch nanoseconds (one anchor shared by every process
+            of a run, so timestamps compare across processes).
+        env: rank/worker fields of the recording process (``dist_world_size`` ... ``worker_rank``).
+    """
+
+    events: list[Event]
+    epoch_offset_ns: int
+    env: dict[str, int]
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """What the recorder calls. Encoding belongs to the sink's encoder; transport to the sink."""
+
+    def export(self, batch: EventBatch) -> None:
+        """Take a batch of events (called from the flusher thread)."""
+
+    def force_flush(self) -> None:
+        """Push anything buffered to its destination."""
+
+    def shutdown(self) -> None:
+        """Flush and release resources; called once at process exit."""
+
+
+SinkFactory = Callable[[], Sink]
+
+
+def resolve(spec: str) -> SinkFactory:
+    """Import ``module:attr`` and return the factory it names.
+
+    Raises:
+        ImportError, AttributeError: when the path does not resolve.
+    """
+    mod, _, attr = spec.strip().partition(":")
+    if not mod or not attr:
+        raise ImportError(f"sink spec {spec!r} is not of the form 'package.module:Factory'")
+    obj: object = importlib.import_module(mod)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"sink spec {spec!r} does not name a callable")
+    return obj  # type: ignore[return-value]
+
+
+def parse_specs(raw: str) -> list[str]:
+    """Split a ``STREAMSCOPE_TRACE_SINKS`` value into its dotted paths (order kept, duplicates removed)."""
+    out: list[str] = []
+    for p in raw.split(","):
+        p = p.strip()
+        if p and p not in out:
+            out.append(p)
+    return out

@@ -1,0 +1,200 @@
+"""Reading chunk files: memory-mapped, zero-copy item views with a validated header.
+
+A classic chunk is ``u32 N | u32 offsets[N+1] | item bytes`` with absolute offsets. :class:`ChunkFile`
+checks the header against the file before handing out views, so a truncated or corrupt file raises
+:class:`~streamscope._core.errors.CorruptChunkError` naming the file and the offset instead of returning
+garbage. Compressed chunks are decompressed to a plain file first (:func:`decompress_file`).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Any
+
+import numpy as np
+
+from streamscope import events as ev
+from streamscope._core.errors import CorruptChunkError, FormatError
+from streamscope.format.compression import decompress_to
+
+__all__ = ["ChunkFile", "decompress_file", "open_chunk", "open_chunk_bytes", "parse_header"]
+
+
+def parse_header(buf: Any, name: str, size: int | None = None, expected_items: int | None = None) -> np.ndarray:
+    """Validate the classic header of chunk bytes ``buf``; returns the ``N+1`` offsets (int64 array).
+
+    Args:
+        buf: the chunk's bytes (any buffer).
+        name: file name used in error messages.
+        size: bytes that belong to the chunk (default ``len(buf)``).
+        expected_items: ``chunk_size`` from index.json, checked against the header when given.
+    """
+    size = len(buf) if size is None else size
+    if size < 4:
+        raise CorruptChunkError(f"chunk {name!r} is {size} bytes: too short for a header (offset 0)")
+    n = int(np.frombuffer(buf, dtype="<u4", count=1, offset=0)[0])
+    head = 4 * (n + 2)
+    if head > size:
+        raise CorruptChunkError(
+            f"chunk {name!r} header says {n} items, needing a {head}-byte header, but the file has {size} bytes "
+            f"(truncated at offset {size})"
+        )
+    if expected_items is not None and n != expected_items:
+        raise CorruptChunkError(
+            f"chunk {name!r} header says {n} items but index.json says chunk_size={expected_items} (offset 0)"
+        )
+    offsets = np.frombuffer(buf, dtype="<u4", count=n + 1, offset=4).astype(np.int64)
+    if offsets[0] != head:
+        raise CorruptChunkError(f"chunk {name!r}: first item offset {offsets[0]} != header size {head} (offset 4)")
+    if n:
+        steps = np.diff(offsets)
+        bad = np.flatnonzero(steps < 0)
+        if bad.size:
+            i = int(bad[0])
+            raise CorruptChunkError(
+                f"chunk {name!r}: offsets not monotonic, item {i + 1} starts at {offsets[i + 1]} before item {i} "
+                f"at {offsets[i]} (header offset {4 * (i + 2)})"
+            )
+    if offsets[-1] > size:
+        raise CorruptChunkError(
+            f"chunk {name!r}: items end at offset {offsets[-1]} but the file has {size} bytes (truncated at {size})"
+        )
+    return offsets
+
+
+class ChunkFile:
+    """One local, uncompressed chunk file, memory-mapped read-only; items are zero-copy ``memoryview`` s.
+
+    Args:
+        path: the chunk file.
+        expected_items: ``chunk_size`` from index.json; a different header count raises.
+        allow_trailing: accept bytes after the last item (0.2.76 Arrow-footer chunks); by default the last
+            offset must equal the file size.
+    """
+
+    def __init__(self, path: str, expected_items: int | None = None, *, allow_trailing: bool = False) -> None:
+        self.path = path
+        self._mm: mmap.mmap | None = None
+        self._view: memoryview | None = None
+        with ev.span("mmap", "read", file=os.path.basename(path)):
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size == 0:
+                    raise CorruptChunkError(f"chunk {path!r} is empty (0 bytes, offset 0)")
+                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self._view = memoryview(self._mm)
+            try:
+                self._offsets = parse_header(self._view, path, size, expected_items)
+            except BaseException:
+                self.close()
+                raise
+        end = int(self._offsets[-1])
+        if not allow_trailing and end != size:
+            self.close()
+            raise CorruptChunkError(f"chunk {path!r}: items end at offset {end} but the file has {size} bytes")
+        self.size = size
+        self.num_items: int = len(self._offsets) - 1
+        self.header_size = 4 * (self.num_items + 2)
+        self._starts = self._offsets.tolist()
+
+    def item_view(self, i: int) -> memoryview:
+        """Bytes of item ``i`` (local index), zero-copy."""
+        if not 0 <= i < self.num_items:
+            raise IndexError(f"item {i} is outside chunk {self.path!r} of {self.num_items} items")
+        view = self._view
+        if view is None:
+            raise FormatError(f"chunk {self.path!r} is closed")
+        s = self._starts
+        return view[s[i] : s[i + 1]]
+
+    def item_bytes(self, i: int) -> bytes:
+        """A copy of item ``i``'s bytes."""
+        return bytes(self.item_view(i))
+
+    def data_view(self) -> memoryview:
+        """All item bytes after the header, zero-copy (TokensLoader reads this as one token stream)."""
+        if self._view is None:
+            raise FormatError(f"chunk {self.path!r} is closed")
+        return self._view[self.header_size : self._starts[-1]]
+
+    @property
+    def buffer(self) -> memoryview:
+        """The whole file, zero-copy."""
+        if self._view is None:
+            raise FormatError(f"chunk {self.path!r} is closed")
+        return self._view
+
+    def sample(self, i: int, loader: Any) -> Any:
+        """Decoded sample ``i`` (same call as on 0.2.76 chunks from :func:`open_chunk`)."""
+        return loader.decode(self.item_view(i))
+
+    kind = "classic"
+
+    def close(self) -> None:
+        """Unmap the file. Views still held by decoded samples keep the mapping alive until they are freed."""
+        view, mm = self._view, self._mm
+        self._view = None
+        self._mm = None
+        if view is not None:
+            try:
+                view.release()
+            except BufferError:
+                pass
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:
+                pass  # numpy arrays still point into the map; it is unmapped when they are garbage-collected
+
+    def __enter__(self) -> ChunkFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self.num_items
+
+
+def decompress_file(src: str, dst: str, compression: str, expected_bytes: int | None = None) -> None:
+    """Decompress chunk ``src`` into ``dst`` atomically (tmp file + ``os.replace``).
+
+    Args:
+        src: the compressed chunk file.
+        dst: where the plain chunk appears (only once complete).
+        compression: the index's ``config["compression"]``.
+        expected_bytes: the entry's ``chunk_bytes``; a different decompressed size raises CorruptChunkError.
+    """
+    with ev.span("decompress", "decompress", file=os.path.basename(src)) as f:
+        n = decompress_to(src, dst, compression, expected_bytes)
+        f["bytes"] = n
+
+
+def open_chunk(path: str, config: dict[str, Any] | None = None, expected_items: int | None = None) -> Any:
+    """Open a local, uncompressed chunk of any layout.
+
+    Classic 0.2.68 chunks give a :class:`ChunkFile` (zero-copy); LitData 0.2.76 layouts (framed zstd, per-sample
+    zstd, Arrow footer) give a :class:`~streamscope.format.v076.V076Chunk`. Both offer ``num_items``, ``kind``,
+    ``item_view(i)``, ``sample(i, loader)`` and ``close()``.
+    """
+    cfg = config or {}
+    with open(path, "rb") as f:
+        head = f.read(8)
+        size = os.fstat(f.fileno()).st_size
+        tail = b""
+        if size >= 8:
+            f.seek(size - 8)
+            tail = f.read(8)
+    if size == 0:
+        raise CorruptChunkError(f"chunk {path!r} is empty (0 bytes, offset 0)")
+    if head == b"LDFZ01\0\0" or tail == b"LDARW01\0" or cfg.get("compression_level") == "sample":
+        return open_chunk_bytes(path, cfg, expected_items)
+    return ChunkFile(path, expected_items)
+
+
+def open_chunk_bytes(*args: Any, **kwargs: Any) -> Any:
+    """Read a LitData 0.2.76 chunk (framed zstd ``LDFZ01`` or Arrow footer ``LDARW01``); see :mod:`.v076`."""
+    from streamscope.format.v076 import open_chunk_bytes as impl  # noqa: PLC0415
+
+    return impl(*args, **kwargs)

@@ -1,0 +1,208 @@
+"""Single attempts against S3 through boto3 (the fallback backend), with botocore's retries switched off."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import IO, Any
+
+from streamscope._core import config
+from streamscope._core.errors import (
+    InvalidRangeError,
+    ObjectNotFoundError,
+    StorageAuthError,
+    StorageConnectionError,
+    StorageError,
+    StorageResponseError,
+    StorageTimeoutError,
+    TransientStorageError,
+    TruncatedBodyError,
+)
+from streamscope._core.protocols import ObjectMeta
+from streamscope.storage.redact import redact
+
+_AUTH_CODES = {
+    "AccessDenied",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "InvalidToken",
+    "ExpiredToken",
+    "TokenRefreshRequired",
+    "AllAccessDisabled",
+    "InvalidClientTokenId",
+    "UnrecognizedClientException",
+}
+_TRANSIENT_CODES = {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling", "503"}
+
+
+def map_error(exc: BaseException, where: str, op: str) -> StorageError:
+    """Translate a botocore/urllib3 exception into the streamscope error tree (message names ``where``)."""
+    if isinstance(exc, StorageError):
+        return exc
+    from botocore import exceptions as bx
+
+    status: int | None = None
+    code: str | None = None
+    err: StorageError
+    if isinstance(exc, bx.ClientError):
+        resp = getattr(exc, "response", {}) or {}
+        code = str((resp.get("Error") or {}).get("Code") or "") or None
+        status = (resp.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+        message = str((resp.get("Error") or {}).get("Message") or "")
+        base = redact(f"{op} {where!r} failed: {code or ''} (HTTP {status}) {message}".strip())
+        if code in ("NoSuchBucket",):
+            err = ObjectNotFoundError(redact(f"{op} {where!r} failed: the bucket does not exist (NoSuchBucket)"))
+        elif code in ("NoSuchKey", "404", "NotFound") or status == 404:
+            err = ObjectNotFoundError(redact(f"{op} {where!r} failed: no such object ({code or 404})"))
+        elif code in _AUTH_CODES or status in (401, 403):
+            err = StorageAuthError(
+                redact(
+                    f"{op} {where!r} was refused: {code or status} - check the credentials in storage_options / "
+                    "AWS_* environment"
+                )
+            )
+        elif code == "InvalidRange" or status == 416:
+            err = InvalidRangeError(base)
+        elif code in _TRANSIENT_CODES or (status is not None and (status >= 500 or status == 429)):
+            err = TransientStorageError(base)
+        else:
+            err = StorageError(base)
+    elif isinstance(exc, bx.NoCredentialsError | bx.PartialCredentialsError):
+        err = StorageAuthError(redact(f"{op} {where!r}: no usable credentials ({type(exc).__name__})"))
+    elif isinstance(exc, bx.SSLError):
+        err = StorageError(
+            redact(f"{op} {where!r}: TLS verification failed (set AWS_CA_BUNDLE or storage_options['verify']): {exc}")
+        )
+    elif isinstance(exc, bx.ConnectTimeoutError | bx.ReadTimeoutError):
+        err = StorageTimeoutError(redact(f"{op} {where!r} timed out: {exc}"))
+    elif isinstance(exc, bx.IncompleteReadError | bx.ResponseStreamingError):
+        err = TruncatedBodyError(redact(f"{op} {where!r}: the response body was cut short: {exc}"))
+    elif isinstance(exc, bx.EndpointConnectionError | bx.ConnectionClosedError):
+        err = StorageConnectionError(redact(f"{op} {where!r}: cannot connect to the endpoint: {exc}"))
+    elif isinstance(exc, bx.ResponseParserError):
+        err = StorageResponseError(redact(f"{op} {where!r}: the server's answer is not valid S3 XML: {exc}"))
+    elif isinstance(exc, bx.HTTPClientError | ConnectionError):
+        err = StorageConnectionError(redact(f"{op} {where!r}: connection dropped: {exc}"))
+    elif isinstance(exc, TimeoutError):
+        err = StorageTimeoutError(redact(f"{op} {where!r} timed out: {exc}"))
+    else:
+        err = StorageError(redact(f"{op} {where!r} failed ({type(exc).__name__}): {exc}"))
+    err.status = status  # type: ignore[attr-defined]
+    err.code = code  # type: ignore[attr-defined]
+    err.url = where  # type: ignore[attr-defined]
+    return err
+
+
+def _mtime(value: Any) -> float | None:
+    return value.timestamp() if isinstance(value, _dt.datetime) else None
+
+
+class Boto3Backend:
+    """Single attempts against one bucket through a boto3 client built in this process.
+
+    Args:
+        bucket: The bucket.
+        client_kwargs: Arguments of ``boto3.session.Session.client("s3", ...)`` (endpoint, credentials, verify).
+        session_kwargs: Arguments of ``boto3.session.Session`` (e.g. ``profile_name``).
+    """
+
+    name = "boto3"
+
+    def __init__(
+        self, bucket: str, client_kwargs: dict[str, Any], session_kwargs: dict[str, Any] | None = None
+    ) -> None:
+        import boto3
+        from botocore.config import Config
+
+        cfg = Config(
+            connect_timeout=float(config.get("storage_connect_timeout")),
+            read_timeout=float(config.get("storage_read_timeout")),
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            max_pool_connections=32,
+        )
+        kwargs = dict(client_kwargs)
+        user_cfg = kwargs.pop("config", None)
+        if user_cfg is not None:
+            cfg = cfg.merge(user_cfg)
+            cfg = cfg.merge(Config(retries={"total_max_attempts": 1, "mode": "standard"}))
+        self.bucket = bucket
+        try:
+            self._client = boto3.session.Session(**(session_kwargs or {})).client("s3", config=cfg, **kwargs)
+        except Exception as exc:
+            raise StorageError(redact(f"cannot configure a boto3 client for s3://{bucket}: {exc}")) from None
+
+    def _run(self, op: str, where: str, fn: Any) -> Any:
+        try:
+            return fn()
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise map_error(exc, where, op) from None
+
+    def get(self, path: str, where: str) -> tuple[bytes, int | None]:
+        def fn() -> tuple[bytes, int | None]:
+            resp = self._client.get_object(Bucket=self.bucket, Key=path)
+            data = resp["Body"].read()
+            return data, resp.get("ContentLength")
+
+        return self._run("get", where, fn)
+
+    def get_range(self, path: str, start: int, end: int, where: str) -> bytes:
+        def fn() -> bytes:
+            resp = self._client.get_object(Bucket=self.bucket, Key=path, Range=f"bytes={start}-{end - 1}")
+            return resp["Body"].read()
+
+        return self._run("get_range", where, fn)
+
+    def head(self, path: str, where: str) -> ObjectMeta:
+        def fn() -> ObjectMeta:
+            resp = self._client.head_object(Bucket=self.bucket, Key=path)
+            return ObjectMeta(
+                key=path, size=int(resp["ContentLength"]), mtime=_mtime(resp.get("LastModified")), etag=resp.get("ETag")
+            )
+
+        return self._run("head", where, fn)
+
+    def put(self, path: str, data: bytes, where: str) -> None:
+        self._run("put", where, lambda: self._client.put_object(Bucket=self.bucket, Key=path, Body=data))
+
+    def put_file(self, path: str, src: str, where: str) -> None:
+        from boto3.s3.transfer import TransferConfig
+
+        self._run(
+            "upload_file",
+            where,
+            lambda: self._client.upload_file(src, self.bucket, path, Config=TransferConfig(use_threads=False)),
+        )
+
+    def list(self, prefix: str, where: str) -> list[ObjectMeta]:
+        def fn() -> list[ObjectMeta]:
+            out: list[ObjectMeta] = []
+            paginator = self._client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Contents", []) or []:
+                    out.append(
+                        ObjectMeta(
+                            key=item["Key"],
+                            size=int(item["Size"]),
+                            mtime=_mtime(item.get("LastModified")),
+                            etag=item.get("ETag"),
+                        )
+                    )
+            return out
+
+        return self._run("list", where, fn)
+
+    def delete(self, path: str, where: str) -> None:
+        self._run("delete", where, lambda: self._client.delete_object(Bucket=self.bucket, Key=path))
+
+    def download(self, path: str, out: IO[bytes], where: str) -> tuple[int, int | None]:
+        def fn() -> tuple[int, int | None]:
+            resp = self._client.get_object(Bucket=self.bucket, Key=path)
+            body = resp["Body"]
+            written = 0
+            for block in body.iter_chunks(chunk_size=1 << 20):
+                out.write(block)
+                written += len(block)
+            return written, resp.get("ContentLength")
+
+        return self._run("download_file", where, fn)

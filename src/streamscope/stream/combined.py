@@ -1,0 +1,369 @@
+"""CombinedStreamingDataset: several StreamingDatasets mixed by weight, with exact resume.
+
+LitData's arguments and meaning (``datasets, seed=42, weights=None, iterate_over_all=True,
+batching_method="stratified" | "per_stream", force_override_state_dict=False``). The order of an epoch is a
+:class:`~streamscope.stream.combined_plan.CombinedPlan`: which dataset each sample of each batch comes from,
+drawn by ``(seed, epoch, rank)``; each dataset contributes its own per-rank sample sequence (its own shuffle,
+seed, subsample and shuffle buffer), consumed in order. See :mod:`streamscope.stream.combined_plan` for the
+mixing rules and how ranks get equal batch counts.
+
+Iteration follows the single-dataset protocol: with a plain ``torch.utils.data.DataLoader`` the dataset
+yields samples (worker ``w`` of ``W`` builds batches ``w, w+W, ...`` of ``batch_size`` samples, default 1);
+under :class:`~streamscope.stream.dataloader.StreamingDataLoader` (batch mode) workers yield
+``(batch_number, batch)`` and the loader checks the order and counts batches for ``state_dict``. The state
+records the batch position, so resuming is exact whatever the number of workers, after datasets are
+exhausted, and with ``per_stream`` batches (unlike LitData 0.2.68, litdata-facts §8.11).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from torch.utils.data import IterableDataset
+from torch.utils.data._utils.collate import default_collate
+
+from streamscope import events as ev
+from streamscope._core.errors import DatasetError, StateDictError
+from streamscope.stream.combined_plan import BATCHING_METHODS, CombinedPlan, make_combined_plan
+from streamscope.stream.dataset import StreamingDataset
+from streamscope.stream.distributed import WorkerEnv
+from streamscope.stream.plan import EpochPlan, check_state, make_plan, resume_point
+
+__all__ = ["CombinedStreamingDataset"]
+
+
+class CombinedStreamingDataset(IterableDataset):
+    """Iterate several :class:`StreamingDataset` objects as one, mixing them by weight.
+
+    Args:
+        datasets: the datasets (at least one), all built in the same distributed environment.
+        seed: seed of the mixing draws (each dataset keeps its own shuffle seed).
+        weights: relative sampling weight per dataset; default proportional to the datasets' sizes.
+        iterate_over_all: continue until every dataset is exhausted (weights renormalised as datasets run
+            out) or stop at the first exhausted dataset.
+        batching_method: ``"stratified"`` (each sample drawn by weight) or ``"per_stream"`` (each batch
+            from one dataset).
+        force_override_state_dict: accept a state whose configuration differs (restart its epoch).
+    """
+
+    def __init__(
+        self,
+        datasets: Sequence[StreamingDataset],
+        seed: int = 42,
+        weights: Sequence[float] | None = None,
+        iterate_over_all: bool = True,
+        batching_method: str = "stratified",
+        force_override_state_dict: bool = False,
+    ) -> None:
+        super().__init__()
+        if isinstance(datasets, StreamingDataset) or not isinstance(datasets, (list, tuple)) or not datasets:
+            raise DatasetError("CombinedStreamingDataset needs a non-empty list of StreamingDataset objects")
+        for i, d in enumerate(datasets):
+            if not isinstance(d, StreamingDataset):
+                raise DatasetError(f"datasets[{i}] is a {type(d).__name__}, not a StreamingDataset")
+        if batching_method not in BATCHING_METHODS:
+            raise DatasetError(f"batching_method must be one of {BATCHING_METHODS}, got {batching_method!r}")
+        if weights is not None:
+            if len(weights) != len(datasets):
+                raise DatasetError(f"{len(weights)} weights for {len(datasets)} datasets")
+            if any((not isinstance(w, (int, float))) or isinstance(w, bool) or not w >= 0 for w in weights):
+                raise DatasetError(f"weights must be numbers >= 0, got {list(weights)}")
+            if sum(weights) <= 0:
+                raise DatasetError(f"weights sum to zero: {list(weights)}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise DatasetError(f"seed must be an int >= 0, got {seed!r}")
+        envs = {(d.world_size, d.rank) for d in datasets}
+        if len(envs) != 1:
+            raise DatasetError(f"the datasets were built in different distributed environments: {sorted(envs)}")
+        self._datasets = list(datasets)
+        self._seed = int(seed)
+        self._weights = None if weights is None else [float(w) for w in weights]
+        self._iterate_over_all = bool(iterate_over_all)
+        self.batching_method = batching_method
+        self.force_override_state_dict = force_override_state_dict
+        self.world_size, self.rank = envs.pop()
+        self.drop_last = any(d.drop_last for d in self._datasets)
+        self.batch_size = 1
+        self.num_workers = 0
+        self.current_epoch = 1
+        self._pending: tuple[int, int] | None = None
+        self._batch_mode: dict[str, Any] | None = None
+        self._plans: dict[tuple[Any, ...], CombinedPlan] = {}
+        self._sub: dict[tuple[int, int], EpochPlan] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # plans are rebuilt where they are used (a combined plan holds one int per sample: keep it out of
+        # the pickles sent to spawned workers)
+        state = dict(self.__dict__)
+        state["_plans"] = {}
+        state["_sub"] = {}
+        return state
+
+    # --- LitData setters ---------------------------------------------------------------------------
+
+    @property
+    def datasets(self) -> list[StreamingDataset]:
+        """The combined datasets."""
+        return self._datasets
+
+    def set_epoch(self, current_epoch: int) -> None:
+        """Epoch of the next iteration (ignored while a loaded state is pending)."""
+        if self._pending is None:
+            self.current_epoch = int(current_epoch)
+        for d in self._datasets:
+            d.set_epoch(current_epoch)
+
+    def set_shuffle(self, shuffle: bool) -> None:
+        """Shuffle every dataset (or not)."""
+        for d in self._datasets:
+            d.set_shuffle(shuffle)
+        self._plans.clear()
+        self._sub.clear()
+
+    def set_drop_last(self, drop_last: bool) -> None:
+        """Keep only full batches."""
+        self.drop_last = bool(drop_last)
+        for d in self._datasets:
+            d.set_drop_last(drop_last)
+        self._plans.clear()
+
+    def set_batch_size(self, batch_size: int) -> None:
+        """Samples per batch (one number for all datasets)."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise DatasetError(f"batch_size must be an int >= 1 for a CombinedStreamingDataset, got {batch_size!r}")
+        self.batch_size = batch_size
+        for d in self._datasets:
+            d.set_batch_size(batch_size)
+
+    def set_num_workers(self, num_workers: int) -> None:
+        """DataLoader workers (the order does not depend on it)."""
+        self.num_workers = int(num_workers)
+        for d in self._datasets:
+            d.set_num_workers(num_workers)
+
+    # --- plans -------------------------------------------------------------------------------------
+
+    def _sub_plan(self, i: int, epoch: int) -> EpochPlan:
+        """Dataset ``i``'s own order on this rank: every sample once, rank slices as in its own plan."""
+        key = (i, epoch)
+        plan = self._sub.get(key)
+        if plan is None:
+            d = self._datasets[i]
+            if len(self._sub) > 4 * len(self._datasets):
+                self._sub.clear()
+            plan = make_plan(
+                d.chunk_sizes,
+                world_size=self.world_size,
+                rank=self.rank,
+                batch_size=1,
+                drop_last=False,
+                shuffle=d.shuffle,
+                seed=d.seed,
+                epoch=epoch,
+                shuffle_buffer=d.shuffle_buffer,
+                regions=d.regions,
+                equal_batches=False,
+            )
+            self._sub[key] = plan
+        return plan
+
+    def plan(self, epoch: int | None = None, batch_size: int | None = None) -> CombinedPlan:
+        """The combined plan of this rank for ``epoch`` (cached)."""
+        epoch = self.current_epoch if epoch is None else int(epoch)
+        b = self.batch_size if batch_size is None else int(batch_size)
+        key = (epoch, b, self.drop_last)
+        plan = self._plans.get(key)
+        if plan is None:
+            subs = [self._sub_plan(i, epoch) for i in range(len(self._datasets))]
+            if len(self._plans) > 4:
+                self._plans.clear()
+            plan = make_combined_plan(
+                [p.total_samples for p in subs],
+                world_size=self.world_size,
+                rank=self.rank,
+                batch_size=b,
+                seed=self._seed,
+                epoch=epoch,
+                weights=self._weights,
+                iterate_over_all=self._iterate_over_all,
+                batching_method=self.batching_method,
+                drop_last=self.drop_last,
+                dataset_fingerprints=[p.fingerprint for p in subs],
+            )
+            self._plans[key] = plan
+        return plan
+
+    def __len__(self) -> int:
+        return self.plan().num_samples
+
+    def get_len(self, num_workers: int = 0, batch_size: int = 1) -> int:
+        """Samples this rank yields per epoch with this batch size (LitData signature)."""
+        return self.plan(batch_size=batch_size).num_samples
+
+    # --- reading -----------------------------------------------------------------------------------
+
+    def _locations(
+        self, epoch: int, d: np.ndarray, k: np.ndarray
+    ) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+        """Per dataset in the batch: (dataset, positions in the batch, chunk indexes, item indexes)."""
+        out = []
+        for i in np.unique(d).tolist():
+            pos = np.flatnonzero(d == i)
+            ks = k[pos]  # consecutive and increasing: a dataset's samples are consumed in order
+            ci, ii = self._sub_plan(i, epoch).sample_range(int(ks[0]), int(ks[-1]) + 1)
+            out.append((i, pos, ci, ii))
+        return out
+
+    def iter_batches(
+        self,
+        epoch: int,
+        start_batch: int,
+        worker_id: int,
+        num_workers: int,
+        batch_size: int,
+        collate_fn: Callable[[list[Any]], Any] | None,
+        collate: bool = True,
+    ) -> Iterator[tuple[int, Any]]:
+        """Yield ``(batch_number, batch)`` for the batches this worker builds."""
+        plan = self.plan(epoch, batch_size)
+        batch_ids = list(plan.batches_for_worker(worker_id, max(1, num_workers), start_batch))
+        readers = [d._get_reader() for d in self._datasets]
+        # per dataset: chunks in first-use order and the (worker-local) batch of last use
+        last_use: list[dict[int, int]] = [{} for _ in self._datasets]
+        schedules: list[list[int]] = [[] for _ in self._datasets]
+        if any(r.cache is not None for r in readers):
+            for n, j in enumerate(batch_ids):
+                for i, _, ci, _ in self._locations(epoch, *plan.batch_arrays(j)):
+                    if readers[i].cache is None:
+                        continue
+                    for c in np.unique(ci).tolist():
+                        if c not in last_use[i]:
+                            schedules[i].append(c)
+                        last_use[i][c] = n
+            for r, sch in zip(readers, schedules):
+                if r.cache is not None:
+                    r.start(sch)
+        releases: dict[int, list[tuple[int, int]]] = {}
+        for i, lu in enumerate(last_use):
+            for c, n in lu.items():
+                releases.setdefault(n, []).append((i, c))
+        try:
+            for n, j in enumerate(batch_ids):
+                d, k = plan.batch_arrays(j)
+                samples: list[Any] = [None] * len(d)
+                for i, pos, ci, ii in self._locations(epoch, d, k):
+                    for p, s in zip(pos.tolist(), self._datasets[i]._samples(readers[i], ci, ii)):
+                        samples[p] = s
+                batch = samples if not collate else (collate_fn or default_collate)(samples)
+                yield j, batch
+                for i, c in releases.get(n, ()):
+                    readers[i].finished_with(c)
+        finally:
+            for r in readers:
+                r.stop()
+
+    def __iter__(self) -> Iterator[Any]:
+        """Samples of this worker's batches (plain DataLoader), or ``(batch_number, batch)`` in batch mode."""
+        w = WorkerEnv.detect()
+        mode = self._batch_mode
+        if mode is not None:
+            yield from self.iter_batches(
+                mode["epoch"], mode["start"], w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"]
+            )
+            return
+        if self._pending is not None:
+            epoch, start = self._pending
+            self._pending = None
+            self.current_epoch = epoch
+        else:
+            epoch, start = self.current_epoch, 0
+        with ev.span("combined", "epoch", epoch=epoch, worker=w.worker_id, rank=self.rank):
+            for _, samples in self.iter_batches(
+                epoch, start, w.worker_id, w.num_workers, self.batch_size, None, collate=False
+            ):
+                yield from samples
+
+    # --- state -------------------------------------------------------------------------------------
+
+    def _identity(self) -> dict[str, Any]:
+        return {
+            "seed": self._seed,
+            "weights": self._weights,
+            "iterate_over_all": self._iterate_over_all,
+            "batching_method": self.batching_method,
+            "world_size": self.world_size,
+            "datasets": {str(i): d._identity() for i, d in enumerate(self._datasets)},
+        }
+
+    def state_dict(
+        self,
+        num_samples_yielded: int = 0,
+        num_workers: int = 0,
+        batch_size: int = 1,
+        *,
+        epoch: int | None = None,
+        batches_consumed: int | None = None,
+    ) -> dict[str, Any]:
+        """Resume state: epoch, batch position in the combined plan, and what defines the order."""
+        epoch = self.current_epoch if epoch is None else epoch
+        plan = self.plan(epoch, batch_size)
+        if batches_consumed is None:
+            batches_consumed = min(plan.num_batches, -(-int(num_samples_yielded) // int(batch_size)))
+        return {
+            "num_samples_yielded": int(num_samples_yielded),
+            "num_workers": int(num_workers),
+            "batch_size": int(batch_size),
+            "current_epoch": int(epoch),
+            **self._identity(),
+            "plan_state": plan.state(batches_consumed),
+        }
+
+    def _check_identity(self, state: dict[str, Any]) -> list[str]:
+        mine = self._identity()
+        diffs = []
+        for key in ("seed", "weights", "iterate_over_all", "batching_method", "world_size"):
+            if key in state and state[key] != mine[key]:
+                diffs.append(f"{key}: saved {state[key]!r}, now {mine[key]!r}")
+        saved = state.get("datasets")
+        if isinstance(saved, dict):
+            if len(saved) != len(self._datasets):
+                diffs.append(f"number of datasets: saved {len(saved)}, now {len(self._datasets)}")
+            else:
+                for i, d in enumerate(self._datasets):
+                    diffs += [f"dataset {i} {x}" for x in d._check_identity(saved.get(str(i), {}))]
+        return diffs
+
+    def resume_position(self, state: dict[str, Any], batch_size: int) -> tuple[int, int]:
+        """Check ``state`` and return ``(epoch, start_batch)`` to continue from.
+
+        Raises:
+            StateDictError: the state belongs to other datasets or another configuration (unless
+                ``force_override_state_dict``, which restarts the saved epoch instead).
+        """
+        if not isinstance(state, dict) or "plan_state" not in state or "current_epoch" not in state:
+            raise StateDictError("not a streamscope CombinedStreamingDataset state (no 'plan_state')")
+        epoch = int(state["current_epoch"])
+        plan = self.plan(epoch, batch_size)
+        try:
+            diffs = self._check_identity(state)
+            if diffs:
+                raise StateDictError("the saved state does not match these datasets: " + "; ".join(diffs))
+            check_state(state["plan_state"], plan)
+        except StateDictError:
+            if self.force_override_state_dict:
+                return epoch, 0
+            raise
+        return resume_point(epoch, int(state["plan_state"]["batches_consumed"]), plan.num_batches)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Resume a plain-DataLoader iteration from :meth:`state_dict` output."""
+        batch_size = int(state_dict.get("batch_size", self.batch_size))
+        self.batch_size = batch_size
+        self._pending = self.resume_position(state_dict, batch_size)
+        self.current_epoch = self._pending[0]
+
+    def reset_state_dict(self) -> None:
+        """Forget a loaded, not yet used state."""
+        self._pending = None

@@ -1,0 +1,26 @@
+"""LitData-compatible module paths (``litdata.streaming.*``) mapped onto streamscope's layers.
+
+Only re-exports live here; the code is in the layer that owns it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY: dict[str, str] = {
+    "StreamingDataset": "streamscope.stream",
+    "StreamingDataLoader": "streamscope.stream",
+    "CombinedStreamingDataset": "streamscope.stream.combined",
+    "ParallelStreamingDataset": "streamscope.stream.parallel",
+    "TokensLoader": "streamscope.format.item_loader",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'streamscope.streaming' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

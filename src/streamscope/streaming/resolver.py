@@ -1,0 +1,5 @@
+"""``litdata.streaming.resolver.Dir`` at the same path."""
+
+from streamscope._core.dirs import Dir
+
+__all__ = ["Dir"]

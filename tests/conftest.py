@@ -1,0 +1,60 @@
+"""Fixtures shared by every test package: a real S3 server (http and https) and a fault-injecting proxy.
+
+* ``s3_server``: an :class:`~tests.support.s3server.S3Endpoint` for a fresh bucket on a moto server
+  (plain http, SigV4 checked) started once per test session on 127.0.0.1.
+* ``s3_https_server``: the same over https; ``ca_file`` is the throw-away CA that signed the certificate.
+* ``fault_proxy``: a :class:`~tests.support.faultproxy.FaultProxy` in front of the http server, no faults
+  until configured; ``fault_proxy.s3`` is an endpoint for the same bucket as ``s3_server`` through it.
+
+Subsystems add their own fixtures in their own ``tests/<subsystem>/conftest.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.faultproxy import FaultProxy
+from tests.support.s3server import S3Endpoint, S3Server
+
+
+@pytest.fixture(scope="session")
+def _s3_http_process() -> Iterator[S3Server]:
+    with S3Server(https=False) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def _s3_https_process() -> Iterator[S3Server]:
+    with S3Server(https=True) as srv:
+        yield srv
+
+
+@pytest.fixture
+def s3_server(_s3_http_process: S3Server) -> S3Endpoint:
+    """A fresh bucket on the session's moto S3 server over http."""
+    return _s3_http_process.endpoint(_s3_http_process.new_bucket())
+
+
+@pytest.fixture
+def s3_https_server(_s3_https_process: S3Server) -> S3Endpoint:
+    """A fresh bucket on the session's moto S3 server over https (private CA in ``ca_file``)."""
+    return _s3_https_process.endpoint(_s3_https_process.new_bucket())
+
+
+@pytest.fixture
+def fault_proxy(s3_server: S3Endpoint) -> Iterator[FaultProxy]:
+    """A fault proxy in front of ``s3_server``'s bucket; ``.s3`` is the endpoint through the proxy."""
+    proxy = FaultProxy(s3_server.endpoint_url, seed=1234)
+    proxy.s3 = S3Endpoint(  # type: ignore[attr-defined]
+        endpoint_url=proxy.url,
+        access_key=s3_server.access_key,
+        secret_key=s3_server.secret_key,
+        bucket=s3_server.bucket,
+        region=s3_server.region,
+    )
+    try:
+        yield proxy
+    finally:
+        proxy.close()

@@ -1,0 +1,185 @@
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+
+import pytest
+
+from streamscope import events as ev
+from streamscope._core.errors import TraceConfigError
+from streamscope.events import vocab
+from streamscope.events.bus import OPEN, STATE, close_open_spans
+from tests.support.tracing import clean_tracer  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("clean_tracer")
+
+
+def test_disabled_category_records_nothing():
+    assert not ev.enabled("download")
+    with ev.span("download", "download", chunk=1) as f:
+        f["bytes"] = 3
+    ev.instant("crash", "crash", error="x")
+    ev.counter("q", "cache", 1)
+    ev.emit("X", "a", "read", dur=1)
+    assert ev.drain() == []
+
+
+def test_span_records_begin_and_end_with_updated_fields():
+    ev.ACTIVE.add("download")
+    with ev.span("download", "download", chunk=1) as f:
+        f["bytes"] = 3
+    b, e = ev.drain()
+    assert (b[0], b[1], b[2], b[6]) == ("B", "download", "download", {"chunk": 1})
+    assert (e[0], e[6]) == ("E", {"chunk": 1, "bytes": 3})
+    assert b[4] == e[4] == os.getpid() and b[5] == e[5] and e[3] >= b[3]
+
+
+def test_span_end_on_exception_and_generator_close():
+    ev.ACTIVE.update({"read", "download"})
+    with pytest.raises(KeyError), ev.span("read", "read", chunk=0):
+        raise KeyError("k")
+
+    def gen():
+        for i in range(10):
+            with ev.span("download", "download", index=i):
+                yield i
+
+    for i in gen():
+        if i == 2:
+            break
+    events = ev.drain()
+    assert events[1][:3] == ("E", "read", "read") and events[1][6]["exception"] == "KeyError"
+    samples = [e for e in events if e[2] == "download"]
+    assert [e[0] for e in samples] == ["B", "E"] * 3
+    assert "exception" not in samples[-1][6]  # GeneratorExit is a normal close
+    assert not OPEN
+
+
+def test_open_spans_get_an_aborted_end():
+    ev.ACTIVE.add("download")
+    sp = ev.span("download", "download", chunk=5)
+    sp.__enter__()
+    assert close_open_spans() == 1
+    sp.__exit__(None, None, None)  # a late exit writes nothing more
+    events = ev.drain()
+    assert [e[0] for e in events] == ["B", "E"] and events[1][6] == {"chunk": 5, "aborted": 1}
+
+
+def test_levels_keep_litdata_sets():
+    ld = pytest.importorskip("litdata.debugger")
+    for level, cats in ld.LEVEL_CATEGORIES.items():
+        assert vocab.LEVELS[level] & set(ld.ALL_CATEGORIES) == cats, level
+    assert vocab.LEVELS["debug"] == set(vocab.CATEGORIES)
+    assert {"prefetch", "cache"} <= vocab.LEVELS["chunk"] and "stall" in vocab.LEVELS["batch"]
+
+
+def test_unknown_level_or_category_lists_valid_ones():
+    with pytest.raises(ValueError, match="valid levels: off, batch, chunk, sample, debug"):
+        vocab.categories_for_level("verbose")
+    with pytest.raises(TraceConfigError, match="'bogus'.*valid categories: epoch"):
+        vocab.parse_categories("download, bogus")
+    assert vocab.resolve("chunk", "read,Download") == {"read", "download"}
+    assert vocab.resolve("batch", None) == vocab.LEVELS["batch"]
+
+
+def test_full_buffer_drops_and_counts(monkeypatch):
+    monkeypatch.setenv("STREAMSCOPE_TRACE_BUFFER_EVENTS", "10")
+    monkeypatch.setenv("STREAMSCOPE_TRACE_FLUSH_INTERVAL", "60")
+    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "60")
+    ev.configure(metrics={"read"})
+    for i in range(25):
+        ev.instant("read", "read", i=i)
+    assert len(ev.BUF) == 10 and ev.dropped() == 15
+    snap = ev.metrics_snapshot()
+    assert snap.dropped == 15 and snap.instants["read/read"] == 10
+
+
+def test_bad_environment_does_not_break_import(tmp_path):
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
+    env["STREAMSCOPE_TRACE_LEVEL"] = "loud"
+    r = subprocess.run(
+        [sys.executable, "-c", "from streamscope import events as ev; print(sorted(ev.ACTIVE))"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "[]"
+    assert "unknown trace level 'loud'" in r.stderr
+
+
+def _child_buffer(q):
+    q.put((len(ev.BUF), STATE.pid == os.getpid(), ev.RECORDER.thread is not None and ev.RECORDER.thread.is_alive()))
+
+
+def test_fork_child_starts_with_a_fresh_buffer(monkeypatch):
+    monkeypatch.setenv("STREAMSCOPE_TRACE_FLUSH_INTERVAL", "60")
+    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "60")
+    ev.configure(metrics={"read"})
+    for _ in range(5):
+        ev.instant("read", "read")
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child_buffer, args=(q,))
+    p.start()
+    got = q.get(timeout=30)
+    p.join(30)
+    assert got == (0, True, True)
+    assert len(ev.BUF) == 5
+
+
+class _ListSink:
+    batches: list = []
+
+    def export(self, batch):
+        _ListSink.batches.append(batch)
+
+    def force_flush(self):
+        pass
+
+    def shutdown(self):
+        pass
+
+
+class _BadSink(_ListSink):
+    def export(self, batch):
+        raise RuntimeError("sink is broken")
+
+
+def test_sink_plugins_and_errors_never_reach_the_data_path(capsys, monkeypatch):
+    monkeypatch.setenv("STREAMSCOPE_TRACE_FLUSH_INTERVAL", "60")
+    monkeypatch.setenv("STREAMSCOPE_TRACE_SINKS", "tests.events.test_bus:_ListSink, nowhere.module:Nope")
+    _ListSink.batches = []
+    ev.add_sink(_BadSink)
+    ev.configure(trace={"read"})
+    for _ in range(3):
+        with ev.span("read", "read", chunk=1):
+            pass
+    ev.flush()
+    ev.flush()
+    assert sum(len(b.events) for b in _ListSink.batches) == 6
+    assert _ListSink.batches[0].env["worker_rank"] == 0
+    err = capsys.readouterr().err
+    assert err.count("sink is broken") == 1 and "nowhere.module:Nope could not be created" in err
+    assert ev.metrics_snapshot().sink_errors >= 2
+
+
+def test_compact_spans_are_one_complete_event():
+    ev.ACTIVE.update({"sample", "read"})
+    ev.COMPACT.add("sample")
+    try:
+        with ev.span("sample", "sample", chunk=1, index=7) as f:
+            f["bytes"] = 9
+        with pytest.raises(ValueError), ev.span("sample", "sample", index=8):
+            raise ValueError
+        with ev.span("read", "read", chunk=1):
+            pass
+    finally:
+        ev.COMPACT.discard("sample")
+    x, bad, b, e = ev.drain()
+    assert x[0] == "X" and list(x[6]) == ["chunk", "index", "bytes", "dur"] and x[6]["dur"] >= 0
+    assert bad[0] == "X" and bad[6]["exception"] == "ValueError"
+    assert (b[0], e[0]) == ("B", "E") and not OPEN

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamscope.raw.planning import LookAhead, adaptive_concurrency, batch_budget, effective_prefetch, median_size
+
+
+def test_adaptive_concurrency_follows_median_and_workers():
+    assert adaptive_concurrency(100_000, 1) == 128  # small files: latency-bound, capped per process
+    assert adaptive_concurrency(100_000, 2) == 256  # 512 budget split over 2 workers
+    assert adaptive_concurrency(64 * 1024 * 1024, 1) == 32  # big files: floor
+    assert adaptive_concurrency(64 * 1024 * 1024, 16) == 8  # per-worker floor
+    assert adaptive_concurrency(2 * 1024 * 1024, 1) == 32
+
+
+def test_effective_prefetch_is_worker_aware():
+    assert effective_prefetch(16, 1) == 16
+    assert effective_prefetch(16, 8) == 8
+    assert effective_prefetch(16, 32) == 2
+    assert effective_prefetch(0, 4) == 0
+
+
+def test_median_and_budget():
+    assert median_size([]) == 256 * 1024
+    assert median_size([0, 10, 20, 30]) == 20
+    assert batch_budget([1, 2], 0, 1.0) is None
+    assert batch_budget([100], 5.0, 1000.0) == 5.0
+    assert batch_budget([10_000], 5.0, 1000.0) == 30.0  # 3x the object's time at the floor throughput
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    workers=st.integers(1, 8),
+    batch=st.integers(1, 70),
+    length=st.integers(1, 2000),
+    depth=st.integers(1, 64),
+)
+def test_lookahead_predicts_each_workers_next_batch(workers, batch, length, depth):
+    """Simulate torch's assignment (batch k -> worker k % W, sequential sampler); count exact hits."""
+    starts = list(range(0, length, batch))
+    per_worker = {w: [s for k, s in enumerate(starts) if k % workers == w] for w in range(workers)}
+    for w, mine in per_worker.items():
+        la = LookAhead()
+        for j, s in enumerate(mine):
+            idx = list(range(s, min(s + batch, length)))
+            predicted = la.observe(idx, workers, length, depth)
+            assert len(predicted) <= depth
+            assert all(0 <= p < length for p in predicted)
+            if j + 1 < len(mine):
+                nxt = set(range(mine[j + 1], min(mine[j + 1] + batch, length)))
+                # every prediction up to the next batch's size is in the next batch
+                assert predicted[: min(depth, len(nxt))] == sorted(nxt)[: min(depth, len(nxt))], (w, j)
+
+
+def test_lookahead_learns_stride_and_stops_on_shuffle():
+    la = LookAhead()
+    assert la.observe([0, 1, 2, 3], 1, 100, 4) == [4, 5, 6, 7]
+    # a stride other than the guess (e.g. a sampler that skips) is learned from history
+    assert la.observe([10, 11, 12, 13], 1, 100, 4) == [20, 21, 22, 23]
+    assert la.observe([7, 3, 9], 1, 100, 4) == []  # shuffled: no guess
+    assert la.observe([98, 99], 1, 100, 4) == []  # nothing beyond the end
+
+
+def test_governor_grows_while_latency_is_flat_and_backs_off_when_it_climbs():
+    from streamscope.raw.planning import ConcurrencyGovernor
+
+    g = ConcurrencyGovernor(cap=128, start=16)
+    for _ in range(20):
+        g.update([0.02] * 16)
+    assert g.limit == 128  # flat latency: grows to the cap
+    g.update([0.2] * 16)  # 10x the baseline: saturated
+    assert g.limit == 64  # shrinks by at most half per update
+    g.update([0.2] * 16)
+    assert g.limit == 32
+    assert g.update([], cap=16) == 16  # a lower cap applies at once; too few samples change nothing else
+
+
+def test_governor_finds_the_knee_of_a_saturating_server():
+    """A server that serves 10 requests at once: latency = base * max(1, inflight / 10)."""
+    from streamscope.raw.planning import ConcurrencyGovernor
+
+    g = ConcurrencyGovernor(cap=256, start=8)
+    limits = []
+    for _ in range(60):
+        inflight = g.limit
+        g.update([0.02 * max(1.0, inflight / 10)] * 16)
+        limits.append(g.limit)
+    settled = limits[-20:]
+    assert 8 <= min(settled) and max(settled) <= 40  # near the knee (10..15), far from the 256 cap

@@ -1,0 +1,243 @@
+"""One behaviour contract, run against every backend that can run on this machine."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from streamscope._core.errors import InvalidRangeError, ObjectNotFoundError, StorageError
+from streamscope._core.protocols import ObjectStore
+from streamscope.storage import open_store
+
+Factory = Callable[[], ObjectStore]
+
+
+def _local(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+    return open_store(str(tmp_path / "root"))
+
+
+def _local_cached(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+    return open_store(f"local:{tmp_path / 'root'}")
+
+
+def _s3_obstore(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+    ep = request.getfixturevalue("s3_server")
+    store = open_store(ep.url("root/dir"), ep.storage_options(backend="obstore"))
+    assert store.backend_name == "obstore"
+    return store
+
+
+def _s3_boto3(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+    ep = request.getfixturevalue("s3_server")
+    store = open_store(ep.url("root"), ep.storage_options(backend="boto3"))
+    assert store.backend_name == "boto3"
+    return store
+
+
+def _s3_https_obstore(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+    ep = request.getfixturevalue("s3_https_server")
+    store = open_store(ep.url(), ep.storage_options(backend="obstore"))
+    assert store.backend_name == "obstore"
+    return store
+
+
+def _s3_https_boto3(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+    ep = request.getfixturevalue("s3_https_server")
+    store = open_store(ep.url("x"), ep.storage_options(backend="boto3"))
+    assert store.backend_name == "boto3"
+    return store
+
+
+BACKENDS: dict[str, Callable[..., ObjectStore]] = {
+    "local": _local,
+    "local-cached": _local_cached,
+    "s3-obstore-http": _s3_obstore,
+    "s3-boto3-http": _s3_boto3,
+    "s3-obstore-https": _s3_https_obstore,
+    "s3-boto3-https": _s3_https_boto3,
+}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[ObjectStore]:
+    yield BACKENDS[request.param](request, tmp_path)
+
+
+def _payload(n: int) -> bytes:
+    return os.urandom(n)
+
+
+def test_put_get_head_exists(store: ObjectStore) -> None:
+    data = _payload(10_000)
+    store.put("dir/a.bin", data)
+    assert store.get("dir/a.bin") == data
+    assert store.head("dir/a.bin").size == len(data)
+    assert store.head("dir/a.bin").key == "dir/a.bin"
+    assert store.exists("dir/a.bin")
+    assert not store.exists("dir/missing.bin")
+    store.put("empty", b"")
+    assert store.get("empty") == b""
+    assert store.head("empty").size == 0
+
+
+def test_get_range(store: ObjectStore) -> None:
+    data = _payload(4096)
+    store.put("r.bin", data)
+    assert store.get_range("r.bin", 0, 10) == data[:10]
+    assert store.get_range("r.bin", 100, 4096) == data[100:]
+    assert store.get_range("r.bin", 4000, 4001) == data[4000:4001]
+    with pytest.raises(InvalidRangeError) as info:
+        store.get_range("r.bin", 10, 5000)
+    assert "r.bin" in str(info.value)
+    with pytest.raises(InvalidRangeError):
+        store.get_range("r.bin", 10, 5)
+
+
+def test_missing_key_errors(store: ObjectStore) -> None:
+    for op in (lambda: store.get("nope/x"), lambda: store.head("nope/x"), lambda: store.get_range("nope/x", 0, 1)):
+        with pytest.raises(ObjectNotFoundError) as info:
+            op()
+        assert "nope/x" in str(info.value)
+        assert isinstance(info.value, FileNotFoundError)
+
+
+def test_list_sorted_recursive_prefix(store: ObjectStore) -> None:
+    keys = ["b/2.bin", "a.bin", "b/1.bin", "b/c/3.bin", "bz.bin"]
+    for i, k in enumerate(keys):
+        store.put(k, bytes([i]) * (i + 1))
+    listed = list(store.list())
+    assert [m.key for m in listed] == sorted(keys)
+    assert {m.key: m.size for m in listed}["b/c/3.bin"] == 4
+    assert [m.key for m in store.list("b/")] == ["b/1.bin", "b/2.bin", "b/c/3.bin"]
+    assert [m.key for m in store.list("b")] == ["b/1.bin", "b/2.bin", "b/c/3.bin", "bz.bin"]
+    assert list(store.list("nothing-here/")) == []
+
+
+def test_delete(store: ObjectStore) -> None:
+    store.put("d.bin", b"x")
+    store.delete("d.bin")
+    assert not store.exists("d.bin")
+    store.delete("d.bin")  # idempotent
+    with pytest.raises(ObjectNotFoundError):
+        store.get("d.bin")
+
+
+def test_download_upload_file(store: ObjectStore, tmp_path) -> None:
+    data = _payload(300_000)
+    src = tmp_path / f"src-{uuid.uuid4().hex}.bin"
+    src.write_bytes(data)
+    store.upload_file(str(src), "up/file.bin")
+    dest = tmp_path / "out" / "deep" / "file.bin"
+    assert store.download_file("up/file.bin", str(dest)) == len(data)
+    assert dest.read_bytes() == data
+    assert sorted(os.listdir(dest.parent)) == ["file.bin"]  # no temporary left behind
+    with pytest.raises(ObjectNotFoundError):
+        store.download_file("up/missing.bin", str(tmp_path / "out" / "missing.bin"))
+    assert not (tmp_path / "out" / "missing.bin").exists()
+    assert sorted(os.listdir(tmp_path / "out")) == ["deep"]
+    with pytest.raises(StorageError):
+        store.upload_file(str(tmp_path / "no-such-file"), "up/x.bin")
+
+
+def test_overwrite(store: ObjectStore) -> None:
+    store.put("o.bin", b"first")
+    store.put("o.bin", b"second!")
+    assert store.get("o.bin") == b"second!"
+    assert store.head("o.bin").size == 7
+
+
+def test_local_path_semantics(tmp_path) -> None:
+    in_place = open_store(str(tmp_path))
+    in_place.put("k/v.bin", b"abc")
+    assert in_place.local_path("k/v.bin") == str(tmp_path / "k" / "v.bin")
+    assert open_store(f"local:{tmp_path}").local_path("k/v.bin") is None
+
+
+def test_async_twins(store: ObjectStore, tmp_path) -> None:
+    import asyncio
+
+    blobs = {f"a/{i}.bin": _payload(1000 + i) for i in range(6)}
+    for k, v in blobs.items():
+        store.put(k, v)
+
+    async def main() -> tuple[list[bytes], list[bytes], list[int], int]:
+        whole = await asyncio.gather(*(store.get_async(k) for k in blobs))
+        parts = await asyncio.gather(*(store.get_range_async(k, 3, 99) for k in blobs))
+        sizes = [m.size for m in await asyncio.gather(*(store.head_async(k) for k in blobs))]
+        n = await store.download_file_async("a/0.bin", str(tmp_path / "dl.bin"))
+        return whole, parts, sizes, n
+
+    whole, parts, sizes, n = asyncio.run(main())
+    assert whole == list(blobs.values())
+    assert parts == [v[3:99] for v in blobs.values()]
+    assert sizes == [len(v) for v in blobs.values()]
+    assert n == 1000 and (tmp_path / "dl.bin").read_bytes() == blobs["a/0.bin"]
+    assert isinstance(store, ObjectStore)
+
+
+def test_traced_reads(store: ObjectStore, tmp_path) -> None:
+    from streamscope import events as ev
+
+    store.put("t.bin", b"0123456789")
+    ev.drain()
+    ev.ACTIVE.add("download")
+    try:
+        store.get("t.bin")
+        store.get_range("t.bin", 2, 5)
+        store.download_file("t.bin", str(tmp_path / "t.bin"))
+    finally:
+        ev.ACTIVE.discard("download")
+    ends = [e for e in ev.drain() if e[0] == "E" and e[2] == "download"]
+    assert [e[1] for e in ends] == [e[6]["op"] for e in ends] == ["get", "get_range", "download_file"]
+    assert [e[6]["bytes"] for e in ends] == [10, 3, 10]
+    for e in ends:
+        assert e[6]["attempt"] == 1 and e[6]["status"] == "ok" and e[6]["duration_s"] >= 0
+        assert e[6]["url"].startswith(store.url.rstrip("/")) and e[6]["url"].endswith("t.bin")
+
+
+def test_walk_matches_list(store: ObjectStore, request: pytest.FixtureRequest) -> None:
+    from streamscope.storage import walk
+
+    for k in ("w/1", "w/2/3", "x"):
+        store.put(k, b"1")
+    opts = {}
+    if "s3" in request.node.callspec.params["store"]:
+        ep = request.getfixturevalue(
+            "s3_https_server" if "https" in request.node.callspec.params["store"] else "s3_server"
+        )
+        opts = ep.storage_options()
+    assert [m.key for m in walk(store.url, opts)] == [m.key for m in store.list()] == ["w/1", "w/2/3", "x"]
+    assert [m.key for m in walk(store.url, opts, prefix="w/")] == ["w/1", "w/2/3"]
+
+
+def test_unusual_key_characters(store: ObjectStore) -> None:
+    key = "sp ace/ünï+cøde=%41&x.bin"
+    store.put(key, b"odd")
+    assert store.get(key) == b"odd"
+    assert store.head(key).size == 3
+    assert [m.key for m in store.list("sp ace/")] == [key]
+
+
+def test_list_refuses_climbing_prefixes(store: ObjectStore) -> None:
+    from streamscope._core.errors import UnsupportedURLError
+
+    for bad in ("../", "a/../b", ".."):
+        with pytest.raises(UnsupportedURLError):
+            list(store.list(bad))
+
+
+def test_local_list_symlinks_and_cycles(tmp_path) -> None:
+    root = tmp_path / "root"
+    (root / "real").mkdir(parents=True)
+    (root / "real" / "f.bin").write_bytes(b"x")
+    os.symlink(root / "real", root / "linked")
+    os.symlink(root, root / "real" / "loop")  # a cycle
+    os.symlink(root / "nowhere", root / "dangling")
+    os.mkfifo(root / "fifo")
+    keys = [m.key for m in open_store(str(root)).list()]
+    assert "real/f.bin" in keys and "linked/f.bin" in keys
+    assert "dangling" not in keys and "fifo" not in keys
+    assert len(keys) == len(set(keys)) < 10

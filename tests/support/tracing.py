@@ -1,0 +1,40 @@
+"""Test helpers for the event bus: a clean tracer per test and log reading."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from streamscope import events as ev
+from streamscope._core import config
+from streamscope.events.bus import STATE
+
+
+def _scrub_env() -> None:
+    for k in list(os.environ):
+        if k.startswith(
+            ("STREAMSCOPE_TRACE", "STREAMSCOPE_LOG", "STREAMSCOPE_METRICS", "LITDATA_TRACE", "LITDATA_LOG")
+        ):
+            del os.environ[k]
+
+
+@pytest.fixture
+def clean_tracer() -> Iterator[None]:
+    """Tracer off, env scrubbed, empty buffer before and after the test; the environment restored after."""
+    saved = dict(os.environ)
+    _scrub_env()
+    ev.configure()
+    ev.drain()
+    STATE.dropped = 0
+    try:
+        yield
+    finally:
+        ev.configure()
+        ev.RECORDER.factories.clear()
+        ev.drain()
+        STATE.dropped = 0
+        config.reset()
+        os.environ.clear()
+        os.environ.update(saved)

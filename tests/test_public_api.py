@@ -1,0 +1,29 @@
+"""The public surface users switch to by changing one import."""
+
+import pytest
+
+import streamscope
+
+
+def test_lazy_import_does_not_pull_heavy_modules():
+    import subprocess
+    import sys
+
+    code = "import sys, streamscope; print('torch' in sys.modules, 'numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
+
+
+def test_unknown_attribute_raises_attribute_error():
+    with pytest.raises(AttributeError):
+        streamscope.no_such_name  # noqa: B018
+
+
+def test_dir_accepts_litdata_forms():
+    from streamscope._core.dirs import as_dir
+    from streamscope.streaming.resolver import Dir
+
+    assert as_dir("s3://bucket/x") == Dir(url="s3://bucket/x")
+    assert as_dir("/data/x") == Dir(path="/data/x")
+    d = Dir(path="/a", url="s3://b")
+    assert as_dir(d) is d

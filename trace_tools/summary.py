@@ -1,0 +1,208 @@
+"""``summary``: per-category and per-rank/worker latency statistics, and the stall report.
+
+Everything is gathered in one streaming pass: histograms are bounded (:mod:`trace_tools.stats`); the stall report
+keeps the begin/end pair of every activity span of each rank as two floats (16 bytes a span, no strings).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trace_tools.errors import TraceToolError
+from trace_tools.model import Normalizer, Point, Problems, Span
+from trace_tools.parse import ParseStats, describe_no_events, read_events
+from trace_tools.plots import Timeline
+from trace_tools.stall import CLASSES, LABELS, RankLog, StallResult, activity_class, analyse, recommendation
+from trace_tools.stats import LogHist, fmt_us
+
+
+@dataclass
+class CounterStat:
+    """Samples of one counter."""
+
+    n: int = 0
+    min: float = float("inf")
+    max: float = float("-inf")
+    last: float = 0.0
+
+
+@dataclass
+class Summary:
+    """The result of :func:`summarize`."""
+
+    path: str
+    parse: ParseStats
+    problems: Problems
+    runs: int
+    by_cat: dict[str, LogHist] = field(default_factory=dict)
+    by_name: dict[tuple[str, str], LogHist] = field(default_factory=dict)
+    by_where: dict[tuple[str, str, str], LogHist] = field(default_factory=dict)
+    instants: dict[tuple[str, str], int] = field(default_factory=dict)
+    instant_examples: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    counters: dict[str, CounterStat] = field(default_factory=dict)
+    stalls: list[StallResult] = field(default_factory=list)
+    unfinished: int = 0
+    timeline: Timeline | None = None
+    first_ts: float = float("inf")
+    last_ts: float = float("-inf")
+
+
+def summarize(path: str, with_timeline: bool = True) -> Summary:
+    """Read the log at ``path`` once and gather the summary.
+
+    Raises:
+        TraceToolError: for an unreadable or empty log, or one with no events.
+    """
+    pstats = ParseStats()
+    norm = Normalizer()
+    by_cat: dict[str, LogHist] = {}
+    by_name: dict[tuple[str, str], LogHist] = {}
+    by_where: dict[tuple[str, str, str], LogHist] = {}
+    instants: dict[tuple[str, str], int] = {}
+    inst_ex: dict[tuple[str, str], list[str]] = {}
+    counters: dict[str, CounterStat] = {}
+    ranks: dict[tuple[int, int], RankLog] = {}
+    tl = Timeline() if with_timeline else None
+    unfinished = 0
+    first = float("inf")
+    last = float("-inf")
+    for kind, obj in norm.run(read_events(path, pstats)):
+        if kind == "E":
+            s: Span = obj  # type: ignore[assignment]
+            e = s.e if s.e is not None else s.b
+            d = e - s.b
+            if s.b < first:
+                first = s.b
+            if e > last:
+                last = e
+            key = (s.cat, s.name)
+            h = by_name.get(key)
+            if h is None:
+                h = by_name[key] = LogHist()
+                if s.cat not in by_cat:
+                    by_cat[s.cat] = LogHist()
+            h.add(d)
+            by_cat[s.cat].add(d)
+            wkey = (s.cat, s.name, s.proc.label)
+            hw = by_where.get(wkey)
+            if hw is None:
+                hw = by_where[wkey] = LogHist()
+            hw.add(d)
+            rkey = (s.proc.run, s.proc.rank)
+            rl = ranks.get(rkey)
+            if rl is None:
+                rl = ranks[rkey] = RankLog()
+            cls = activity_class(s.cat, s.name)
+            if cls is not None:
+                a = rl.activity[cls]
+                a.append(s.b)
+                a.append(e)
+            elif s.cat == "stall":
+                rl.stalls.append(s.b)
+                rl.stalls.append(e)
+            elif s.cat == "batch" and s.name == "batch":
+                rl.batches.append((s.args.get("epoch", ""), s.b, e))
+            elif s.cat == "epoch" and s.name == "dataloader":
+                rl.loops.append((s.args.get("epoch", ""), s.b, e))
+            if tl is not None and s.cat != "epoch":
+                tl.add((s.proc.label, s.cat), s.b, e)
+        elif kind == "B":
+            if tl is not None and tl.origin is None:
+                tl.origin = obj.b  # type: ignore[attr-defined]
+        elif kind == "I":
+            p: Point = obj  # type: ignore[assignment]
+            key = (p.cat, p.name)
+            instants[key] = instants.get(key, 0) + 1
+            msg = p.args.get("error") or p.args.get("reason") or p.args.get("url") or ""
+            lst = inst_ex.setdefault(key, [])
+            if msg and len(lst) < 3:
+                lst.append(f"{p.proc.label}: {msg}")
+        elif kind == "C":
+            p = obj  # type: ignore[assignment]
+            c = counters.get(p.name)
+            if c is None:
+                c = counters[p.name] = CounterStat()
+            c.n += 1
+            c.min = min(c.min, p.value)
+            c.max = max(c.max, p.value)
+            c.last = p.value
+        elif kind == "U":
+            unfinished += 1
+    if pstats.events == 0:
+        raise TraceToolError(describe_no_events(path, pstats))
+    stalls = []
+    for (run, rank), rl in sorted(ranks.items()):
+        label = (f"run {run + 1} · " if norm.runs > 1 else "") + f"rank {rank}"
+        r = analyse(label, rl)
+        if r.source != "none" or rl.stalls or rl.batches:
+            stalls.append(r)
+    return Summary(
+        path, pstats, norm.problems, norm.runs, by_cat, by_name, by_where, instants, inst_ex, counters, stalls,
+        unfinished, tl, first, last,
+    )  # fmt: skip
+
+
+def _row(label: str, h: LogHist) -> str:
+    return (
+        f"  {label:<44} {h.count:>9} {fmt_us(h.total):>11} {fmt_us(h.quantile(0.5)):>10} "
+        f"{fmt_us(h.quantile(0.95)):>10} {fmt_us(h.max):>10}"
+    )
+
+
+def format_summary(s: Summary, per_worker: bool = True) -> str:
+    """The human-readable report."""
+    out: list[str] = []
+    ps = s.parse
+    span_s = (s.last_ts - s.first_ts) / 1e6 if s.last_ts > s.first_ts else 0.0
+    out.append(
+        f"{s.path}: {ps.lines} lines, {ps.events} events, {span_s:.3f} s of trace"
+        + (f", {ps.no_ph} non-event lines skipped" if ps.no_ph else "")
+        + (f", {ps.unreadable} unreadable lines" if ps.unreadable else "")
+        + (f", {s.unfinished} spans never ended" if s.unfinished else "")
+    )
+    if s.runs > 1:
+        out.append(f"WARNING: the log mixes {s.runs} runs; processes are labelled 'run N' and analysed separately")
+    head = f"  {'category / name':<44} {'count':>9} {'total':>11} {'p50':>10} {'p95':>10} {'max':>10}"
+    out.append("")
+    out.append("Spans per category")
+    out.append(head)
+    for cat in sorted(s.by_cat):
+        out.append(_row(cat, s.by_cat[cat]))
+        names = sorted(n for c, n in s.by_name if c == cat)
+        if len(names) > 1:
+            for n in names:
+                out.append(_row(f"  {n}", s.by_name[(cat, n)]))
+    if per_worker and s.by_where:
+        out.append("")
+        out.append("Spans per category and rank/worker")
+        out.append(head)
+        for cat, name, where in sorted(s.by_where):
+            out.append(_row(f"{cat}/{name} @ {where}", s.by_where[(cat, name, where)]))
+    if s.instants:
+        out.append("")
+        out.append("Instants")
+        for (cat, name), n in sorted(s.instants.items()):
+            out.append(f"  {cat}/{name}: {n}")
+            for ex in s.instant_examples.get((cat, name), []):
+                out.append(f"      e.g. {ex}")
+    if s.counters:
+        out.append("")
+        out.append("Counters")
+        for name, c in sorted(s.counters.items()):
+            out.append(f"  {name}: {c.n} samples, min {c.min:g}, max {c.max:g}, last {c.last:g}")
+    out.append("")
+    out.append("Stall report (time the training loop waited for a batch)")
+    if not s.stalls:
+        out.append("  no stall spans and no batch spans in this log: cannot tell how long the loop waited")
+    for r in s.stalls:
+        if r.waits == 0:
+            out.append(f"  {r.label}: the loop never waited (batch spans with no gaps)")
+            continue
+        loop = f" of {fmt_us(r.loop_us)} in the loop ({100.0 * r.wait_us / r.loop_us:.1f}%)" if r.loop_us > 0 else ""
+        out.append(f"  {r.label}: waited {fmt_us(r.wait_us)} in {r.waits} waits{loop}; from {r.source}")
+        if r.activity_spans == 0:
+            out.append("    no worker spans recorded for this rank: the split of the wait is unknown")
+        for c in (*CLASSES, "idle") if r.activity_spans else ():
+            out.append(f"    {r.percent(c):5.1f}%  {fmt_us(r.parts.get(c, 0.0)):>10}  {LABELS[c]}")
+        out.append(f"  => {recommendation(r)}")
+    return "\n".join(out)
