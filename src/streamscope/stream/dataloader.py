@@ -23,6 +23,9 @@ from streamscope import events as ev
 from streamscope._core.errors import DatasetError, StateDictError
 from streamscope.stream.dataset import StreamingDataset
 
+#: What the loader calls on its dataset (StreamingDataset and CombinedStreamingDataset provide it).
+_PROTOCOL = ("plan", "iter_batches", "state_dict", "resume_position", "set_batch_size", "set_num_workers")
+
 
 def _identity(item: Any) -> Any:
     return item
@@ -32,7 +35,7 @@ class StreamingDataLoader(DataLoader):
     """A DataLoader for :class:`StreamingDataset` with exact, worker-count-independent resume.
 
     Args:
-        dataset: the StreamingDataset.
+        dataset: a StreamingDataset or CombinedStreamingDataset (anything with the loader protocol).
         batch_size: samples per batch (the dataset's epoch plan cuts batches with it).
         num_workers: DataLoader worker processes.
         profile_batches, profile_skip_batches, profile_dir: accepted for compatibility; use streamscope tracing.
@@ -57,12 +60,22 @@ class StreamingDataLoader(DataLoader):
         collate_fn: Callable[[list[Any]], Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(dataset, StreamingDataset):
+        if not isinstance(dataset, StreamingDataset) and not all(hasattr(dataset, a) for a in _PROTOCOL):
             raise DatasetError(
-                f"StreamingDataLoader needs a StreamingDataset, got {type(dataset).__name__} (use torch's DataLoader)"
+                f"StreamingDataLoader needs a StreamingDataset (or a dataset with {', '.join(_PROTOCOL)}, such as "
+                f"CombinedStreamingDataset), got {type(dataset).__name__}; use torch's DataLoader for other datasets"
             )
         if args:
             raise DatasetError("StreamingDataLoader takes only keyword arguments after the dataset")
+        if (
+            kwargs.get("persistent_workers")
+            and num_workers > 0
+            and not getattr(dataset, "follows_shared_position", False)
+        ):
+            raise DatasetError(
+                f"persistent_workers=True needs a dataset whose workers read the epoch from the loader's shared "
+                f"position (batch mode 'position'); {type(dataset).__name__} does not"
+            )
         for key in ("sampler", "batch_sampler"):
             if kwargs.get(key) is not None:
                 raise DatasetError(f"StreamingDataLoader does not take {key}: the dataset's epoch plan orders samples")

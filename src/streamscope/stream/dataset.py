@@ -101,6 +101,9 @@ class StreamingDataset(IterableDataset):
         shuffle_buffer: opt-in cross-chunk shuffle window (samples); 0 disables it.
     """
 
+    #: Workers read (epoch, start batch) from the loader's shared position, so persistent workers follow epochs.
+    follows_shared_position = True
+
     def __init__(
         self,
         input_dir: Any,
