@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader
 
 from streamscope import events as ev
 from streamscope._core.errors import DatasetError, StateDictError
+from streamscope.stream.batching import Reorder
 from streamscope.stream.dataset import StreamingDataset
 
 #: What the loader calls on its dataset (StreamingDataset and CombinedStreamingDataset provide it).
@@ -154,25 +155,28 @@ class StreamingDataLoader(DataLoader):
 
     def _run(self, it: Any, plan: Any, epoch: int) -> Iterator[Any]:
         workers = max(1, self.num_workers)
+        reorder = Reorder(self.batches_consumed)
         try:
             with ev.span("epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches):
                 while True:
-                    expected = self.batches_consumed
+                    for j, batch in reorder.ready():
+                        self.batches_consumed = j + 1
+                        self.num_samples_yielded += plan.batch_len(j)
+                        self._latest_worker_idx = j % workers
+                        with ev.span("batch", "batch", epoch=epoch, batch=j, rank=plan.rank):
+                            yield batch
                     try:
-                        with ev.span("stall", "stall", epoch=epoch, batch=expected):
-                            j, batch = next(it)
+                        with ev.span("stall", "stall", epoch=epoch, batch=reorder.expected):
+                            item = next(it)
                     except StopIteration:
                         break
-                    if j != expected:
-                        raise DatasetError(
-                            f"batch {j} arrived while batch {expected} was expected: the DataLoader must deliver "
-                            f"worker results in order (in_order=True)"
-                        )
-                    self.batches_consumed = j + 1
-                    self.num_samples_yielded += plan.batch_len(j)
-                    self._latest_worker_idx = j % workers
-                    with ev.span("batch", "batch", epoch=epoch, batch=j, rank=plan.rank):
-                        yield batch
+                    reorder.add(item)
+                if reorder.pending() or reorder.expected != plan.num_batches:
+                    raise DatasetError(
+                        f"epoch {epoch} ended after batch {reorder.expected - 1} of {plan.num_batches} with "
+                        f"{reorder.pending()} batches out of order: the DataLoader must deliver worker results in "
+                        f"order (in_order=True)"
+                    )
         finally:
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None and not self.persistent_workers:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from torch.utils.data import IterableDataset, default_collate
+from torch.utils.data import IterableDataset, default_collate, get_worker_info
 
 from streamscope import events as ev
 from streamscope._core import config
@@ -44,6 +44,7 @@ from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir
 from streamscope.cache.leases import LeaseTable
 from streamscope.cache.prefetch import live_depth
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
+from streamscope.stream.batching import grouped
 from streamscope.stream.collate import BlockCollator, ColumnCollator
 from streamscope.stream.distributed import DistEnv, WorkerEnv
 from streamscope.stream.plan import EpochPlan, check_state, make_plan, resume_point
@@ -517,9 +518,14 @@ class StreamingDataset(IterableDataset):
             epoch, start = (
                 (int(position[0]), int(position[1])) if position is not None else (mode["epoch"], mode["start"])
             )
-            yield from self.iter_batches(
+            batches = self.iter_batches(
                 epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"]
             )
+            group_bytes = int(config.get("loader_group_bytes"))
+            if get_worker_info() is None or group_bytes <= 0:
+                yield from batches
+            else:
+                yield from grouped(batches, group_bytes)
             return
         if self._pending is not None:
             epoch, start = self._pending
