@@ -48,6 +48,7 @@ from streamscope.stream.batching import grouped
 from streamscope.stream.collate import BlockCollator, ColumnCollator
 from streamscope.stream.distributed import DistEnv, WorkerEnv
 from streamscope.stream.plan import EpochPlan, check_state, make_plan, resume_point
+from streamscope.stream.reader import ChunkReader
 
 _LEASES: LeaseTable | None = None
 _LEASES_PID = -1
@@ -367,8 +368,6 @@ class StreamingDataset(IterableDataset):
     # --- reading -----------------------------------------------------------------------------------
 
     def _get_reader(self) -> Any:
-        from streamscope.stream.reader import ChunkReader
-
         if self._reader is None or self._reader_pid != os.getpid():
             cache = None
             local_dir = None
