@@ -1,6 +1,7 @@
 """Run as a fresh process: the parent touches S3, then forked and spawned children read from it.
 
-Prints one JSON line: {"parent": backend, "fork": [backend, ok], "spawn": [backend, ok], "loader": [...]}.
+Children are daemonic like DataLoader workers ("fork", "spawn") or not ("fork-nondaemon").
+Prints one JSON line: {"parent": backend, "fork": [backend, ok, fallbacks], ..., "loader": [...]}.
 Usage: python _fork_scenario.py ENDPOINT_JSON BACKEND [loader]
 """
 
@@ -49,17 +50,18 @@ def main() -> None:
         store.put(k, payload[k])
     assert store.get(keys[0]) == payload[keys[0]]
     out: dict = {"parent": store.backend_name}
-    for method in ("fork", "spawn"):
+    for method, daemon in (("fork", True), ("spawn", True), ("fork", False)):
         ctx = mp.get_context(method)
         q = ctx.Queue()
-        p = ctx.Process(target=_child, args=(store, keys[1], payload[keys[1]], q))
+        p = ctx.Process(target=_child, args=(store, keys[1], payload[keys[1]], q), daemon=daemon)
         p.start()
         p.join(60)
+        name = method if daemon else f"{method}-nondaemon"
         if p.is_alive():
             p.kill()
-            out[method] = ["HUNG", False, 0]
+            out[name] = ["HUNG", False, 0]
         else:
-            out[method] = q.get(timeout=5) if p.exitcode == 0 else [f"exit {p.exitcode}", False, 0]
+            out[name] = q.get(timeout=5) if p.exitcode == 0 else [f"exit {p.exitcode}", False, 0]
     if len(sys.argv) > 3 and sys.argv[3] == "loader":
         import torch.utils.data as tud
 

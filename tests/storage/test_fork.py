@@ -28,8 +28,9 @@ def _run(s3_server, backend: str, *extra: str, timeout: float = 120) -> dict:
 def test_auto_keeps_obstore_out_of_the_parent(s3_server) -> None:
     out = _run(s3_server, "auto")
     assert out["parent"] == "boto3"  # the main process never starts obstore's runtime ...
-    assert out["fork"] == ["obstore", True, 0]  # ... so forked workers can use obstore
+    assert out["fork"] == ["obstore", True, 0]  # ... so forked (daemonic) workers can use obstore
     assert out["spawn"] == ["obstore", True, 0]
+    assert out["fork-nondaemon"] == ["boto3", True, 0]  # a process that may fork workers keeps it out too
 
 
 def test_obstore_in_parent_then_fork_falls_back_loudly(s3_server) -> None:
@@ -40,6 +41,7 @@ def test_obstore_in_parent_then_fork_falls_back_loudly(s3_server) -> None:
     assert fallbacks == 1  # traced ...
     assert "instead of obstore" in out["stderr"]  # ... and logged: not a silent downgrade
     assert out["spawn"] == ["obstore", True, 0]
+    assert out["fork-nondaemon"][:2] == ["boto3", True]
 
 
 @pytest.mark.slow

@@ -49,7 +49,9 @@ def test_choose_backend(monkeypatch) -> None:
     assert name == "boto3" and "-12345" in why
     monkeypatch.setattr(ob, "_RUNTIME_PID", None)
     assert s3.choose_backend("obstore") == ("obstore", None)
-    assert s3.choose_backend("auto") == ("boto3", None)  # main process: keep obstore's runtime out of it
+    assert s3.choose_backend("auto") == ("boto3", None)  # may fork workers: keep obstore's runtime out of it
+    monkeypatch.setattr(s3, "_may_fork_workers", lambda: False)  # a DataLoader worker (daemonic)
+    assert s3.choose_backend("auto") == ("obstore", None)
     assert s3.choose_backend("boto3") == ("boto3", None)
 
 
@@ -89,3 +91,13 @@ def test_shared_credentials_file_for_both_backends(s3_server, tmp_path, monkeypa
         for extra in ({}, {"profile_name": "other"}):
             opts = {"endpoint_url": s3_server.endpoint_url, "region_name": "us-east-1", "backend": backend, **extra}
             assert open_store(s3_server.url(), opts).get("p") == b"profile"
+
+
+def test_explicit_keys_do_not_mix_with_environment_credentials(monkeypatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAENVIRONMENT")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "env-token")
+    explicit = s3.S3Options({"aws_access_key_id": "AKIAEXPLICIT", "aws_secret_access_key": "explicit"}, "s3://b")
+    assert (explicit.access_key, explicit.secret_key, explicit.token) == ("AKIAEXPLICIT", "explicit", None)
+    from_env = s3.S3Options({}, "s3://b")
+    assert (from_env.access_key, from_env.secret_key, from_env.token) == ("AKIAENVIRONMENT", "env-secret", "env-token")

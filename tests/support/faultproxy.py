@@ -12,7 +12,9 @@
   timeout to provoke timeouts);
 * ``fixed_delay_s``: added to every request (a slow link).
 
-``methods`` restricts faults to some HTTP methods (default: all). The Host header is forwarded unchanged,
+``methods`` restricts faults to some HTTP methods (default: all); ``max_faults`` stops injecting after that
+many faults; ``on_fault(kind, method, path)`` runs after a truncation was delivered (tests use it to change
+the object mid-download). The Host header is forwarded unchanged,
 so SigV4 signatures made for the proxy's address verify at the upstream. ``counts`` says how many requests
 were seen and how many of each fault were injected.
 
@@ -131,6 +133,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.wfile.write(data[: len(data) // 2])
             self.wfile.flush()
             self.close_connection = True  # clean close (FIN) mid-body: the client sees a short body
+            if proxy.on_fault is not None:
+                proxy.on_fault("truncate", self.command, self.path)
             return
         if fault == "truncate":
             proxy._count("truncate_skipped")
@@ -171,6 +175,7 @@ class FaultProxy:
         delay_s: Sleep of a ``delay`` fault.
         fixed_delay_s: Sleep added to every request.
         methods: HTTP methods eligible for faults (None: all).
+        max_faults: Inject at most this many faults (None: no limit).
     """
 
     def __init__(
@@ -185,6 +190,7 @@ class FaultProxy:
         delay_s: float = 0.2,
         fixed_delay_s: float = 0.0,
         methods: tuple[str, ...] | None = None,
+        max_faults: int | None = None,
     ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "http" or not parts.hostname:
@@ -194,6 +200,8 @@ class FaultProxy:
         self.delay_s = delay_s
         self.fixed_delay_s = fixed_delay_s
         self.counts: Counter[str] = Counter()
+        self.max_faults = max_faults
+        self.on_fault: Any = None  # called as on_fault(kind, method, path) after a fault was delivered
         self._lock = threading.Lock()
         self._local = threading.local()
         self.configure(
@@ -268,6 +276,9 @@ class FaultProxy:
             self.counts["requests"] += 1
             self.counts[f"requests_{method}"] += 1
             if self.methods is not None and method.upper() not in self.methods:
+                return None
+            injected = sum(self.counts[k] for k in ("error", "reset", "truncate", "delay"))
+            if self.max_faults is not None and injected >= self.max_faults:
                 return None
             x = self._rng.random()
             for name in ("error", "reset", "truncate", "delay"):

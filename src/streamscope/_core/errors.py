@@ -84,6 +84,10 @@ class TruncatedBodyError(TransientStorageError):
     """Fewer bytes arrived than the response announced (Content-Length) or the caller expected."""
 
 
+class ObjectChangedError(TransientStorageError):
+    """The object changed (ETag mismatch) while a download was resuming; the download restarts from byte 0."""
+
+
 class UnsupportedOperationError(StorageError):
     """The store cannot do this at all (e.g. writing to or listing a read-only http(s) store)."""
 

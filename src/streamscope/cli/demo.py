@@ -65,11 +65,23 @@ def run_demo(output: str, samples: int, workers: int) -> int:
     if seen != samples:
         print(f"ERROR: streamed {seen} samples, expected {samples}")
         return 1
-    if hasattr(ss, "flush_tracer"):
-        ss.flush_tracer()
+    ss.flush_tracer()
     summary["trace_log"] = log_file
-    if hasattr(ss, "metrics"):
-        summary["metrics"] = ss.metrics()
+    summary["metrics"] = ss.metrics().to_dict()
+
+    # The trace, opened for people: Chrome JSON and native Perfetto, and the stall report with its plots.
+    from trace_tools.cli import main as trace_main
+
+    chrome, perfetto = os.path.join(out, "trace.json.gz"), os.path.join(out, "trace.pftrace")
+    for target in (chrome, perfetto):
+        if trace_main(["convert", log_file, "-o", target]) != 0:
+            print(f"ERROR: converting the trace to {target} failed")
+            return 1
+    summary["trace_chrome_json"], summary["trace_perfetto"] = chrome, perfetto
+    print("--- streamscope-trace summary ---")
+    if trace_main(["summary", log_file, "-o", out]) != 0:
+        print("ERROR: summarising the trace failed")
+        return 1
     summary_path = os.path.join(out, "summary.json")
     with open(summary_path, "w") as f:
         json.dump(summary, f, indent=2, default=str)
@@ -77,6 +89,6 @@ def run_demo(output: str, samples: int, workers: int) -> int:
     print(
         f"stream:   {seen} samples in {t_stream:.2f} s ({seen / t_stream:,.0f} samples/s), first batch {summary['first_batch_s']} s"
     )
-    print(f"trace:    {log_file}")
+    print(f"trace:    {log_file} (Chrome: {chrome}; Perfetto: {perfetto})")
     print(f"summary:  {summary_path}")
     return 0

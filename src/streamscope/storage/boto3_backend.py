@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 from typing import IO, Any
 
 from streamscope._core import config
 from streamscope._core.errors import (
     InvalidRangeError,
+    ObjectChangedError,
     ObjectNotFoundError,
     StorageAuthError,
     StorageConnectionError,
@@ -49,7 +51,9 @@ def map_error(exc: BaseException, where: str, op: str) -> StorageError:
         status = (resp.get("ResponseMetadata") or {}).get("HTTPStatusCode")
         message = str((resp.get("Error") or {}).get("Message") or "")
         base = redact(f"{op} {where!r} failed: {code or ''} (HTTP {status}) {message}".strip())
-        if code in ("NoSuchBucket",):
+        if code == "PreconditionFailed" or status == 412:
+            err = ObjectChangedError(redact(f"{op} {where!r}: the object changed during the download (ETag mismatch)"))
+        elif code in ("NoSuchBucket",):
             err = ObjectNotFoundError(redact(f"{op} {where!r} failed: the bucket does not exist (NoSuchBucket)"))
         elif code in ("NoSuchKey", "404", "NotFound") or status == 404:
             err = ObjectNotFoundError(redact(f"{op} {where!r} failed: no such object ({code or 404})"))
@@ -195,14 +199,39 @@ class Boto3Backend:
     def delete(self, path: str, where: str) -> None:
         self._run("delete", where, lambda: self._client.delete_object(Bucket=self.bucket, Key=path))
 
-    def download(self, path: str, out: IO[bytes], where: str) -> tuple[int, int | None]:
+    def download(
+        self,
+        path: str,
+        out: IO[bytes],
+        where: str,
+        start: int = 0,
+        if_match: str | None = None,
+        on_meta: Callable[[int | None, str | None], None] | None = None,
+    ) -> tuple[int, int | None]:
         def fn() -> tuple[int, int | None]:
-            resp = self._client.get_object(Bucket=self.bucket, Key=path)
+            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": path}
+            if start:
+                kwargs["Range"] = f"bytes={start}-"
+            if if_match:
+                kwargs["IfMatch"] = if_match
+            resp = self._client.get_object(**kwargs)
+            length = resp.get("ContentLength")
+            size = length if not start else _total_from_content_range(resp.get("ContentRange"))
+            if on_meta is not None:
+                on_meta(size, resp.get("ETag"))
             body = resp["Body"]
             written = 0
-            for block in body.iter_chunks(chunk_size=1 << 20):
+            for block in body.iter_chunks(chunk_size=256 << 10):  # small: a cut-off body loses little
                 out.write(block)
                 written += len(block)
-            return written, resp.get("ContentLength")
+            return written, length
 
         return self._run("download_file", where, fn)
+
+
+def _total_from_content_range(value: Any) -> int | None:
+    """``bytes a-b/total`` -> total."""
+    try:
+        return int(str(value).rsplit("/", 1)[1])
+    except (IndexError, ValueError):
+        return None

@@ -16,7 +16,7 @@ import http.client
 import os
 import socket
 import ssl
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any
 from urllib.parse import quote, urlsplit
 
@@ -24,6 +24,7 @@ from streamscope._core import config
 from streamscope._core.errors import (
     ConfigError,
     InvalidRangeError,
+    ObjectChangedError,
     ObjectNotFoundError,
     StorageAuthError,
     StorageConnectionError,
@@ -40,9 +41,18 @@ from streamscope.storage.remote import RemoteStore
 from streamscope.storage.url import StoreURL
 
 
+def _total(content_range: str | None) -> int | None:
+    try:
+        return int(str(content_range).rsplit("/", 1)[1])
+    except (IndexError, ValueError):
+        return None
+
+
 def _status_error(status: int, reason: str, where: str, op: str) -> StorageError:
     err: StorageError
-    if status == 404 or status == 410:
+    if status == 412:
+        err = ObjectChangedError(redact(f"{op} {where!r}: the object changed during the download (ETag mismatch)"))
+    elif status == 404 or status == 410:
         err = ObjectNotFoundError(redact(f"{op} {where!r} failed: no such object (HTTP {status})"))
     elif status in (401, 403):
         err = StorageAuthError(redact(f"{op} {where!r} was refused (HTTP {status} {reason})"))
@@ -162,15 +172,38 @@ class _HTTPBackend:
                 mtime = None
         return ObjectMeta(key=path, size=size, mtime=mtime, etag=resp.getheader("ETag"))
 
-    def download(self, path: str, out: IO[bytes], where: str) -> tuple[int, int | None]:
-        conn, resp = self._request("GET", path, where, "download_file")
+    def download(
+        self,
+        path: str,
+        out: IO[bytes],
+        where: str,
+        start: int = 0,
+        if_match: str | None = None,
+        on_meta: Callable[[int | None, str | None], None] | None = None,
+    ) -> tuple[int, int | None]:
+        headers: dict[str, str] = {}
+        if start:
+            headers["Range"] = f"bytes={start}-"
+        if if_match:
+            headers["If-Match"] = if_match
+        conn, resp = self._request("GET", path, where, "download_file", headers)
         announced = self._length(resp)
+        skip = 0
+        if start and resp.status == 200:  # the server ignored Range: drop what we already have
+            skip = start
+            announced = announced - start if announced is not None else None
+        if on_meta is not None:
+            total = self._length(resp) if resp.status == 200 else _total(resp.getheader("Content-Range"))
+            on_meta(total, resp.getheader("ETag"))
         written = 0
         try:
             while True:
                 block = resp.read(1 << 20)
                 if not block:
                     break
+                if skip:
+                    cut = min(skip, len(block))
+                    block, skip = block[cut:], skip - cut
                 out.write(block)
                 written += len(block)
         except OSError as exc:

@@ -17,6 +17,7 @@ from typing import IO, Any
 from streamscope._core import config
 from streamscope._core.errors import (
     InvalidRangeError,
+    ObjectChangedError,
     ObjectNotFoundError,
     StorageAuthError,
     StorageConnectionError,
@@ -110,7 +111,9 @@ def map_error(exc: BaseException, where: str, op: str) -> StorageError:
     msg = redact(msg) + detail
 
     err: StorageError
-    if isinstance(exc, FileNotFoundError) or name == "NotFoundError" or status == 404:
+    if name == "PreconditionError" or status == 412:
+        err = ObjectChangedError(redact(f"{op} {where!r}: the object changed during the download (ETag mismatch)"))
+    elif isinstance(exc, FileNotFoundError) or name == "NotFoundError" or status == 404:
         if code == "NoSuchBucket":
             err = ObjectNotFoundError(redact(f"{op} {where!r} failed: the bucket does not exist (NoSuchBucket)"))
         else:
@@ -236,15 +239,31 @@ class ObstoreBackend:
     def delete(self, path: str, where: str) -> None:
         self._run("delete", where, lambda s: self._obs.delete(s, path))
 
-    def download(self, path: str, out: IO[bytes], where: str) -> tuple[int, int | None]:
+    def download(
+        self,
+        path: str,
+        out: IO[bytes],
+        where: str,
+        start: int = 0,
+        if_match: str | None = None,
+        on_meta: Callable[[int | None, str | None], None] | None = None,
+    ) -> tuple[int, int | None]:
         def fn(store: Any) -> tuple[int, int | None]:
-            res = self._obs.get(store, path)
-            size = res.meta.get("size")
+            options: dict[str, Any] = {}
+            if start:
+                options["range"] = {"offset": start}
+            if if_match:
+                options["if_match"] = if_match
+            res = self._obs.get(store, path, options=options or None)
+            meta = res.meta
+            size = int(meta["size"]) if meta.get("size") is not None else None
+            if on_meta is not None:
+                on_meta(size, meta.get("e_tag"))
             written = 0
-            for buf in res.stream(min_chunk_size=8 << 20):
+            for buf in res.stream(min_chunk_size=256 << 10):  # small: a cut-off body loses little
                 mv = memoryview(buf)
                 out.write(mv)
                 written += len(mv)
-            return written, (int(size) if size is not None else None)
+            return written, (size - start if size is not None else None)
 
         return self._run("download_file", where, fn)

@@ -109,9 +109,13 @@ SECRET_OPTION_KEYS = frozenset(
 
 
 def register_secret(value: Any) -> None:
-    """Remember a secret so that :func:`redact` masks it wherever it appears. Short values are ignored."""
+    """Remember a secret so that :func:`redact` masks it wherever it appears.
+
+    Values under 8 characters are ignored: real keys and tokens are longer, and masking a short dummy
+    (moto's ``testing``) would mask that word in every bucket name and path of every message.
+    """
     global _secret_re
-    if not isinstance(value, str) or len(value) < 4:
+    if not isinstance(value, str) or len(value) < 8:
         return
     with _SECRETS_LOCK:
         if value in _SECRETS:

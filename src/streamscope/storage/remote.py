@@ -18,6 +18,7 @@ from typing import IO, Any, Protocol
 
 from streamscope._core.errors import (
     InvalidRangeError,
+    ObjectChangedError,
     ObjectNotFoundError,
     StorageError,
     TruncatedBodyError,
@@ -56,8 +57,20 @@ class Backend(Protocol):
 
     def delete(self, path: str, where: str) -> None: ...
 
-    def download(self, path: str, out: IO[bytes], where: str) -> tuple[int, int | None]:
-        """Stream the object into ``out``; return (bytes written, size the server announced)."""
+    def download(
+        self,
+        path: str,
+        out: IO[bytes],
+        where: str,
+        start: int = 0,
+        if_match: str | None = None,
+        on_meta: Callable[[int | None, str | None], None] | None = None,
+    ) -> tuple[int, int | None]:
+        """Stream bytes ``[start, end of object)`` into ``out``, only if the ETag still is ``if_match``.
+
+        Calls ``on_meta(object size, etag)`` once the response headers arrived (before the body), and
+        returns (bytes written, bytes the server announced for this response).
+        """
         ...
 
 
@@ -242,32 +255,60 @@ class RemoteStore(AsyncTwins):
         retry.call("delete_object", where, attempt)
 
     def download_file(self, key: str, dest: str) -> int:
-        """Stream the object to ``dest`` through a temporary file; publish it only when complete."""
+        """Stream the object to ``dest`` through a temporary file; publish it only when complete.
+
+        A retry after a cut-off body resumes where the bytes stopped (a ranged GET with ``If-Match`` on the
+        ETag of the first response), so a reset near the end of a large chunk does not fetch it again; if
+        the object changed meanwhile, the download starts over.
+        """
         path, where = self._path(key), self._where(key)
         os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+        tmp = tmp_path_for(dest)
+        progress: dict[str, Any] = {"done": 0, "size": None, "etag": None}
+
+        def on_meta(size: int | None, etag: str | None) -> None:
+            if progress["done"] == 0:
+                progress["size"], progress["etag"] = size, etag
 
         def attempt(f: dict[str, Any]) -> int:
-            tmp = tmp_path_for(dest)
+            start = progress["done"]
+            size = progress["size"]
+            f["offset"] = start
+            written = 0
             try:
-                with open(tmp, "wb") as out:
-                    written, announced = self._backend().download(path, out, where)
-                f["bytes"] = written
-                if announced is not None and written != announced:
-                    raise TruncatedBodyError(f"got {written} of {announced} bytes from {where!r}")
-                os.replace(tmp, dest)
+                if start and size is not None and start >= size:
+                    pass  # every byte arrived before the last attempt failed
+                else:
+                    with open(tmp, "ab" if start else "wb") as out:
+                        written, _announced = self._backend().download(
+                            path, out, where, start=start, if_match=progress["etag"] if start else None, on_meta=on_meta
+                        )
+            except ObjectChangedError:
+                progress.update(done=0, size=None, etag=None)
+                raise
+            except StorageError:
+                resumable = progress["size"] is not None and progress["etag"] and os.path.exists(tmp)
+                progress["done"] = os.path.getsize(tmp) if resumable else 0
+                f["bytes"] = max(0, progress["done"] - start)
+                raise
             except OSError as exc:
-                _silent_unlink(tmp)
-                if isinstance(exc, StorageError):
-                    raise
+                progress["done"] = 0
                 raise StorageError(
                     f"cannot write {dest!r} while downloading {where!r}: {exc.strerror or exc}"
                 ) from None
-            except BaseException:
-                _silent_unlink(tmp)
-                raise
-            return written
+            f["bytes"] = written
+            total = start + written
+            size = progress["size"]
+            if size is not None and total != size:
+                progress["done"] = total if total < size and progress["etag"] else 0
+                raise TruncatedBodyError(f"got {total} of {size} bytes from {where!r}")
+            os.replace(tmp, dest)
+            return total
 
-        return retry.call("download_file", where, attempt)
+        try:
+            return retry.call("download_file", where, attempt)
+        finally:
+            _silent_unlink(tmp)
 
     def local_path(self, key: str) -> str | None:
         """Network objects have no local path."""

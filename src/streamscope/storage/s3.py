@@ -18,11 +18,13 @@ backend                ``"obstore"``, ``"boto3"`` or ``"auto"`` (default: knob `
 
 Other keys go to the backend as they are (obstore ``S3Config`` keys, or boto3 client arguments).
 
-Which backend runs where (``auto``): obstore in processes that are not the main process (DataLoader
-workers, fork or spawn) and boto3 in the main process, so the main process never starts obstore's runtime
-and forked workers can use it. With ``backend="obstore"`` the main process uses obstore too; a forked child
-of such a process cannot (obstore would hang there) and switches to boto3 with a warning and a
-``backend_fallback`` trace event rather than silently.
+Which backend runs where (``auto``): obstore in daemonic processes (PyTorch DataLoader workers, fork or
+spawn), boto3 everywhere else (the training process, DDP ranks whether launched by torchrun or
+``mp.spawn``). A daemonic process cannot start multiprocessing children, so obstore's runtime never gets
+inherited by a fork from there, while the processes that do fork workers never start it. With
+``backend="obstore"`` every process uses obstore; a forked child of a process that already started it
+cannot (obstore would hang there) and switches to boto3 with a warning and a ``backend_fallback`` trace
+event rather than silently.
 """
 
 from __future__ import annotations
@@ -81,7 +83,10 @@ class S3Options:
                     value = opts.pop(name)
                     if field not in resolved and value is not None:
                         resolved[field] = value
+        explicit_keys = "access_key" in resolved or "secret_key" in resolved
         for field, envs in _ENV.items():
+            if explicit_keys and field in ("access_key", "secret_key", "token"):
+                continue  # credentials come as a set: never mix explicit keys with an environment token
             if field not in resolved:
                 for var in envs:
                     if os.environ.get(var):
@@ -126,8 +131,9 @@ class S3Options:
             return f.read()
 
 
-def _is_main_process() -> bool:
-    return multiprocessing.parent_process() is None
+def _may_fork_workers() -> bool:
+    """False in daemonic processes (DataLoader workers): multiprocessing forbids them children."""
+    return not multiprocessing.current_process().daemon
 
 
 def choose_backend(preference: str) -> tuple[str, str | None]:
@@ -138,7 +144,7 @@ def choose_backend(preference: str) -> tuple[str, str | None]:
         return "boto3", None
     if not ob.obstore_usable():
         return "boto3", f"obstore's runtime was started in parent pid {ob.runtime_pid()} before fork"
-    if preference == "auto" and _is_main_process():
+    if preference == "auto" and _may_fork_workers():
         return "boto3", None
     return "obstore", None
 

@@ -53,6 +53,8 @@ Resume
     workers. ``j == num_batches`` means the epoch is complete: the next epoch starts at batch 0
     (:func:`resume_point`). :meth:`EpochPlan.state` and :func:`check_state` record and verify everything
     that defines the order. All ranks of a DDP job consume batches in lock step, so one ``j`` serves all.
+    :func:`resume_plan` also resumes with another world size or batch size (elastic resume): the rest of
+    the epoch, i.e. the samples no rank consumed, is cut into new rank slices and batches by the same rules.
 
 Differences from LitData 0.2.68 (deliberate)
     The same seed gives a different order than LitData (its order depends on the number of workers, on the
@@ -83,6 +85,7 @@ __all__ = [
     "ResumeState",
     "check_state",
     "make_plan",
+    "resume_plan",
     "resume_point",
     "split_batches",
 ]
@@ -161,6 +164,70 @@ def _unique_in_order(values: np.ndarray) -> list[int]:
     return values[np.sort(first)].tolist()
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """Rank slice and batch cut of ``n`` ordered samples for one rank (positions in that order)."""
+
+    used: int
+    lo: int
+    hi: int
+    k: int
+    full: int
+    q: int
+    rem: int
+    b: int
+
+    def start(self, j: int) -> int:
+        """Offset of batch ``j`` (``0 <= j <= k``) from ``lo``."""
+        if j <= self.full:
+            return j * self.b
+        t = j - self.full
+        return self.full * self.b + t * self.q + min(t, self.rem)
+
+
+def _layout(n: int, ws: int, rank: int, b: int, drop_last: bool, equal_batches: bool) -> _Layout:
+    if n < ws:
+        raise PlanError(
+            f"{n} samples cannot feed world_size={ws} ranks: every rank needs at least one sample "
+            f"(use fewer ranks or more data)"
+        )
+    if drop_last:
+        used = (n // (ws * b)) * ws * b
+        if used == 0:
+            raise PlanError(
+                f"drop_last=True with {n} samples, world_size={ws} and batch_size={b} leaves no batch: "
+                f"at least {ws * b} samples are needed (or set drop_last=False)"
+            )
+    else:
+        used = n
+        if b == 1 and n % ws and equal_batches:
+            raise PlanError(
+                f"{n} samples cannot be split over world_size={ws} ranks into equal numbers of non-empty "
+                f"batches of batch_size=1 (the last rank would wait for a batch that never comes): set "
+                f"drop_last=True (skips {n % ws} samples per epoch) or use batch_size >= 2 (or "
+                f"equal_batches=False when this plan's batches are not the training batches)"
+            )
+    lo = rank * used // ws
+    hi = (rank + 1) * used // ws
+    local = hi - lo
+    if drop_last:
+        k = local // b
+        full = k
+    elif not equal_batches:
+        k = -(-local // b)
+        full = local // b
+    else:
+        largest = -(-used // ws)  # ceil(used / ws): samples of the largest rank
+        k = -(-largest // b)
+        full = k if local == k * b else min(k - 1, (local - k) // (b - 1))
+    if local < k:  # pragma: no cover - excluded by the checks above
+        raise PlanError(f"rank {rank} has {local} samples for {k} batches")
+    rest = local - full * b
+    tail = k - full
+    q, rem = (rest // tail, rest % tail) if tail else (0, 0)
+    return _Layout(used, lo, hi, k, full, q, rem, b)
+
+
 class EpochPlan:
     """The order, rank slice and batches of one rank for one epoch. Build it with :func:`make_plan`."""
 
@@ -178,6 +245,7 @@ class EpochPlan:
         epoch: int,
         shuffle_buffer: int,
         equal_batches: bool = True,
+        resumed_from: Sequence[Sequence[int]] = (),
     ) -> None:
         self.world_size = world_size
         self.equal_batches = equal_batches
@@ -213,49 +281,36 @@ class EpochPlan:
         if n == 0:
             what = "its chunks are all empty" if regions is None else "the selected regions (subsample) are empty"
             raise PlanError(f"the dataset has no samples to iterate: {what}")
-        if n < ws:
-            raise PlanError(
-                f"{n} samples cannot feed world_size={ws} ranks: every rank needs at least one sample "
-                f"(use fewer ranks or more data)"
-            )
-        if drop_last:
-            used = (n // (ws * b)) * ws * b
-            if used == 0:
-                raise PlanError(
-                    f"drop_last=True with {n} samples, world_size={ws} and batch_size={b} leaves no batch: "
-                    f"at least {ws * b} samples are needed (or set drop_last=False)"
-                )
-        else:
-            used = n
-            if b == 1 and n % ws and equal_batches:
-                raise PlanError(
-                    f"{n} samples cannot be split over world_size={ws} ranks into equal numbers of non-empty "
-                    f"batches of batch_size=1 (the last rank would wait for a batch that never comes): set "
-                    f"drop_last=True (skips {n % ws} samples per epoch) or use batch_size >= 2 (or "
-                    f"equal_batches=False when this plan's batches are not the training batches)"
-                )
-        self.used_samples = used
-        self._lo = rank * used // ws
-        self._hi = (rank + 1) * used // ws
-        local = self._hi - self._lo
-        self.num_samples = local
-        if drop_last:
-            k = local // b
-            full = k
-        elif not equal_batches:
-            k = -(-local // b)
-            full = local // b
-        else:
-            largest = -(-used // ws)  # ceil(used / ws): samples of the largest rank
-            k = -(-largest // b)
-            full = k if local == k * b else min(k - 1, (local - k) // (b - 1))
-        if local < k:  # pragma: no cover - excluded by the checks above
-            raise PlanError(f"rank {rank} has {local} samples for {k} batches")
-        self.num_batches = k
-        self._full = full
-        rest = local - full * b
-        tail = k - full
-        self._q, self._rem = (rest // tail, rest % tail) if tail else (0, 0)
+        # Resumed with another world size or batch size: the epoch continues over the samples the earlier
+        # runs did not consume, in global order ("virtual" positions, mapped to global ones by segments).
+        self.resumed_from = [tuple(int(x) for x in h) for h in resumed_from]
+        seg_g = np.zeros(1, dtype=np.int64)  # global start of each segment
+        seg_v = np.array([0, n], dtype=np.int64)  # virtual bounds of the segments
+        for ws_e, b_e, j_e in self.resumed_from:
+            virtual = int(seg_v[-1])
+            pieces = []
+            for r in range(ws_e):
+                lay = _layout(virtual, ws_e, r, b_e, drop_last, equal_batches)
+                if not 0 <= j_e <= lay.k:
+                    raise StateDictError(
+                        f"resumed_from: {j_e} batches consumed, but world_size={ws_e}, batch_size={b_e} gives "
+                        f"{lay.k} batches per rank"
+                    )
+                pieces += self._map_virtual(seg_g, seg_v, lay.lo + lay.start(j_e), lay.hi)
+            pieces = [(g0, g1) for g0, g1 in pieces if g1 > g0]
+            if not pieces:
+                raise PlanError(f"nothing of epoch {epoch} is left after resuming from {self.resumed_from}")
+            seg_g = np.array([g0 for g0, _ in pieces], dtype=np.int64)
+            seg_v = np.zeros(len(pieces) + 1, dtype=np.int64)
+            np.cumsum([g1 - g0 for g0, g1 in pieces], out=seg_v[1:])
+        self._segments = (seg_g, seg_v) if self.resumed_from else None
+        self.remaining_samples = int(seg_v[-1])
+        lay = _layout(self.remaining_samples, ws, rank, b, drop_last, equal_batches)
+        self.used_samples = lay.used
+        self._lo, self._hi = lay.lo, lay.hi
+        self.num_samples = lay.hi - lay.lo
+        self.num_batches = lay.k
+        self._full, self._q, self._rem = lay.full, lay.q, lay.rem
 
         self._window = WindowShuffle(n, shuffle_buffer, seed, epoch) if shuffle_buffer > 0 else None
         self._perms: OrderedDict[int, ArrayPermutation | IndexPermutation] = OrderedDict()
@@ -286,6 +341,7 @@ class EpochPlan:
             "seed": self.seed,
             "shuffle_buffer": self.shuffle_buffer,
             "equal_batches": self.equal_batches,
+            "resumed_from": [list(h) for h in self.resumed_from],
         }
 
     def _fingerprint(self) -> str:
@@ -301,6 +357,29 @@ class EpochPlan:
 
     # -- batches ----------------------------------------------------------------------------------------
 
+    @staticmethod
+    def _map_virtual(seg_g: np.ndarray, seg_v: np.ndarray, a: int, b: int) -> list[tuple[int, int]]:
+        """Global position intervals of virtual positions ``[a, b)``."""
+        if len(seg_g) == 1 and seg_v[0] == 0:
+            g = int(seg_g[0])
+            return [(g + a, g + b)] if b > a else []
+        out = []
+        s = int(np.searchsorted(seg_v, a, side="right")) - 1
+        while a < b and s < len(seg_g):
+            end = min(b, int(seg_v[s + 1]))
+            if end > a:
+                g = int(seg_g[s]) + a - int(seg_v[s])
+                out.append((g, g + end - a))
+                a = end
+            s += 1
+        return out
+
+    def _pieces(self, a: int, b: int) -> list[tuple[int, int]]:
+        """Global intervals of this plan's positions ``[a, b)``."""
+        if self._segments is None:
+            return [(a, b)]
+        return self._map_virtual(self._segments[0], self._segments[1], a, b)
+
     def _check_batch(self, j: int) -> int:
         j = int(j)
         if not 0 <= j < self.num_batches:
@@ -315,7 +394,7 @@ class EpochPlan:
         return self._q + (1 if j - self._full < self._rem else 0)
 
     def batch_range(self, j: int) -> tuple[int, int]:
-        """Positions ``[a, b)`` of batch ``j`` in the global order of the epoch."""
+        """Positions ``[a, b)`` of batch ``j`` in the epoch's order (of the samples left, when ``resumed_from``)."""
         j = self._check_batch(j)
         b, f = self.batch_size, self._full
         if j < f:
@@ -392,9 +471,32 @@ class EpochPlan:
     def batch_arrays(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         """Batch ``j`` as two int64 arrays: chunk indexes and item indexes within those chunks."""
         a, b = self.batch_range(j)
-        if self._window is None:
-            return self._locate_range(a, b)
-        return self._locate(self._window.take(a, b))
+        if self._segments is None:
+            if self._window is None:
+                return self._locate_range(a, b)
+            return self._locate(self._window.take(a, b))
+        return self._locate_pieces(a, b)
+
+    def _locate_pieces(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk, item) of this plan's positions ``[a, b)``, one global interval at a time."""
+        outs = []
+        for g0, g1 in self._pieces(a, b):
+            if self._window is None:
+                outs.append(self._locate_range(g0, g1))
+            else:
+                outs.append(self._locate(self._window.take(g0, g1)))
+        if not outs:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        if len(outs) == 1:
+            return outs[0]
+        return np.concatenate([c for c, _ in outs]), np.concatenate([i for _, i in outs])
+
+    def _positions(self, a: int, b: int) -> np.ndarray:
+        """Stream positions of this plan's positions ``[a, b)`` (through segments and the window)."""
+        parts = [self._stream_positions(g0, g1) for g0, g1 in self._pieces(a, b)]
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _locate_range(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_locate` for the consecutive stream positions ``[a, b)`` (the common, fast case)."""
@@ -457,7 +559,12 @@ class EpochPlan:
         if len(batches) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         starts, ends = self._ranges(batches)
-        if self._window is None:
+        if self._segments is not None:
+            lens = ends - starts
+            parts = [self._positions(int(a), int(b)) for a, b in zip(starts.tolist(), ends.tolist())]
+            ks = np.searchsorted(self._r_end, np.concatenate(parts), side="right")
+            pos = np.repeat(np.arange(len(starts)), lens)
+        elif self._window is None:
             # a batch covers a contiguous run of regions: expand [k0, k1] per batch
             k0 = np.searchsorted(self._r_end, starts, side="right")
             k1 = np.searchsorted(self._r_end, ends - 1, side="right")
@@ -508,7 +615,7 @@ class EpochPlan:
         """Samples ``a .. b-1`` of this rank's epoch sequence (all its batches concatenated), as arrays."""
         if not 0 <= a <= b <= self.num_samples:
             raise IndexError(f"samples [{a}, {b}) out of range: rank {self.rank} has {self.num_samples}")
-        return self._locate(self._stream_positions(self._lo + a, self._lo + b))
+        return self._locate_pieces(self._lo + a, self._lo + b)
 
     # -- observability ----------------------------------------------------------------------------------
 
@@ -582,6 +689,7 @@ def make_plan(
     shuffle_buffer: int = 0,
     regions: Sequence[Sequence[int]] | np.ndarray | None = None,
     equal_batches: bool = True,
+    resumed_from: Sequence[Sequence[int]] = (),
 ) -> EpochPlan:
     """Build the plan of one rank for one epoch (see the module docstring for the rules).
 
@@ -600,6 +708,8 @@ def make_plan(
             required when the plan's batches are the DDP training steps). ``False`` splits each rank's
             samples into full batches plus one partial batch, so ranks may differ by one batch; for plans
             whose batches are not training steps (e.g. a plain DataLoader batching samples itself).
+        resumed_from: ``(world_size, batch_size, batches_consumed)`` of earlier runs of this same epoch, oldest
+            first: the plan then covers only the samples they did not consume (see :func:`resume_plan`).
 
     Returns:
         The :class:`EpochPlan`.
@@ -633,6 +743,7 @@ def make_plan(
             epoch=epoch,
             shuffle_buffer=shuffle_buffer,
             equal_batches=bool(equal_batches),
+            resumed_from=resumed_from,
         )
         f["batches"] = plan.num_batches
         f["samples"] = plan.num_samples
@@ -704,6 +815,79 @@ class ResumeState:
         """Check this state against ``plan`` (a plan of the same configuration) and return ``(epoch, start)``."""
         check_state(self, plan)
         return resume_point(self.epoch, self.batches_consumed, plan.num_batches)
+
+
+def resume_plan(
+    state: ResumeState | Mapping[str, Any],
+    chunk_sizes: Sequence[int] | np.ndarray,
+    *,
+    world_size: int,
+    rank: int,
+    batch_size: int,
+    drop_last: bool,
+    shuffle: bool,
+    seed: int,
+    shuffle_buffer: int = 0,
+    regions: Sequence[Sequence[int]] | np.ndarray | None = None,
+    equal_batches: bool = True,
+) -> tuple[EpochPlan, int]:
+    """The plan and start batch that continue ``state``, also with another world size or batch size.
+
+    The order settings (dataset, regions, seed, shuffle, shuffle_buffer, drop_last) must match the saved
+    ones. With the saved world size and batch size this is ``(plan, batches_consumed)``. With another world
+    size or batch size (elastic resume), the rest of the saved epoch is re-partitioned: the returned plan
+    covers exactly the samples no rank has consumed yet (``resumed_from`` records the history) and starts at
+    batch 0. A completed epoch continues with a fresh plan of the next epoch.
+
+    Raises:
+        StateDictError: an order setting differs (named) or the position is outside the saved epoch.
+        PlanError: the remaining samples cannot feed the new world size.
+    """
+    st = state if isinstance(state, ResumeState) else ResumeState.from_dict(state)
+    cfg = st.config
+    common = dict(
+        drop_last=drop_last,
+        shuffle=shuffle,
+        seed=seed,
+        shuffle_buffer=shuffle_buffer,
+        regions=regions,
+        equal_batches=equal_batches,
+    )
+    try:
+        saved_ws, saved_b = int(cfg["world_size"]), int(cfg["batch_size"])
+        history = [tuple(int(x) for x in h) for h in cfg.get("resumed_from", [])]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StateDictError(f"not a plan resume state (bad 'plan' entry: {exc})") from None
+    saved = make_plan(
+        chunk_sizes, world_size=saved_ws, rank=0, batch_size=saved_b, epoch=st.epoch, resumed_from=history, **common
+    )
+    check_state(st, saved)
+    epoch, start = resume_point(st.epoch, st.batches_consumed, saved.num_batches)
+    if epoch != st.epoch:
+        fresh = make_plan(chunk_sizes, world_size=world_size, rank=rank, batch_size=batch_size, epoch=epoch, **common)
+        return fresh, 0
+    if world_size == saved_ws and batch_size == saved_b:
+        plan = make_plan(
+            chunk_sizes,
+            world_size=world_size,
+            rank=rank,
+            batch_size=batch_size,
+            epoch=epoch,
+            resumed_from=history,
+            **common,
+        )
+        return plan, start
+    history.append((saved_ws, saved_b, start))
+    plan = make_plan(
+        chunk_sizes,
+        world_size=world_size,
+        rank=rank,
+        batch_size=batch_size,
+        epoch=epoch,
+        resumed_from=history,
+        **common,
+    )
+    return plan, 0
 
 
 _LABELS = {
