@@ -37,7 +37,7 @@ def make_sample(i: int) -> dict[str, Any]:
 
 
 def _run_streamscope(inputs: list[int], out: str, workers: int) -> None:
-    from streamscope.optimize import optimize
+    from streamscope.processing import optimize
 
     optimize(make_sample, inputs, out, chunk_bytes="64MB", num_workers=workers, verbose=False)
 

@@ -10,6 +10,7 @@ problem it sees in :class:`Problems`. State is proportional to what is open at o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -30,6 +31,14 @@ MAX_PENDING_FLOWS = 65536
 
 #: Training-loop spans: they run in the main process and are not "worker activity".
 LOOP_CATEGORIES = frozenset({"epoch", "batch", "stall", "tune"})
+
+#: Names of the span around one epoch of the training loop (cat epoch): LitData's and streamscope's.
+LOOP_SPAN_NAMES = frozenset({"dataloader", "epoch"})
+
+
+def is_loop_event(ev: RawEvent) -> bool:
+    """True for events only the training loop (main process) logs: batch, stall, and the epoch span."""
+    return ev.cat in ("batch", "stall") or (ev.cat == "epoch" and ev.name in LOOP_SPAN_NAMES)
 
 
 @dataclass
@@ -133,7 +142,9 @@ class Normalizer:
         self.problems = Problems()
         self.runs = 1
         self._procs: dict[int, Proc] = {}
-        self._main_pid: dict[tuple[int, int], int] = {}  # (run, rank) -> pid of the training loop
+        self._main_pid: dict[tuple[int, int], int] = {}  # (run, rank) -> pid that started an epoch
+        self._loop_pid: dict[tuple[int, int], int] = {}  # (run, rank) -> pid that logged loop events
+        self._provisional: dict[tuple[int, int], Proc] = {}  # (run, rank) -> ambiguous pid taken as main
         self._lanes: dict[tuple[int, int, int, str], list[Lane]] = {}
         self._threads: dict[tuple[int, int, int], int] = {}
         self._stacks: dict[tuple[int, int, int, str], list[Span]] = {}
@@ -161,16 +172,42 @@ class Normalizer:
         rank = _int_arg(a, "dist_global_rank", "rank") or 0
         wws = _int_arg(a, "worker_world_size")
         wr = _int_arg(a, "worker_rank", "worker")
-        loop = ev.cat in ("batch", "stall") or (ev.cat == "epoch" and ev.name == "dataloader")
-        worker = None if (loop or wr is None or wws in (None, 0)) else wr
-        label = f"rank {rank} · " + ("main" if worker is None else f"worker {worker}")
-        if run:
-            label = f"run {run + 1} · {label}"
+        rkey = (run, rank)
         self._nproc += 1
         env = {k: a[k] for k in ENV_FIELDS if k in a}
-        p = Proc(run, ev.pid, rank, worker, label, self._next_uuid(), self._nproc, 0, env)
+        p = Proc(run, ev.pid, rank, None, "", self._next_uuid(), self._nproc, 0, env)
         self._procs[ev.pid] = p
+        if is_loop_event(ev) or wr is None or wws in (None, 0):
+            worker = None
+        elif wws == 1 and wr == 0:
+            # LitData and streamscope write worker_world_size 1 / worker_rank 0 in the main process too: the
+            # main process is the one that logs loop events; until one does, the first such pid is taken as main
+            main = self._loop_pid.get(rkey)
+            worker = 0 if (main is not None and main != ev.pid) or rkey in self._provisional else None
+            if worker is None:
+                self._provisional[rkey] = p
+        else:
+            worker = wr
+        self._set_label(p, worker)
         return p
+
+    def _set_label(self, p: Proc, worker: int | None) -> None:
+        p.worker = worker
+        label = f"rank {p.rank} · " + ("main" if worker is None else f"worker {worker}")
+        p.label = f"run {p.run + 1} · {label}" if p.run else label
+        p.version += 1
+
+    def _loop_seen(self, proc: Proc) -> None:
+        """``proc`` logged a training-loop event: it is its rank's main process."""
+        rkey = (proc.run, proc.rank)
+        if self._loop_pid.get(rkey) == proc.pid:
+            return
+        self._loop_pid[rkey] = proc.pid
+        prov = self._provisional.pop(rkey, None)
+        if prov is not None and prov is not proc and prov.worker is None:
+            self._set_label(prov, 0)
+        if proc.worker is not None:
+            self._set_label(proc, None)
 
     def _lane(self, proc: Proc, tid: int, cat: str, name: str) -> Lane:
         key = (proc.run, proc.pid, tid, cat)
@@ -205,12 +242,8 @@ class Normalizer:
         proc = self._proc(ev)
         self._check_run(ev, proc)
         proc = self._procs[ev.pid]
-        if proc.worker is not None and (ev.cat in ("batch", "stall") or ev.name == "dataloader"):
-            # LitData and streamscope write worker_world_size 1 / worker_rank 0 in the main process: a process
-            # first seen through other events is recognised as the training loop when it logs a loop event.
-            proc.worker = None
-            proc.label = proc.label.rsplit("worker ", 1)[0] + "main"
-            proc.version += 1
+        if is_loop_event(ev):
+            self._loop_seen(proc)
         if self.keep is not None and ev.cat not in self.keep:
             return None
         if ph == "B":
@@ -232,7 +265,7 @@ class Normalizer:
                 value = float(raw) if raw is not None else float("nan")
             except ValueError:
                 value = float("nan")
-            if value != value:
+            if not math.isfinite(value):
                 self.problems.add("bad_counter", f"line {ev.line}: counter {ev.name!r} value {raw!r}")
                 return None
             ckey = (proc.run, proc.pid, ev.name)
@@ -255,7 +288,7 @@ class Normalizer:
                 proc = self._procs[ev.pid]
                 tkey = (proc.run, ev.pid, ev.tid)
         self._last_ts[tkey] = ev.ts
-        if ev.name == "dataloader" and ev.ph == "B":
+        if ev.ph == "B" and ev.cat == "epoch" and ev.name in LOOP_SPAN_NAMES:
             rkey = (proc.run, proc.rank)
             main = self._main_pid.get(rkey)
             if main is None:

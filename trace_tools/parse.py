@@ -15,6 +15,7 @@ unreadable), so memory stays bounded whatever the input. Lines that are not vali
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -117,8 +118,8 @@ def parse_line(text: str, line_no: int = 0) -> RawEvent | None:
         tid = _to_int(tid_text) if tid_text else 0
     except ValueError:
         raise ValueError(f"dur/pid/tid not a number (dur={dur_text!r} pid={pid_text!r} tid={tid_text!r})") from None
-    if ts != ts or ts in (float("inf"), float("-inf")):
-        raise ValueError(f"ts {ts_text!r} is not finite")
+    if not (math.isfinite(ts) and math.isfinite(dur)):
+        raise ValueError(f"ts {ts_text!r} or dur {dur_text!r} is not finite")
     name = d.pop("name", "")
     cat = d.pop("cat", "")
     d.pop("cname", None)

@@ -24,6 +24,7 @@ LABELS: dict[str, str] = {
     "sample": "decoding samples",
     "other": "other worker work (locks, deletes, cache)",
     "idle": "nothing at all (idle workers)",
+    "untraced": "no traced activity (decoding is not traced here, or idle)",
 }
 
 
@@ -83,6 +84,8 @@ class StallResult:
     loop_us: float
     parts: dict[str, float]
     activity_spans: int = 0
+    seen: frozenset[str] = frozenset()
+    first_wait_us: float = 0.0
 
     def percent(self, key: str) -> float:
         """Share of the wait time spent in ``key`` (a class or ``"idle"``), in percent."""
@@ -129,8 +132,11 @@ def analyse(label: str, rl: RankLog) -> StallResult:
         source = "gaps between batch spans" if len(stalls) else "none"
     loop_us = union_measure(np.array([(b, e) for _, b, e in rl.loops], dtype=np.float64).reshape(-1, 2))
     n_act = sum(len(a) // 2 for a in rl.activity.values())
+    seen = frozenset(c for c in CLASSES if len(rl.activity[c]))
     if len(stalls) == 0:
-        return StallResult(label, source, 0, 0.0, loop_us, {}, n_act)
+        return StallResult(label, source, 0, 0.0, loop_us, {}, n_act, seen)
+    first = stalls[int(np.argmin(stalls[:, 0]))]
+    first_wait = float(first[1] - first[0])
     base = float(stalls[:, 0].min())
     S = stalls - base
     m_s = union_measure(S)
@@ -150,7 +156,7 @@ def analyse(label: str, rl: RankLog) -> StallResult:
         parts[c] = inter - prev
         prev = inter
     parts["idle"] = m_s - prev
-    return StallResult(label, source, len(stalls), m_s, loop_us, parts, n_act)
+    return StallResult(label, source, len(stalls), m_s, loop_us, parts, n_act, seen, first_wait)
 
 
 def recommendation(r: StallResult) -> str:
@@ -164,6 +170,12 @@ def recommendation(r: StallResult) -> str:
             f"The loop waited{share}, but the log holds no worker spans for this rank, so the wait cannot be "
             "attributed: trace at level 'chunk' or 'sample' with worker events recorded (LitData loses forked "
             "workers' buffered lines and drops spawned workers' events)."
+        )
+    if idle >= 30.0 and "sample" not in r.seen:
+        return (
+            f"For {idle:.0f}% of the wait{share} no worker activity was traced, and this log has no sample spans: "
+            "the workers were decoding samples or idle; trace at level 'sample' to tell which (more num_workers "
+            "helps in the first case, more prefetching in the second)."
         )
     if idle >= 30.0:
         return (

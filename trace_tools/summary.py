@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from trace_tools.errors import TraceToolError
-from trace_tools.model import Normalizer, Point, Problems, Span
+from trace_tools.model import LOOP_SPAN_NAMES, Normalizer, Point, Problems, Proc, Span
 from trace_tools.parse import ParseStats, describe_no_events, read_events
 from trace_tools.plots import Timeline
 from trace_tools.stall import CLASSES, LABELS, RankLog, StallResult, activity_class, analyse, recommendation
@@ -57,7 +57,8 @@ def summarize(path: str, with_timeline: bool = True) -> Summary:
     norm = Normalizer()
     by_cat: dict[str, LogHist] = {}
     by_name: dict[tuple[str, str], LogHist] = {}
-    by_where: dict[tuple[str, str, str], LogHist] = {}
+    by_proc: dict[tuple[str, str, int], LogHist] = {}
+    procs: dict[int, Proc] = {}
     instants: dict[tuple[str, str], int] = {}
     inst_ex: dict[tuple[str, str], list[str]] = {}
     counters: dict[str, CounterStat] = {}
@@ -83,10 +84,11 @@ def summarize(path: str, with_timeline: bool = True) -> Summary:
                     by_cat[s.cat] = LogHist()
             h.add(d)
             by_cat[s.cat].add(d)
-            wkey = (s.cat, s.name, s.proc.label)
-            hw = by_where.get(wkey)
+            pkey = (s.cat, s.name, s.proc.uuid)
+            hw = by_proc.get(pkey)
             if hw is None:
-                hw = by_where[wkey] = LogHist()
+                hw = by_proc[pkey] = LogHist()
+                procs[s.proc.uuid] = s.proc
             hw.add(d)
             rkey = (s.proc.run, s.proc.rank)
             rl = ranks.get(rkey)
@@ -102,7 +104,7 @@ def summarize(path: str, with_timeline: bool = True) -> Summary:
                 rl.stalls.append(e)
             elif s.cat == "batch" and s.name == "batch":
                 rl.batches.append((s.args.get("epoch", ""), s.b, e))
-            elif s.cat == "epoch" and s.name == "dataloader":
+            elif s.cat == "epoch" and s.name in LOOP_SPAN_NAMES:
                 rl.loops.append((s.args.get("epoch", ""), s.b, e))
             if tl is not None and s.cat != "epoch":
                 tl.add((s.proc.label, s.cat), s.b, e)
@@ -130,6 +132,14 @@ def summarize(path: str, with_timeline: bool = True) -> Summary:
             unfinished += 1
     if pstats.events == 0:
         raise TraceToolError(describe_no_events(path, pstats))
+    # a process is named once the whole log is seen (its first lines may not tell main from worker)
+    by_where: dict[tuple[str, str, str], LogHist] = {}
+    for (cat, name, uuid), h in by_proc.items():
+        key = (cat, name, procs[uuid].label)
+        if key in by_where:
+            by_where[key].merge(h)
+        else:
+            by_where[key] = h
     stalls = []
     for (run, rank), rl in sorted(ranks.items()):
         label = (f"run {run + 1} · " if norm.runs > 1 else "") + f"rank {rank}"
@@ -203,6 +213,13 @@ def format_summary(s: Summary, per_worker: bool = True) -> str:
         if r.activity_spans == 0:
             out.append("    no worker spans recorded for this rank: the split of the wait is unknown")
         for c in (*CLASSES, "idle") if r.activity_spans else ():
-            out.append(f"    {r.percent(c):5.1f}%  {fmt_us(r.parts.get(c, 0.0)):>10}  {LABELS[c]}")
+            label = LABELS["untraced"] if c == "idle" and "sample" not in r.seen else LABELS[c]
+            out.append(f"    {r.percent(c):5.1f}%  {fmt_us(r.parts.get(c, 0.0)):>10}  {label}")
+        if r.waits > 1:
+            rest = r.wait_us - r.first_wait_us
+            out.append(
+                f"    first wait {fmt_us(r.first_wait_us)} (worker start-up, first chunks); "
+                f"the other {r.waits - 1} waits {fmt_us(rest)}, {fmt_us(rest / (r.waits - 1))} each on average"
+            )
         out.append(f"  => {recommendation(r)}")
     return "\n".join(out)

@@ -19,7 +19,7 @@ KINDS: dict[str, str] = {
     "unmatched_E": "E events with no open B of the same name on the same pid/tid",
     "ts_backwards": "timestamps that go backwards within one thread",
     "mixed_runs": "the log mixes several runs",
-    "bad_counter": "C events without a numeric 'value'",
+    "bad_counter": "C events without a finite numeric 'value'",
     "no_events": "no event lines at all",
 }
 

@@ -18,9 +18,9 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _LAZY: dict[str, str] = {
-    "optimize": "streamscope.optimize",
-    "map": "streamscope.optimize",
-    "walk": "streamscope.optimize",
+    "optimize": "streamscope.processing",
+    "map": "streamscope.processing",
+    "walk": "streamscope.processing",
     "StreamingDataset": "streamscope.stream",
     "StreamingDataLoader": "streamscope.stream",
     "CombinedStreamingDataset": "streamscope.stream.combined",

@@ -297,3 +297,30 @@ def test_streaming_dataloader_trace_and_metrics(tmp_path, workers):
     snap = metrics()
     assert snap.span("sample").count == 60
     assert snap.span("batch").count == 8
+
+
+def _square(i):
+    return {"i": i, "sq": i * i}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_optimize_workers_are_traced(tmp_path, method):
+    import streamscope
+
+    log = tmp_path / "t.log"
+    enable_tracer("sample", log_file=str(log))
+    streamscope.optimize(
+        fn=_square,
+        inputs=list(range(20)),
+        output_dir=str(tmp_path / "out"),
+        chunk_size=5,
+        num_workers=2,
+        start_method=method,
+        verbose=False,
+    )
+    evs = _events(log)
+    assert not unmatched(evs)
+    worker_pids = {e["pid"] for e in evs} - {os.getpid()}
+    assert len(worker_pids) == 2, {(e["pid"], e["name"]) for e in evs}
+    assert sum(1 for e in evs if e["pid"] in worker_pids and e["cat"] == "sample") >= 20

@@ -60,14 +60,31 @@ def test_merge_sums_processes_and_drops_gauges_of_finished_ones(tmp_path):
     write_snapshot(str(tmp_path), b.snapshot(999_999_999, dropped=2, sink_errors=1, final=True))
     (tmp_path / "garbage.json").write_text("{")
     (tmp_path / "7.json").write_text("{not json")
+    (tmp_path / "8.json").write_text("[1, 2]")
+    (tmp_path / "9.json").write_text('{"spans": {"read/read": {"bogus": 1}}}')
     snaps = read_snapshots(str(tmp_path))
-    assert set(snaps) == {os.getpid(), 999_999_999}
+    assert set(snaps) == {os.getpid(), 999_999_999, 9}
     m = merge(snaps)
     assert m.span("read").count == 2 and m.span("read").items == 8
     assert m.dropped == 3 and m.sink_errors == 1
     assert m.gauges == {"cache/q": 5.0}  # the finished process's gauge no longer counts
     assert m.processes[999_999_999]["final"] and m.processes[os.getpid()]["alive"]
+    assert 9 not in m.processes  # the damaged snapshot is skipped
     d = m.to_dict()
     json.dumps(d)
     assert d["spans"]["read/read"]["mean_s"] == m.span("read").mean_s
     assert len(d["spans"]["read/read"]["buckets"]) == len(BUCKETS_S) + 1
+
+
+def test_data_wait_from_compact_batch_spans():
+    agg = Aggregator()
+    agg.add(
+        [
+            _ev("B", "dataloader", "epoch", 0),
+            _ev("X", "batch", "batch", 3, dur=1000.0),  # arrived at 3 ms, consumer took 1 ms
+            _ev("X", "batch", "batch", 6, dur=2000.0),  # waited 2 ms
+        ]
+    )
+    wait = agg.spans["batch/data_wait"]
+    assert wait.count == 2 and abs(wait.total_s - 0.005) < 1e-9
+    assert agg.spans["batch/batch"].count == 2 and abs(agg.spans["batch/batch"].total_s - 0.003) < 1e-9

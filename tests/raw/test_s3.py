@@ -127,8 +127,10 @@ from streamscope.raw import StreamingRawDataset
 from tests.raw.conftest import file_id
 
 url, cache, opts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-config.set_value("raw_main_obstore_after", 2)
+config.set_value("raw_main_obstore_after", 3)
 ds = StreamingRawDataset(url, cache_dir=cache, storage_options=opts)
+peek = [file_id(ds[0]), file_id(ds[1])]
+assert not ds.source.prefer_obstore, "a peek must not switch the main process to obstore"
 main_ids = [file_id(b) for b in DataLoader(ds, batch_size=4, collate_fn=lambda x: x) for b in b]
 forked = DataLoader(ds, batch_size=4, num_workers=2, collate_fn=lambda x: x, multiprocessing_context="fork")
 fork_ids = [file_id(b) for batch in forked for b in batch]

@@ -174,3 +174,13 @@ def test_compact_x_event_takes_dur_from_its_last_field():
     x, i = check_log(text)
     assert x["dur"] == 12.25 and x["args"]["index"] == "4" and "arg_dur" not in x["args"]
     assert "dur" not in i and i["args"]["arg_dur"] == "12.25"
+
+
+class _Unprintable:
+    def __str__(self):
+        raise RuntimeError("no")
+
+
+def test_unprintable_value_does_not_cost_the_batch():
+    ev = check_line(encode(_batch(("I", "x", "crash", 0, 1, 2, {"obj": _Unprintable(), "n": 1})))[:-1])
+    assert ev["args"]["obj"] == "<unprintable _Unprintable>" and ev["args"]["n"] == "1"

@@ -38,13 +38,17 @@ def write_log(path: str, lines: list[str]) -> str:
     return path
 
 
+def _strict(token: str) -> None:
+    raise ValueError(f"non-standard JSON constant {token} in the output")
+
+
 def load_chrome(path: str) -> dict:
-    """Parse a Chrome JSON output back (gzip or plain)."""
+    """Parse a Chrome JSON output back (gzip or plain), refusing NaN/Infinity like strict JSON parsers do."""
     if path.endswith(".gz"):
         with gzip.open(path, "rt", encoding="utf-8") as f:
-            return json.load(f)
+            return json.load(f, parse_constant=_strict)
     with open(path, encoding="utf-8") as f:
-        return json.load(f)
+        return json.load(f, parse_constant=_strict)
 
 
 @dataclass

@@ -270,3 +270,60 @@ def test_main_process_recognised_by_loop_events(tmp_path):
         if p.HasField("track_descriptor") and p.track_descriptor.HasField("process"):
             last[p.track_descriptor.process.pid] = p.track_descriptor.process.process_name
     assert last == {5: "rank 0 · main", 6: "rank 0 · worker 0"}
+
+
+def test_non_finite_counter_values_are_rejected(tmp_path, capsys):
+    from tests.trace_tools.helpers import line
+
+    lines = [line("C", "bytes_in_flight", "download", 0, value=v) for v in ("1", "inf", "-inf", "nan", "2")]
+    log = write_log(str(tmp_path / "c.log"), lines)
+    for ext in ("json", "pftrace"):
+        assert main(["convert", log, "-o", str(tmp_path / f"c.{ext}")]) == 0
+    doc = load_chrome(str(tmp_path / "c.json"))  # strict JSON: no Infinity/NaN tokens
+    assert [e["args"]["bytes_in_flight"] for e in doc["traceEvents"] if e["ph"] == "C"] == [1.0, 2.0]
+    assert load_perfetto(str(tmp_path / "c.pftrace")).counter_values == {"bytes_in_flight": [1, 2]}
+    assert main(["validate", "-q", log]) == 1
+    assert "bad_counter=3" in capsys.readouterr().out
+
+
+def test_single_worker_loader_names_settle_when_the_loop_shows_up(tmp_path):
+    from tests.trace_tools.helpers import line
+    from trace_tools.summary import summarize
+
+    # num_workers=1: the worker (pid 6) also writes worker_world_size 1 / worker_rank 0, and its lines come first
+    lines = [
+        *span("sample", "sample", 0, 5, pid=6),
+        line("C", "queue_depth", "batch", 1, pid=5, value=1),
+        *span("stall", "stall", 2, 8, pid=5, batch=0),
+        *span("sample", "sample", 6, 9, pid=6),
+        *span("epoch", "epoch", 0, 30, pid=5, epoch=0),
+    ]
+    log = write_log(str(tmp_path / "w.log"), lines)
+    out = str(tmp_path / "w.json")
+    assert main(["convert", log, "-o", out]) == 0
+    names: dict[int, str] = {}
+    for e in load_chrome(out)["traceEvents"]:
+        if e.get("name") == "process_name":
+            names[e["pid"]] = e["args"]["name"]  # the last declaration wins
+    assert names == {5: "rank 0 · main", 6: "rank 0 · worker 0"}
+    s = summarize(log, with_timeline=False)
+    assert set(s.by_where) == {
+        ("sample", "sample", "rank 0 · worker 0"),
+        ("stall", "stall", "rank 0 · main"),
+        ("epoch", "epoch", "rank 0 · main"),
+    }
+    (r,) = s.stalls
+    assert r.loop_us == 30.0  # streamscope names its epoch span "epoch" (LitData: "dataloader")
+
+
+def test_complete_x_events_in_the_input(tmp_path):
+    from tests.trace_tools.helpers import T0
+
+    x = f"ts: {T0 + 100}.000; pid: 3; tid: 4; name: decode; cat: sample; cname: generic_work; dur: 12.5; s: t; index: 1; ph: X;\n"
+    log = write_log(str(tmp_path / "x.log"), [x])
+    assert main(["convert", log, "-o", str(tmp_path / "x.json")]) == 0
+    (ev,) = [e for e in load_chrome(str(tmp_path / "x.json"))["traceEvents"] if e["ph"] == "X"]
+    assert (ev["name"], ev["ts"] - T0, ev["dur"], ev["args"]) == ("decode", 100.0, 12.5, {"index": 1})
+    assert main(["convert", log, "-o", str(tmp_path / "x.pftrace")]) == 0
+    (sl,) = load_perfetto(str(tmp_path / "x.pftrace")).slices
+    assert (sl["name"], sl["dur"], sl["args"]) == ("decode", 12_500, {"index": 1})

@@ -142,3 +142,22 @@ def test_ranks_are_analysed_separately(tmp_path):
         ("rank 0", 0.0, 100.0),
         ("rank 1", 100.0, 0.0),
     ]
+
+
+def test_untraced_decoding_is_not_called_idle(tmp_path):
+    from trace_tools.summary import format_summary
+
+    # level "chunk": downloads traced, sample decoding not; most of each wait has no traced activity
+    lines = [
+        *span("stall", "stall", 0, 1000, pid=1, batch=0),
+        *span("stall", "stall", 2000, 2400, pid=1, batch=1),
+        *span("download", "download", 0, 100, pid=2, worker=0, chunk=0),
+    ]
+    s = summarize(write_log(str(tmp_path / "u.log"), lines), with_timeline=False)
+    (r,) = s.stalls
+    assert r.parts["idle"] == 1300.0 and r.first_wait_us == 1000.0 and "sample" not in r.seen
+    rec = recommendation(r)
+    assert "no sample spans" in rec and "level 'sample'" in rec
+    text = format_summary(s)
+    assert "no traced activity (decoding is not traced here, or idle)" in text
+    assert "first wait 1.00ms (worker start-up, first chunks); the other 1 waits 400.0us" in text

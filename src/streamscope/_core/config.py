@@ -421,8 +421,9 @@ knob(
     4,
     "batches",
     ("STREAMSCOPE_RAW_MAIN_OBSTORE_AFTER",),
-    "After this many batches fetched in the MAIN process (num_workers=0 streaming), raw S3 reads there switch "
-    "to the obstore client (faster, but DataLoader workers forked later fall back to boto3). 0 = never.",
+    "Raw S3 reads in the MAIN process switch to the obstore client at the first multi-index batch "
+    "(num_workers=0 streaming) or after this many single-item calls (faster than boto3, but DataLoader "
+    "workers forked later fall back to boto3). 0 = never.",
 )
 knob(
     "raw_local_inline_s",

@@ -11,7 +11,7 @@ def knobs_markdown() -> str:
     import streamscope.api  # noqa: F401  (importing the layers declares their knobs)
     from streamscope._core import config
 
-    for mod in ("format", "storage", "cache", "optimize", "stream", "raw", "events", "trace", "tune"):
+    for mod in ("format", "storage", "cache", "processing", "stream", "raw", "events", "trace", "tune"):
         try:
             __import__(f"streamscope.{mod}")
         except ImportError:  # pragma: no cover - optional extras missing

@@ -19,6 +19,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from streamscope._core.procs import pid_alive
 from streamscope.events.bus import Event
 
 #: Upper bounds (seconds) of the latency histogram buckets; a last bucket holds everything above.
@@ -148,7 +149,13 @@ class Aggregator:
             elif ph == "X":
                 st = self._kind(cat, name)
                 d = fields.get("dur", 0)
-                st.observe_ns(int(d * 1000) if type(d) is float or type(d) is int else 0)
+                dur_ns = int(d * 1000) if type(d) is float or type(d) is int else 0
+                st.observe_ns(dur_ns)
+                if cat == "batch" and name == "batch":  # compact batch spans (trace_compact_categories)
+                    mark = self._loop_mark.pop(tid, None)
+                    if mark is not None:
+                        self._stats("batch/data_wait").observe_ns(ts - mark)
+                    self._loop_mark[tid] = ts + dur_ns
                 if "bytes" in fields:
                     st.bytes += _num(fields["bytes"])
                 if "items" in fields or "size" in fields:
@@ -211,22 +218,6 @@ class MetricsSnapshot:
         return d
 
 
-def pid_alive(pid: int) -> bool:
-    """True when ``pid`` runs and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] != b"Z"
-    except OSError:
-        return True
-
-
 def read_snapshots(directory: str) -> dict[int, dict[str, Any]]:
     """Every ``<pid>.json`` snapshot in ``directory`` (unreadable or half-written files are skipped)."""
     out: dict[int, dict[str, Any]] = {}
@@ -240,9 +231,11 @@ def read_snapshots(directory: str) -> dict[int, dict[str, Any]]:
         try:
             pid = int(n[:-5])
             with open(os.path.join(directory, n), encoding="utf-8") as f:
-                out[pid] = json.load(f)
+                snap = json.load(f)
         except (ValueError, OSError):
             continue
+        if isinstance(snap, dict):
+            out[pid] = snap
     return out
 
 
@@ -260,25 +253,33 @@ def merge(snaps: dict[int, dict[str, Any]]) -> MetricsSnapshot:
     """Sum per-process snapshots into one :class:`MetricsSnapshot`."""
     out = MetricsSnapshot()
     for pid, s in sorted(snaps.items()):
-        alive = bool(s.get("alive", not s.get("final", False) and pid_alive(pid)))
-        out.events += int(s.get("events", 0))
-        out.dropped += int(s.get("dropped", 0))
-        out.sink_errors += int(s.get("sink_errors", 0))
-        for k, v in s.get("spans", {}).items():
-            st = out.spans.get(k)
-            if st is None:
-                st = out.spans[k] = SpanStats()
-            st.merge(SpanStats(**v))
-        for k, n in s.get("instants", {}).items():
-            out.instants[k] = out.instants.get(k, 0) + int(n)
-        if alive:
-            for k, g in s.get("gauges", {}).items():
-                out.gauges[k] = out.gauges.get(k, 0.0) + float(g)
-        out.processes[pid] = {
-            "events": int(s.get("events", 0)),
-            "dropped": int(s.get("dropped", 0)),
-            "sink_errors": int(s.get("sink_errors", 0)),
-            "alive": alive,
-            "final": bool(s.get("final", False)),
-        }
+        try:
+            _merge_one(out, pid, s)
+        except (TypeError, ValueError, AttributeError):
+            continue  # a foreign or damaged file in the run directory is not a reason to fail
     return out
+
+
+def _merge_one(out: MetricsSnapshot, pid: int, s: dict[str, Any]) -> None:
+    """Add one process's snapshot to ``out`` (raises on a damaged snapshot)."""
+    alive = bool(s.get("alive", not s.get("final", False) and pid_alive(pid)))
+    out.events += int(s.get("events", 0))
+    out.dropped += int(s.get("dropped", 0))
+    out.sink_errors += int(s.get("sink_errors", 0))
+    for k, v in s.get("spans", {}).items():
+        st = out.spans.get(k)
+        if st is None:
+            st = out.spans[k] = SpanStats()
+        st.merge(SpanStats(**v))
+    for k, n in s.get("instants", {}).items():
+        out.instants[k] = out.instants.get(k, 0) + int(n)
+    if alive:
+        for k, g in s.get("gauges", {}).items():
+            out.gauges[k] = out.gauges.get(k, 0.0) + float(g)
+    out.processes[pid] = {
+        "events": int(s.get("events", 0)),
+        "dropped": int(s.get("dropped", 0)),
+        "sink_errors": int(s.get("sink_errors", 0)),
+        "alive": alive,
+        "final": bool(s.get("final", False)),
+    }

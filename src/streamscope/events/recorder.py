@@ -31,10 +31,11 @@ import traceback
 from typing import Any
 
 from streamscope._core import config
+from streamscope._core.procs import pid_alive
 from streamscope.events import context, vocab
 from streamscope.events.bus import ACTIVE, COMPACT, OPEN, STATE, Event, close_open_spans, take
 from streamscope.events.bus import after_fork_in_child as _bus_after_fork
-from streamscope.events.metrics import Aggregator, MetricsSnapshot, merge, pid_alive, read_snapshots, write_snapshot
+from streamscope.events.metrics import Aggregator, MetricsSnapshot, merge, read_snapshots, write_snapshot
 from streamscope.events.sinks import EventBatch, Sink, SinkFactory, parse_specs, resolve
 
 METRICS_DIR_ENV = "STREAMSCOPE_METRICS_DIR"
@@ -69,6 +70,7 @@ class Recorder:
         self.closed = False
         self.repaired: set[int] = set()
         self._late_registered = False
+        self._last_take = 0
         self._published_events = -1
         self._published_dropped = -1
 
@@ -166,11 +168,14 @@ class Recorder:
         return max(0.01, min(self.flush_interval, mi))
 
     def _run(self, stop: threading.Event) -> None:
-        while not stop.wait(self._tick()):
+        wait = self._tick()
+        while not stop.wait(wait):
             try:
                 self.flush()
             except Exception as exc:  # the flusher must survive anything
                 self._report("flusher", f"flusher error: {type(exc).__name__}: {exc}")
+            # a buffer that filled past an eighth of its bound during the tick is drained sooner next time
+            wait = self._tick() if self._last_take < STATE.cap // 8 else max(0.01, self._tick() / 8)
 
     # --- flushing ------------------------------------------------------------------------------------
 
@@ -185,6 +190,7 @@ class Recorder:
     def _flush_locked(self, final: bool = False, repair: bool = False) -> None:
         open_now = OPEN.copy()
         events = take()
+        self._last_take = len(events)
         if events:
             self.agg.add(events)
             tc = self.trace_cats

@@ -9,7 +9,8 @@ Live knobs (read at every batch): ``raw_concurrency`` (0 = the ``max_concurrent_
 the adaptive default) and ``raw_prefetch`` (-1 = the ``max_prefetch`` argument).
 
 Runtime state (threads, store clients, futures) is per process: a forked DataLoader worker starts fresh and
-pickling (spawn) drops it.
+pickling (spawn) drops it. One process should call ``__getitems__`` from one thread at a time (as torch's
+DataLoader does); the fetches themselves run concurrently.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from typing import Any, Literal
 
 from torch.utils.data import Dataset, get_worker_info
@@ -248,7 +249,7 @@ class StreamingRawDataset(Dataset):
         rt = self._runtime()
         rt.set_limit(self.concurrency())
         if not self.source.prefer_obstore and self.source.can_prefer_obstore():
-            self._maybe_prefer_obstore()
+            self._maybe_prefer_obstore(len(indices))
         n = len(self.items)
         indices = [self._normalize(i, n) for i in indices]
         futures: dict[int, Future[Any]] = {}
@@ -278,9 +279,17 @@ class StreamingRawDataset(Dataset):
             results = self._wait(futures)
         return [results[i] for i in indices]
 
-    def _maybe_prefer_obstore(self) -> None:
+    def _maybe_prefer_obstore(self, batch_len: int) -> None:
+        """Switch main-process S3 reads to obstore once the main process is clearly streaming batches.
+
+        A batch of several indices (a ``num_workers=0`` DataLoader) or ``raw_main_obstore_after`` calls do
+        it; a peek such as ``ds[0]`` before building a multi-worker DataLoader does not, so workers forked
+        later keep obstore.
+        """
         after = int(config.get("raw_main_obstore_after"))
-        if after > 0 and self._batches >= after and multiprocessing.parent_process() is None:
+        if after <= 0 or (self._batches < after and batch_len < 2):
+            return
+        if multiprocessing.parent_process() is None:
             self.source.prefer_obstore = True
             ev.instant("backend", "download", backend="obstore", reason=f"{self._batches} batches in the main process")
             logger.info("raw: %d batches streamed in the main process; S3 reads switch to obstore", self._batches)
@@ -370,7 +379,8 @@ class StreamingRawDataset(Dataset):
             if live_hedges:
                 next_fire = min(h.deadline for h in live_hedges)
                 timeout = max(0.0, next_fire - now) if timeout is None else min(timeout, max(0.0, next_fire - now))
-            done, pending = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+            # wake only for a failure, all done, the next hedge due, or the deadline (not per completion)
+            done, pending = wait(pending, timeout=timeout, return_when=FIRST_EXCEPTION)
             for f in done:
                 if not f.cancelled() and f.exception() is not None:
                     raise f.exception()  # type: ignore[misc]  # the first failure ends the batch (the rest finish unseen)

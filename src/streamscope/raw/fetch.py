@@ -4,7 +4,7 @@ Everything here is started through the per-process :mod:`~streamscope.raw.runtim
 batch's files are in flight together. The pieces:
 
 * :meth:`Fetcher.start` — one file → ``Future[bytes]`` (or ``Future[str]`` for ``item_type="path"``).
-* A plain GET runs in one pool task (:meth:`Fetcher._get_with_retries`); retries are the storage layer's
+* A plain GET runs in one pool task (:meth:`Fetcher._get_checked`); retries are the storage layer's
   (``streamscope.storage.retry``, ``storage_*`` knobs), each attempt traced there as a ``download`` span.
 * Objects at or above ``range_parallel_threshold`` (remote only) are fetched as parallel ``get_range`` parts
   of ``range_chunk_size`` bytes, each its own task with its own retries, joined in order.
@@ -36,6 +36,7 @@ from streamscope._core.errors import (
     RawSourceNotFoundError,
     StorageError,
 )
+from streamscope._core.procs import pid_alive
 from streamscope.raw.runtime import IORuntime, gather, settle, then
 from streamscope.raw.source import Source
 
@@ -148,7 +149,7 @@ class Fetcher:
         elif self._hedgeable(size):
             data = Hedge(self, rt, key, path, size, ahead).result
         else:
-            data = rt.submit(self._get_with_retries, key, path, size, ahead=ahead)
+            data = rt.submit(self._get_checked, key, path, size, ahead=ahead)
         if self.cache_files:
             published = then(data, lambda b: self._publish(key, b, path_result=want_path))
             published.hedge = getattr(data, "hedge", None)  # type: ignore[attr-defined]
@@ -194,7 +195,7 @@ class Fetcher:
         finally:
             self._note_read(time.perf_counter() - t0)
 
-    def _get_with_retries(self, key: str, path: str, size: int, start: int = 0, end: int | None = None) -> bytes:
+    def _get_checked(self, key: str, path: str, size: int, start: int = 0, end: int | None = None) -> bytes:
         """One GET (or ranged GET) through the store, which applies the storage retry policy; size-checked."""
         want = (end - start) if end is not None else size
         try:
@@ -217,7 +218,7 @@ class Fetcher:
     def _start_ranged(self, rt: IORuntime, key: str, path: str, size: int, ahead: bool) -> Future[bytes]:
         step = self.range_chunk_size
         parts = [
-            rt.submit(self._get_with_retries, key, path, size, off, min(off + step, size), ahead=ahead)
+            rt.submit(self._get_checked, key, path, size, off, min(off + step, size), ahead=ahead)
             for off in range(0, size, step)
         ]
         return then(gather(parts), lambda chunks: b"".join(chunks))
@@ -262,7 +263,7 @@ class Hedge:
         self.fired = False
         self._lock = threading.Lock()
         self._pending = 1
-        primary = rt.submit(fetcher._get_with_retries, key, path, size, ahead=ahead)
+        primary = rt.submit(fetcher._get_checked, key, path, size, ahead=ahead)
         primary.add_done_callback(lambda f: self._done(f, hedge=False))
 
     def maybe_fire(self, now: float) -> None:
@@ -274,7 +275,7 @@ class Hedge:
             self._pending += 1
         self.fetcher.count_hedge(won=False)
         ev.instant("hedge", "download", path=self.path, bytes=self.size, state="fired")
-        dup = self.rt.submit(self.fetcher._get_with_retries, self.key, self.path, self.size)
+        dup = self.rt.submit(self.fetcher._get_checked, self.key, self.path, self.size)
         dup.add_done_callback(lambda f: self._done(f, hedge=True))
 
     def _done(self, f: Future[bytes], hedge: bool) -> None:
@@ -297,16 +298,6 @@ def _size_or_none(path: str) -> int | None:
         return None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_orphans(cache_dir: str, min_age_s: float = 60.0) -> int:
     """Remove ``*.tmp.<pid>.*`` files left in ``cache_dir`` by dead processes (older than ``min_age_s``).
 
@@ -326,7 +317,7 @@ def sweep_orphans(cache_dir: str, min_age_s: float = 60.0) -> int:
                 continue
             path = os.path.join(folder, name)
             try:
-                if now - os.stat(path).st_mtime < min_age_s or _pid_alive(pid):
+                if now - os.stat(path).st_mtime < min_age_s or pid_alive(pid):
                     continue
                 os.remove(path)
                 removed += 1

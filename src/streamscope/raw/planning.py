@@ -102,11 +102,11 @@ class ConcurrencyGovernor:
     """Adaptive in-flight GET limit from measured latency (a gradient limiter, like TCP Vegas).
 
     Little's law says throughput = in-flight / latency, so more concurrency helps only while latency stays
-    flat. Each update compares the median GET latency since the last update with the best recent median
-    over the last ``window`` updates (the baseline): while latency stays within ``tolerance`` of the baseline the limit grows by
-    ``sqrt(limit)``; when it rises beyond, the server (or our CPU) is saturated and the limit shrinks in
-    proportion (never below half per update). The result stays within ``[floor, cap]``; ``cap`` is the
-    static size-based default.
+    flat. Each update compares the median GET latency since the last update with the best median of the
+    last ``window`` updates (the baseline): while latency stays within ``tolerance`` x the baseline the limit
+    grows by ``sqrt(limit)``; beyond that the server (or our CPU) is saturated and the limit shrinks in
+    proportion (at most by half per update). The limit stays within ``[floor, cap]``; ``cap`` is the static
+    size-based default. The long window keeps the baseline from drifting up under sustained overload.
     """
 
     def __init__(self, cap: int, floor: int = 4, start: int = 32, tolerance: float = 1.5, window: int = 500) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
+import sys
 from collections.abc import Callable
 from typing import IO, Any
 
@@ -50,6 +51,37 @@ def obstore_available() -> bool:
 def obstore_usable() -> bool:
     """False in a forked child of a process that already started obstore's runtime (it would hang)."""
     return _RUNTIME_PID is None or _RUNTIME_PID == os.getpid()
+
+
+def _foreign_runtime_threads() -> bool:
+    """True when this process runs tokio worker threads (an obstore runtime that other code started)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:  # no procfs: cannot tell
+        return False
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/comm", "rb") as f:
+                if f.read().startswith(b"tokio-runtime"):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def _before_fork() -> None:
+    """Runs in the parent just before ``fork``: note a runtime that user code or another library started.
+
+    obstore's runtime is process-global and its threads do not survive ``fork``; a child that used it would
+    hang. Recording the parent's pid makes :func:`obstore_usable` false in the child, which then uses boto3
+    and says so (warning and a ``backend_fallback`` trace event), instead of hanging.
+    """
+    global _RUNTIME_PID
+    if _RUNTIME_PID is None and "obstore" in sys.modules and _foreign_runtime_threads():
+        _RUNTIME_PID = os.getpid()
+
+
+os.register_at_fork(before=_before_fork)
 
 
 def runtime_pid() -> int | None:

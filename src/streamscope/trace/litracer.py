@@ -51,7 +51,10 @@ def sanitize_value(value: Any) -> str:
     t = type(value)
     if t is int or t is float:
         return repr(value)
-    s = value if t is str else str(value)
+    try:
+        s = value if t is str else str(value)
+    except Exception:  # a field whose __str__ fails must not cost the batch
+        s = f"<unprintable {t.__name__}>"
     if len(s) > MAX_VALUE_CHARS:
         s = s[:MAX_VALUE_CHARS]
     return s.translate(_TABLE).strip()

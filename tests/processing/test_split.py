@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamscope.optimize.split import aligned_ranges, even_ranges, weighted_ranges
+from streamscope.processing.split import aligned_ranges, even_ranges, weighted_ranges
 
 
 def _check_partition(ranges, n, workers):

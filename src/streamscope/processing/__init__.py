@@ -5,7 +5,7 @@ per-worker input ranges), :mod:`.runner` (worker processes, progress bar, failur
 (the body of one worker, checkpoint records), :mod:`.walk`, :mod:`._store` (the output store),
 :mod:`._writer` (the chunk writer from :mod:`streamscope.format`).
 
-This package is itself callable as ``optimize(...)``: ``streamscope.optimize`` names both this package and the
+This package is itself callable as ``optimize(...)``: ``streamscope.processing`` names both this package and the
 function, and once the package is imported Python binds the package to that attribute, so calling it must work.
 
 Trace events (``streamscope.events``), name / category:
@@ -25,23 +25,7 @@ Trace events (``streamscope.events``), name / category:
 
 from __future__ import annotations
 
-import inspect
-import sys
-import types
-from typing import Any
-
-from streamscope.optimize.functions import map, optimize
-from streamscope.optimize.walk import walk
+from streamscope.processing.functions import map, optimize
+from streamscope.processing.walk import walk
 
 __all__ = ["map", "optimize", "walk"]
-
-
-class _CallableModule(types.ModuleType):
-    """``streamscope.optimize(...)`` calls :func:`optimize` even when the attribute resolves to this package."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        return optimize(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
-__signature__ = inspect.signature(optimize)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from streamscope._core.errors import WorkerFailedError
-from streamscope.optimize import optimize
+from streamscope.processing import optimize
 from streamscope.storage import open_store
-from tests.optimize import _fns
-from tests.optimize.conftest import read_dataset
+from tests.processing import _fns
+from tests.processing.conftest import read_dataset
 
 pytestmark = pytest.mark.slow
 

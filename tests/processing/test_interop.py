@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from streamscope.optimize import optimize
-from tests.optimize import _fns
-from tests.optimize.conftest import read_dataset
+from streamscope.processing import optimize
+from tests.processing import _fns
+from tests.processing.conftest import read_dataset
 
 litdata = pytest.importorskip("litdata")
 pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore:A newer version of litdata")]
@@ -57,7 +57,7 @@ def test_litdata_reads_our_two_worker_dataset(tmp_path):
 def test_signature_matches_litdata(name):
     import inspect
 
-    import streamscope.optimize as ours
+    import streamscope.processing as ours
 
     def params(f):
         return [(p.name, p.kind, p.default) for p in inspect.signature(f).parameters.values()]

@@ -15,9 +15,9 @@ from streamscope._core.errors import (
     WorkerDiedError,
     WorkerFailedError,
 )
-from streamscope.optimize import optimize
-from tests.optimize import _fns
-from tests.optimize.conftest import read_dataset, visible_files
+from streamscope.processing import optimize
+from tests.processing import _fns
+from tests.processing.conftest import read_dataset, visible_files
 
 
 def test_empty_inputs(tmp_path):

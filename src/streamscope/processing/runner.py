@@ -18,7 +18,7 @@ from typing import Any
 
 from streamscope._core import config
 from streamscope._core.errors import MapReturnError, OptimizeInputError, WorkerDiedError, WorkerFailedError
-from streamscope.optimize.worker import WorkerJob, run_worker
+from streamscope.processing.worker import WorkerJob, run_worker
 
 
 def default_start_method() -> str:

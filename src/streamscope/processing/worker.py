@@ -33,8 +33,8 @@ from typing import Any
 
 from streamscope import events as ev
 from streamscope._core.errors import MapReturnError
-from streamscope.optimize._store import open_output, publish
-from streamscope.optimize._writer import ChunkWriter
+from streamscope.processing._store import open_output, publish
+from streamscope.processing._writer import ChunkWriter
 
 CHECKPOINT_DIR = ".checkpoints"
 

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from streamscope import events as ev
-from streamscope.optimize import optimize
-from tests.optimize import _fns
+from streamscope.processing import optimize
+from tests.processing import _fns
 
 _ENV = ("STREAMSCOPE_LOG_FILE", "STREAMSCOPE_TRACE_LEVEL", "STREAMSCOPE_TRACE_CATEGORIES")
 

@@ -8,9 +8,9 @@ import os
 import pytest
 
 from streamscope._core.errors import CheckpointMismatchError, WorkerDiedError
-from streamscope.optimize import optimize
-from tests.optimize import _fns
-from tests.optimize.conftest import read_dataset, visible_files
+from streamscope.processing import optimize
+from tests.processing import _fns
+from tests.processing.conftest import read_dataset, visible_files
 
 N = 200
 
@@ -75,8 +75,8 @@ def test_main_process_killed_then_resumed_equals_uninterrupted(tmp_path):
     ref, out = str(tmp_path / "ref"), str(tmp_path / "out")
     optimize(_fns.slow_gen, list(range(n)), ref, chunk_size=7, num_workers=2, verbose=False)
     script = (
-        "from streamscope.optimize import optimize\n"
-        "from tests.optimize import _fns\n"
+        "from streamscope.processing import optimize\n"
+        "from tests.processing import _fns\n"
         f"optimize(_fns.slow_gen, list(range({n})), {out!r}, chunk_size=7, num_workers=2, verbose=False,"
         " use_checkpoint=True)\n"
     )

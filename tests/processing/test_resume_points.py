@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamscope.optimize import worker as worker_mod
-from streamscope.optimize.worker import Resume, WorkerJob
-from tests.optimize import _fns
+from streamscope.processing import worker as worker_mod
+from streamscope.processing.worker import Resume, WorkerJob
+from tests.processing import _fns
 
 
 def _job(out: str, staging: str, fn, n: int, chunk_size: int, resume: Resume | None = None) -> WorkerJob:

@@ -45,10 +45,10 @@ from streamscope._core.errors import (
 )
 from streamscope._core.protocols import ObjectStore
 from streamscope._core.units import parse_bytes
-from streamscope.optimize._store import check_writable, local_root, open_output
-from streamscope.optimize.runner import run_jobs
-from streamscope.optimize.split import aligned_ranges, even_ranges, weighted_ranges
-from streamscope.optimize.worker import CHECKPOINT_DIR, Resume, WorkerJob, checkpoint_key
+from streamscope.processing._store import check_writable, local_root, open_output
+from streamscope.processing.runner import run_jobs
+from streamscope.processing.split import aligned_ranges, even_ranges, weighted_ranges
+from streamscope.processing.worker import CHECKPOINT_DIR, Resume, WorkerJob, checkpoint_key
 
 _CHUNK_RE = re.compile(r"^chunk-(\d+)-(\d+)(\.[^/]+)?\.bin$")
 _VALID_MODES = (None, "append", "overwrite")

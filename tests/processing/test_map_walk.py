@@ -7,10 +7,10 @@ import os
 import pytest
 
 from streamscope._core.errors import MapReturnError, OptimizeInputError, WorkerFailedError
-from streamscope.optimize import map as ss_map
-from streamscope.optimize import walk
-from tests.optimize import _fns
-from tests.optimize.conftest import visible_files
+from streamscope.processing import map as ss_map
+from streamscope.processing import walk
+from tests.processing import _fns
+from tests.processing.conftest import visible_files
 
 
 def test_map_publishes_files_with_relative_paths(tmp_path):
