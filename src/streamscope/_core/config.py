@@ -351,6 +351,15 @@ knob(
 
 # --- stream ---------------------------------------------------------------------------------------
 
+knob(
+    "loader_group_bytes",
+    8_000_000,
+    "bytes",
+    ("STREAMSCOPE_LOADER_GROUP_BYTES",),
+    "A DataLoader worker sends its batches in groups of about this many tensor bytes (one shared-memory block "
+    "and one queue message per group; the first group is one batch). 0 sends every batch on its own.",
+)
+
 # --- raw ------------------------------------------------------------------------------------------
 
 knob(
