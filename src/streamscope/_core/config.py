@@ -296,6 +296,14 @@ knob(
     live=True,
 )
 knob(
+    "download_concurrency",
+    4,
+    "chunks",
+    ("STREAMSCOPE_DOWNLOAD_CONCURRENCY",),
+    "Chunks one reader (DataLoader worker) fetches at once from storage, within prefetch_depth. Read live.",
+    live=True,
+)
+knob(
     "chunk_wait_timeout",
     120.0,
     "s",
