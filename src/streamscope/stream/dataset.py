@@ -467,13 +467,15 @@ class StreamingDataset(IterableDataset):
         try:
             for k, j in enumerate(batch_ids):
                 ci, ii = plan.batch_arrays(j)
-                batch: Any = None
-                if fast:
-                    groups = self._groups(reader, ci, ii)
-                    batch = self._collator().collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
-                if batch is None:
-                    samples = self._samples(reader, ci, ii)
-                    batch = samples if not collate else (collate_fn or default_collate)(samples)
+                # One span per batch at level "chunk": lets the stall report tell decoding from idle workers.
+                with ev.span("decode_batch", "read", batch=j, items=len(ci)):
+                    batch: Any = None
+                    if fast:
+                        groups = self._groups(reader, ci, ii)
+                        batch = self._collator().collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
+                    if batch is None:
+                        samples = self._samples(reader, ci, ii)
+                        batch = samples if not collate else (collate_fn or default_collate)(samples)
                 yield j, batch
                 for c in releases.get(k, ()):
                     reader.finished_with(c)
