@@ -128,7 +128,12 @@ def main() -> None:
         )
 
     results: dict[str, Any] = {
-        "host": {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()},
+        "host": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "machine": platform.machine(),
+            "load_average_at_start": os.getloadavg(),
+        },
         "litdata_version": litdata.__version__,
         "cases": {},
     }
@@ -161,6 +166,7 @@ def main() -> None:
             f"(cat {bw / 1e9:.2f} GB/s)",
             flush=True,
         )
+    results["host"]["load_average_at_end"] = os.getloadavg()
     os.makedirs(RESULTS, exist_ok=True)
     out = os.path.join(RESULTS, "bench_stream.json")
     with open(out, "w") as f:

@@ -28,12 +28,19 @@ LABELS: dict[str, str] = {
 }
 
 
+#: Spans that decode samples whatever their category (streamscope's per-batch ``decode_batch`` is in ``read`` so
+#: that it is recorded at level "chunk").
+DECODE_SPANS = frozenset({"decode_batch"})
+
+
 def activity_class(cat: str, name: str) -> str | None:
     """The stall-report class of a span, or ``None`` for training-loop spans (epoch, batch, stall, tune)."""
     if cat in ("epoch", "batch", "stall", "tune"):
         return None
     if cat == "download":
         return "other" if name == "prefetch" else "download"
+    if name in DECODE_SPANS:
+        return "sample"
     if cat in ("decompress", "read", "sample"):
         return cat
     return "other"

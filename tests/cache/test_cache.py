@@ -220,3 +220,16 @@ def test_download_delete_read_are_traced(http_root, tmp_path):
     assert len([e for e in events if e[1] == "delete" and e[0] == "B"]) >= 3
     assert any(e[2] == "read" for e in events)
     assert [e for e in events if e[0] == "C" and e[1] == "cache_bytes"]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_remote_missing_chunk_fails_fast_with_its_name(http_root, tmp_path, workers):
+    root, url = http_root
+    write_dataset(os.path.join(root, "ds"), 40, chunk_size=10)
+    os.remove(os.path.join(root, "ds", "chunk-0-2.bin"))
+    ds = StreamingDataset(f"{url}/ds", cache_dir=str(tmp_path / "c"))
+    t0 = time.monotonic()
+    with pytest.raises(Exception, match=r"chunk-0-2\.bin") as info:
+        list(StreamingDataLoader(ds, batch_size=10, num_workers=workers))
+    assert time.monotonic() - t0 < 20  # an error, not a wait for the 120 s chunk timeout
+    assert "404" in str(info.value) or "not" in str(info.value).lower()

@@ -59,15 +59,12 @@ def test_first_batch_before_all_chunks_are_downloaded(fault_proxy, s3_server, tm
     assert len(started_after) >= CHUNKS - 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cache/prefetch.py:Prefetcher._run fetches one chunk at a time on a single thread and there is no "
-    "download-concurrency knob in _core/config.py: chunk downloads never overlap each other",
-)
 def test_chunk_downloads_run_concurrently_under_a_live_knob(fault_proxy, s3_server, tmp_path) -> None:
-    if "download_concurrency" in config.KNOBS:
-        config.set_value("download_concurrency", 4)
-    events = _run(fault_proxy, s3_server, tmp_path, max_pre_download=4)
+    config.set_value("download_concurrency", 4)
+    try:
+        events = _run(fault_proxy, s3_server, tmp_path, max_pre_download=4)
+    finally:
+        config.reset("download_concurrency")
     spans = [s for s in _spans(events, "download") if "chunk" in s[2]]
     overlapping = sum(1 for a, b in zip(spans, spans[1:]) if b[0] < a[1])
     assert overlapping >= 3, "chunk downloads ran one after another"

@@ -262,6 +262,6 @@ def test_streamscope_optimize_is_the_function_even_after_importing_the_package(t
     import streamscope
     import streamscope.processing  # noqa: F401  (a subpackage import must not shadow the function)
 
-    assert streamscope.processing is optimize
+    assert streamscope.optimize is optimize
     streamscope.optimize(_fns.keep_even, list(range(6)), str(tmp_path / "ds"), chunk_size=2, verbose=False)
     assert [s["i"] for s in _read_all(str(tmp_path / "ds"))] == [0, 2, 4]

@@ -161,3 +161,11 @@ def test_untraced_decoding_is_not_called_idle(tmp_path):
     text = format_summary(s)
     assert "no traced activity (decoding is not traced here, or idle)" in text
     assert "first wait 1.00ms (worker start-up, first chunks); the other 1 waits 400.0us" in text
+
+
+def test_decode_batch_spans_count_as_decoding():
+    from trace_tools.stall import activity_class
+
+    assert activity_class("read", "decode_batch") == "sample"
+    assert activity_class("read", "mmap") == "read"
+    assert activity_class("stall", "stall") is None

@@ -296,6 +296,14 @@ knob(
     live=True,
 )
 knob(
+    "download_concurrency",
+    4,
+    "chunks",
+    ("STREAMSCOPE_DOWNLOAD_CONCURRENCY",),
+    "Chunks one reader (DataLoader worker) fetches at once from storage, within prefetch_depth. Read live.",
+    live=True,
+)
+knob(
     "chunk_wait_timeout",
     120.0,
     "s",
@@ -350,6 +358,15 @@ knob(
 )
 
 # --- stream ---------------------------------------------------------------------------------------
+
+knob(
+    "loader_group_bytes",
+    8_000_000,
+    "bytes",
+    ("STREAMSCOPE_LOADER_GROUP_BYTES",),
+    "A DataLoader worker sends its batches in groups of about this many tensor bytes (one shared-memory block "
+    "and one queue message per group; the first group is one batch). 0 sends every batch on its own.",
+)
 
 # --- raw ------------------------------------------------------------------------------------------
 

@@ -17,25 +17,14 @@ import contextlib
 import os
 import threading
 
+from streamscope._core.procs import pid_alive
+
 LEASE_MARK = ".lease."
 
 
 def lease_path(path: str, pid: int | None = None) -> str:
     """The lease file of process ``pid`` (default: this one) on chunk ``path``."""
     return f"{path}{LEASE_MARK}{os.getpid() if pid is None else pid}"
-
-
-def pid_alive(pid: int) -> bool:
-    """True when a process with this pid exists (it may belong to another user)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def live_lease_owners(path: str) -> list[int]:

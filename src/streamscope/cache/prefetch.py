@@ -3,8 +3,10 @@
 The reader hands over its *schedule*: the chunks it will read, in first-use order. The thread keeps up to
 ``depth`` chunks beyond the reader's current one fetched and leased. ``depth`` is read live on every loop
 (``config.get("prefetch_depth")`` when set, else the dataset's ``max_pre_download``), so the auto-tuner can
-move it while the job runs. The reader blocks in :meth:`Prefetcher.get` on a condition variable (no polling
-of the file system); an error on the thread is re-raised in the reader at once.
+move it while the job runs. Up to ``download_concurrency`` chunks (also a live knob) are fetched at once, on a
+pool of threads that grows when the knob is raised, so downloads overlap each other and the reader; the reader
+is served as soon as its own chunk is local. The reader blocks in :meth:`Prefetcher.get` on a condition
+variable (no polling of the file system); an error on a fetch thread is re-raised in the reader at once.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ def live_depth(default: int) -> int:
     return value if value > 0 else max(0, int(default))
 
 
+#: Threads one prefetcher may start, whatever ``download_concurrency`` says.
+MAX_FETCH_THREADS = 32
+
+
+def live_concurrency() -> int:
+    """How many chunks may be fetched at once now (the live ``download_concurrency`` knob, at least 1)."""
+    return min(MAX_FETCH_THREADS, max(1, int(config.get("download_concurrency"))))
+
+
 class Prefetcher:
     """Background fetching of ``schedule`` (chunk indexes in first-use order) into ``cache``.
 
@@ -43,35 +54,62 @@ class Prefetcher:
         self._next = 0  # next schedule position the thread fetches
         self._want = 0  # highest position the reader asked for
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="streamscope-prefetch", daemon=True)
-        self._thread.start()
+        self._active = 0  # fetches under way
+        self._threads: list[threading.Thread] = []
+        with self._cond:
+            self._grow()
+
+    def _grow(self) -> None:
+        """Start fetch threads up to the live concurrency (called with the lock held)."""
+        want = live_concurrency()
+        while len(self._threads) < want and len(self._threads) < max(1, len(self.schedule)):
+            t = threading.Thread(target=self._run, name=f"streamscope-prefetch-{len(self._threads)}", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _may_start(self) -> bool:
+        return (
+            self._next < len(self.schedule)
+            and self._next <= self._want + max(0, self._depth())
+            and self._active < live_concurrency()
+        )
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and (
-                    self._next >= len(self.schedule) or self._next > self._want + max(0, self._depth())
-                ):
-                    self._cond.wait(timeout=0.5)  # re-read the live depth now and then
+                while not self._closed and not self._may_start():
+                    self._cond.wait(timeout=0.5)  # re-read the live knobs now and then
+                    self._grow()
                 if self._closed:
                     return
                 pos = self._next
                 self._next += 1
-            chunk = self.schedule[pos]
+                self._active += 1
+                if self._active > 1:
+                    ev.counter("downloads_in_flight", "prefetch", self._active)
             try:
-                with ev.span("prefetch", "prefetch", chunk=chunk, position=pos):
-                    path = self.cache.acquire(chunk)
-            except BaseException as exc:  # handed to the reader, which raises it
+                self._fetch(pos)
+            finally:
                 with self._cond:
-                    self._errors[pos] = exc
+                    self._active -= 1
                     self._cond.notify_all()
-                continue
+
+    def _fetch(self, pos: int) -> None:
+        chunk = self.schedule[pos]
+        try:
+            with ev.span("prefetch", "prefetch", chunk=chunk, position=pos):
+                path = self.cache.acquire(chunk)
+        except BaseException as exc:  # handed to the reader, which raises it
             with self._cond:
-                if self._closed or pos in self._released:
-                    self.cache.release(chunk)
-                else:
-                    self._ready[pos] = path
+                self._errors[pos] = exc
                 self._cond.notify_all()
+            return
+        with self._cond:
+            if self._closed or pos in self._released:
+                self.cache.release(chunk)
+            else:
+                self._ready[pos] = path
+            self._cond.notify_all()
 
     def get(self, pos: int) -> str:
         """Wait until schedule position ``pos`` is fetched; return its local path."""
@@ -104,7 +142,8 @@ class Prefetcher:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        self._thread.join(timeout=5.0)
+        for t in self._threads:
+            t.join(timeout=5.0)
         with self._cond:
             ready = list(self._ready.items())
             self._ready.clear()

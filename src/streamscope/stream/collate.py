@@ -41,6 +41,10 @@ def chunk_view(mapped: Any, num_items: int, path: str = "") -> ChunkView:
     return ChunkView(buf, offsets, mv, path)
 
 
+#: [False] when a worker packs whole groups of batches into shared memory itself (stream.batching).
+SHARED_ALLOC = [True]
+
+
 def empty_batch_bytes(n: int, nbytes: int) -> torch.Tensor:
     """An uninitialised ``(n, nbytes)`` uint8 tensor; in a DataLoader worker it lives in shared memory.
 
@@ -48,7 +52,7 @@ def empty_batch_bytes(n: int, nbytes: int) -> torch.Tensor:
     """
     from torch.utils.data import get_worker_info
 
-    if get_worker_info() is not None and n * nbytes > 0:
+    if SHARED_ALLOC[0] and get_worker_info() is not None and n * nbytes > 0:
         base = torch.empty(0, dtype=torch.uint8)
         storage = base._typed_storage()._new_shared(n * nbytes, device=base.device)
         return base.new(storage).resize_(n, nbytes)

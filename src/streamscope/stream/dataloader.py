@@ -12,6 +12,7 @@ depend on ``num_workers``: a state saved with 2 workers resumes exactly with 0 o
 
 from __future__ import annotations
 
+import multiprocessing
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,7 +21,11 @@ from torch.utils.data import DataLoader
 
 from streamscope import events as ev
 from streamscope._core.errors import DatasetError, StateDictError
+from streamscope.stream.batching import Reorder
 from streamscope.stream.dataset import StreamingDataset
+
+#: What the loader calls on its dataset (StreamingDataset and CombinedStreamingDataset provide it).
+_PROTOCOL = ("plan", "iter_batches", "state_dict", "resume_position", "set_batch_size", "set_num_workers")
 
 
 def _identity(item: Any) -> Any:
@@ -31,7 +36,7 @@ class StreamingDataLoader(DataLoader):
     """A DataLoader for :class:`StreamingDataset` with exact, worker-count-independent resume.
 
     Args:
-        dataset: the StreamingDataset.
+        dataset: a StreamingDataset or CombinedStreamingDataset (anything with the loader protocol).
         batch_size: samples per batch (the dataset's epoch plan cuts batches with it).
         num_workers: DataLoader worker processes.
         profile_batches, profile_skip_batches, profile_dir: accepted for compatibility; use streamscope tracing.
@@ -56,19 +61,25 @@ class StreamingDataLoader(DataLoader):
         collate_fn: Callable[[list[Any]], Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(dataset, StreamingDataset):
+        if not isinstance(dataset, StreamingDataset) and not all(hasattr(dataset, a) for a in _PROTOCOL):
             raise DatasetError(
-                f"StreamingDataLoader needs a StreamingDataset, got {type(dataset).__name__} (use torch's DataLoader)"
+                f"StreamingDataLoader needs a StreamingDataset (or a dataset with {', '.join(_PROTOCOL)}, such as "
+                f"CombinedStreamingDataset), got {type(dataset).__name__}; use torch's DataLoader for other datasets"
             )
         if args:
             raise DatasetError("StreamingDataLoader takes only keyword arguments after the dataset")
+        if (
+            kwargs.get("persistent_workers")
+            and num_workers > 0
+            and not getattr(dataset, "follows_shared_position", False)
+        ):
+            raise DatasetError(
+                f"persistent_workers=True needs a dataset whose workers read the epoch from the loader's shared "
+                f"position (batch mode 'position'); {type(dataset).__name__} does not"
+            )
         for key in ("sampler", "batch_sampler"):
             if kwargs.get(key) is not None:
                 raise DatasetError(f"StreamingDataLoader does not take {key}: the dataset's epoch plan orders samples")
-        if kwargs.get("persistent_workers"):
-            raise DatasetError(
-                "persistent_workers=True is not supported: workers receive each epoch's order when they start"
-            )
         if profile_batches:
             warnings.warn(
                 "profile_batches is ignored by streamscope; enable tracing (STREAMSCOPE_TRACE_LEVEL) instead",
@@ -83,11 +94,16 @@ class StreamingDataLoader(DataLoader):
         if num_workers > 0 and prefetch_factor is None:
             prefetch_factor = 2
         dataset.plan(dataset.current_epoch, batch_size)  # a rank without data fails here, at construction
+        # (epoch, start batch) of the next iteration, in shared memory so that persistent workers see each new
+        # epoch: the main process writes it before torch tells the workers to start iterating again.
+        self._position = multiprocessing.RawArray("q", 2)
+        self._position[0], self._position[1] = dataset.current_epoch, 0
         dataset._batch_mode = {
             "epoch": dataset.current_epoch,
             "start": 0,
             "batch_size": batch_size,
             "collate_fn": collate_fn,
+            "position": self._position,
         }
         super().__init__(
             dataset,
@@ -126,40 +142,45 @@ class StreamingDataLoader(DataLoader):
             self.num_samples_yielded = 0
         self.batches_consumed = start
         self._epoch_batches = plan.num_batches
+        self._position[0], self._position[1] = epoch, start
         ds._batch_mode = {
             "epoch": epoch,
             "start": start,
             "batch_size": self.batch_size,
             "collate_fn": self.user_collate_fn,
+            "position": self._position,
         }
         it = super().__iter__()
         return self._run(it, plan, epoch)
 
     def _run(self, it: Any, plan: Any, epoch: int) -> Iterator[Any]:
         workers = max(1, self.num_workers)
+        reorder = Reorder(self.batches_consumed)
         try:
             with ev.span("epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches):
                 while True:
-                    expected = self.batches_consumed
+                    for j, batch in reorder.ready():
+                        self.batches_consumed = j + 1
+                        self.num_samples_yielded += plan.batch_len(j)
+                        self._latest_worker_idx = j % workers
+                        with ev.span("batch", "batch", epoch=epoch, batch=j, rank=plan.rank):
+                            yield batch
                     try:
-                        with ev.span("stall", "stall", epoch=epoch, batch=expected):
-                            j, batch = next(it)
+                        with ev.span("stall", "stall", epoch=epoch, batch=reorder.expected):
+                            item = next(it)
                     except StopIteration:
                         break
-                    if j != expected:
-                        raise DatasetError(
-                            f"batch {j} arrived while batch {expected} was expected: the DataLoader must deliver "
-                            f"worker results in order (in_order=True)"
-                        )
-                    self.batches_consumed = j + 1
-                    self.num_samples_yielded += plan.batch_len(j)
-                    self._latest_worker_idx = j % workers
-                    with ev.span("batch", "batch", epoch=epoch, batch=j, rank=plan.rank):
-                        yield batch
+                    reorder.add(item)
+                if reorder.pending() or reorder.expected != plan.num_batches:
+                    raise DatasetError(
+                        f"epoch {epoch} ended after batch {reorder.expected - 1} of {plan.num_batches} with "
+                        f"{reorder.pending()} batches out of order: the DataLoader must deliver worker results in "
+                        f"order (in_order=True)"
+                    )
         finally:
             shutdown = getattr(it, "_shutdown_workers", None)
-            if shutdown is not None:
-                shutdown()
+            if shutdown is not None and not self.persistent_workers:
+                shutdown()  # an abandoned epoch frees its workers now (persistent ones are reset by torch)
 
     def __len__(self) -> int:
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]

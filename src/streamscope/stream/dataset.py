@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from torch.utils.data import IterableDataset, default_collate
+from torch.utils.data import IterableDataset, default_collate, get_worker_info
 
 from streamscope import events as ev
 from streamscope._core import config
@@ -44,9 +44,11 @@ from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir
 from streamscope.cache.leases import LeaseTable
 from streamscope.cache.prefetch import live_depth
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
+from streamscope.stream.batching import grouped
 from streamscope.stream.collate import BlockCollator, ColumnCollator
 from streamscope.stream.distributed import DistEnv, WorkerEnv
 from streamscope.stream.plan import EpochPlan, check_state, make_plan, resume_point
+from streamscope.stream.reader import ChunkReader
 
 _LEASES: LeaseTable | None = None
 _LEASES_PID = -1
@@ -100,6 +102,9 @@ class StreamingDataset(IterableDataset):
         transform: a callable (or list of callables, applied in order) run on every sample.
         shuffle_buffer: opt-in cross-chunk shuffle window (samples); 0 disables it.
     """
+
+    #: Workers read (epoch, start batch) from the loader's shared position, so persistent workers follow epochs.
+    follows_shared_position = True
 
     def __init__(
         self,
@@ -363,8 +368,6 @@ class StreamingDataset(IterableDataset):
     # --- reading -----------------------------------------------------------------------------------
 
     def _get_reader(self) -> Any:
-        from streamscope.stream.reader import ChunkReader
-
         if self._reader is None or self._reader_pid != os.getpid():
             cache = None
             local_dir = None
@@ -464,13 +467,15 @@ class StreamingDataset(IterableDataset):
         try:
             for k, j in enumerate(batch_ids):
                 ci, ii = plan.batch_arrays(j)
-                batch: Any = None
-                if fast:
-                    groups = self._groups(reader, ci, ii)
-                    batch = self._collator().collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
-                if batch is None:
-                    samples = self._samples(reader, ci, ii)
-                    batch = samples if not collate else (collate_fn or default_collate)(samples)
+                # One span per batch at level "chunk": lets the stall report tell decoding from idle workers.
+                with ev.span("decode_batch", "read", batch=j, items=len(ci)):
+                    batch: Any = None
+                    if fast:
+                        groups = self._groups(reader, ci, ii)
+                        batch = self._collator().collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
+                    if batch is None:
+                        samples = self._samples(reader, ci, ii)
+                        batch = samples if not collate else (collate_fn or default_collate)(samples)
                 yield j, batch
                 for c in releases.get(k, ()):
                     reader.finished_with(c)
@@ -510,9 +515,18 @@ class StreamingDataset(IterableDataset):
         w = WorkerEnv.detect()
         mode = self._batch_mode
         if mode is not None:
-            yield from self.iter_batches(
-                mode["epoch"], mode["start"], w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"]
+            position = mode.get("position")
+            epoch, start = (
+                (int(position[0]), int(position[1])) if position is not None else (mode["epoch"], mode["start"])
             )
+            batches = self.iter_batches(
+                epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"]
+            )
+            group_bytes = int(config.get("loader_group_bytes"))
+            if get_worker_info() is None or group_bytes <= 0:
+                yield from batches
+            else:
+                yield from grouped(batches, group_bytes)
             return
         if self._pending is not None:
             epoch, start = self._pending
