@@ -148,6 +148,7 @@ def test_streaming_raw_dataset(tmp_path: Any) -> None:
 
 def test_enable_tracer_writes_litdata_log(tmp_path: Any, data_dir: str) -> None:
     def scenario(ld: Any) -> Any:
+        saved_env = dict(os.environ)
         debugger = importlib.import_module(f"{ld.__name__}.debugger")
         log = str(tmp_path / f"{ld.__name__}.log")
         logger = debugger.enable_tracer(log_file=log, flush_interval=1)
@@ -162,8 +163,8 @@ def test_enable_tracer_writes_litdata_log(tmp_path: Any, data_dir: str) -> None:
                 time.sleep(0.1)
             lines = open(log).read().splitlines()
         finally:
-            for name in ("LITDATA_TRACE_LEVEL", "LITDATA_TRACE_CATEGORIES", "LITDATA_LOG_FILE"):
-                os.environ.pop(name, None)
+            os.environ.clear()  # enable_tracer exports its settings (for workers): undo for later tests
+            os.environ.update(saved_env)
         cats = {p.split(":", 1)[1].strip() for line in lines for p in line.split(";") if p.strip().startswith("cat:")}
         return type(logger).__name__, all(line.startswith("ts:") for line in lines), cats
 
@@ -263,7 +264,8 @@ def test_tracer_from_environment_only(tmp_path: Any, data_dir: str) -> None:
         "ld.flush_tracer()\n"
     )
     log = tmp_path / "env.log"
-    env = dict(os.environ, LITDATA_TRACE_LEVEL="chunk", LITDATA_LOG_FILE=str(log))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LITDATA_", "STREAMSCOPE_"))}
+    env.update(LITDATA_TRACE_LEVEL="chunk", LITDATA_LOG_FILE=str(log))
     subprocess.run([sys.executable, "-c", code, data_dir], env=env, check=True, timeout=120)
     lines = log.read_text().splitlines()
     assert lines and all(line.startswith("ts:") for line in lines)
