@@ -207,3 +207,20 @@ def test_state_dict_survives_torch_save_and_json(data_dir: str, tmp_path: Any) -
 
     a, b = both(scenario)
     assert a == b == 38
+
+
+def test_resume_in_second_epoch(data_dir: str) -> None:
+    def scenario(ld: Any) -> Any:
+        loader = ld.StreamingDataLoader(ld.StreamingDataset(data_dir, shuffle=True), batch_size=4)
+        first_epoch = _batches(loader)
+        it = iter(loader)
+        seen = [next(it)["index"].tolist() for _ in range(3)]
+        state = loader.state_dict()
+        resumed = ld.StreamingDataLoader(ld.StreamingDataset(data_dir, shuffle=True), batch_size=4)
+        resumed.load_state_dict(state)
+        rest = _batches(resumed)
+        flat = sorted(i for b in seen + rest for i in b)
+        return state["current_epoch"], len(rest), flat == list(range(50)), seen + rest != first_epoch
+
+    a, b = both(scenario)
+    assert a == b == (2, 10, True, True)
