@@ -224,3 +224,24 @@ def test_resume_in_second_epoch(data_dir: str) -> None:
 
     a, b = both(scenario)
     assert a == b == (2, 10, True, True)
+
+
+def test_torch_dataloader_kwargs_pass_through(data_dir: str) -> None:
+    """Trainer code passes torch's own DataLoader options through StreamingDataLoader's **kwargs."""
+
+    def scenario(ld: Any) -> Any:
+        loader = ld.StreamingDataLoader(
+            ld.StreamingDataset(data_dir),
+            batch_size=8,
+            num_workers=2,
+            persistent_workers=True,
+            pin_memory=False,
+            prefetch_factor=3,
+            timeout=60,
+        )
+        e1 = sorted(i for b in loader for i in b["index"].tolist())
+        e2 = sorted(i for b in loader for i in b["index"].tolist())
+        return len(loader), e1 == e2 == list(range(50)), loader.prefetch_factor, loader.persistent_workers
+
+    a, b = both(scenario)
+    assert a == b == (7, True, 3, True)
