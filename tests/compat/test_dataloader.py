@@ -91,11 +91,6 @@ def test_state_dict_dataset_keys_superset_of_litdata(data_dir: str) -> None:
     assert ld_ds - {"subsampled_files", "region_of_interest"} <= ss_ds
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stream: with num_workers=0 LitData records num_workers=1 in the dataset state_dict; streamscope "
-    "records 0 (checkpoint readers comparing it to LitData's value see a difference)",
-)
 def test_state_dict_num_workers_zero_recorded_as_one(data_dir: str) -> None:
     def scenario(ld: Any) -> Any:
         loader = ld.StreamingDataLoader(ld.StreamingDataset(data_dir), batch_size=4)

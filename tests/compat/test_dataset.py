@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tests.compat.conftest import both
 
 
@@ -133,12 +131,6 @@ def test_manual_epochs_with_set_epoch(data_dir: str) -> None:
     assert a == b == (True, True, True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stream: iterating a shuffled StreamingDataset to the end does not advance its epoch, so a manual "
-    "loop (`for epoch in ...: for s in ds:`) without set_epoch sees the SAME order every epoch; LitData's "
-    "__next__ increments current_epoch at StopIteration, so each full pass reshuffles (silent training change)",
-)
 def test_full_pass_advances_epoch(data_dir: str) -> None:
     def scenario(ld: Any) -> Any:
         ds = ld.StreamingDataset(data_dir, shuffle=True, seed=11)

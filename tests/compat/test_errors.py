@@ -45,11 +45,6 @@ CASES: dict[str, Callable[[Any, str, str], Any]] = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stream: StreamingDataLoader(<not a streaming dataset>) raises DatasetError (a ValueError); LitData "
-    "raises RuntimeError, so `except RuntimeError` misses it",
-)
 def test_dataloader_on_wrong_dataset_is_a_runtime_error() -> None:
     with pytest.raises(RuntimeError):
         engine("streamscope").StreamingDataLoader([1, 2, 3])
@@ -66,11 +61,6 @@ def test_streamscope_error_is_caught_like_litdata(case: str, data_dir: str, tmp_
     assert issubclass(ours, builtin), f"{case}: streamscope raises {ours.__mro__}, LitData {builtin.__name__}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stream: ds[len(ds)] raises IndexError; LitData raises ValueError, so `except ValueError` misses it "
-    "(an error deriving from both IndexError and ValueError would satisfy both conventions)",
-)
 def test_index_out_of_range_is_a_value_error(data_dir: str) -> None:
     ds = engine("streamscope").StreamingDataset(data_dir)
     with pytest.raises(ValueError):

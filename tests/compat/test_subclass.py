@@ -30,13 +30,6 @@ def _subclass(ld: Any) -> type:
     return LitdataDoubled if ld is litdata else StreamscopeDoubled
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stream: iteration (StreamingDataset.__iter__ and StreamingDataLoader batches) decodes samples "
-    "without calling self.__getitem__, so a subclass overriding __getitem__ (LitData README: 'transform while "
-    "streaming') is ignored when iterating -> KeyError on the fields it adds. LitData's __next__ calls "
-    "self.__getitem__(ChunkedIndex); streamscope needs a per-sample path when __getitem__ is overridden",
-)
 def test_subclass_getitem_is_used_by_iteration(data_dir: str) -> None:
     def scenario(ld: Any) -> Any:
         ds = _subclass(ld)(data_dir)
@@ -57,13 +50,6 @@ def test_transform_in_workers(data_dir: str, num_workers: int) -> None:
     assert a == b == sorted(-i for i in range(50))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stream: iteration (StreamingDataset.__iter__ and StreamingDataLoader batches) decodes samples "
-    "without calling self.__getitem__, so a subclass overriding __getitem__ (LitData README: 'transform while "
-    "streaming') is ignored when iterating -> KeyError on the fields it adds. LitData's __next__ calls "
-    "self.__getitem__(ChunkedIndex); streamscope needs a per-sample path when __getitem__ is overridden",
-)
 def test_subclass_in_workers(data_dir: str) -> None:
     def scenario(ld: Any) -> Any:
         loader = ld.StreamingDataLoader(_subclass(ld)(data_dir), batch_size=10, num_workers=2)

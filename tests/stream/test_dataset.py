@@ -114,8 +114,8 @@ def test_train_test_split(ds_dir):
 def test_dataset_level_state_dict_resume(ds_dir):
     ds = StreamingDataset(ds_dir, shuffle=True, seed=9)
     ds.set_batch_size(8)
+    state = ds.state_dict(num_samples_yielded=24, num_workers=0, batch_size=8)  # 24 samples into epoch 1
     full = [s["index"] for s in ds]
-    state = ds.state_dict(num_samples_yielded=24, num_workers=0, batch_size=8)
     ds2 = StreamingDataset(ds_dir, shuffle=True, seed=9)
     ds2.load_state_dict(state)
     assert [s["index"] for s in ds2] == full[24:]

@@ -166,6 +166,14 @@ class StateDictError(DatasetError):
     """A state_dict does not belong to this dataset, seed or configuration."""
 
 
+class DatasetIndexError(DatasetError, IndexError):
+    """An index out of range: an ``IndexError`` (Python's convention) and a ``ValueError`` (LitData's)."""
+
+
+class NotAStreamingDatasetError(DatasetError, RuntimeError):
+    """StreamingDataLoader got a dataset it cannot drive (a ``RuntimeError`` as in LitData, and a ValueError)."""
+
+
 class PlanError(DatasetError):
     """The epoch plan cannot be built: no samples, a rank left without data, or a bad argument."""
 

@@ -20,7 +20,7 @@ from typing import Any
 from torch.utils.data import DataLoader
 
 from streamscope import events as ev
-from streamscope._core.errors import DatasetError, StateDictError
+from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, StateDictError
 from streamscope.stream.batching import Reorder
 from streamscope.stream.dataset import StreamingDataset
 
@@ -62,7 +62,7 @@ class StreamingDataLoader(DataLoader):
         **kwargs: Any,
     ) -> None:
         if not isinstance(dataset, StreamingDataset) and not all(hasattr(dataset, a) for a in _PROTOCOL):
-            raise DatasetError(
+            raise NotAStreamingDatasetError(
                 f"StreamingDataLoader needs a StreamingDataset (or a dataset with {', '.join(_PROTOCOL)}, such as "
                 f"CombinedStreamingDataset), got {type(dataset).__name__}; use torch's DataLoader for other datasets"
             )

@@ -34,6 +34,7 @@ from streamscope import events as ev
 from streamscope._core import config
 from streamscope._core.errors import (
     DatasetError,
+    DatasetIndexError,
     FormatError,
     IndexNotFoundError,
     ItemLoaderMismatchError,
@@ -209,6 +210,7 @@ class StreamingDataset(IterableDataset):
     # --- construction helpers ----------------------------------------------------------------------
 
     def _set_region_arrays(self, sizes: np.ndarray) -> None:
+        self._regions_by_chunk: dict[int, list[tuple[int, int, int]]] | None = None
         self._r_end = np.cumsum(sizes)
         self.total_items = int(self._r_end[-1]) if len(self._r_end) else 0
 
@@ -401,10 +403,29 @@ class StreamingDataset(IterableDataset):
             sample = fn(sample)
         return sample
 
+    def global_index(self, chunk: int, item: int) -> int:
+        """The global index of ``item`` of ``chunk`` (the first region holding it): inverse of :meth:`locate`."""
+        table = self._regions_by_chunk
+        if table is None:
+            table = {}
+            begin = 0
+            for c, a, end in zip(self._r_chunk.tolist(), self._r_start.tolist(), self._r_end.tolist()):
+                table.setdefault(c, []).append((a, a + end - begin, begin))
+                begin = end
+            self._regions_by_chunk = table
+        for a, b, begin in table.get(chunk, ()):
+            if a <= item < b:
+                return begin + item - a
+        raise DatasetIndexError(f"item {item} of chunk {chunk} is not part of this dataset")
+
+    def _overrides_getitem(self) -> bool:
+        """True for a subclass that overrides ``__getitem__`` (LitData's "transform while streaming" recipe)."""
+        return type(self).__getitem__ is not StreamingDataset.__getitem__
+
     def locate(self, index: int) -> tuple[int, int]:
         """(chunk, item in chunk) of global index ``index`` (binary search over regions)."""
         if not -self.total_items <= index < self.total_items:
-            raise IndexError(f"index {index} is out of range for a dataset of {self.total_items} samples")
+            raise DatasetIndexError(f"index {index} is out of range for a dataset of {self.total_items} samples")
         if index < 0:
             index += self.total_items
         r = int(np.searchsorted(self._r_end, index, side="right"))
@@ -462,6 +483,7 @@ class StreamingDataset(IterableDataset):
             and collate_fn is None
             and self.transform is None
             and "sample" not in ev.ACTIVE
+            and not self._overrides_getitem()
             and self._collator().supported
         )
         try:
@@ -495,6 +517,8 @@ class StreamingDataset(IterableDataset):
         return out
 
     def _samples(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[Any]:
+        if self._overrides_getitem():  # the subclass's __getitem__ sees every sample, as in LitData
+            return [self[self.global_index(c, i)] for c, i in zip(ci.tolist(), ii.tolist())]
         out = []
         trace = "sample" in ev.ACTIVE
         for c, i in zip(ci.tolist(), ii.tolist()):
@@ -539,6 +563,8 @@ class StreamingDataset(IterableDataset):
                 epoch, start, w.worker_id, w.num_workers, self.batch_size, None, collate=False
             ):
                 yield from samples
+        # A complete pass moves to the next epoch, so a plain loop reshuffles each pass (as LitData does).
+        self.current_epoch = epoch + 1
 
     # --- state -------------------------------------------------------------------------------------
 
@@ -572,7 +598,7 @@ class StreamingDataset(IterableDataset):
             batches_consumed = min(plan.num_batches, -(-int(num_samples_yielded) // int(batch_size)))
         state = {
             "num_samples_yielded": int(num_samples_yielded),
-            "num_workers": int(num_workers),
+            "num_workers": max(1, int(num_workers)),  # LitData records 0 workers as 1
             "batch_size": int(batch_size),
             "current_epoch": int(epoch),
             **self._identity(),
