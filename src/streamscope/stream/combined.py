@@ -25,16 +25,17 @@ from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
 from streamscope import events as ev
-from streamscope._core.errors import DatasetError, StateDictError
+from streamscope._core.errors import DatasetError
 from streamscope.stream.combined_plan import BATCHING_METHODS, CombinedPlan, make_combined_plan
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
-from streamscope.stream.plan import EpochPlan, check_state, make_plan, resume_point
+from streamscope.stream.plan import EpochPlan, make_plan
+from streamscope.stream.resume import Resumable
 
 __all__ = ["CombinedStreamingDataset"]
 
 
-class CombinedStreamingDataset(IterableDataset):
+class CombinedStreamingDataset(Resumable, IterableDataset):
     """Iterate several :class:`StreamingDataset` objects as one, mixing them by weight.
 
     Args:
@@ -47,6 +48,8 @@ class CombinedStreamingDataset(IterableDataset):
             from one dataset).
         force_override_state_dict: accept a state whose configuration differs (restart its epoch).
     """
+
+    _state_kind = "combination of datasets"
 
     def __init__(
         self,
@@ -334,36 +337,3 @@ class CombinedStreamingDataset(IterableDataset):
                 for i, d in enumerate(self._datasets):
                     diffs += [f"dataset {i} {x}" for x in d._check_identity(saved.get(str(i), {}))]
         return diffs
-
-    def resume_position(self, state: dict[str, Any], batch_size: int) -> tuple[int, int]:
-        """Check ``state`` and return ``(epoch, start_batch)`` to continue from.
-
-        Raises:
-            StateDictError: the state belongs to other datasets or another configuration (unless
-                ``force_override_state_dict``, which restarts the saved epoch instead).
-        """
-        if not isinstance(state, dict) or "plan_state" not in state or "current_epoch" not in state:
-            raise StateDictError("not a streamscope CombinedStreamingDataset state (no 'plan_state')")
-        epoch = int(state["current_epoch"])
-        plan = self.plan(epoch, batch_size)
-        try:
-            diffs = self._check_identity(state)
-            if diffs:
-                raise StateDictError("the saved state does not match these datasets: " + "; ".join(diffs))
-            check_state(state["plan_state"], plan)
-        except StateDictError:
-            if self.force_override_state_dict:
-                return epoch, 0
-            raise
-        return resume_point(epoch, int(state["plan_state"]["batches_consumed"]), plan.num_batches)
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Resume a plain-DataLoader iteration from :meth:`state_dict` output."""
-        batch_size = int(state_dict.get("batch_size", self.batch_size))
-        self.batch_size = batch_size
-        self._pending = self.resume_position(state_dict, batch_size)
-        self.current_epoch = self._pending[0]
-
-    def reset_state_dict(self) -> None:
-        """Forget a loaded, not yet used state."""
-        self._pending = None

@@ -38,7 +38,6 @@ from streamscope._core.errors import (
     FormatError,
     IndexNotFoundError,
     ItemLoaderMismatchError,
-    StateDictError,
 )
 from streamscope._core.units import parse_bytes
 from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir
@@ -48,8 +47,9 @@ from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensL
 from streamscope.stream.batching import grouped
 from streamscope.stream.collate import BlockCollator, ColumnCollator
 from streamscope.stream.distributed import DistEnv, WorkerEnv
-from streamscope.stream.plan import EpochPlan, check_state, make_plan, resume_point
+from streamscope.stream.plan import EpochPlan, make_plan
 from streamscope.stream.reader import ChunkReader
+from streamscope.stream.resume import Resumable
 
 _LEASES: LeaseTable | None = None
 _LEASES_PID = -1
@@ -81,7 +81,7 @@ def _input_path(input_dir: Any) -> str:
     raise DatasetError(f"input_dir must be a path, a URL or a Dir, got {input_dir!r}")
 
 
-class StreamingDataset(IterableDataset):
+class StreamingDataset(Resumable, IterableDataset):
     """Stream samples of an optimized dataset (LitData-compatible arguments and defaults).
 
     Args:
@@ -623,38 +623,3 @@ class StreamingDataset(IterableDataset):
             if key in state and state[key] != mine[key]:
                 diffs.append(f"{key}: saved {state[key]!r}, now {mine[key]!r}")
         return diffs
-
-    def resume_position(self, state: dict[str, Any], batch_size: int) -> tuple[int, int]:
-        """Check ``state`` against this dataset and return ``(epoch, start_batch)`` to continue from.
-
-        Raises:
-            StateDictError: the state belongs to another dataset or configuration (unless
-                ``force_override_state_dict``, which restarts the saved epoch from its beginning instead).
-        """
-        if not isinstance(state, dict) or "plan_state" not in state or "current_epoch" not in state:
-            raise StateDictError(
-                f"not a streamscope StreamingDataset state (keys: {sorted(state) if isinstance(state, dict) else type(state).__name__})"
-            )
-        epoch = int(state["current_epoch"])
-        diffs = self._check_identity(state)
-        plan = self.plan(epoch, batch_size)
-        try:
-            if diffs:
-                raise StateDictError("the saved state does not match this dataset: " + "; ".join(diffs))
-            check_state(state["plan_state"], plan)
-        except StateDictError:
-            if self.force_override_state_dict:
-                return epoch, 0
-            raise
-        return resume_point(epoch, int(state["plan_state"]["batches_consumed"]), plan.num_batches)
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Resume a plain-DataLoader iteration from :meth:`state_dict` output."""
-        batch_size = int(state_dict.get("batch_size", self.batch_size))
-        self.batch_size = batch_size
-        self._pending = self.resume_position(state_dict, batch_size)
-        self.current_epoch = self._pending[0]
-
-    def reset_state_dict(self) -> None:
-        """Forget a loaded, not yet used state."""
-        self._pending = None
