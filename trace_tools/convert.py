@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from trace_tools.errors import TraceToolError
@@ -50,6 +51,8 @@ def convert(log: str, out: str, categories: frozenset[str] | None = None) -> Con
     """
     fmt = output_format(out)
     open_log(log)
+    if os.path.exists(out) and os.path.samefile(log, out):
+        raise TraceToolError(f"{out}: is the input log itself; choose another output name")
     sink = AtomicOutput(out, binary=fmt == "perfetto")
     pstats = ParseStats()
     norm = Normalizer(categories)
@@ -81,6 +84,9 @@ def convert(log: str, out: str, categories: frozenset[str] | None = None) -> Con
                 "runs": norm.runs,
             }
         )
+    except OSError as exc:
+        sink.abort()
+        raise TraceToolError(f"{out}: cannot write ({exc.strerror or exc})") from None
     except BaseException:
         sink.abort()
         raise

@@ -22,6 +22,9 @@ KNOWN_PH = frozenset({"B", "E", "X", "I", "C", "M"})
 #: A thread's timestamps jumping back by more than this many microseconds start a new run (pid reuse).
 RUN_GAP_US = 10_000_000.0
 
+#: At most this many chunks wait for their read to link a flow to; the oldest is forgotten beyond it.
+MAX_PENDING_FLOWS = 65536
+
 #: Training-loop spans: they run in the main process and are not "worker activity".
 LOOP_CATEGORIES = frozenset({"epoch", "batch", "stall", "tune"})
 
@@ -188,14 +191,14 @@ class Normalizer:
         return lane.thread_uuid
 
     # -- the pass ---------------------------------------------------------------------------------------------
-    def feed(self, ev: RawEvent) -> Iterator[tuple[str, object]]:
-        """Process one event line; yields zero or more items."""
+    def feed(self, ev: RawEvent) -> tuple[str, object] | list[tuple[str, object]] | None:
+        """Process one event line: ``None``, one item, or a list of items (``X`` gives a begin and an end)."""
         ph = ev.ph
         if ph not in KNOWN_PH:
             self.problems.add("unknown_ph", f"line {ev.line}: ph {ev.ph!r}")
-            return
+            return None
         if ph == "M":
-            return
+            return None
         if ev.cat not in KNOWN_CATEGORIES:
             self.problems.add("unknown_category", f"line {ev.line}: cat {ev.cat!r} (name {ev.name!r})")
         proc = self._proc(ev)
@@ -208,22 +211,20 @@ class Normalizer:
             proc.label = proc.label.rsplit("worker ", 1)[0] + "main"
             proc.version += 1
         if self.keep is not None and ev.cat not in self.keep:
-            return
+            return None
         if ph == "B":
-            yield "B", self._begin(ev, proc, ev.ts)
+            return "B", self._begin(ev, proc, ev.ts)
         elif ph == "E":
             span = self._end(ev, proc)
-            if span is not None:
-                yield "E", span
+            return None if span is None else ("E", span)
         elif ph == "X":
             span = self._begin(ev, proc, ev.ts)
-            yield "B", span
             span.e = ev.ts + max(ev.dur, 0.0)
             self._close(span)
-            yield "E", span
+            return [("B", span), ("E", span)]
         elif ph == "I":
             lane = self._lane(proc, ev.tid, ev.cat, "\0instant")
-            yield "I", Point("I", proc, ev.tid, ev.name, ev.cat, ev.ts, ev.args, lane)
+            return "I", Point("I", proc, ev.tid, ev.name, ev.cat, ev.ts, ev.args, lane)
         elif ph == "C":
             raw = ev.args.get("value")
             try:
@@ -232,12 +233,13 @@ class Normalizer:
                 value = float("nan")
             if value != value:
                 self.problems.add("bad_counter", f"line {ev.line}: counter {ev.name!r} value {raw!r}")
-                return
+                return None
             ckey = (proc.run, proc.pid, ev.name)
             cu = self._counters.get(ckey)
             if cu is None:
                 cu = self._counters[ckey] = self._next_uuid()
-            yield "C", Point("C", proc, ev.tid, ev.name, ev.cat, ev.ts, ev.args, None, value, cu)
+            return "C", Point("C", proc, ev.tid, ev.name, ev.cat, ev.ts, ev.args, None, value, cu)
+        return None
 
     def _check_run(self, ev: RawEvent, proc: Proc) -> None:
         tkey = (proc.run, ev.pid, ev.tid)
@@ -278,7 +280,11 @@ class Normalizer:
             fkey = (proc.run, chunk)
             if ev.name == "download":
                 self._flow += 1
-                self._flows[fkey] = span.flow_out = self._flow
+                flows = self._flows
+                flows.pop(fkey, None)
+                flows[fkey] = span.flow_out = self._flow
+                if len(flows) > MAX_PENDING_FLOWS:
+                    del flows[next(iter(flows))]
             elif ev.name == "read":
                 fid = self._flows.get(fkey)
                 if fid is not None:
@@ -335,6 +341,13 @@ class Normalizer:
 
     def run(self, events: Iterable[RawEvent]) -> Iterator[tuple[str, object]]:
         """Feed every event and then finish."""
+        feed = self.feed
         for ev in events:
-            yield from self.feed(ev)
+            r = feed(ev)
+            if r is None:
+                continue
+            if type(r) is list:
+                yield from r
+            else:
+                yield r  # type: ignore[misc]
         yield from self.finish()

@@ -71,9 +71,12 @@ class AtomicOutput:
         self._raw = raw
         self.binary: IO[bytes] = raw
         self.gz: gzip.GzipFile | None = None
+        self._buffered: io.BufferedWriter | None = None
         if path.endswith(".gz"):
-            self.gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=5, mtime=0)
-            self.binary = self.gz  # type: ignore[assignment]
+            self.gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=3, mtime=0)
+            # GzipFile (before 3.12) compresses on every write call: hand it large blocks
+            self._buffered = io.BufferedWriter(self.gz, buffer_size=1 << 20)  # type: ignore[arg-type]
+            self.binary = self._buffered
         self.text: IO[str] | None = None if binary else io.TextIOWrapper(self.binary, encoding="utf-8", newline="")
 
     def commit(self) -> None:
@@ -82,6 +85,9 @@ class AtomicOutput:
             if self.text is not None:
                 self.text.flush()
                 self.text.detach()
+            if self._buffered is not None:
+                self._buffered.flush()
+                self._buffered.detach()
             if self.gz is not None:
                 self.gz.close()
             self._raw.close()
@@ -92,16 +98,19 @@ class AtomicOutput:
 
     def abort(self) -> None:
         """Close and delete the temporary file."""
-        for closer in (self.gz, self._raw):
+        for closer in (self._buffered, self.gz, self._raw):
             try:
                 if closer is not None:
                     closer.close()
-            except OSError:
+            except (OSError, ValueError):
                 pass
         try:
             os.unlink(self.tmp)
         except OSError:
             pass
+
+
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 class ChromeWriter:
@@ -115,7 +124,7 @@ class ChromeWriter:
         out.write('{"displayTimeUnit":"ms","traceEvents":[\n')
 
     def _emit(self, obj: dict[str, Any]) -> None:
-        self.out.write((",\n" if self.n else "") + json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
+        self.out.write((",\n" if self.n else "") + _ENCODE(obj))
         self.n += 1
 
     def _declare(self, proc: Proc, lane: Lane | None) -> None:

@@ -64,15 +64,23 @@ class ParseStats:
             lst.append(text)
 
 
+_KEYS: dict[str, str] = {}  # raw key text -> trimmed, lower-cased key (keys repeat on every line)
+
+
 def split_line(text: str) -> dict[str, str]:
     """Split one log line into its ``key: value`` pairs (keys lower-cased, both sides trimmed)."""
     out: dict[str, str] = {}
+    keys = _KEYS
     for piece in text.split(";"):
         key, sep, value = piece.partition(":")
         if sep:
-            key = key.strip().lower()
-            if key:
-                out[key] = value.strip()
+            k = keys.get(key)
+            if k is None:
+                k = key.strip().lower()
+                if len(keys) < 4096:
+                    keys[key] = k
+            if k:
+                out[k] = value.strip()
     return out
 
 
@@ -154,7 +162,10 @@ def read_events(path: str, stats: ParseStats) -> Iterator[RawEvent]:
         line_no = 0
         readline = f.readline
         while True:
-            raw = readline(MAX_LINE)
+            try:
+                raw = readline(MAX_LINE)
+            except OSError as exc:
+                raise TraceToolError(f"{path}: read error after line {line_no} ({exc.strerror or exc})") from None
             if not raw:
                 break
             line_no += 1

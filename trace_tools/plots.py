@@ -101,7 +101,14 @@ def render_timeline(tl: Timeline, path: str, title: str) -> None:
 
     plt = _plt()
     rows = sorted(tl.rows)
-    n = max(len(rows), 1)
+    if not rows:
+        fig, ax = plt.subplots(figsize=(6, 1.5))
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"{title}: no spans to draw", ha="center", va="center")
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return
+    n = len(rows)
     nbins = max(tl.hi - tl.lo + 1, 1)
     img = np.ones((n, nbins, 4))
     img[:, :, 3] = 0.0
@@ -133,7 +140,14 @@ def render_histograms(hists: dict[str, LogHist], path: str, title: str) -> None:
     from matplotlib.ticker import NullFormatter
 
     cats = [c for c in hists if hists[c].count]
-    n = max(len(cats), 1)
+    if not cats:
+        fig, ax = plt.subplots(figsize=(6, 1.5))
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"{title}: no spans", ha="center", va="center")
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return
+    n = len(cats)
     cols = min(3, n)
     rows = math.ceil(n / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)

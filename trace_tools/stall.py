@@ -82,6 +82,7 @@ class StallResult:
     wait_us: float
     loop_us: float
     parts: dict[str, float]
+    activity_spans: int = 0
 
     def percent(self, key: str) -> float:
         """Share of the wait time spent in ``key`` (a class or ``"idle"``), in percent."""
@@ -127,8 +128,9 @@ def analyse(label: str, rl: RankLog) -> StallResult:
         stalls = derive_waits(rl.batches, rl.loops)
         source = "gaps between batch spans" if len(stalls) else "none"
     loop_us = union_measure(np.array([(b, e) for _, b, e in rl.loops], dtype=np.float64).reshape(-1, 2))
+    n_act = sum(len(a) // 2 for a in rl.activity.values())
     if len(stalls) == 0:
-        return StallResult(label, source, 0, 0.0, loop_us, {})
+        return StallResult(label, source, 0, 0.0, loop_us, {}, n_act)
     base = float(stalls[:, 0].min())
     S = stalls - base
     m_s = union_measure(S)
@@ -148,7 +150,7 @@ def analyse(label: str, rl: RankLog) -> StallResult:
         parts[c] = inter - prev
         prev = inter
     parts["idle"] = m_s - prev
-    return StallResult(label, source, len(stalls), m_s, loop_us, parts)
+    return StallResult(label, source, len(stalls), m_s, loop_us, parts, n_act)
 
 
 def recommendation(r: StallResult) -> str:
@@ -157,6 +159,12 @@ def recommendation(r: StallResult) -> str:
         return "The training loop never waited for data: the loader keeps up."
     idle = r.percent("idle")
     share = f" (the loop waited {100.0 * r.wait_us / r.loop_us:.1f}% of its time)" if r.loop_us > 0 else ""
+    if r.activity_spans == 0:
+        return (
+            f"The loop waited{share}, but the log holds no worker spans for this rank, so the wait cannot be "
+            "attributed: trace at level 'chunk' or 'sample' with worker events recorded (LitData loses forked "
+            "workers' buffered lines and drops spawned workers' events)."
+        )
     if idle >= 30.0:
         return (
             f"Workers were idle for {idle:.0f}% of the wait{share}: the data was not requested early enough; "

@@ -200,7 +200,9 @@ def format_summary(s: Summary, per_worker: bool = True) -> str:
             continue
         loop = f" of {fmt_us(r.loop_us)} in the loop ({100.0 * r.wait_us / r.loop_us:.1f}%)" if r.loop_us > 0 else ""
         out.append(f"  {r.label}: waited {fmt_us(r.wait_us)} in {r.waits} waits{loop}; from {r.source}")
-        for c in (*CLASSES, "idle"):
+        if r.activity_spans == 0:
+            out.append("    no worker spans recorded for this rank: the split of the wait is unknown")
+        for c in (*CLASSES, "idle") if r.activity_spans else ():
             out.append(f"    {r.percent(c):5.1f}%  {fmt_us(r.parts.get(c, 0.0)):>10}  {LABELS[c]}")
         out.append(f"  => {recommendation(r)}")
     return "\n".join(out)

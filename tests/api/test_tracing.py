@@ -196,3 +196,80 @@ def test_metrics_aggregate_two_workers_without_a_log(tmp_path):
     assert "sample/sample" not in snap.spans  # not in the chunk level
     assert len([p for p, s in snap.processes.items() if p != os.getpid() and s["final"]]) == 2
     assert not (tmp_path / "litdata_debug.log").exists()
+
+
+def test_litdata_environment_alone_switches_tracing_on(tmp_path):
+    import subprocess
+    import sys
+
+    log = tmp_path / "ld.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
+    env.update(LITDATA_TRACE_LEVEL="chunk", LITDATA_LOG_FILE=str(log))
+    code = (
+        "from streamscope import events as ev\n"
+        "with ev.span('download', 'download', chunk=1): pass\n"
+        "with ev.span('sample', 'sample', index=1): pass\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    evs = check_log(log.read_text())
+    assert [(e["name"], e["ph"]) for e in evs] == [("download", "B"), ("download", "E")]
+
+
+def test_timestamps_are_monotonic_per_thread(tmp_path):
+    import threading
+
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log))
+
+    together = threading.Barrier(3)
+
+    def work():
+        together.wait()
+        for i in range(200):
+            with ev.span("read", "read", chunk=i):
+                pass
+        together.wait()  # all alive at once: distinct thread idents
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    evs = _events(log)
+    assert len(evs) == 1200 and len({e["tid"] for e in evs}) == 3
+    last: dict[int, float] = {}
+    for e in evs:
+        assert e["ts"] >= last.get(e["tid"], 0.0)
+        last[e["tid"]] = e["ts"]
+    assert abs(evs[0]["ts"] / 1e6 - time.time()) < 60  # microseconds since the Unix epoch
+
+
+_EXIT_WITH_LIVE_WORKERS = """
+import sys, time
+import streamscope
+from tests.api.test_tracing import _Spans, _loader
+streamscope.enable_tracer("sample", log_file=sys.argv[1])
+it = iter(_loader(_Spans(400), "fork"))
+for _ in range(3):
+    next(it)
+time.sleep(1.5)  # workers publish their snapshots (metrics_interval 0.2 s) with spans open
+print("exiting with live workers")
+"""
+
+
+@pytest.mark.slow
+def test_exit_with_live_workers_leaves_no_unmatched_begin(tmp_path):
+    import subprocess
+    import sys
+
+    log = tmp_path / "t.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
+    env["STREAMSCOPE_METRICS_INTERVAL"] = "0.2"
+    r = subprocess.run(
+        [sys.executable, "-c", _EXIT_WITH_LIVE_WORKERS, str(log)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    evs = check_log(log.read_text())
+    assert len({e["pid"] for e in evs}) == 2  # both workers wrote
+    assert not unmatched(evs)

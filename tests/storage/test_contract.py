@@ -154,3 +154,90 @@ def test_local_path_semantics(tmp_path) -> None:
     in_place.put("k/v.bin", b"abc")
     assert in_place.local_path("k/v.bin") == str(tmp_path / "k" / "v.bin")
     assert open_store(f"local:{tmp_path}").local_path("k/v.bin") is None
+
+
+def test_async_twins(store: ObjectStore, tmp_path) -> None:
+    import asyncio
+
+    blobs = {f"a/{i}.bin": _payload(1000 + i) for i in range(6)}
+    for k, v in blobs.items():
+        store.put(k, v)
+
+    async def main() -> tuple[list[bytes], list[bytes], list[int], int]:
+        whole = await asyncio.gather(*(store.get_async(k) for k in blobs))
+        parts = await asyncio.gather(*(store.get_range_async(k, 3, 99) for k in blobs))
+        sizes = [m.size for m in await asyncio.gather(*(store.head_async(k) for k in blobs))]
+        n = await store.download_file_async("a/0.bin", str(tmp_path / "dl.bin"))
+        return whole, parts, sizes, n
+
+    whole, parts, sizes, n = asyncio.run(main())
+    assert whole == list(blobs.values())
+    assert parts == [v[3:99] for v in blobs.values()]
+    assert sizes == [len(v) for v in blobs.values()]
+    assert n == 1000 and (tmp_path / "dl.bin").read_bytes() == blobs["a/0.bin"]
+    assert isinstance(store, ObjectStore)
+
+
+def test_traced_reads(store: ObjectStore, tmp_path) -> None:
+    from streamscope import events as ev
+
+    store.put("t.bin", b"0123456789")
+    ev.drain()
+    ev.ACTIVE.add("download")
+    try:
+        store.get("t.bin")
+        store.get_range("t.bin", 2, 5)
+        store.download_file("t.bin", str(tmp_path / "t.bin"))
+    finally:
+        ev.ACTIVE.discard("download")
+    ends = [e for e in ev.drain() if e[0] == "E" and e[1] == "download"]
+    assert [e[6]["op"] for e in ends] == ["get", "get_range", "download_file"]
+    assert [e[6]["bytes"] for e in ends] == [10, 3, 10]
+    for e in ends:
+        assert e[6]["attempt"] == 1 and e[6]["status"] == "ok" and e[6]["duration_s"] >= 0
+        assert e[6]["url"].startswith(store.url.rstrip("/")) and e[6]["url"].endswith("t.bin")
+
+
+def test_walk_matches_list(store: ObjectStore, request: pytest.FixtureRequest) -> None:
+    from streamscope.storage import walk
+
+    for k in ("w/1", "w/2/3", "x"):
+        store.put(k, b"1")
+    opts = {}
+    if "s3" in request.node.callspec.params["store"]:
+        ep = request.getfixturevalue(
+            "s3_https_server" if "https" in request.node.callspec.params["store"] else "s3_server"
+        )
+        opts = ep.storage_options()
+    assert [m.key for m in walk(store.url, opts)] == [m.key for m in store.list()] == ["w/1", "w/2/3", "x"]
+    assert [m.key for m in walk(store.url, opts, prefix="w/")] == ["w/1", "w/2/3"]
+
+
+def test_unusual_key_characters(store: ObjectStore) -> None:
+    key = "sp ace/ünï+cøde=%41&x.bin"
+    store.put(key, b"odd")
+    assert store.get(key) == b"odd"
+    assert store.head(key).size == 3
+    assert [m.key for m in store.list("sp ace/")] == [key]
+
+
+def test_list_refuses_climbing_prefixes(store: ObjectStore) -> None:
+    from streamscope._core.errors import UnsupportedURLError
+
+    for bad in ("../", "a/../b", ".."):
+        with pytest.raises(UnsupportedURLError):
+            list(store.list(bad))
+
+
+def test_local_list_symlinks_and_cycles(tmp_path) -> None:
+    root = tmp_path / "root"
+    (root / "real").mkdir(parents=True)
+    (root / "real" / "f.bin").write_bytes(b"x")
+    os.symlink(root / "real", root / "linked")
+    os.symlink(root, root / "real" / "loop")  # a cycle
+    os.symlink(root / "nowhere", root / "dangling")
+    os.mkfifo(root / "fifo")
+    keys = [m.key for m in open_store(str(root)).list()]
+    assert "real/f.bin" in keys and "linked/f.bin" in keys
+    assert "dangling" not in keys and "fifo" not in keys
+    assert len(keys) == len(set(keys)) < 10

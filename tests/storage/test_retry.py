@@ -93,7 +93,9 @@ def test_retries_then_succeeds_and_traces(tracing: None) -> None:
     ends = [e for e in events if e[0] == "E" and e[1] == "download"]
     retries = [e for e in events if e[0] == "I" and e[1] == "retry"]
     assert [e[6]["attempt"] for e in begins] == [1, 2, 3]
-    assert [e[6]["status"] for e in ends] == [503, 503, "ok"]
+    assert [e[6]["status"] for e in ends] == ["retry", "retry", "ok"]
+    assert [e[6].get("http_status") for e in ends] == [503, 503, None]
+    assert ends[0][6]["exception"] == "TransientStorageError" and "SlowDown" in ends[0][6]["error"]
     assert ends[-1][6]["bytes"] == 4 and ends[-1][6]["duration_s"] >= 0
     assert len(retries) == 2 and all(e[6]["url"] == "s3://b/k" for e in retries)
     assert not [e for e in events if e[1] == "give_up"]

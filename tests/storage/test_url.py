@@ -87,3 +87,30 @@ def test_s3_prefix_roundtrip(segments: list[str]) -> None:
     p = parse_url("s3://bucket/" + "/".join(segments) + "/")
     assert p.prefix == "/".join(segments)
     assert parse_url(p.url) == p
+
+
+def test_time_template() -> None:
+    import datetime as dt
+
+    from streamscope.storage import expand_time_template
+
+    now = dt.datetime(2025, 5, 5, 13, 7)
+    assert expand_time_template("/logs/run-{%Y-%m-%d}/x-{%H%M}", now) == "/logs/run-2025-05-05/x-1307"
+    assert expand_time_template("s3://b/{%Y}", now) == "s3://b/{%Y}"
+    assert expand_time_template("/plain/{notatemplate}", now) == "/plain/{notatemplate}"
+
+
+def test_open_store_accepts_paths_and_dir_objects(tmp_path) -> None:
+    from dataclasses import dataclass
+
+    from streamscope.storage import LocalStore, open_store
+
+    @dataclass
+    class Dir:  # LitData's shape
+        path: str | None = None
+        url: str | None = None
+
+    assert isinstance(open_store(tmp_path), LocalStore)
+    assert open_store(tmp_path).url == str(tmp_path)
+    assert open_store(Dir(path=str(tmp_path))).url == str(tmp_path)
+    assert open_store(Dir(path="/ignored", url=f"local:{tmp_path}")).url == f"local:{tmp_path}"

@@ -67,6 +67,10 @@ def test_drop_last_keeps_prefix_of_full_batches():
 def test_errors_name_the_numbers():
     with pytest.raises(PlanError, match="no chunks"):
         _plan([])
+    with pytest.raises(PlanError, match="chunks are all empty"):
+        _plan([0, 0])
+    with pytest.raises(PlanError, match="regions"):
+        _plan([3], regions=[])
     with pytest.raises(PlanError, match="3 samples cannot feed world_size=4"):
         _plan([1, 2], world_size=4, rank=0)
     with pytest.raises(PlanError, match="at least 16 samples"):
@@ -144,3 +148,38 @@ def test_plan_pickles():
     _ = plan.batch(3)
     clone = pickle.loads(pickle.dumps(plan))
     assert _all(clone) == _all(plan)
+
+
+def test_mixing_reports_chunks_per_batch():
+    plain = _plan([100] * 20, shuffle=True, batch_size=16)
+    mixed = _plan([100] * 20, shuffle=True, batch_size=16, shuffle_buffer=400)
+    a, b = plain.mixing(), mixed.mixing()
+    assert a["chunks_per_batch_min"] >= 1 and a["chunks_per_batch_mean"] < 1.5  # within-chunk shuffle only
+    assert b["chunks_per_batch_mean"] > 2.5  # the window draws each batch from several chunks
+    assert b["chunks_per_batch_max"] <= 400 // 100 + 2
+    assert a["batches_sampled"] == b["batches_sampled"] == 64
+
+
+def test_extreme_seed_and_epoch():
+    big = 2**63 - 1
+    a = _plan([7, 9], shuffle=True, seed=big, epoch=big, shuffle_buffer=5)
+    assert sorted(_all(a)) == [(0, i) for i in range(7)] + [(1, i) for i in range(9)]
+    with pytest.raises(PlanError, match="seed"):
+        _plan([3], seed=-1)
+    with pytest.raises(PlanError, match="seed"):
+        _plan([3], seed=2**63)
+
+
+def test_split_batches_and_sample_range():
+    from streamscope.stream.plan import split_batches
+
+    assert split_batches(9, 3, 4).tolist() == [0, 4, 8, 9]
+    assert split_batches(7, 3, 4).tolist() == [0, 4, 6, 7]
+    assert split_batches(8, 3, 4).tolist() == [0, 4, 6, 8]
+    with pytest.raises(PlanError):
+        split_batches(2, 3, 4)
+    plan = _plan([5, 6], world_size=2, rank=1, shuffle=True, shuffle_buffer=3, batch_size=2)
+    c, i = plan.sample_range(0, plan.num_samples)
+    assert list(zip(c.tolist(), i.tolist())) == _all(plan)
+    with pytest.raises(IndexError):
+        plan.sample_range(0, plan.num_samples + 1)

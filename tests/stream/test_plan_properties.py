@@ -27,6 +27,8 @@ def _samples(plan, batches=None):
 
 
 def _expected_error(n, ws, b, drop_last):
+    if n == 0:
+        return "no samples"
     if n < ws:
         return "cannot feed"
     if drop_last and n < ws * b:
@@ -220,3 +222,66 @@ def test_upsampled_regions_repeat_chunks_with_fresh_item_orders():
     items = [i for _, i in plan.batch(0)]
     assert Counter(items) == Counter({i: 2 for i in range(50)})
     assert items[:50] != items[50:]
+
+
+@st.composite
+def _regions(draw):
+    sizes = draw(st.lists(st.integers(0, 30), min_size=1, max_size=8))
+    regions = []
+    for _ in range(draw(st.integers(0, 12))):
+        c = draw(st.integers(0, len(sizes) - 1))
+        a = draw(st.integers(0, sizes[c]))
+        b = draw(st.integers(a, sizes[c]))
+        regions.append((c, a, b))
+    return sizes, regions
+
+
+@SETTINGS
+@given(
+    sr=_regions(),
+    ws=st.integers(1, 5),
+    b=st.integers(2, 12),
+    drop_last=st.booleans(),
+    shuffle=st.booleans(),
+    window=st.sampled_from([0, 4]),
+)
+def test_regions_partition_exactly(sr, ws, b, drop_last, shuffle, window):
+    """Arbitrary (overlapping, repeated, empty) regions: each region item is yielded once per region."""
+    sizes, regions = sr
+    n = sum(e - s for _, s, e in regions)
+    kw = dict(batch_size=b, drop_last=drop_last, shuffle=shuffle, seed=8, epoch=3, shuffle_buffer=window)
+    err = _expected_error(n, ws, b, drop_last)
+    if err is not None:
+        with pytest.raises(PlanError, match=err):
+            _plans(sizes, ws, regions=regions, **kw)
+        return
+    plans = _plans(sizes, ws, regions=regions, **kw)
+    got = Counter(s for p in plans for s in _samples(p))
+    want = Counter((c, i) for c, s, e in regions for i in range(s, e))
+    if drop_last:
+        assert sum(got.values()) == (n // (ws * b)) * ws * b
+        assert not got - want
+    else:
+        assert got == want
+
+
+@SETTINGS
+@given(
+    sizes=sizes_st,
+    ws=st.integers(1, 8),
+    b=st.integers(1, 20),
+    shuffle=st.booleans(),
+)
+def test_unequal_batches_opt_out(sizes, ws, b, shuffle):
+    """equal_batches=False: same rank slices, full batches then one partial; ranks differ by <= 1 batch."""
+    n = sum(sizes)
+    assume(n >= ws)
+    kw = dict(batch_size=b, drop_last=False, shuffle=shuffle, seed=2, epoch=1)
+    plans = _plans(sizes, ws, equal_batches=False, **kw)
+    assert max(p.num_batches for p in plans) - min(p.num_batches for p in plans) <= 1
+    for p in plans:
+        lens = [p.batch_len(j) for j in range(p.num_batches)]
+        assert all(x == b for x in lens[:-1]) and 1 <= lens[-1] <= b
+    glob = _samples(make_plan(sizes, world_size=1, rank=0, **{**kw, "batch_size": max(b, 2)}))
+    assert [s for p in plans for s in _samples(p)] == glob
+    assert plans[0].fingerprint != make_plan(sizes, world_size=ws, rank=0, **{**kw, "batch_size": b + 1}).fingerprint

@@ -138,3 +138,46 @@ def test_summary_writes_pngs(tmp_path, capsys):
             assert im.format == "PNG" and im.size[0] > 400 and im.size[1] > 100
     assert "Stall report" in out and "from gaps between batch spans" in out
     assert "download/download @ rank 0 · worker 1" in out
+
+
+def test_summary_of_a_log_without_spans(tmp_path, capsys):
+    p = write_log(str(tmp_path / "i.log"), ["ts: 1; pid: 1; tid: 1; name: crash; cat: crash; error: E: x; ph: I;\n"])
+    assert main(["summary", p]) == 0
+    out = capsys.readouterr().out
+    assert "crash/crash: 1" in out and "cannot tell how long the loop waited" in out
+    assert (tmp_path / "i.log.timeline.png").stat().st_size > 0
+
+
+def test_output_same_as_input(tmp_path, capsys):
+    p = tmp_path / "x.json"
+    p.write_text(open(GOOD).read())
+    before = p.read_bytes()
+    assert main(["convert", str(p), "-o", str(p)]) == 2
+    assert "is the input log itself" in capsys.readouterr().err
+    assert p.read_bytes() == before
+
+
+def test_disk_full_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    # writing into /dev/full fails with ENOSPC: the message names the output, the temp file is gone
+    from trace_tools import outputs
+
+    real = outputs.AtomicOutput.__init__
+
+    def to_dev_full(self, path, binary):
+        real(self, path, binary)
+        self._raw.close()
+        os.unlink(self.tmp)
+        self._raw = open("/dev/full", "wb", buffering=0)  # noqa: SIM115
+        self.binary = self._raw
+        import io
+
+        self.text = None if binary else io.TextIOWrapper(self._raw, encoding="utf-8", newline="", write_through=True)
+        self.tmp = str(tmp_path / "never-created")
+
+    monkeypatch.setattr(outputs.AtomicOutput, "__init__", to_dev_full)
+    assert main(["convert", GOOD, "-o", str(tmp_path / "o.pftrace")]) == 2
+    err = capsys.readouterr().err
+    assert "o.pftrace: cannot write (No space left on device)" in err and "Traceback" not in err
+    assert not (tmp_path / "o.pftrace").exists()

@@ -212,3 +212,55 @@ def test_output_is_atomic_when_input_has_no_events(tmp_path, capsys):
     assert main(["convert", log, "-o", str(out)]) == 2
     assert "no trace events found" in capsys.readouterr().err
     assert not out.exists() and os.listdir(tmp_path) == ["x.log"]
+
+
+def test_pid_reuse_with_time_jumping_back_is_a_new_run(tmp_path, capsys):
+    from tests.trace_tools.helpers import line
+
+    lines = [
+        *span("sample", "sample", 60_000_000, 60_000_100, pid=7, worker=0),
+        *span("sample", "sample", 5, 50, pid=7, worker=0),
+    ]
+    log = write_log(str(tmp_path / "p.log"), lines)
+    out = str(tmp_path / "p.json")
+    assert main(["convert", log, "-o", out]) == 1
+    assert "mixes 2 runs" in capsys.readouterr().err
+    doc = load_chrome(out)
+    procs = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
+    assert sorted(procs.values()) == ["rank 0 · worker 0", "run 2 · rank 0 · worker 0"]
+    assert len(procs) == 2  # the reused pid is offset in the second run
+    xs = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(xs) == 2 and len({e["pid"] for e in xs}) == 2
+    # a small step back within a thread is a problem to report, not a new run
+    log2 = write_log(str(tmp_path / "q.log"), [line("I", "a", "read", 100, pid=7), line("I", "b", "read", 90, pid=7)])
+    assert main(["convert", log2, "-o", out]) == 0
+
+
+def test_main_process_recognised_by_loop_events(tmp_path):
+    from tests.trace_tools.helpers import line
+
+    # the main process writes worker_world_size 1 / worker_rank 0; its first event here is a counter
+    lines = [
+        line("C", "queue_depth", "batch", 0, pid=5, value=1),
+        *span("batch", "batch", 10, 20, pid=5, batch=0, epoch=0),
+        *span("sample", "sample", 0, 5, pid=6, worker=0),
+    ]
+    log = write_log(str(tmp_path / "m.log"), lines)
+    out = str(tmp_path / "m.json")
+    assert main(["convert", log, "-o", out]) == 0
+    names: dict[int, str] = {}
+    for e in load_chrome(out)["traceEvents"]:
+        if e.get("name") == "process_name":
+            names[e["pid"]] = e["args"]["name"]  # the last declaration wins
+    assert names == {5: "rank 0 · main", 6: "rank 0 · worker 0"}
+    pp = str(tmp_path / "m.pftrace")
+    assert main(["convert", log, "-o", pp]) == 0
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    t = pb.Trace()
+    t.ParseFromString(open(pp, "rb").read())
+    last = {}
+    for p in t.packet:
+        if p.HasField("track_descriptor") and p.track_descriptor.HasField("process"):
+            last[p.track_descriptor.process.pid] = p.track_descriptor.process.process_name
+    assert last == {5: "rank 0 · main", 6: "rank 0 · worker 0"}

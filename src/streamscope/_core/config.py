@@ -279,18 +279,125 @@ knob(
 
 # --- cache ----------------------------------------------------------------------------------------
 
+knob(
+    "prefetch_depth",
+    0,
+    "chunks",
+    ("STREAMSCOPE_PREFETCH_DEPTH",),
+    "Chunks fetched ahead of the reader (0 = use the dataset's max_pre_download). Read live each prefetch loop.",
+    live=True,
+)
+knob(
+    "chunk_wait_timeout",
+    120.0,
+    "s",
+    ("STREAMSCOPE_CHUNK_WAIT_TIMEOUT",),
+    "Longest a reader waits for a chunk download (or another process's download lock) before raising.",
+)
+knob(
+    "max_cache_size",
+    "100GB",
+    "bytes",
+    ("STREAMSCOPE_MAX_CACHE_SIZE", "MAX_CACHE_SIZE"),
+    "Default budget of the chunk cache when a dataset does not give max_cache_size.",
+)
+knob(
+    "open_chunks_max",
+    64,
+    "chunks",
+    ("STREAMSCOPE_OPEN_CHUNKS_MAX",),
+    "Most chunk files one reader keeps mmapped at once (least recently used are closed first).",
+)
+
 # --- optimize -------------------------------------------------------------------------------------
+
+knob(
+    "optimize_staging_dir",
+    "",
+    "path",
+    ("STREAMSCOPE_OPTIMIZE_STAGING_DIR",),
+    "Parent of the per-job staging directory where optimize()/map() workers write chunks before publishing "
+    "them. Empty: inside a local output_dir (publish = rename), else the system temp dir.",
+)
+knob(
+    "optimize_poll_interval",
+    0.05,
+    "s",
+    ("STREAMSCOPE_OPTIMIZE_POLL_INTERVAL",),
+    "How often the optimize() main process checks worker messages, liveness and progress.",
+)
+knob(
+    "optimize_exit_grace",
+    5.0,
+    "s",
+    ("STREAMSCOPE_OPTIMIZE_EXIT_GRACE",),
+    "How long the main process waits for the final message of a worker that has already exited.",
+)
+knob(
+    "optimize_fast_dev_run_items",
+    10,
+    "inputs",
+    ("DATA_OPTIMIZER_FAST_DEV_RUN_ITEMS",),
+    "Number of inputs processed when fast_dev_run=True.",
+)
 
 # --- stream ---------------------------------------------------------------------------------------
 
-knob(
-    "plan_perm_cache",
-    8,
-    "permutations",
-    ("STREAMSCOPE_PLAN_PERM_CACHE",),
-    "In-chunk permutations an epoch plan keeps in memory (each is one int64 array of a chunk's size).",
-)
-
 # --- raw ------------------------------------------------------------------------------------------
+
+knob(
+    "raw_concurrency",
+    0,
+    "requests",
+    ("STREAMSCOPE_RAW_CONCURRENCY",),
+    "Per-process cap on in-flight raw-file GETs. 0 = the dataset's max_concurrent_downloads, or the adaptive "
+    "default from the median file size when that is None. Read at every batch.",
+    live=True,
+)
+knob(
+    "raw_prefetch",
+    -1,
+    "items",
+    ("STREAMSCOPE_RAW_PREFETCH",),
+    "Per-worker look-ahead of raw-file items. -1 = the dataset's max_prefetch; 0 = off. Read at every batch.",
+    live=True,
+)
+knob(
+    "raw_io_threads",
+    256,
+    "threads",
+    ("STREAMSCOPE_RAW_IO_THREADS",),
+    "Upper bound on the raw-file I/O thread pool of one process (threads start only as needed).",
+)
+knob(
+    "raw_write_source_index",
+    False,
+    "bool",
+    ("STREAMSCOPE_RAW_WRITE_SOURCE_INDEX",),
+    "Also write index.json.zstd into a LOCAL source folder (LitData does this always; streamscope only on "
+    "request). Remote sources always get a copy next to the data.",
+)
+knob(
+    "raw_min_throughput",
+    25 * 1024 * 1024,
+    "bytes/s",
+    ("STREAMSCOPE_RAW_MIN_THROUGHPUT",),
+    "Slowest per-object throughput assumed when sizing batch timeouts and hedge delays.",
+)
+knob(
+    "raw_hedge_max_bytes",
+    8 * 1024 * 1024,
+    "bytes",
+    ("STREAMSCOPE_RAW_HEDGE_MAX_BYTES",),
+    "Objects at or above this size are not hedged whole (their ranged parts are).",
+)
+knob(
+    "raw_local_inline_s",
+    0.001,
+    "s",
+    ("STREAMSCOPE_RAW_LOCAL_INLINE_S",),
+    "Local files are read in the calling thread (no pool, no look-ahead) while the running average read "
+    "takes less than this; slower local storage (network mounts) gets the concurrent path. 0 = never inline.",
+)
 
 # --- tune -----------------------------------------------------------------------------------------

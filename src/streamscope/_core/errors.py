@@ -104,6 +104,10 @@ class ChunkWaitTimeoutError(CacheError, FileNotFoundError):
         self.waited_s = waited_s
 
 
+class ChunkDownloadError(CacheError):
+    """Fetching or publishing a chunk into the cache failed; names the chunk and the URL (no credentials)."""
+
+
 # --- optimize -------------------------------------------------------------------------------------
 
 
@@ -115,11 +119,43 @@ class DatasetExistsError(OptimizeError):
     """The output directory already holds a dataset and ``mode`` is None."""
 
 
+class OptimizeInputError(OptimizeError, ValueError):
+    """The inputs or arguments of optimize()/map() cannot be used (empty inputs, bad mode, bad sizes)."""
+
+
+class OutputDirError(OptimizeError, OSError):
+    """The output directory cannot be created or written; names the directory."""
+
+
+class WorkerFailedError(OptimizeError):
+    """``fn`` (or the serializer after it) raised for one input; names the input index and repr."""
+
+
+class WorkerDiedError(OptimizeError):
+    """A worker process ended without reporting (killed, segfault, os._exit); names the worker and signal."""
+
+
+class CheckpointMismatchError(OptimizeError, ValueError):
+    """``use_checkpoint=True`` found a checkpoint written for different inputs, workers or chunk settings."""
+
+
+class MapReturnError(OptimizeError, ValueError):
+    """map()'s ``fn`` returned a value; it must write files into its ``output_dir`` and return None."""
+
+
 # --- stream ---------------------------------------------------------------------------------------
 
 
 class DatasetError(StreamscopeError, ValueError):
     """A streaming dataset cannot be built or iterated with these arguments."""
+
+
+class IndexNotFoundError(DatasetError, FileNotFoundError):
+    """A dataset directory has no ``index.json``; the message names the path looked at."""
+
+
+class ItemLoaderMismatchError(DatasetError):
+    """The item_loader given to a dataset does not match the ``item_loader`` recorded in its index."""
 
 
 class StateDictError(DatasetError):
@@ -135,6 +171,38 @@ class PlanError(DatasetError):
 
 class RawDatasetError(StreamscopeError, ValueError):
     """A raw-file dataset cannot be indexed or read."""
+
+
+class RawSourceNotFoundError(RawDatasetError, FileNotFoundError):
+    """The input folder, or a file listed in the index, does not exist (any more)."""
+
+
+class EmptyRawSourceError(RawDatasetError):
+    """The input folder holds no file the indexer accepts."""
+
+
+class RawFileSizeError(RawDatasetError):
+    """A file is smaller than the size recorded in the index (truncated or replaced after indexing)."""
+
+
+class RawSchemeError(RawDatasetError):
+    """The input URL's scheme is not supported for raw-file streaming."""
+
+
+class RawSetupError(RawDatasetError, TypeError):
+    """``setup(files)`` returned something other than a list of FileMetadata or of lists of FileMetadata."""
+
+
+class RawIndexError(RawDatasetError):
+    """An ``index.json.zstd`` file is unreadable or does not match the schema."""
+
+
+class RawDownloadError(RawDatasetError, OSError):
+    """A file could not be fetched after the retries allowed; names the path and the last cause."""
+
+
+class RawDownloadTimeoutError(RawDatasetError, TimeoutError):
+    """A batch of files did not arrive within its time budget."""
 
 
 # --- events / trace -------------------------------------------------------------------------------

@@ -39,6 +39,8 @@ from streamscope.events.sinks import EventBatch, Sink, SinkFactory, parse_specs,
 
 METRICS_DIR_ENV = "STREAMSCOPE_METRICS_DIR"
 ANCHOR_ENV = "STREAMSCOPE_TRACE_CLOCK_ANCHOR"
+#: Sink used when tracing is on and no sink is named (a dotted path: ``events`` does not import ``trace``).
+DEFAULT_SINK = "streamscope.trace.litracer:LitracerFileSink"
 
 
 class Recorder:
@@ -66,6 +68,7 @@ class Recorder:
         self.started = False
         self.closed = False
         self.repaired: set[int] = set()
+        self._late_registered = False
         self._published_events = -1
         self._published_dropped = -1
 
@@ -128,6 +131,8 @@ class Recorder:
         if d and os.path.isdir(d):
             self.metrics_dir = d
         else:
+            if self.owner and self.metrics_dir and self.metrics_dir != d:
+                shutil.rmtree(self.metrics_dir, ignore_errors=True)  # our previous run's directory
             try:
                 self.metrics_dir = tempfile.mkdtemp(prefix="streamscope-metrics-")
                 self.agg = Aggregator()  # a new run: metrics start from zero
@@ -136,7 +141,9 @@ class Recorder:
                 self.owner = True
                 # multiprocessing's exit handler terminates daemonic children (DataLoader workers still
                 # running at exit) and then runs finalizers of negative priority: close their spans then.
-                mp_util.Finalize(None, self._late_repair, exitpriority=-10)
+                if not self._late_registered:
+                    mp_util.Finalize(None, self._late_repair, exitpriority=-10)
+                    self._late_registered = True
             except OSError as exc:
                 self._report("metrics-dir", f"cannot create a metrics directory: {exc}")
                 self.metrics_dir = None
@@ -203,7 +210,10 @@ class Recorder:
         if self.sinks is not None:
             return self.sinks
         sinks: list[tuple[str, Sink]] = []
-        specs: list[tuple[str, SinkFactory | None]] = [(s, None) for s in parse_specs(config.get("trace_sinks"))]
+        names = parse_specs(config.get("trace_sinks"))
+        if not names and not self.factories:
+            names = [DEFAULT_SINK]  # tracing switched on by the environment alone (e.g. LITDATA_TRACE_LEVEL)
+        specs: list[tuple[str, SinkFactory | None]] = [(s, None) for s in names]
         specs += [(getattr(f, "__qualname__", repr(f)), f) for f in self.factories]
         for spec, factory in specs:
             try:

@@ -14,15 +14,30 @@ stores may be pickled into (or inherited by) DataLoader workers, fork or spawn.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from streamscope._core.errors import UnsupportedURLError
 from streamscope._core.protocols import ObjectMeta, ObjectStore
 from streamscope.storage.local import LocalStore
-from streamscope.storage.redact import redact, redact_options, redact_url, register_options, register_secret
+from streamscope.storage.redact import (
+    install_log_redaction,
+    redact,
+    redact_options,
+    redact_url,
+    register_options,
+    register_secret,
+)
 from streamscope.storage.retry import RetryPolicy
-from streamscope.storage.url import SUPPORTED_SCHEMES, StoreURL, join_key, normalize_key, parse_url
+from streamscope.storage.url import (
+    SUPPORTED_SCHEMES,
+    StoreURL,
+    expand_time_template,
+    join_key,
+    normalize_key,
+    parse_url,
+)
 
 __all__ = [
     "SUPPORTED_SCHEMES",
@@ -31,6 +46,7 @@ __all__ = [
     "ObjectStore",
     "RetryPolicy",
     "StoreURL",
+    "expand_time_template",
     "join_key",
     "normalize_key",
     "open_store",
@@ -44,16 +60,23 @@ __all__ = [
 ]
 
 
-def open_store(url: str, storage_options: Mapping[str, Any] | None = None) -> ObjectStore:
+def open_store(
+    url: str | os.PathLike[str] | Any,
+    storage_options: Mapping[str, Any] | None = None,
+    session_options: Mapping[str, Any] | None = None,
+) -> ObjectStore:
     """Open the object store rooted at ``url``.
 
     Args:
-        url: A local path or ``local:``, ``file://``, ``s3://``, ``r2://``, ``gs://``, ``azure://``,
-            ``http(s)://`` URL.
+        url: A local path (``str`` or ``os.PathLike``) or a ``local:``, ``file://``, ``s3://``, ``r2://``,
+            ``gs://``, ``azure://``, ``http(s)://`` URL; a LitData-style ``Dir`` (anything with ``url`` /
+            ``path`` attributes) is accepted too (its ``url`` wins).
         storage_options: Backend options (endpoint, region, credentials, ...). For S3 both boto3-style
             keys (``endpoint_url``, ``aws_access_key_id``, ``aws_secret_access_key``, ``region_name``,
             ``aws_session_token``, ``verify``) and obstore keys are accepted; ``backend`` selects
             ``"obstore"`` or ``"boto3"``. Secret values are registered for redaction.
+        session_options: LitData's boto3 ``Session`` arguments (``profile_name``, ``region_name``,
+            credentials) for S3; ``storage_options`` win where both set a value. Ignored by other schemes.
 
     Returns:
         A store whose keys are relative to ``url``. No network connection is made until first use.
@@ -61,9 +84,19 @@ def open_store(url: str, storage_options: Mapping[str, Any] | None = None) -> Ob
     Raises:
         UnsupportedURLError: The URL is malformed or its scheme has no backend.
     """
+    if not isinstance(url, str):
+        if isinstance(url, os.PathLike):
+            url = os.fspath(url)
+        elif getattr(url, "url", None) or getattr(url, "path", None):
+            url = str(getattr(url, "url", None) or url.path)
     parsed = parse_url(url)
     options = dict(storage_options or {})
     register_options(options)
+    register_options(session_options)
+    if session_options and parsed.kind == "s3":
+        options = {**dict(session_options), **options}
+    if parsed.kind != "local":
+        install_log_redaction()
     if parsed.kind == "local":
         return LocalStore(parsed)  # storage_options mean nothing for local directories (as in LitData)
     if parsed.kind == "s3":

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from streamscope._core.errors import ConfigError, StorageError
 from streamscope.storage import obstore_backend as ob
-from streamscope.storage.redact import register_options
+from streamscope.storage.redact import redact, register_options
 from streamscope.storage.remote import Backend, RemoteStore
 from streamscope.storage.url import StoreURL
 
@@ -66,6 +66,13 @@ class _ObstoreCloudStore(RemoteStore):
         opts.pop("backend", None)
         self._config = self._translate(opts)
         super().__init__(parsed, self._build)
+        if ob.obstore_available():
+            try:  # validate the options now; building an obstore store does not start its runtime
+                self._factory()
+            except Exception as exc:
+                raise ConfigError(
+                    redact(f"storage_options for {parsed.url!r} are not valid ({', '.join(sorted(opts))}): {exc}")
+                ) from None
 
     def _translate(self, opts: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError

@@ -18,7 +18,7 @@ import socket
 import ssl
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from streamscope._core import config
 from streamscope._core.errors import (
@@ -89,14 +89,12 @@ class _HTTPBackend:
         self.ctx = ctx
 
     def _conn(self) -> http.client.HTTPConnection:
-        host, _, port = self.netloc.rpartition(":") if self.netloc.count(":") == 1 else (self.netloc, "", "")
-        if not host:
-            host, port = self.netloc, ""
-        host = host.strip("[]")
+        parts = urlsplit(f"//{self.netloc}")
+        host, port = parts.hostname or "", parts.port
         timeout = float(config.get("storage_read_timeout"))
         if self.scheme == "https":
-            return http.client.HTTPSConnection(host, int(port) if port else None, timeout=timeout, context=self.ctx)
-        return http.client.HTTPConnection(host, int(port) if port else None, timeout=timeout)
+            return http.client.HTTPSConnection(host, port, timeout=timeout, context=self.ctx)
+        return http.client.HTTPConnection(host, port, timeout=timeout)
 
     def _request(
         self, method: str, path: str, where: str, op: str, headers: dict[str, str] | None = None

@@ -11,22 +11,28 @@ import errno
 import os
 import re
 import shutil
+import stat
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
-from streamscope import events as ev
 from streamscope._core.errors import (
     InvalidRangeError,
     ObjectNotFoundError,
     StorageAuthError,
     StorageError,
+    UnsupportedURLError,
 )
 from streamscope._core.protocols import ObjectMeta
+from streamscope.storage import retry
+from streamscope.storage.async_twins import AsyncTwins
 from streamscope.storage.redact import redact
 from streamscope.storage.url import StoreURL, normalize_key, parse_url
 
 # Temporary files written by this module: "<name>.sstmp-<pid>-<hex8>". Listing skips them.
 _TMP_RE = re.compile(r"\.sstmp-\d+-[0-9a-f]{8}$")
+# Local reads fail for good (missing file, permissions): one attempt, traced like remote ones.
+_ONE_ATTEMPT = retry.RetryPolicy(max_attempts=1)
 
 
 def tmp_path_for(dest: str) -> str:
@@ -80,7 +86,7 @@ def _silent_unlink(path: str) -> None:
         pass
 
 
-class LocalStore:
+class LocalStore(AsyncTwins):
     """Objects are files under a root directory; keys are paths relative to it.
 
     Args:
@@ -108,36 +114,44 @@ class LocalStore:
     def get(self, key: str) -> bytes:
         """Read the whole object."""
         path = self._path(key)
-        with ev.span("download", "download", url=self._where(key), attempt=1) as f:
+        where = self._where(key)
+
+        def attempt(f: dict[str, Any]) -> bytes:
             try:
                 with open(path, "rb") as fh:
                     data = fh.read()
             except OSError as exc:
-                raise _map_os_error(exc, f"cannot read {self._where(key)!r}") from None
+                raise _map_os_error(exc, f"cannot read {where!r}") from None
             f["bytes"] = len(data)
-        return data
+            return data
+
+        return retry.call("get", where, attempt, policy=_ONE_ATTEMPT)
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         """Read bytes ``[start, end)``. The range must lie inside the object."""
         path = self._path(key)
+        where = self._where(key)
         if start < 0 or end < start:
-            raise InvalidRangeError(f"invalid byte range [{start}, {end}) for {self._where(key)!r}")
-        with ev.span("download", "download", url=self._where(key), attempt=1, start=start, end=end) as f:
+            raise InvalidRangeError(f"invalid byte range [{start}, {end}) for {where!r}")
+
+        def attempt(f: dict[str, Any]) -> bytes:
             try:
                 with open(path, "rb") as fh:
                     size = os.fstat(fh.fileno()).st_size
                     if end > size:
                         raise InvalidRangeError(
-                            f"byte range [{start}, {end}) reaches past the end of {self._where(key)!r} ({size} bytes)"
+                            f"byte range [{start}, {end}) reaches past the end of {where!r} ({size} bytes)"
                         )
                     fh.seek(start)
                     data = fh.read(end - start)
             except InvalidRangeError:
                 raise
             except OSError as exc:
-                raise _map_os_error(exc, f"cannot read {self._where(key)!r}") from None
+                raise _map_os_error(exc, f"cannot read {where!r}") from None
             f["bytes"] = len(data)
-        return data
+            return data
+
+        return retry.call("get_range", where, attempt, policy=_ONE_ATTEMPT, start=start, end=end)
 
     def head(self, key: str) -> ObjectMeta:
         """Size and modification time of the object."""
@@ -163,17 +177,42 @@ class LocalStore:
             raise _map_os_error(exc, f"cannot write {self._where(key)!r}") from None
 
     def list(self, prefix: str = "") -> Iterator[ObjectMeta]:
-        """Every object whose key starts with ``prefix`` (a plain string prefix), sorted by key, recursively."""
+        """Every object whose key starts with ``prefix`` (a plain string prefix), sorted by key, recursively.
+
+        Symlinked directories are followed (once each: cycles are cut); only regular files are objects.
+        """
         prefix = prefix.lstrip("/")
+        if any(seg in (".", "..") for seg in prefix.split("/")[:-1]) or prefix.split("/")[-1] in (".", ".."):
+            raise UnsupportedURLError(f"list prefix {prefix!r} is not a plain relative prefix (store {self.url})")
         base_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         start = os.path.join(self.root, *base_dir.split("/")) if base_dir else self.root
         if not os.path.isdir(start):
             return iter(())
         found: list[ObjectMeta] = []
-        for dirpath, dirnames, filenames in os.walk(start, onerror=None, followlinks=True):
+        # (dev, inode) of every directory on the path from ``start``: meeting one again is a symlink cycle
+        ancestors: dict[str, frozenset[tuple[int, int]]] = {}
+        for dirpath, dirnames, filenames in os.walk(start, followlinks=True):
+            try:
+                st_dir = os.stat(dirpath)
+            except OSError:
+                dirnames[:] = []
+                continue
+            ident = (st_dir.st_dev, st_dir.st_ino)
+            above = ancestors.pop(dirpath, frozenset())
+            if ident in above:
+                dirnames[:] = []
+                continue
+            chain = above | {ident}
             rel_dir = os.path.relpath(dirpath, self.root)
             rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-            dirnames.sort()
+            # descend only into directories that can hold keys under the prefix
+            dirnames[:] = sorted(
+                d
+                for d in dirnames
+                if (p := f"{rel_dir}/{d}/" if rel_dir else f"{d}/").startswith(prefix) or prefix.startswith(p)
+            )
+            for d in dirnames:
+                ancestors[os.path.join(dirpath, d)] = chain
             for name in filenames:
                 if _TMP_RE.search(name):
                     continue
@@ -182,9 +221,10 @@ class LocalStore:
                     continue
                 try:
                     st = os.stat(os.path.join(dirpath, name))
-                except FileNotFoundError:
-                    continue  # deleted while listing
-                found.append(ObjectMeta(key=key, size=st.st_size, mtime=st.st_mtime))
+                except OSError:
+                    continue  # deleted while listing, or a dangling symlink
+                if stat.S_ISREG(st.st_mode):
+                    found.append(ObjectMeta(key=key, size=st.st_size, mtime=st.st_mtime))
         found.sort(key=lambda m: m.key)
         return iter(found)
 
@@ -201,15 +241,19 @@ class LocalStore:
     def download_file(self, key: str, dest: str) -> int:
         """Copy the object to local path ``dest`` atomically; return its size."""
         src = self._path(key)
-        with ev.span("download", "download", url=self._where(key), attempt=1) as f:
+        where = self._where(key)
+
+        def attempt(f: dict[str, Any]) -> int:
             try:
                 size = atomic_copy(src, dest)
             except OSError as exc:
                 if not os.path.exists(src):
-                    raise ObjectNotFoundError(f"cannot read {self._where(key)!r}: no such object") from None
-                raise _map_os_error(exc, f"cannot copy {self._where(key)!r} to {dest!r}") from None
+                    raise ObjectNotFoundError(f"cannot read {where!r}: no such object") from None
+                raise _map_os_error(exc, f"cannot copy {where!r} to {dest!r}") from None
             f["bytes"] = size
-        return size
+            return size
+
+        return retry.call("download_file", where, attempt, policy=_ONE_ATTEMPT)
 
     def upload_file(self, src: str, key: str) -> None:
         """Copy local file ``src`` to ``key`` atomically."""

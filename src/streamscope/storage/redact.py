@@ -14,6 +14,8 @@ The mask is ``***``. Everything here is pure text processing; it never raises.
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -24,6 +26,15 @@ MASK = "***"
 _SECRETS: set[str] = set()
 _SECRETS_LOCK = threading.Lock()
 _secret_re: re.Pattern[str] | None = None
+
+
+def _reinit_lock_in_child() -> None:
+    global _SECRETS_LOCK
+    _SECRETS_LOCK = threading.Lock()  # the parent's may have been held by a thread that does not exist here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_lock_in_child)
 
 # Query parameters that carry credentials (compared lower-case).
 _SENSITIVE_PARAMS = frozenset(
@@ -167,3 +178,37 @@ def redact_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
         else:
             out[name] = redact(value) if isinstance(value, str) else value
     return out
+
+
+# Loggers of the client libraries our backends drive; their DEBUG output includes request headers.
+_CLIENT_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3", "obstore", "streamscope")
+_factory_installed = False
+
+
+def install_log_redaction() -> None:
+    """Mask registered secrets in log records of the client libraries (botocore logs headers at DEBUG).
+
+    Wraps the logging record factory once per process; records of other loggers are untouched, and the
+    cost is paid only for records that are actually created (i.e. enabled levels).
+    """
+    global _factory_installed
+    with _SECRETS_LOCK:
+        if _factory_installed:
+            return
+        _factory_installed = True
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        if _secret_re is not None and record.name.startswith(_CLIENT_LOGGERS):
+            try:
+                message = record.getMessage()
+            except Exception:
+                return record
+            masked = redact(message)
+            if masked != message:
+                record.msg = masked
+                record.args = None
+        return record
+
+    logging.setLogRecordFactory(factory)

@@ -16,9 +16,16 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import IO, Any, Protocol
 
-from streamscope._core.errors import InvalidRangeError, StorageError, TruncatedBodyError
+from streamscope._core.errors import (
+    InvalidRangeError,
+    ObjectNotFoundError,
+    StorageError,
+    TruncatedBodyError,
+    UnsupportedURLError,
+)
 from streamscope._core.protocols import ObjectMeta
 from streamscope.storage import retry
+from streamscope.storage.async_twins import AsyncTwins
 from streamscope.storage.local import _silent_unlink, tmp_path_for
 from streamscope.storage.url import StoreURL, join_key, normalize_key
 
@@ -54,7 +61,7 @@ class Backend(Protocol):
         ...
 
 
-class RemoteStore:
+class RemoteStore(AsyncTwins):
     """An :class:`~streamscope._core.protocols.ObjectStore` over a network :class:`Backend`.
 
     Args:
@@ -71,6 +78,7 @@ class RemoteStore:
         self._backend_obj: Backend | None = None
         self._backend_pid = -1
         self._lock = threading.Lock()
+        self._lock_pid = os.getpid()
 
     # -- process-local client ----------------------------------------------------------------------
 
@@ -79,6 +87,9 @@ class RemoteStore:
         b = self._backend_obj
         if b is not None and self._backend_pid == pid:
             return b
+        if self._lock_pid != pid:  # a lock inherited through fork may be held by a thread that is gone
+            self._lock = threading.Lock()
+            self._lock_pid = pid
         with self._lock:
             if self._backend_obj is None or self._backend_pid != pid:
                 self._backend_obj = self._make_backend()
@@ -100,6 +111,7 @@ class RemoteStore:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        self._lock_pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
@@ -127,7 +139,6 @@ class RemoteStore:
             f["bytes"] = len(data)
             if announced is not None and announced != len(data):
                 raise TruncatedBodyError(f"got {len(data)} of {announced} bytes from {where!r}")
-            f["status"] = 200
             return data
 
         return retry.call("get", where, attempt)
@@ -156,7 +167,6 @@ class RemoteStore:
                 raise TruncatedBodyError(
                     f"got {len(data)} of {end - start} bytes of range [{start}, {end}) from {where!r}"
                 )
-            f["status"] = 206
             return data
 
         return retry.call("get_range", where, attempt, start=start, end=end)
@@ -167,15 +177,12 @@ class RemoteStore:
 
         def attempt(f: dict[str, Any]) -> ObjectMeta:
             meta = self._backend().head(path, where)
-            f["status"] = 200
             return ObjectMeta(key=normalize_key(key), size=meta.size, mtime=meta.mtime, etag=meta.etag)
 
         return retry.call("head", where, attempt, name="head")
 
     def exists(self, key: str) -> bool:
         """True when the object exists."""
-        from streamscope._core.errors import ObjectNotFoundError
-
         try:
             self.head(key)
         except ObjectNotFoundError:
@@ -189,14 +196,11 @@ class RemoteStore:
         def attempt(f: dict[str, Any]) -> None:
             self._backend().put(path, data, where)
             f["bytes"] = len(data)
-            f["status"] = 200
 
         retry.call("put", where, attempt, name="upload")
 
     def upload_file(self, src: str, key: str) -> None:
         """Upload local file ``src`` to ``key``."""
-        from streamscope._core.errors import ObjectNotFoundError
-
         path, where = self._path(key), self._where(key)
         if not os.path.isfile(src):
             raise ObjectNotFoundError(f"cannot upload {src!r} to {where!r}: no such file")
@@ -204,13 +208,14 @@ class RemoteStore:
         def attempt(f: dict[str, Any]) -> None:
             self._backend().put_file(path, src, where)
             f["bytes"] = os.path.getsize(src)
-            f["status"] = 200
 
         retry.call("upload_file", where, attempt, name="upload")
 
     def list(self, prefix: str = "") -> Iterator[ObjectMeta]:
         """Every object whose key starts with ``prefix`` (plain string prefix), sorted by key."""
         prefix = prefix.lstrip("/")
+        if any(seg in (".", "..") for seg in prefix.split("/")):
+            raise UnsupportedURLError(f"list prefix {prefix!r} is not a plain relative prefix (store {self.url})")
         base = self._parsed.prefix
         full = f"{base}/{prefix}" if base else prefix
         if base and not prefix:
@@ -220,7 +225,6 @@ class RemoteStore:
         def attempt(f: dict[str, Any]) -> list[ObjectMeta]:
             found = self._backend().list(full, where)
             f["items"] = len(found)
-            f["status"] = 200
             return found
 
         found = retry.call("list", where, attempt, name="list")
@@ -234,7 +238,6 @@ class RemoteStore:
 
         def attempt(f: dict[str, Any]) -> None:
             self._backend().delete(path, where)
-            f["status"] = 204
 
         retry.call("delete", where, attempt, name="delete_object")
 
@@ -262,7 +265,6 @@ class RemoteStore:
             except BaseException:
                 _silent_unlink(tmp)
                 raise
-            f["status"] = 200
             return written
 
         return retry.call("download_file", where, attempt)

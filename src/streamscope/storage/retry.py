@@ -10,9 +10,11 @@ from the class alone:
 * final: not found, auth, invalid range, malformed URL, garbage responses, anything else.
 
 Client libraries' own retries are switched off (obstore ``max_retries=0``, botocore
-``total_max_attempts=1``) so this is the only policy. Each attempt is a ``download``-category span with
-``url`` (credentials removed), ``attempt``, ``status`` and ``bytes``; a retry is an instant ``retry`` and a
-final failure an instant ``give_up``.
+``total_max_attempts=1``) so this is the only policy. Each attempt is a ``download``-category span (named
+``download`` for reads, ``head``/``list``/``upload``/``delete_object`` otherwise) with ``op``, ``url``
+(credentials removed), ``attempt``, ``bytes``, ``duration_s``, ``status`` (``ok``, ``retry`` or ``error``)
+and, on failure, ``http_status`` (or the error class when there is no HTTP status), ``exception`` and
+``error``. A retry is an instant ``retry`` (with ``delay_s``), a final failure an instant ``give_up``.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 def status_of(exc: BaseException) -> Any:
-    """The HTTP status (or error class name) to put in a trace for a failed attempt."""
+    """The HTTP status (or, when there is none, the error class name) of a failed attempt."""
     status = getattr(exc, "status", None)
     return status if status is not None else type(exc).__name__
 
@@ -122,39 +124,48 @@ def call(
     while True:
         attempt += 1
         error: StorageError | None = None
+        delay = 0.0
+        give_up = ""
         t0 = time.monotonic()
         with ev.span(name, "download", op=op, url=url, attempt=attempt, **fields) as f:
             try:
                 result = fn(f)
-                f.setdefault("status", "ok")
+                f["status"] = "ok"
             except StorageError as exc:
                 error = exc
-                f["status"] = status_of(exc)
-                f["error"] = type(exc).__name__
+                if is_retryable(exc):
+                    delay = pol.backoff(attempt)
+                    if attempt >= pol.max_attempts:
+                        give_up = f"{attempt} attempts"
+                    elif time.monotonic() - start + delay >= pol.deadline:
+                        give_up = f"the {pol.deadline:g} s deadline"
+                f["status"] = "retry" if is_retryable(exc) and not give_up else "error"
+                f["exception"] = type(exc).__name__
+                f["error"] = f"{type(exc).__name__}: {exc}"
+                http_status = getattr(exc, "status", None)
+                if http_status is not None:
+                    f["http_status"] = http_status
             f["duration_s"] = round(time.monotonic() - t0, 6)
         if error is None:
             return result
-        elapsed = time.monotonic() - start
         if not is_retryable(error):
             raise error
-        delay = pol.backoff(attempt)
-        out_of_attempts = attempt >= pol.max_attempts
-        out_of_time = elapsed + delay >= pol.deadline
-        if out_of_attempts or out_of_time:
-            why = f"{attempt} attempts" if out_of_attempts else f"the {pol.deadline:g} s deadline"
+        elapsed = time.monotonic() - start
+        if give_up:
             ev.instant(
                 "give_up",
                 "download",
                 op=op,
                 url=url,
                 attempt=attempt,
-                status=status_of(error),
-                error=type(error).__name__,
+                status="error",
+                http_status=status_of(error),
+                exception=type(error).__name__,
                 elapsed_s=round(elapsed, 3),
             )
-            log.warning("storage %s %s gave up after %s: %s", op, url, why, redact(error))
-            cls = StorageTimeoutError if out_of_time and not out_of_attempts else type(error)
-            final = cls(redact(f"{error} (gave up after {attempt} attempt(s) in {elapsed:.1f} s, reached {why})"))
+            log.info("storage %s %s gave up after %s: %s", op, url, give_up, redact(error))
+            cls = type(error) if give_up.endswith("attempts") else StorageTimeoutError
+            final = cls(redact(f"{error} (gave up after {attempt} attempt(s) in {elapsed:.1f} s, reached {give_up})"))
             for attr in ("status", "code", "url"):
                 if hasattr(error, attr):
                     setattr(final, attr, getattr(error, attr))
@@ -165,8 +176,9 @@ def call(
             op=op,
             url=url,
             attempt=attempt,
-            status=status_of(error),
-            error=type(error).__name__,
+            status="retry",
+            http_status=status_of(error),
+            exception=type(error).__name__,
             delay_s=round(delay, 4),
         )
         log.debug("storage %s %s attempt %d failed (%s); retrying in %.3f s", op, url, attempt, redact(error), delay)

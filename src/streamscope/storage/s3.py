@@ -100,6 +100,8 @@ class S3Options:
         if backend not in _BACKENDS:
             raise ConfigError(f"unknown S3 backend {backend!r} for {url!r}; choose one of {', '.join(_BACKENDS)}")
         self.backend = backend
+        # boto3 client arguments we pass through; every other key is an obstore S3Config key.
+        self.boto3_extra = {k: opts.pop(k) for k in ("config", "use_ssl", "api_version") if k in opts}
         self.extra = opts
         for secret in (self.access_key, self.secret_key, self.token):
             register_secret(secret)
@@ -143,7 +145,25 @@ class S3Store(RemoteStore):
 
     def __init__(self, parsed: StoreURL, storage_options: Mapping[str, Any] | None = None) -> None:
         self.options = S3Options(storage_options, parsed.url)
+        if parsed.scheme == "r2" and not self.options.endpoint:
+            raise ConfigError(
+                f"{parsed.url!r}: r2:// needs storage_options['endpoint_url'] "
+                "(https://<account id>.r2.cloudflarestorage.com) and R2 credentials"
+            )
         super().__init__(parsed, self._build)
+        if self.options.extra:
+            self._validate_extra()
+
+    def _validate_extra(self) -> None:
+        """Reject unknown storage_options now, not at the first request (building an obstore store is
+        fork-safe: it does not start obstore's runtime)."""
+        keys = ", ".join(sorted(self.options.extra))
+        if not ob.obstore_available():
+            raise ConfigError(f"storage_options {keys} for {self.url!r} are obstore settings, but obstore is missing")
+        try:
+            self._obstore_factory()()
+        except Exception as exc:
+            raise ConfigError(redact(f"storage_options for {self.url!r} are not valid ({keys}): {exc}")) from None
 
     def _build(self) -> Backend:
         global _warned_fallback
@@ -160,6 +180,9 @@ class S3Store(RemoteStore):
         return self._boto3_backend()
 
     def _obstore_backend(self) -> Backend:
+        return ob.ObstoreBackend(self._obstore_factory())
+
+    def _obstore_factory(self) -> Any:
         o = self.options
         bucket = self._parsed.bucket
 
@@ -191,13 +214,15 @@ class S3Store(RemoteStore):
                 credential_provider=provider,
             )
 
-        return ob.ObstoreBackend(factory)
+        return factory
 
     def _boto3_backend(self) -> Backend:
         from streamscope.storage.boto3_backend import Boto3Backend
 
         o = self.options
-        kwargs: dict[str, Any] = dict(o.extra)
+        kwargs: dict[str, Any] = dict(o.boto3_extra)
+        if o.extra:
+            log.info("storage_options %s of %s apply to obstore only; boto3 ignores them", sorted(o.extra), self.url)
         if o.endpoint:
             kwargs["endpoint_url"] = o.endpoint
         if o.region:

@@ -16,6 +16,7 @@ Keys inside a store are ``/``-separated and relative; :func:`join_key` refuses k
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import re
 from dataclasses import dataclass
@@ -181,3 +182,18 @@ def normalize_key(key: str, url: str = "") -> str:
     if "\x00" in clean or any(seg in (".", "..") for seg in clean.split("/")):
         raise UnsupportedURLError(f"object key {key!r} is not a plain relative key (store {url})")
     return clean
+
+
+_TIME_TEMPLATE_RE = re.compile(r"\{(%[^{}]*)\}")
+
+
+def expand_time_template(path: str, now: _dt.datetime | None = None) -> str:
+    """Replace ``{%...}`` placeholders in a local path with the current time (LitData's output-dir templates).
+
+    ``"/out/run-{%Y-%m-%d}"`` becomes ``"/out/run-2026-11-29"``. LitData expands only the first
+    placeholder and only in local paths; this expands every placeholder. Remote URLs are returned unchanged.
+    """
+    if "://" in path or path.startswith("local:"):
+        return path
+    moment = now or _dt.datetime.now()
+    return _TIME_TEMPLATE_RE.sub(lambda m: moment.strftime(m.group(1)), path)

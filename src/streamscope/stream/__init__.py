@@ -1,1 +1,24 @@
 """The read path: StreamingDataset, StreamingDataLoader and friends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["StreamingDataLoader", "StreamingDataset", "train_test_split"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that importing streamscope.stream.plan (pure numpy) does not import torch.
+    if name == "StreamingDataset":
+        from streamscope.stream.dataset import StreamingDataset
+
+        return StreamingDataset
+    if name == "StreamingDataLoader":
+        from streamscope.stream.dataloader import StreamingDataLoader
+
+        return StreamingDataLoader
+    if name == "train_test_split":
+        from streamscope.stream.split import train_test_split
+
+        return train_test_split
+    raise AttributeError(name)

@@ -9,11 +9,13 @@ Order of an epoch (the *global order*, identical on every rank and independent o
        all its items; :func:`~streamscope.stream.subsample.subsample_regions` produces other lists (a chunk
        may appear several times when upsampling).
     2. ``shuffle=False``: regions in list order, items of each region in order.
-       ``shuffle=True``: regions permuted by a generator seeded with ``(seed, epoch)``; the items of each
-       region permuted by a generator seeded with ``(seed, epoch, chunk_index, copy)`` where ``copy`` counts
-       earlier regions of the same chunk. A new epoch gives a new order; the same epoch the same order.
+       ``shuffle=True``: regions permuted by a random stream derived from ``(seed, epoch)``; the items of
+       each region permuted by a stream derived from ``(seed, epoch, chunk_index, copy)`` where ``copy``
+       counts earlier regions of the same chunk. A new epoch gives a new order; the same epoch the same
+       order. The streams are plain 64-bit arithmetic (:mod:`streamscope.stream.shuffle`), so the order is
+       the same on every platform, numpy version and filesystem.
     3. ``shuffle_buffer=K > 0`` (opt-in, applied whether or not ``shuffle`` is set): the stream of step 2 is
-       mixed across chunks by a deterministic window shuffle: every sample moves fewer than ``K`` positions.
+       mixed across chunks by a deterministic window shuffle: every sample moves at most ``K`` positions.
        Cost: a reader needs about ``K / items_per_chunk + 2`` chunks open at once instead of one or two.
 
 Ranks
@@ -35,6 +37,10 @@ Ranks
     case where equal non-empty batch counts are impossible without dropping or repeating samples:
     ``batch_size=1``, ``drop_last=False`` and ``N`` not a multiple of ``world_size``.
 
+    ``equal_batches=False`` (opt-out, for plans whose batches are not the training steps) keeps the rank
+    slices but cuts each rank into full batches and at most one partial last batch, so ranks may differ by
+    one batch; it also lifts the ``batch_size=1`` restriction.
+
 Workers
     Batches are dealt to DataLoader workers round robin from the batch the iteration starts at: starting
     at batch ``s`` (0 for a fresh epoch), worker ``w`` of ``W`` builds batches ``s + w, s + w + W, ...``.
@@ -47,6 +53,12 @@ Resume
     workers. ``j == num_batches`` means the epoch is complete: the next epoch starts at batch 0
     (:func:`resume_point`). :meth:`EpochPlan.state` and :func:`check_state` record and verify everything
     that defines the order. All ranks of a DDP job consume batches in lock step, so one ``j`` serves all.
+
+Differences from LitData 0.2.68 (deliberate)
+    The same seed gives a different order than LitData (its order depends on the number of workers, on the
+    node count and, for POSIX-fast mounts, on the filesystem type; this one does not). Chunks are never
+    assigned twice (no duplicated samples in later multi-node epochs), every rank has the same number of
+    batches, and resume is an exact batch position instead of a replay of per-worker sample counts.
 """
 
 from __future__ import annotations
@@ -61,9 +73,8 @@ from typing import Any
 import numpy as np
 
 from streamscope import events as ev
-from streamscope._core import config
 from streamscope._core.errors import PlanError, StateDictError
-from streamscope.stream.shuffle import WindowShuffle, chunk_order, item_permutation
+from streamscope.stream.shuffle import ArrayPermutation, IndexPermutation, WindowShuffle, chunk_order, item_permutation
 
 __all__ = [
     "PLAN_VERSION",
@@ -73,12 +84,15 @@ __all__ = [
     "check_state",
     "make_plan",
     "resume_point",
+    "split_batches",
 ]
 
 #: Version of the order rules. A state written under another version cannot resume exactly.
 PLAN_VERSION = 1
 
 _MAX_SEED = 2**63 - 1
+_PERM_CACHE = 64  # in-region permutations kept; materialised ones total at most _PERM_CACHE_BYTES
+_PERM_CACHE_BYTES = 64 << 20
 
 
 def _as_int(name: str, value: Any, low: int, high: int | None = None) -> int:
@@ -91,21 +105,20 @@ def _as_int(name: str, value: Any, low: int, high: int | None = None) -> int:
     return v
 
 
-def _digest(*arrays: np.ndarray) -> str:
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
-        h.update(b"|")
-    return h.hexdigest()[:16]
+def _digest(a: np.ndarray) -> str:
+    """Short content hash of an int array (as int32 when the values fit, for speed)."""
+    if len(a) == 0 or (a.min() >= -(2**31) and a.max() < 2**31):
+        data = np.ascontiguousarray(a, dtype=np.int32)
+    else:
+        data = np.ascontiguousarray(a, dtype=np.int64)
+    h = hashlib.blake2b(digest_size=8)
+    h.update(str(a.shape).encode())
+    h.update(data.tobytes())
+    return h.hexdigest()
 
 
-def _validate_regions(chunk_sizes: np.ndarray, regions: Sequence[Sequence[int]] | None) -> np.ndarray:
+def _validate_regions(chunk_sizes: np.ndarray, regions: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
     n_chunks = len(chunk_sizes)
-    if regions is None:
-        out = np.zeros((n_chunks, 3), dtype=np.int64)
-        out[:, 0] = np.arange(n_chunks)
-        out[:, 2] = chunk_sizes
-        return out
     try:
         out = np.asarray(regions, dtype=np.int64).reshape(-1, 3) if len(regions) else np.zeros((0, 3), np.int64)
     except (TypeError, ValueError) as exc:
@@ -155,7 +168,7 @@ class EpochPlan:
         self,
         *,
         chunk_sizes: np.ndarray,
-        regions: np.ndarray,
+        regions: np.ndarray | None,
         world_size: int,
         rank: int,
         batch_size: int,
@@ -164,9 +177,10 @@ class EpochPlan:
         seed: int,
         epoch: int,
         shuffle_buffer: int,
-        regions_given: bool = True,
+        equal_batches: bool = True,
     ) -> None:
         self.world_size = world_size
+        self.equal_batches = equal_batches
         self.rank = rank
         self.batch_size = batch_size
         self.drop_last = drop_last
@@ -176,20 +190,29 @@ class EpochPlan:
         self.shuffle_buffer = shuffle_buffer
         self.num_chunks = len(chunk_sizes)
         self._dataset_digest = _digest(chunk_sizes)
-        self._regions_digest = _digest(regions)
-
-        occ = _occurrences(regions[:, 0]) if regions_given else np.zeros(len(regions), dtype=np.int64)
-        order = chunk_order(len(regions), seed, epoch) if shuffle else np.arange(len(regions))
-        self._r_chunk = regions[order, 0]
-        self._r_start = regions[order, 1]
-        self._r_size = regions[order, 2] - self._r_start
-        self._r_occ = occ[order]
+        n_regions = len(chunk_sizes) if regions is None else len(regions)
+        order = chunk_order(n_regions, seed, epoch) if shuffle else np.arange(n_regions)
+        if regions is None:  # one region per whole chunk
+            self._regions_digest = "whole-chunks"
+            self._r_chunk = order
+            self._r_start = np.zeros(n_regions, dtype=np.int64)
+            self._r_size = chunk_sizes[order] if shuffle else chunk_sizes
+            self._r_occ = np.zeros(n_regions, dtype=np.int64)
+        else:
+            self._regions_digest = _digest(regions)
+            self._r_chunk = regions[order, 0]
+            self._r_start = regions[order, 1]
+            self._r_size = regions[order, 2] - self._r_start
+            self._r_occ = _occurrences(regions[:, 0])[order]
         self._r_end = np.cumsum(self._r_size)
         self._r_begin = self._r_end - self._r_size
 
         n = int(self._r_end[-1]) if len(self._r_end) else 0
         self.total_samples = n
         ws, b = world_size, batch_size
+        if n == 0:
+            what = "its chunks are all empty" if regions is None else "the selected regions (subsample) are empty"
+            raise PlanError(f"the dataset has no samples to iterate: {what}")
         if n < ws:
             raise PlanError(
                 f"{n} samples cannot feed world_size={ws} ranks: every rank needs at least one sample "
@@ -204,11 +227,12 @@ class EpochPlan:
                 )
         else:
             used = n
-            if b == 1 and n % ws:
+            if b == 1 and n % ws and equal_batches:
                 raise PlanError(
                     f"{n} samples cannot be split over world_size={ws} ranks into equal numbers of non-empty "
                     f"batches of batch_size=1 (the last rank would wait for a batch that never comes): set "
-                    f"drop_last=True (skips {n % ws} samples per epoch) or use batch_size >= 2"
+                    f"drop_last=True (skips {n % ws} samples per epoch) or use batch_size >= 2 (or "
+                    f"equal_batches=False when this plan's batches are not the training batches)"
                 )
         self.used_samples = used
         self._lo = rank * used // ws
@@ -218,6 +242,9 @@ class EpochPlan:
         if drop_last:
             k = local // b
             full = k
+        elif not equal_batches:
+            k = -(-local // b)
+            full = local // b
         else:
             largest = -(-used // ws)  # ceil(used / ws): samples of the largest rank
             k = -(-largest // b)
@@ -231,8 +258,8 @@ class EpochPlan:
         self._q, self._rem = (rest // tail, rest % tail) if tail else (0, 0)
 
         self._window = WindowShuffle(n, shuffle_buffer, seed, epoch) if shuffle_buffer > 0 else None
-        self._perm_cache_size = max(1, int(config.get("plan_perm_cache")))
-        self._perms: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._perms: OrderedDict[int, ArrayPermutation | IndexPermutation] = OrderedDict()
+        self._perm_bytes = 0
         self.fingerprint = self._fingerprint()
 
     # -- pickling: drop caches ------------------------------------------------------------------------
@@ -240,6 +267,7 @@ class EpochPlan:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_perms"] = OrderedDict()
+        state["_perm_bytes"] = 0
         return state
 
     # -- configuration ----------------------------------------------------------------------------------
@@ -257,6 +285,7 @@ class EpochPlan:
             "shuffle": self.shuffle,
             "seed": self.seed,
             "shuffle_buffer": self.shuffle_buffer,
+            "equal_batches": self.equal_batches,
         }
 
     def _fingerprint(self) -> str:
@@ -301,31 +330,63 @@ class EpochPlan:
             return np.arange(a, b, dtype=np.int64)
         return self._window.take(a, b)
 
-    def _perm(self, k: int) -> np.ndarray:
+    def _perm(self, k: int) -> ArrayPermutation | IndexPermutation:
         got = self._perms.get(k)
         if got is None:
             got = item_permutation(
                 int(self._r_size[k]), self.seed, self.epoch, int(self._r_chunk[k]), int(self._r_occ[k])
             )
             self._perms[k] = got
-            if len(self._perms) > self._perm_cache_size:
-                self._perms.popitem(last=False)
+            self._perm_bytes += got.perm.nbytes if isinstance(got, ArrayPermutation) else 0
+            while len(self._perms) > 1 and (len(self._perms) > _PERM_CACHE or self._perm_bytes > _PERM_CACHE_BYTES):
+                _, old = self._perms.popitem(last=False)
+                self._perm_bytes -= old.perm.nbytes if isinstance(old, ArrayPermutation) else 0
         else:
             self._perms.move_to_end(k)
         return got
 
+    def _items(self, k: int, off: np.ndarray) -> np.ndarray:
+        start = self._r_start[k]
+        if not self.shuffle:
+            return off + start
+        return self._perm(k)(off) + start
+
     def _locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Map stream positions to (chunk index, item index in chunk)."""
+        n = len(positions)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        if self._window is None:
+            # consecutive positions: one region, or a few regions one after the other
+            r_end = self._r_end
+            k0 = int(r_end.searchsorted(positions[0], side="right"))
+            k1 = int(r_end.searchsorted(positions[-1], side="right"))
+            if k0 == k1:
+                off = positions - self._r_begin[k0]
+                return np.full(n, self._r_chunk[k0], dtype=np.int64), self._items(k0, off)
+            chunks = np.empty(n, dtype=np.int64)
+            items = np.empty(n, dtype=np.int64)
+            first = int(positions[0])
+            for k in range(k0, k1 + 1):
+                a = max(int(self._r_begin[k]), first) - first
+                b = min(int(r_end[k]), first + n) - first
+                if b <= a:
+                    continue
+                chunks[a:b] = self._r_chunk[k]
+                items[a:b] = self._items(k, positions[a:b] - self._r_begin[k])
+            return chunks, items
         k = np.searchsorted(self._r_end, positions, side="right")
         off = positions - self._r_begin[k]
         chunks = self._r_chunk[k]
         if not self.shuffle:
             return chunks, self._r_start[k] + off
-        items = np.empty(len(positions), dtype=np.int64)
-        uk, inv = np.unique(k, return_inverse=True)
-        for i, kk in enumerate(uk.tolist()):
-            sel = inv == i
-            items[sel] = self._r_start[kk] + self._perm(kk)[off[sel]]
+        items = np.empty(n, dtype=np.int64)
+        order = np.argsort(k, kind="stable")
+        ks = k[order]
+        cuts = np.flatnonzero(ks[1:] != ks[:-1]) + 1
+        for grp in np.split(order, cuts):
+            kk = int(k[grp[0]])
+            items[grp] = self._items(kk, off[grp])
         return chunks, items
 
     def batch_arrays(self, j: int) -> tuple[np.ndarray, np.ndarray]:
@@ -387,9 +448,13 @@ class EpochPlan:
             keep = self._r_size[ks] > 0  # a batch spans empty regions without reading them
             ks, pos = ks[keep], pos[keep]
         else:
-            parts = [self._window.take(int(a), int(b)) for a, b in zip(starts.tolist(), ends.tolist())]
-            ks = np.searchsorted(self._r_end, np.concatenate(parts), side="right")
-            pos = np.repeat(np.arange(len(starts)), ends - starts)
+            # map the whole span once, then gather the worker's batch ranges from it
+            lo, hi = int(starts[0]), int(ends[-1])
+            span = self._window.take(lo, hi)
+            lens = ends - starts
+            offsets = np.repeat(starts - lo - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
+            ks = np.searchsorted(self._r_end, span[offsets], side="right")
+            pos = np.repeat(np.arange(len(starts)), lens)
         return self._r_chunk[ks], pos
 
     def chunk_order_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> list[int]:
@@ -419,6 +484,33 @@ class EpochPlan:
         """Distinct chunk indexes this rank reads from ``start_batch`` on, in order of first use."""
         return self.chunk_order_for_worker(0, 1, start_batch)
 
+    def sample_range(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Samples ``a .. b-1`` of this rank's epoch sequence (all its batches concatenated), as arrays."""
+        if not 0 <= a <= b <= self.num_samples:
+            raise IndexError(f"samples [{a}, {b}) out of range: rank {self.rank} has {self.num_samples}")
+        return self._locate(self._stream_positions(self._lo + a, self._lo + b))
+
+    # -- observability ----------------------------------------------------------------------------------
+
+    def mixing(self, max_batches: int = 64) -> dict[str, float]:
+        """Shuffle-quality summary over up to ``max_batches`` evenly spaced batches of this rank.
+
+        Returns ``chunks_per_batch_mean/min/max`` (distinct chunks in a batch: 1 means a batch is drawn from a
+        single chunk, the correlated case of LitData #797) and ``batches_sampled``. Emitted as ``tune``
+        counters (``plan_chunks_per_batch``) when that category is traced.
+        """
+        k = self.num_batches
+        picks = np.unique(np.linspace(0, k - 1, num=min(k, max(1, max_batches))).astype(np.int64))
+        counts = np.array([len(np.unique(self.batch_arrays(int(j))[0])) for j in picks], dtype=np.float64)
+        out = {
+            "chunks_per_batch_mean": float(counts.mean()),
+            "chunks_per_batch_min": float(counts.min()),
+            "chunks_per_batch_max": float(counts.max()),
+            "batches_sampled": float(len(picks)),
+        }
+        ev.counter("plan_chunks_per_batch", "tune", out["chunks_per_batch_mean"], epoch=self.epoch, rank=self.rank)
+        return out
+
     # -- resume -----------------------------------------------------------------------------------------
 
     def state(self, batches_consumed: int) -> dict[str, Any]:
@@ -430,6 +522,31 @@ class EpochPlan:
                 f"{self.epoch} on rank {self.rank}"
             )
         return ResumeState(self.epoch, batches_consumed, self.fingerprint, self.describe()).to_dict()
+
+
+def split_batches(num_samples: int, num_batches: int, batch_size: int) -> np.ndarray:
+    """Bounds (``num_batches + 1`` offsets) cutting ``num_samples`` into ``num_batches`` non-empty batches.
+
+    The rule of the epoch plan: as many full batches as possible while every later batch keeps at least
+    one sample, the rest spread evenly (sizes differ by at most one).
+
+    Raises:
+        PlanError: ``num_samples`` is not in ``[num_batches, num_batches * batch_size]``.
+    """
+    n, k, b = int(num_samples), int(num_batches), int(batch_size)
+    if not k <= n <= k * b:
+        raise PlanError(f"{n} samples cannot fill {k} non-empty batches of at most {b}")
+    full = k if n == k * b else min(k - 1, (n - k) // (b - 1))
+    tail = k - full
+    rest = n - full * b
+    sizes = np.full(k, b, dtype=np.int64)
+    if tail:
+        q, rem = divmod(rest, tail)
+        sizes[full:] = q
+        sizes[full : full + rem] += 1
+    bounds = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(sizes, out=bounds[1:])
+    return bounds
 
 
 def make_plan(
@@ -444,6 +561,7 @@ def make_plan(
     epoch: int,
     shuffle_buffer: int = 0,
     regions: Sequence[Sequence[int]] | np.ndarray | None = None,
+    equal_batches: bool = True,
 ) -> EpochPlan:
     """Build the plan of one rank for one epoch (see the module docstring for the rules).
 
@@ -458,6 +576,10 @@ def make_plan(
         epoch: Epoch number (any non-negative int; LitData counts from 1).
         shuffle_buffer: Window of the cross-chunk shuffle; 0 disables it.
         regions: ``(chunk_index, start, end)`` item ranges to run over instead of whole chunks.
+        equal_batches: With ``drop_last=False``, give every rank the same number of batches (the default,
+            required when the plan's batches are the DDP training steps). ``False`` splits each rank's
+            samples into full batches plus one partial batch, so ranks may differ by one batch; for plans
+            whose batches are not training steps (e.g. a plain DataLoader batching samples itself).
 
     Returns:
         The :class:`EpochPlan`.
@@ -477,7 +599,7 @@ def make_plan(
     if (sizes < 0).any():
         i = int(np.flatnonzero(sizes < 0)[0])
         raise PlanError(f"chunk {i} has a negative size {int(sizes[i])}")
-    regs = _validate_regions(sizes, regions)
+    regs = None if regions is None else _validate_regions(sizes, regions)
     with ev.span("plan", "epoch", epoch=epoch, rank=rank, world_size=world_size, chunks=len(sizes)) as f:
         plan = EpochPlan(
             chunk_sizes=sizes,
@@ -490,7 +612,7 @@ def make_plan(
             seed=seed,
             epoch=epoch,
             shuffle_buffer=shuffle_buffer,
-            regions_given=regions is not None,
+            equal_batches=bool(equal_batches),
         )
         f["batches"] = plan.num_batches
         f["samples"] = plan.num_samples

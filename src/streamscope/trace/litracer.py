@@ -79,45 +79,80 @@ def _head(name: str, cat: str) -> str:
     return h
 
 
+_SLOW = None
+_PHASES = frozenset("BEICXibenM")
+_plan_cache: dict[tuple[str, ...], list[str] | None] = {}
+_ENV_KEYS = frozenset(("dist_world_size", "dist_global_rank", "dist_num_nodes", "worker_world_size", "worker_rank"))
+
+
+def _plan(keys: tuple[str, ...]) -> list[str] | None:
+    """``key: `` prefixes for a field-key tuple, or None when the event needs the careful path."""
+    plan: list[str] | None = [sanitize_key(k) for k in keys]
+    lows = [p.lower() for p in plan]  # type: ignore[union-attr]
+    if "dur" in keys or not _ENV_KEYS.isdisjoint(keys) or len(set(lows)) != len(lows):
+        plan = _SLOW
+    elif any(low[:-2] in _ENV_KEYS for low in lows):
+        plan = _SLOW
+    if len(_plan_cache) < 4096:
+        _plan_cache[keys] = plan
+    return plan
+
+
+def _careful(ph: str, fields: dict[str, Any], env: dict[str, int]) -> tuple[str, str, str]:
+    """(args, dur, env part) for events whose keys collide, override env fields or carry dur."""
+    sv = sanitize_value
+    dur = "0"
+    parts = []
+    seen = {f"{k}: " for k in env}
+    for k, v in fields.items():
+        if k in env:
+            continue
+        if k == "dur" and ph == "X":
+            dur = sv(v)
+            continue
+        pre = sanitize_key(k)
+        low = pre.lower()
+        if low in seen:  # distinct call-site keys that read the same to the parser
+            i = 2
+            while f"{low[:-2]}_{i}: " in seen:
+                i += 1
+            pre = low = f"{low[:-2]}_{i}: "
+        seen.add(low)
+        parts.append(pre + sv(v) + "; ")
+    env_s = "".join(f"{k}: {sv(fields.get(k, v))}; " for k, v in env.items())
+    return "".join(parts), dur, env_s
+
+
 def encode(batch: EventBatch) -> str:
     """The Litracer lines of ``batch`` (each ends with a newline). Pure function."""
     env = batch.env
     env_all = "".join(f"{k}: {sanitize_value(v)}; " for k, v in env.items())
-    env_keys = [f"{k}: " for k in env]
     off = batch.epoch_offset_ns
     out: list[str] = []
     append = out.append
     sv = sanitize_value
+    plans = _plan_cache
+    heads = _head_cache
+    std_env = env.keys() == _ENV_KEYS
     for ph, name, cat, ts_ns, pid, tid, fields in batch.events:
         t = ts_ns + off
-        dur = "0"
-        env_s = env_all
+        head = heads.get((name, cat)) or _head(name, cat)
         if fields:
-            parts = []
-            seen = set(env_keys)
-            for k, v in fields.items():
-                if k in env:
-                    continue
-                if k == "dur" and ph == "X":
-                    dur = sv(v)
-                    continue
-                pre = sanitize_key(k)
-                low = pre.lower()
-                if low in seen:  # distinct call-site keys that read the same to the parser
-                    i = 2
-                    while f"{low[:-2]}_{i}: " in seen:
-                        i += 1
-                    pre = low = f"{low[:-2]}_{i}: "
-                seen.add(low)
-                parts.append(pre + sv(v) + "; ")
-            args = "".join(parts)
-            if not env.keys().isdisjoint(fields):
-                env_s = "".join(f"{k}: {sv(fields.get(k, v))}; " for k, v in env.items())
+            keys = tuple(fields)
+            plan = plans[keys] if keys in plans else _plan(keys)
+            if plan is None or not std_env:
+                args, dur, env_s = _careful(ph, fields, env)
+            else:
+                args = "".join(
+                    [p + (str(v) if type(v) is int else sv(v)) + "; " for p, v in zip(plan, fields.values())]
+                )
+                dur, env_s = "0", env_all
         else:
-            args = ""
+            args, dur, env_s = "", "0", env_all
+        if ph not in _PHASES:
+            ph = sv(ph)
         append(
-            f"ts: {t // 1000}.{t % 1000:03d}; pid: {pid}; tid: {tid}; {_head(name, cat)}dur: {dur}; s: t; "
-            f"{args}{env_s}ph: {sv(ph)};\n"
+            f"ts: {t // 1000}.{t % 1000:03d}; pid: {pid}; tid: {tid}; {head}dur: {dur}; s: t; {args}{env_s}ph: {ph};\n"
         )
     return "".join(out)
 

@@ -1,0 +1,84 @@
+"""Shared benchmark workloads, written once with the real ``litdata.optimize`` and reused.
+
+* ``images``: 20,000 samples ``{"image": uint8[3, 64, 64], "label": int, "name": str}`` (64 MB chunks).
+* ``tokens``: 50,000,000 int32 tokens in 50 sequences of 1M tokens, TokensLoader, 8M-token chunks.
+
+Run ``python benchmarks/_datasets.py`` to build them (``--root`` or ``STREAMSCOPE_BENCH_DIR``, default
+``/tmp/streamscope-bench``). LitData runs in a child process without our sources on ``PYTHONPATH`` and with a
+private staging directory (LitData's default ``/tmp/chunks`` is shared by every job on the host).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+IMAGES_N = 20_000
+TOKENS_TOTAL = 50_000_000
+TOKENS_PER_SEQ = 1_000_000
+
+_WRITER = r"""
+import sys
+import numpy as np
+import torch
+import litdata as ld
+from litdata.streaming.item_loader import TokensLoader
+
+
+def image(i):
+    rng = np.random.default_rng(i)
+    return {"image": rng.integers(0, 256, (3, 64, 64), dtype=np.uint8), "label": i, "name": f"img-{i:06d}"}
+
+
+def tokens(i):
+    g = torch.Generator().manual_seed(i)
+    return torch.randint(0, 50_000, (%(per_seq)d,), dtype=torch.int32, generator=g)
+
+
+if __name__ == "__main__":
+    out, kind = sys.argv[1], sys.argv[2]
+    if kind == "images":
+        ld.optimize(fn=image, inputs=list(range(%(n)d)), output_dir=out, chunk_bytes="64MB", num_workers=2)
+    else:
+        ld.optimize(fn=tokens, inputs=list(range(%(seqs)d)), output_dir=out, chunk_size=8_000_000,
+                    num_workers=2, item_loader=TokensLoader())
+""" % {"n": IMAGES_N, "per_seq": TOKENS_PER_SEQ, "seqs": TOKENS_TOTAL // TOKENS_PER_SEQ}
+
+
+def bench_root(root: str | None = None) -> str:
+    """The benchmark data directory."""
+    return root or os.environ.get("STREAMSCOPE_BENCH_DIR", "/tmp/streamscope-bench")
+
+
+def ensure(kind: str, root: str | None = None) -> str:
+    """Path of workload ``kind`` ("images" or "tokens"), writing it with litdata.optimize if missing."""
+    root = bench_root(root)
+    out = os.path.join(root, kind)
+    if os.path.isfile(os.path.join(out, "index.json")):
+        return out
+    os.makedirs(root, exist_ok=True)
+    script = os.path.join(root, "_writer.py")
+    with open(script, "w") as f:
+        f.write(_WRITER)
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    env["LITDATA_DISABLE_VERSION_CHECK"] = "1"
+    env["DATA_OPTIMIZER_CACHE_FOLDER"] = os.path.join(root, f".stage-{kind}")
+    env["DATA_OPTIMIZER_DATA_CACHE_FOLDER"] = os.path.join(root, f".dstage-{kind}")
+    subprocess.run([sys.executable, script, out, kind], env=env, check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def chunk_files(path: str) -> list[str]:
+    """The chunk files of a dataset directory."""
+    return sorted(os.path.join(path, f) for f in os.listdir(path) if f.startswith("chunk-") and f.endswith(".bin"))
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--root", default=None)
+    args = ap.parse_args()
+    for k in ("images", "tokens"):
+        print(k, ensure(k, args.root))

@@ -1,0 +1,223 @@
+"""StreamingRawDataset throughput, streamscope vs LitData, side by side in one run on the same files.
+
+Setup: N files of about SIZE bytes (default 2,000 x 100 KB), a plain ``torch.utils.data.DataLoader`` with
+batch 64 and an identity collate, num_workers 0 and 2 (fork), one full epoch per measurement, files/s.
+Sources:
+
+* ``s3``: a moto S3 server on 127.0.0.1 (``tests/support/s3server.py``), read directly;
+* ``s3+20ms``: the same bucket through the fault proxy (``tests/support/faultproxy.py``) adding 20 ms to
+  every request;
+* ``local``: a local folder (page-cached).
+
+Each measurement runs in a fresh process (neither engine inherits the other's clients or threads; LitData's
+forked workers fail once its parent process has used obstore).
+
+Both engines use their default arguments. The index is built once by streamscope and found by LitData in the
+shared cache root (LitData lists S3 with s3fs, which is not installed). LitData's obstore client refuses plain
+http; the benchmark patches ``litdata.streaming.downloader._OBSTORE_CLIENT_OPTIONS`` with ``allow_http`` (and
+says so) - LitData only, in this process and its forked workers.
+
+Usage: ``PYTHONPATH=src:. python benchmarks/bench_raw.py [--files 2000] [--size 100000] [--sources s3,s3+20ms]
+[--workers 0,2] [--repeats 1]``. Prints ratios (streamscope / LitData) and writes
+``benchmarks/results/bench_raw.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+
+import streamscope
+
+
+def identity(batch: list[Any]) -> list[Any]:
+    return batch
+
+
+def make_files(n: int, size: int) -> list[tuple[str, bytes]]:
+    out = []
+    for i in range(n):
+        head = f"{i:06d}".encode()
+        body = os.urandom(64) * (size // 64)
+        out.append((f"img/{i % 10}/f{i:06d}.bin", head + body[: size - len(head)]))
+    return out
+
+
+def epoch_files_per_s(dataset: Any, workers: int, batch: int) -> tuple[float, int]:
+    loader = DataLoader(
+        dataset,
+        batch_size=batch,
+        num_workers=workers,
+        collate_fn=identity,
+        multiprocessing_context="fork" if workers else None,
+    )
+    t0 = time.perf_counter()
+    n = 0
+    nbytes = 0
+    for items in loader:
+        n += len(items)
+        nbytes += sum(len(x) for x in items)
+    dt = time.perf_counter() - t0
+    assert n == len(dataset), (n, len(dataset))
+    return n / dt, nbytes
+
+
+def patch_litdata_for_http() -> None:
+    import litdata.streaming.downloader as dl
+
+    dl._OBSTORE_CLIENT_OPTIONS = {**dl._OBSTORE_CLIENT_OPTIONS, "allow_http": True}  # type: ignore[assignment]
+    print("NOTE: patched litdata.streaming.downloader._OBSTORE_CLIENT_OPTIONS with allow_http=True (LitData only)")
+
+
+def measure(spec: dict[str, Any]) -> None:
+    """Child mode: build one engine's dataset and time epochs; print one JSON line."""
+    torch.set_num_threads(1)
+    if spec["engine"] == "litdata":
+        if spec["url"].startswith("s3://"):
+            patch_litdata_for_http()
+        from litdata.raw import StreamingRawDataset as Raw
+    else:
+        Raw = streamscope.StreamingRawDataset
+    ds = Raw(spec["url"], cache_dir=spec["cache"], storage_options=spec["opts"])
+    assert len(ds) == spec["files"], (len(ds), spec["files"])
+    import resource
+
+    def cpu() -> float:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # DataLoader workers, once joined
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    rates = []
+    c0 = cpu()
+    for _ in range(spec["repeats"]):
+        rates.append(epoch_files_per_s(ds, spec["workers"], spec["batch"])[0])
+    cpu_ms_per_file = 1000.0 * (cpu() - c0) / (spec["files"] * spec["repeats"])
+    print("RESULT " + json.dumps({"rates": rates, "cpu_ms_per_file": cpu_ms_per_file}), flush=True)
+
+
+def run_child(spec: dict[str, Any]) -> dict[str, Any]:
+    """Measure in a fresh process, so neither engine inherits state (obstore, threads) from the other."""
+    env = dict(os.environ)
+    out = subprocess.run(
+        [sys.executable, __file__, "--measure", json.dumps(spec)], capture_output=True, text=True, env=env, timeout=900
+    )
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+        if line.startswith("NOTE"):
+            print(line)
+    raise RuntimeError(f"measurement failed for {spec['engine']}: {out.stderr[-2000:]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--measure", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--size", type=int, default=100_000)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--workers", default="0,2")
+    ap.add_argument("--sources", default="s3,s3+20ms")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "bench_raw.json"))
+    args = ap.parse_args()
+    if args.measure:
+        measure(json.loads(args.measure))
+        return
+    workers = [int(w) for w in args.workers.split(",")]
+    sources = args.sources.split(",")
+    torch.set_num_threads(1)
+
+    tmp = tempfile.mkdtemp(prefix="bench_raw_")
+    files = make_files(args.files, args.size)
+    results: list[dict[str, Any]] = []
+    cleanup: list[Any] = []
+    try:
+        endpoints: dict[str, tuple[str, dict[str, Any]]] = {}
+        if "local" in sources:
+            root = Path(tmp) / "local"
+            for rel, data in files:
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_bytes(data)
+            endpoints["local"] = (str(root), {})
+        if any(s.startswith("s3") for s in sources):
+            from tests.support.faultproxy import FaultProxy
+            from tests.support.s3server import S3Server
+
+            srv = S3Server(https=False).start()
+            cleanup.append(srv.stop)
+            ep = srv.endpoint(srv.new_bucket("bench"))
+            client = ep.boto3_client()
+            for rel, data in files:
+                client.put_object(Bucket=ep.bucket, Key=f"raw/{rel}", Body=data)
+            opts = {
+                "endpoint_url": ep.endpoint_url,
+                "aws_access_key_id": ep.access_key,
+                "aws_secret_access_key": ep.secret_key,
+                "region_name": ep.region,
+            }
+            endpoints["s3"] = (ep.url("raw"), opts)
+            if "s3+20ms" in sources:
+                proxy = FaultProxy(ep.endpoint_url, seed=1, fixed_delay_s=0.020)
+                cleanup.append(proxy.close)
+                endpoints["s3+20ms"] = (ep.url("raw"), {**opts, "endpoint_url": proxy.url})
+
+        for src in sources:
+            url, opts = endpoints[src]
+            cache = os.path.join(tmp, f"cache-{src}")
+            # streamscope builds the index; LitData finds it in the shared cache root (no s3fs needed)
+            assert len(streamscope.StreamingRawDataset(url, cache_dir=cache, storage_options=opts)) == args.files
+            for w in workers:
+                row: dict[str, Any] = {"source": src, "workers": w, "batch": args.batch}
+                for name in ("litdata", "streamscope"):
+                    spec = {"engine": name, "url": url, "opts": opts, "cache": cache, "files": args.files}
+                    spec.update(workers=w, batch=args.batch, repeats=args.repeats)
+                    got = run_child(spec)
+                    row[name] = statistics.median(got["rates"])
+                    row[f"{name}_cpu_ms_per_file"] = got["cpu_ms_per_file"]
+                row["ratio"] = row["streamscope"] / row["litdata"]
+                results.append(row)
+                print(
+                    f"{src:8s} workers={w}  litdata {row['litdata']:8.0f} files/s   streamscope "
+                    f"{row['streamscope']:8.0f} files/s   ratio {row['ratio']:.2f}   client CPU ms/file litdata "
+                    f"{row['litdata_cpu_ms_per_file']:.2f} streamscope {row['streamscope_cpu_ms_per_file']:.2f}",
+                    flush=True,
+                )
+    finally:
+        for fn in reversed(cleanup):
+            fn()
+        shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(
+            {
+                "benchmark": "bench_raw",
+                "files": args.files,
+                "size": args.size,
+                "batch": args.batch,
+                "cpus": os.cpu_count(),
+                "python": sys.version.split()[0],
+                "platform": platform.platform(),
+                "load_avg_start": os.getloadavg(),
+                "results": results,
+            },
+            f,
+            indent=2,
+        )
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

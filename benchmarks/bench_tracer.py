@@ -1,0 +1,301 @@
+"""Tracer cost: the recorder per event, and one read epoch with the tracer off / "chunk" / "sample".
+
+Run by hand (2 cores shared: keep it short)::
+
+    PYTHONPATH=src:. python benchmarks/bench_tracer.py [--samples 20000] [--quick]
+
+Parts, each side by side with LitData 0.2.68 in the same run:
+
+1. Recorder micro-costs (in-process, CPU time of the calling thread): a ``span`` of an inactive category, the same span active (appended to
+   the buffer; the flusher's later encoding and write measured separately per event), and LitData's
+   ``trace_span`` writing through ``logging``; plus log bytes per event for both formats.
+2. Read path, 20,000 ``{3x64x64 uint8, int, str}`` samples written once with ``litdata.optimize``; one
+   epoch per configuration in a fresh subprocess, ``num_workers`` 0 and 2, tracer off / chunk / sample:
+   * LitData ``StreamingDataset`` + ``StreamingDataLoader`` with ``litdata.debugger.enable_tracer``;
+   * streamscope ``StreamingDataset`` + ``StreamingDataLoader`` with ``streamscope.enable_tracer`` when
+     ``streamscope.StreamingDataset`` is available (after the stream subsystem merged);
+   * otherwise, and always as a control, a synthetic streamscope pipeline: a torch ``IterableDataset`` that
+     decodes the same samples from in-memory chunks and emits the spans StreamingDataset emits (``read``
+     per chunk, ``sample`` per item) under ``streamscope.enable_tracer``.
+   Each subprocess times 3 epochs (``BENCH_EPOCHS``) and keeps the fastest, in wall time and in CPU time of
+   the process and its reaped DataLoader workers (CPU time is the robust measure on a shared machine);
+   ``--rounds`` interleaved rounds of off/chunk/sample, best kept. Ratios are tracer-level / tracer-off.
+
+Writes ``benchmarks/results/bench_tracer.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from torch.utils.data import IterableDataset
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHAPE = (3, 64, 64)
+
+
+# --- part 1: recorder micro-costs ---------------------------------------------------------------------
+
+
+_clock = time.thread_time_ns  # CPU time of the calling thread: robust on a shared, overloaded machine
+
+
+def _per_op(fn: Any, n: int) -> float:
+    best = float("inf")
+    for _ in range(3):
+        t = _clock()
+        fn(n)
+        best = min(best, (_clock() - t) / n)
+    return best
+
+
+def micro(n: int, tmp: str) -> dict[str, Any]:
+    from streamscope import events as ev
+    from streamscope.api.tracing import enable_tracer, flush_tracer
+
+    os.environ["STREAMSCOPE_TRACE_FLUSH_INTERVAL"] = "3600"
+    os.environ["STREAMSCOPE_METRICS_INTERVAL"] = "3600"
+    os.environ["STREAMSCOPE_TRACE_BUFFER_EVENTS"] = str(4 * n + 10)
+    span = ev.span
+    active = ev.ACTIVE
+
+    def spans(k: int) -> None:
+        for i in range(k):
+            with span("sample", "sample", chunk=3, index=i):
+                pass
+
+    def guard(k: int) -> None:
+        for _ in range(k):
+            if "sample" in active:
+                pass
+
+    def empty(k: int) -> None:
+        for _ in range(k):
+            pass
+
+    out: dict[str, Any] = {"events": n}
+    loop = _per_op(empty, n)
+    out["disabled_guard_ns"] = round(_per_op(guard, n) - loop, 1)
+    out["disabled_span_ns"] = round(_per_op(spans, n) - loop, 1)
+
+    log = os.path.join(tmp, "micro_streamscope.log")
+    enable_tracer("sample", log_file=log, flush_interval=3600)
+    ev.drain()
+    t = _clock()
+    spans(n)
+    rec = _clock() - t
+    out["enabled_record_ns_per_event"] = round((rec / n - loop) / 2, 1)
+    t = _clock()
+    flush_tracer()
+    out["flusher_encode_write_ns_per_event"] = round((_clock() - t) / (2 * n), 1)
+    out["streamscope_log_bytes_per_event"] = round(os.path.getsize(log) / (2 * n), 1)
+    enable_tracer("off", log_file=log)
+
+    try:
+        from litdata import debugger as ld_debugger
+    except ImportError:
+        return out
+    ld_log = os.path.join(tmp, "micro_litdata.log")
+    ld_debugger.enable_tracer("sample", log_file=ld_log, flush_interval=3600)
+    trace_span = ld_debugger.trace_span
+
+    def ld_spans(k: int) -> None:
+        for i in range(k):
+            with trace_span("sample", "sample", chunk=3, index=i):
+                pass
+
+    m = max(1, n // 4)
+    t = _clock()
+    ld_spans(m)
+    out["litdata_trace_span_ns_per_event"] = round((_clock() - t) / m / 2, 1)
+    for h in ld_debugger.LitDataLogger().get_logger().handlers:
+        h.flush()
+    out["litdata_log_bytes_per_event"] = round(os.path.getsize(ld_log) / (2 * m), 1)
+    return out
+
+
+# --- part 2: read path --------------------------------------------------------------------------------
+
+
+def _sample(i: int) -> dict[str, Any]:
+    import numpy as np
+
+    rng = np.random.default_rng(i)
+    return {"image": rng.integers(0, 255, SHAPE, dtype=np.uint8), "label": i, "name": f"sample-{i:06d}"}
+
+
+def make_dataset(root: str, samples: int) -> str:
+    out = os.path.join(root, f"ds_{samples}")
+    if os.path.exists(os.path.join(out, "index.json")):
+        return out
+    import litdata
+
+    litdata.optimize(fn=_sample, inputs=list(range(samples)), output_dir=out, chunk_bytes="16MB", num_workers=1)
+    return out
+
+
+CHILD = r"""
+import json, os, sys, time
+lib, level, workers, data_dir, log, samples = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6])
+if lib == "litdata":
+    import litdata as L
+    from litdata import debugger
+    if level != "off":
+        debugger.enable_tracer(level, log_file=log)
+    make = lambda: L.StreamingDataLoader(L.StreamingDataset(data_dir), batch_size=64, num_workers=workers)
+elif lib == "streamscope":
+    import streamscope as S
+    if level != "off":
+        S.enable_tracer(level, log_file=log)
+    make = lambda: S.StreamingDataLoader(S.StreamingDataset(data_dir), batch_size=64, num_workers=workers)
+else:
+    sys.path.insert(0, os.environ["BENCH_DIR"])
+    import streamscope as S
+    from bench_tracer import SynthDataset
+    import torch
+    if level != "off":
+        S.enable_tracer(level, log_file=log)
+    make = lambda: torch.utils.data.DataLoader(SynthDataset(samples), batch_size=64, num_workers=workers)
+import resource
+def cpu():
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + c.ru_utime + c.ru_stime
+best = best_cpu = float("inf")
+n = 0
+for _ in range(int(os.environ.get("BENCH_EPOCHS", "3"))):
+    t, c = time.perf_counter(), cpu()
+    n = 0
+    for b in make():
+        n += len(b["label"])
+    best = min(best, time.perf_counter() - t)
+    best_cpu = min(best_cpu, cpu() - c)  # workers are reaped at the end of the epoch: their CPU counts
+if lib != "litdata" and level != "off":
+    S.flush_tracer()
+time.sleep(0.1)
+size = os.path.getsize(log) if os.path.exists(log) else 0
+lines = 0
+if size:
+    with open(log, "rb") as f:
+        lines = sum(1 for line in f if b"ph:" in line)
+print(json.dumps({"seconds": best, "cpu_seconds": best_cpu, "samples": n, "log_bytes": size, "events": lines}))
+"""
+
+
+class SynthDataset(IterableDataset):
+    """Synthetic streamscope read path: decode samples from in-memory chunks, emitting StreamingDataset's spans."""
+
+    def __init__(self, samples: int, chunk: int = 1300) -> None:
+        self.samples, self.chunk = samples, chunk
+
+    def __iter__(self) -> Any:
+        import numpy as np
+        import torch
+
+        from streamscope import events as ev
+
+        info = torch.utils.data.get_worker_info()
+        wid, nw = (info.id, info.num_workers) if info else (0, 1)
+        item = int(np.prod(SHAPE))
+        blob = np.random.default_rng(0).integers(0, 255, item * self.chunk, dtype=np.uint8).tobytes()
+        active = ev.ACTIVE
+        nchunks = (self.samples + self.chunk - 1) // self.chunk
+        for c in range(wid, nchunks, nw):
+            lo, hi = c * self.chunk, min(self.samples, (c + 1) * self.chunk)
+            with ev.span("read", "read", chunk=c, size=hi - lo):
+                pass
+            for i in range(lo, hi):
+                if "sample" in active:
+                    with ev.span("sample", "sample", chunk=c, index=i):
+                        arr = np.frombuffer(blob, np.uint8, item, (i - lo) * item).reshape(SHAPE)
+                        out = {"image": torch.from_numpy(arr.copy()), "label": i, "name": f"sample-{i:06d}"}
+                else:
+                    arr = np.frombuffer(blob, np.uint8, item, (i - lo) * item).reshape(SHAPE)
+                    out = {"image": torch.from_numpy(arr.copy()), "label": i, "name": f"sample-{i:06d}"}
+                yield out
+
+
+def run_child(lib: str, level: str, workers: int, data_dir: str, tmp: str, samples: int) -> dict[str, Any]:
+    log = os.path.join(tmp, f"{lib}_{level}_{workers}.log")
+    if os.path.exists(log):
+        os.remove(log)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
+    env["BENCH_DIR"] = HERE
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, lib, level, str(workers), data_dir, log, str(samples)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if r.returncode != 0:
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=20_000)
+    ap.add_argument("--micro-events", type=int, default=200_000)
+    ap.add_argument("--workers", default="0,2")
+    ap.add_argument("--skip-litdata-read", action="store_true")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--libs", default="litdata,streamscope,synthetic")
+    ap.add_argument("--skip-micro", action="store_true")
+    args = ap.parse_args()
+
+    import streamscope
+
+    result: dict[str, Any] = {"host_cpus": os.cpu_count(), "samples": args.samples}
+    with tempfile.TemporaryDirectory(prefix="bench-tracer-") as tmp:
+        if not args.skip_micro:
+            result["micro"] = micro(args.micro_events, tmp)
+            print(json.dumps(result["micro"], indent=1), flush=True)
+
+        data_root = os.path.join(tempfile.gettempdir(), "streamscope-bench-data")
+        data_dir = make_dataset(data_root, args.samples)
+        libs = [x for x in args.libs.split(",") if x and not (x == "litdata" and args.skip_litdata_read)]
+        try:
+            streamscope.StreamingDataset  # noqa: B018
+        except AttributeError:
+            libs = [x for x in libs if x != "streamscope"]
+            result["streamscope_read_path"] = "streamscope.StreamingDataset not available in this tree"
+        read: dict[str, Any] = {}
+        for lib in libs:
+            for workers in [int(w) for w in args.workers.split(",")]:
+                row: dict[str, Any] = {}
+                for _ in range(args.rounds):  # interleaved rounds spread the noise of a shared machine
+                    for level in ("off", "chunk", "sample"):
+                        got = run_child(lib, level, workers, data_dir, tmp, args.samples)
+                        old = row.get(level)
+                        if old is None or "error" in old:
+                            row[level] = got
+                        elif "error" not in got:
+                            for k in ("seconds", "cpu_seconds"):
+                                old[k] = min(old[k], got[k])
+                for key, label in (("seconds", "wall"), ("cpu_seconds", "cpu")):
+                    base = row["off"].get(key)
+                    for level in ("chunk", "sample"):
+                        s = row[level].get(key)
+                        if base and s:
+                            row[f"{level}_over_off_{label}"] = round(s / base, 3)
+                for level in ("chunk", "sample"):
+                    ev_n = row[level].get("events")
+                    if ev_n:
+                        row[level]["log_bytes_per_event"] = round(row[level]["log_bytes"] / ev_n, 1)
+                read[f"{lib}/workers={workers}"] = row
+                print(f"{lib} workers={workers}: {json.dumps(row)}", flush=True)
+        result["read"] = read
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", "bench_tracer.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

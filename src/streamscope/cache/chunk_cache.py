@@ -1,0 +1,197 @@
+"""The local chunk cache: fetch, decompress and publish chunk files atomically; evict by bytes.
+
+Layout: chunks of one dataset version live in ``cache_dir`` (the caller derives it from the URL and the
+index's ``updated_at``, see :func:`dataset_cache_dir`). A published chunk is always complete: downloads and
+decompression write a temporary file and ``os.replace`` it into place. A per-chunk file lock
+(``<chunk>.lock``, blocking with a deadline, never "try once and return") makes concurrent readers of the same
+chunk wait for one download instead of racing.
+
+References are leases (:mod:`streamscope.cache.leases`): acquire before looking at the file, release when done.
+Eviction removes the least recently released chunks while the directory holds more than ``max_cache_size``
+bytes, and never a chunk with a live lease.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from filelock import FileLock
+from filelock import Timeout as FileLockTimeout
+
+from streamscope import events as ev
+from streamscope._core import config
+from streamscope._core.errors import ChunkDownloadError, ChunkWaitTimeoutError
+from streamscope._core.protocols import ObjectStore
+from streamscope.cache.leases import LEASE_MARK, LeaseTable, live_lease_owners
+from streamscope.storage import redact_url
+
+
+def dataset_cache_dir(root: str, url: str, updated_at: str | None) -> str:
+    """Cache directory of one dataset version: ``root/<sha256(url)[:16]>/<updated_at or 'unversioned'>``."""
+    digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
+    version = (updated_at or "unversioned").replace(os.sep, "_")
+    return os.path.join(root, digest, version)
+
+
+def decompressed_name(filename: str, compression: str | None) -> str:
+    """``chunk-0-1.zstd.bin`` → ``chunk-0-1.bin`` (LitData's naming of decompressed chunks)."""
+    if compression and filename.endswith(f".{compression}.bin"):
+        return filename[: -len(f".{compression}.bin")] + ".bin"
+    return filename
+
+
+class ChunkCache:
+    """Chunks of one dataset held in a local directory for readers.
+
+    Args:
+        store: where the chunks come from (``download_file``/``local_path``).
+        cache_dir: the dataset version's cache directory.
+        chunks: the index's chunk entries (``filename``, ``chunk_bytes``, ...).
+        compression: the index's compression name, or None.
+        max_cache_size: byte budget of ``cache_dir``.
+        leases: this process's lease table (one per process; shared by all caches of the process).
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        cache_dir: str,
+        chunks: Sequence[dict[str, Any]],
+        compression: str | None,
+        max_cache_size: int,
+        leases: LeaseTable | None = None,
+    ) -> None:
+        self.store = store
+        self.cache_dir = cache_dir
+        self.chunks = list(chunks)
+        self.compression = compression
+        self.max_cache_size = int(max_cache_size)
+        self.leases = leases if leases is not None else LeaseTable()
+        self._names = {decompressed_name(c["filename"], compression) for c in self.chunks}
+        os.makedirs(cache_dir, exist_ok=True)
+
+    # --- paths -------------------------------------------------------------------------------------
+
+    def path(self, index: int) -> str:
+        """Where chunk ``index`` lives (decompressed) in the cache."""
+        return os.path.join(self.cache_dir, decompressed_name(self.chunks[index]["filename"], self.compression))
+
+    # --- references --------------------------------------------------------------------------------
+
+    def acquire(self, index: int) -> str:
+        """Lease chunk ``index``, fetch it if missing, and return its local path (complete, decompressed)."""
+        path = self.path(index)
+        self.leases.acquire(path)
+        try:
+            self._ensure(index, path)
+        except BaseException:
+            self.leases.release(path)
+            raise
+        return path
+
+    def release(self, index: int) -> None:
+        """Drop one lease on chunk ``index``; the chunk becomes evictable when no process holds it."""
+        path = self.path(index)
+        if self.leases.release(path):
+            with contextlib.suppress(FileNotFoundError):
+                os.utime(path)  # mtime = last release: eviction order is least recently released first
+            self.evict()
+
+    # --- fetch -------------------------------------------------------------------------------------
+
+    def _ensure(self, index: int, path: str) -> None:
+        if os.path.exists(path):
+            return
+        timeout = float(config.get("chunk_wait_timeout"))
+        lock = FileLock(path + ".lock")
+        start = time.monotonic()
+        try:
+            lock.acquire(timeout=timeout)
+        except FileLockTimeout:
+            raise ChunkWaitTimeoutError(path, time.monotonic() - start) from None
+        try:
+            if os.path.exists(path):
+                return
+            self._fetch(index, path)
+        finally:
+            lock.release()
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path + ".lock")
+        self.evict()
+
+    def _fetch(self, index: int, path: str) -> None:
+        entry = self.chunks[index]
+        key = entry["filename"]
+        url = redact_url(f"{self.store.url.rstrip('/')}/{key}")
+        try:
+            if self.compression:
+                from streamscope.format.chunk import decompress_file
+
+                src = self.store.local_path(key)
+                downloaded = None
+                if src is None:
+                    downloaded = os.path.join(self.cache_dir, key)
+                    with ev.span("download", "download", chunk=index, url=url) as f:
+                        f["bytes"] = self.store.download_file(key, downloaded)
+                    src = downloaded
+                try:
+                    decompress_file(src, path, self.compression)  # traced by the format layer (`decompress`)
+                finally:
+                    if downloaded is not None:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.remove(downloaded)
+            else:
+                with ev.span("download", "download", chunk=index, url=url) as f:
+                    f["bytes"] = self.store.download_file(key, path)
+        except (ChunkDownloadError, ChunkWaitTimeoutError):
+            raise
+        except Exception as exc:
+            ev.instant("crash", "crash", chunk=index, url=url, error=repr(exc))
+            raise ChunkDownloadError(f"could not fetch chunk {index} from {url} into {path}: {exc}") from exc
+
+    # --- eviction ----------------------------------------------------------------------------------
+
+    def cached_files(self) -> list[tuple[str, int, float]]:
+        """(path, bytes, mtime) of every published chunk of this dataset in the cache directory."""
+        out: list[tuple[str, int, float]] = []
+        try:
+            entries = list(os.scandir(self.cache_dir))
+        except FileNotFoundError:
+            return out
+        for entry in entries:
+            if entry.name not in self._names or LEASE_MARK in entry.name:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                st = entry.stat()
+                out.append((entry.path, st.st_size, st.st_mtime))
+        return out
+
+    def cached_bytes(self) -> int:
+        """Bytes of published chunks in the cache directory."""
+        return sum(size for _, size, _ in self.cached_files())
+
+    def evict(self) -> int:
+        """Delete least recently released, unleased chunks while over budget; return bytes freed."""
+        files = self.cached_files()
+        total = sum(size for _, size, _ in files)
+        freed = 0
+        if total > self.max_cache_size:
+            for path, size, _ in sorted(files, key=lambda t: t[2]):
+                if total <= self.max_cache_size:
+                    break
+                if self.leases.count(path) > 0 or live_lease_owners(path):
+                    continue
+                with ev.span("delete", "delete", path=os.path.basename(path), bytes=size):
+                    try:
+                        os.remove(path)
+                    except FileNotFoundError:
+                        continue
+                total -= size
+                freed += size
+        ev.counter("cache_bytes", "cache", total)
+        return freed

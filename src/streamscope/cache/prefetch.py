@@ -1,0 +1,112 @@
+"""Fetch chunks ahead of a reader on a background thread, in the order the reader will need them.
+
+The reader hands over its *schedule*: the chunks it will read, in first-use order. The thread keeps up to
+``depth`` chunks beyond the reader's current one fetched and leased. ``depth`` is read live on every loop
+(``config.get("prefetch_depth")`` when set, else the dataset's ``max_pre_download``), so the auto-tuner can
+move it while the job runs. The reader blocks in :meth:`Prefetcher.get` on a condition variable (no polling
+of the file system); an error on the thread is re-raised in the reader at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from streamscope import events as ev
+from streamscope._core import config
+from streamscope._core.errors import ChunkWaitTimeoutError
+from streamscope.cache.chunk_cache import ChunkCache
+
+
+def live_depth(default: int) -> int:
+    """The prefetch depth now: the ``prefetch_depth`` knob when positive, else ``default``."""
+    value = int(config.get("prefetch_depth") or 0)
+    return value if value > 0 else max(0, int(default))
+
+
+class Prefetcher:
+    """Background fetching of ``schedule`` (chunk indexes in first-use order) into ``cache``.
+
+    Position ``p`` of the schedule is leased once by the thread; the reader calls :meth:`get(p)` to wait for it
+    and :meth:`release(p)` after its last use.
+    """
+
+    def __init__(self, cache: ChunkCache, schedule: Sequence[int], depth: Callable[[], int]) -> None:
+        self.cache = cache
+        self.schedule = list(schedule)
+        self._depth = depth
+        self._cond = threading.Condition()
+        self._ready: dict[int, str] = {}
+        self._errors: dict[int, BaseException] = {}
+        self._released: set[int] = set()
+        self._next = 0  # next schedule position the thread fetches
+        self._want = 0  # highest position the reader asked for
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="streamscope-prefetch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and (
+                    self._next >= len(self.schedule) or self._next > self._want + max(0, self._depth())
+                ):
+                    self._cond.wait(timeout=0.5)  # re-read the live depth now and then
+                if self._closed:
+                    return
+                pos = self._next
+                self._next += 1
+            chunk = self.schedule[pos]
+            try:
+                with ev.span("prefetch", "prefetch", chunk=chunk, position=pos):
+                    path = self.cache.acquire(chunk)
+            except BaseException as exc:  # handed to the reader, which raises it
+                with self._cond:
+                    self._errors[pos] = exc
+                    self._cond.notify_all()
+                continue
+            with self._cond:
+                if self._closed or pos in self._released:
+                    self.cache.release(chunk)
+                else:
+                    self._ready[pos] = path
+                self._cond.notify_all()
+
+    def get(self, pos: int) -> str:
+        """Wait until schedule position ``pos`` is fetched; return its local path."""
+        deadline = time.monotonic() + float(config.get("chunk_wait_timeout"))
+        with self._cond:
+            if pos > self._want:
+                self._want = pos
+                self._cond.notify_all()
+            while pos not in self._ready:
+                if pos in self._errors:
+                    raise self._errors[pos]
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ChunkWaitTimeoutError(
+                        self.cache.path(self.schedule[pos]), float(config.get("chunk_wait_timeout"))
+                    )
+                self._cond.wait(timeout=left)
+            return self._ready[pos]
+
+    def release(self, pos: int) -> None:
+        """The reader is done with schedule position ``pos``: drop its lease (eviction may follow)."""
+        with self._cond:
+            self._released.add(pos)
+            had = self._ready.pop(pos, None)
+        if had is not None:
+            self.cache.release(self.schedule[pos])
+
+    def close(self) -> None:
+        """Stop the thread and drop every lease it still holds."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5.0)
+        with self._cond:
+            ready = list(self._ready.items())
+            self._ready.clear()
+        for pos, _ in ready:
+            self.cache.release(self.schedule[pos])

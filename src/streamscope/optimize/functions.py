@@ -1,0 +1,524 @@
+"""optimize() and map(): LitData's signatures and defaults, deterministic output, no half-written datasets.
+
+How a job runs (both functions):
+
+1. Validate every argument before any process starts or any file is touched.
+2. Split the inputs into one contiguous range per worker (:mod:`.split`); worker ``w`` writes
+   ``chunk-{w}-{k}[.{compression}].bin`` into a staging directory private to this job and publishes each
+   closed chunk to the output store.
+3. When every worker has reported, merge their chunk lists in rank order (append: existing chunks first) and
+   publish ``index.json`` LAST. Until then the output directory holds no index a reader would accept.
+
+On failure (an exception in ``fn``, a serializer error, a killed worker) the job raises, the chunks this run
+published are deleted (unless ``use_checkpoint=True``, which keeps them with the checkpoint records so a rerun
+resumes), and no ``index.json`` is written.
+
+``reorder_files`` and ``weights``: LitData may reorder inputs by size for load balancing. Here the input order
+is always kept (that is what makes the output deterministic); ``weights`` only moves the boundaries between
+the workers' contiguous ranges so that each gets about the same total weight; ``reorder_files`` is accepted
+and has no effect.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from streamscope import events as ev
+from streamscope._core import config as cfg
+from streamscope._core.dirs import Dir, as_dir
+from streamscope._core.errors import (
+    CheckpointMismatchError,
+    ConfigError,
+    DatasetExistsError,
+    OptimizeInputError,
+    OutputDirError,
+    SchemaMismatchError,
+)
+from streamscope._core.protocols import ObjectStore
+from streamscope._core.units import parse_bytes
+from streamscope.optimize._store import check_writable, local_root, open_output
+from streamscope.optimize.runner import run_jobs
+from streamscope.optimize.split import aligned_ranges, even_ranges, weighted_ranges
+from streamscope.optimize.worker import CHECKPOINT_DIR, Resume, WorkerJob, checkpoint_key
+
+_CHUNK_RE = re.compile(r"^chunk-(\d+)-(\d+)(\.[^/]+)?\.bin$")
+_VALID_MODES = (None, "append", "overwrite")
+_CKPT_CONFIG = f"{CHECKPOINT_DIR}/config.json"
+
+
+def check_compression(compression: str | None) -> None:
+    """Raise :class:`ConfigError` unless ``compression`` is None, ``"zstd"`` or ``"zstd:1"`` .. ``"zstd:22"``."""
+    if compression is None or compression == "zstd":
+        return
+    if isinstance(compression, str) and compression.startswith("zstd:"):
+        level = compression[5:]
+        if level.isdigit() and 1 <= int(level) <= 22 and str(int(level)) == level:
+            return
+    raise ConfigError(f"unknown compression {compression!r}: use None, 'zstd' or 'zstd:1' .. 'zstd:22'")
+
+
+def optimize(
+    fn: Callable[[Any], Any],
+    inputs: Sequence[Any] | None = None,
+    output_dir: str | os.PathLike[str] | Dir = "optimized_data",
+    queue: Any | None = None,
+    input_dir: str | None = None,
+    weights: list[int] | None = None,
+    chunk_size: int | None = None,
+    chunk_bytes: int | str | None = None,
+    align_chunking: bool = False,
+    compression: str | None = None,
+    encryption: Any | None = None,
+    num_workers: int | None = None,
+    fast_dev_run: bool | int = False,
+    num_nodes: int | None = None,
+    machine: str | None = None,
+    num_downloaders: int | None = None,
+    num_uploaders: int | None = None,
+    reorder_files: bool = True,
+    reader: Any | None = None,
+    batch_size: int | None = None,
+    mode: str | None = None,
+    use_checkpoint: bool = False,
+    item_loader: Any | None = None,
+    start_method: str | None = None,
+    optimize_dns: bool | None = None,
+    storage_options: dict[str, Any] = {},  # noqa: B006 - LitData's signature
+    keep_data_ordered: bool = True,
+    verbose: bool = True,
+    broadcast_paths: bool = False,
+    key_fn: Callable[[Any], Any] | None = None,
+) -> None:
+    """Convert ``inputs`` into a chunked dataset in ``output_dir`` that LitData and streamscope can stream.
+
+    Args:
+        fn: Called on each input; returns one sample (any pytree of str/int/float/bytes/arrays/tensors/...) or
+            None (input skipped), or is a generator yielding samples (None values skipped).
+        inputs: The inputs, a sequence (it is split into one contiguous range per worker).
+        output_dir: Local directory (or URL once object storage is available) receiving the dataset.
+        queue: Not supported (LitData's streaming-input mode); pass ``inputs``.
+        input_dir: Accepted for compatibility; unused.
+        weights: Per-input weights; they move the boundaries of the workers' contiguous ranges.
+        chunk_size: Maximum number of samples per chunk (exactly one of chunk_size/chunk_bytes).
+        chunk_bytes: Target chunk size in bytes, or a string like ``"64MB"`` (decimal units).
+        align_chunking: Give every worker but the last whole multiples of ``chunk_size`` inputs.
+        compression: None, ``"zstd"`` or ``"zstd:N"``.
+        encryption: Not supported yet (must be None).
+        num_workers: Worker processes (default ``os.cpu_count()``; 0 means 1).
+        fast_dev_run: True to process only the first 10 inputs, or an int number of inputs.
+        num_nodes: Multi-node runs need Lightning Studio; must be None.
+        machine: Must be None (Lightning Studio only).
+        num_downloaders: Accepted for compatibility; unused.
+        num_uploaders: Accepted for compatibility; unused (workers publish their own chunks).
+        reorder_files: Accepted; inputs are never reordered here.
+        reader: Optional object with ``read(item)`` applied to each input before ``fn``.
+        batch_size: Group consecutive inputs into lists of this length before calling ``fn``.
+        mode: None (fail if a dataset exists), ``"append"`` or ``"overwrite"``.
+        use_checkpoint: Record progress at chunk boundaries; a rerun resumes and gives the same dataset.
+        item_loader: Item loader instance (e.g. ``TokensLoader()``); default PyTree.
+        start_method: ``"fork"`` (default on Linux) or ``"spawn"``/``"forkserver"``.
+        optimize_dns: Accepted for compatibility; unused.
+        storage_options: Options for the output store.
+        keep_data_ordered: Accepted; output order is always the input order.
+        verbose: Show a progress bar.
+        broadcast_paths: Accepted for compatibility; unused.
+        key_fn: Not supported yet (must be None).
+
+    Raises:
+        OptimizeInputError: empty inputs, both or neither of chunk_size/chunk_bytes, bad mode, ...
+        ConfigError: unknown compression.
+        DatasetExistsError: ``output_dir`` already holds an ``index.json`` and ``mode`` is None.
+        OutputDirError: ``output_dir`` cannot be created or written.
+        WorkerFailedError: ``fn`` or the serializer raised; names the input.
+        WorkerDiedError: a worker process died without reporting.
+        SchemaMismatchError: samples have different structures or leaf types (also across workers).
+    """
+    if not callable(fn):
+        raise OptimizeInputError(f"fn must be callable, got {type(fn).__name__}")
+    if queue is not None:
+        raise OptimizeInputError("optimize(queue=...) is not supported by streamscope; pass inputs=[...]")
+    if inputs is None:
+        raise OptimizeInputError("optimize() needs inputs")
+    if chunk_size is None and chunk_bytes is None:
+        raise OptimizeInputError("optimize() needs chunk_size or chunk_bytes")
+    if chunk_size is not None and chunk_bytes is not None:
+        raise OptimizeInputError("pass either chunk_size or chunk_bytes to optimize(), not both")
+    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
+        raise OptimizeInputError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    cbytes = None if chunk_bytes is None else parse_bytes(chunk_bytes)
+    if cbytes is not None and cbytes <= 0:
+        raise OptimizeInputError(f"chunk_bytes must be positive, got {chunk_bytes!r}")
+    if align_chunking and chunk_size is None:
+        raise OptimizeInputError("align_chunking=True needs chunk_size")
+    if mode not in _VALID_MODES:
+        raise OptimizeInputError(f"mode must be None, 'append' or 'overwrite', got {mode!r}")
+    check_compression(compression)
+    _reject_platform_args(num_nodes, machine)
+    if encryption is not None:
+        raise OptimizeInputError("optimize(encryption=...) is not supported by streamscope yet")
+    if key_fn is not None:
+        raise OptimizeInputError("optimize(key_fn=...) is not supported by streamscope yet")
+
+    output_dir = _location(output_dir)
+    items, n_given = _prepare_inputs(inputs, batch_size, fast_dev_run)
+    n = len(items)
+    workers = _num_workers(num_workers, n)
+    if weights is not None:
+        if len(weights) != n_given:
+            raise OptimizeInputError(f"weights has {len(weights)} entries but inputs has {n_given}")
+        if batch_size is None or batch_size <= 1:
+            ranges = weighted_ranges(list(weights)[:n], workers)
+        else:
+            ranges = even_ranges(n, workers)
+    elif align_chunking:
+        ranges = aligned_ranges(n, workers, int(chunk_size))  # type: ignore[arg-type]
+    else:
+        ranges = even_ranges(n, workers)
+
+    store = open_output(output_dir, storage_options)
+    check_writable(store)
+    writer_kwargs = {
+        "chunk_size": chunk_size,
+        "chunk_bytes": cbytes,
+        "compression": compression,
+        "item_loader": item_loader,
+    }
+    ckpt_config = {
+        "num_workers": workers,
+        "num_inputs": n,
+        "ranges": [list(r) for r in ranges],
+        "inputs_sha256": _fingerprint(items) if use_checkpoint else None,
+        "writer": {
+            "chunk_size": chunk_size,
+            "chunk_bytes": cbytes,
+            "compression": compression,
+            "item_loader": None if item_loader is None else type(item_loader).__name__,
+        },
+        "mode": mode,
+    }
+
+    with ev.span("optimize", "epoch", inputs=n, workers=workers, url=store.url):
+        has_index = store.exists("index.json")
+        resume_records: dict[int, Resume] = {}
+        saved = _load_json(store, _CKPT_CONFIG) if use_checkpoint else None
+        if mode == "overwrite" and saved is not None:
+            # a rerun of an interrupted overwrite job resumes (its first run already removed the old dataset);
+            # a checkpoint of another job is simply replaced, as the rest of the old output is
+            saved["start_chunk_index"] = [0] * workers
+            if has_index or saved != {**ckpt_config, "start_chunk_index": [0] * workers}:
+                saved = None
+        if mode == "overwrite" and saved is None:
+            _wipe_dataset(store)
+            has_index = False
+        elif has_index and mode is None:
+            raise DatasetExistsError(
+                f"output_dir {store.url!r} already holds a dataset (index.json); pass mode='overwrite' to "
+                f"replace it or mode='append' to add to it"
+            )
+        existing: dict[str, Any] | None = None
+        if mode == "append" and has_index:
+            existing = json.loads(store.get("index.json"))
+
+        if saved is not None:
+            starts = saved.get("start_chunk_index")
+            ckpt_config["start_chunk_index"] = starts
+            if saved != ckpt_config:
+                raise CheckpointMismatchError(
+                    f"{store.url}/{_CKPT_CONFIG} was written for a different job "
+                    f"(workers, inputs or chunk settings differ): {_diff(saved, ckpt_config)}; delete "
+                    f"{CHECKPOINT_DIR}/ or rerun with the same arguments"
+                )
+            for w in range(workers):
+                rec = _load_json(store, checkpoint_key(w))
+                resume_records[w] = Resume.from_record(rec) if rec else Resume(next_chunk_index=starts[w])
+        else:
+            if not has_index:
+                _remove_chunks(store, lambda r, k: True)  # leftovers of a failed run without an index
+            _delete_checkpoints(store)
+            starts = _next_chunk_indexes(existing, workers)
+            ckpt_config["start_chunk_index"] = starts
+            if use_checkpoint:
+                store.put(_CKPT_CONFIG, json.dumps(ckpt_config, sort_keys=True).encode())
+            resume_records = {w: Resume(next_chunk_index=starts[w]) for w in range(workers)}
+
+        staging = _make_staging(store)
+        jobs = [
+            WorkerJob(
+                kind="optimize",
+                worker=w,
+                num_workers=workers,
+                fn=fn,
+                inputs=items[a:b],
+                offset=a,
+                output_dir=output_dir,
+                storage_options=storage_options,
+                staging_dir=staging,
+                writer_kwargs=writer_kwargs,
+                use_checkpoint=use_checkpoint,
+                resume=resume_records[w],
+                reader=reader,
+            )
+            for w, (a, b) in enumerate(ranges)
+        ]
+        try:
+            results = run_jobs(jobs, n, start_method, verbose, desc="optimize")
+            _publish_index(store, results, workers, existing, n)
+        except BaseException:
+            if not use_checkpoint:
+                _remove_chunks(store, lambda r, k: r < workers and k >= starts[r])
+            raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        _delete_checkpoints(store)
+
+
+def map(  # noqa: A001 - LitData's name
+    fn: Callable[[Any, str], None],
+    inputs: Sequence[Any],
+    output_dir: str | os.PathLike[str] | Dir,
+    input_dir: str | None = None,
+    weights: list[int] | None = None,
+    num_workers: int | None = None,
+    fast_dev_run: bool | int = False,
+    num_nodes: int | None = None,
+    machine: str | None = None,
+    num_downloaders: int | None = None,
+    num_uploaders: int | None = None,
+    reorder_files: bool = True,
+    error_when_not_empty: bool = False,
+    reader: Any | None = None,
+    batch_size: int | None = None,
+    start_method: str | None = None,
+    optimize_dns: bool | None = None,
+    storage_options: dict[str, Any] = {},  # noqa: B006 - LitData's signature
+    keep_data_ordered: bool = True,
+    broadcast_paths: bool = False,
+) -> None:
+    """Run ``fn(item, output_dir)`` on every input in worker processes and publish the files it writes.
+
+    ``fn`` writes files under the temporary directory it is given and returns None (anything else raises
+    :class:`MapReturnError`, a ValueError). Every file is published to ``output_dir`` at the same relative path.
+
+    Raises:
+        OptimizeInputError: empty inputs, or ``error_when_not_empty`` and the output is not empty.
+        MapReturnError: ``fn`` returned a value.
+        WorkerFailedError / WorkerDiedError: as for :func:`optimize`.
+    """
+    if not callable(fn):
+        raise OptimizeInputError(f"fn must be callable, got {type(fn).__name__}")
+    _reject_platform_args(num_nodes, machine)
+    output_dir = _location(output_dir)
+    items, n_given = _prepare_inputs(inputs, batch_size, fast_dev_run)
+    n = len(items)
+    workers = _num_workers(num_workers, n)
+    if weights is not None and len(weights) == n_given and (batch_size is None or batch_size <= 1):
+        ranges = weighted_ranges(list(weights)[:n], workers)
+    else:
+        ranges = even_ranges(n, workers)
+    store = open_output(output_dir, storage_options)
+    check_writable(store)
+    if error_when_not_empty and any(True for _ in store.list("")):
+        raise OptimizeInputError(f"output_dir {store.url!r} is not empty (error_when_not_empty=True)")
+    staging = _make_staging(store)
+    jobs = [
+        WorkerJob(
+            kind="map",
+            worker=w,
+            num_workers=workers,
+            fn=fn,
+            inputs=items[a:b],
+            offset=a,
+            output_dir=output_dir,
+            storage_options=storage_options,
+            staging_dir=staging,
+            reader=reader,
+        )
+        for w, (a, b) in enumerate(ranges)
+    ]
+    try:
+        with ev.span("map", "epoch", inputs=n, workers=workers, url=store.url):
+            run_jobs(jobs, n, start_method, verbose=True, desc="map")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+
+def _location(output_dir: str | os.PathLike[str] | Dir) -> str:
+    d = as_dir(output_dir)
+    loc = d.url or d.path
+    if not loc:
+        raise OptimizeInputError(f"output_dir {output_dir!r} names no directory")
+    return loc
+
+
+def _reject_platform_args(num_nodes: int | None, machine: str | None) -> None:
+    if num_nodes is not None or machine is not None:
+        raise OptimizeInputError(
+            "num_nodes and machine need the Lightning platform; streamscope runs on one machine (leave them None)"
+        )
+
+
+def _prepare_inputs(inputs: Any, batch_size: int | None, fast_dev_run: bool | int) -> tuple[list[Any], int]:
+    """The work items (batched, cut for fast_dev_run) and the number of inputs given."""
+    if isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__len__") or not hasattr(inputs, "__getitem__"):
+        try:
+            inputs = builtins.list(inputs)
+        except TypeError:
+            raise OptimizeInputError(f"inputs must be a sequence, got {type(inputs).__name__}") from None
+    if len(inputs) == 0:
+        raise OptimizeInputError("inputs is empty: there is nothing to process")
+    items = builtins.list(inputs)
+    n_given = len(items)
+    if batch_size is not None and batch_size > 1:
+        items = [items[p : p + batch_size] for p in range(0, len(items), batch_size)]
+    if fast_dev_run:
+        keep = int(cfg.get("optimize_fast_dev_run_items")) if fast_dev_run is True else int(fast_dev_run)
+        items = items[:keep]
+    return items, n_given
+
+
+def _num_workers(num_workers: int | None, n: int) -> int:
+    if num_workers is None:
+        num_workers = os.cpu_count() or 1
+    if num_workers < 0:
+        raise OptimizeInputError(f"num_workers must be >= 0, got {num_workers}")
+    return max(1, min(num_workers, n))
+
+
+def _fingerprint(items: list[Any]) -> str:
+    h = hashlib.sha256()
+    for it in items:
+        h.update(repr(it)[:256].encode("utf-8", "replace"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def _diff(a: dict[str, Any], b: dict[str, Any]) -> str:
+    keys = sorted(set(a) | set(b))
+    return ", ".join(f"{k}: {a.get(k)!r} != {b.get(k)!r}" for k in keys if a.get(k) != b.get(k))[:500]
+
+
+def _load_json(store: ObjectStore, key: str) -> Any:
+    if not store.exists(key):
+        return None
+    return json.loads(store.get(key))
+
+
+def _chunk_files(store: ObjectStore) -> list[tuple[str, int, int]]:
+    out = []
+    for meta in store.list(""):
+        if "/" in meta.key:
+            continue
+        m = _CHUNK_RE.match(meta.key)
+        if m:
+            out.append((meta.key, int(m.group(1)), int(m.group(2))))
+    return out
+
+
+def _remove_chunks(store: ObjectStore, which: Callable[[int, int], bool]) -> None:
+    for key, rank, idx in _chunk_files(store):
+        if which(rank, idx):
+            store.delete(key)
+
+
+def _delete_checkpoints(store: ObjectStore) -> None:
+    """Delete every object under ``.checkpoints/`` (config last, so a half-deleted set is never resumable)."""
+    keys = [m.key for m in store.list(CHECKPOINT_DIR + "/")]
+    for key in sorted(keys, key=lambda k: k == _CKPT_CONFIG):
+        store.delete(key)
+    root = local_root(store)
+    if root is not None and os.path.isdir(os.path.join(root, CHECKPOINT_DIR)):
+        shutil.rmtree(os.path.join(root, CHECKPOINT_DIR), ignore_errors=True)
+
+
+def _wipe_dataset(store: ObjectStore) -> None:
+    with ev.span("overwrite", "delete", url=store.url):
+        if store.exists("index.json"):
+            store.delete("index.json")
+        _remove_chunks(store, lambda r, k: True)
+        _delete_checkpoints(store)
+
+
+def _next_chunk_indexes(existing: dict[str, Any] | None, workers: int) -> list[int]:
+    starts = [0] * workers
+    if existing:
+        for c in existing.get("chunks", []):
+            m = _CHUNK_RE.match(c["filename"])
+            if m and int(m.group(1)) < workers:
+                r = int(m.group(1))
+                starts[r] = max(starts[r], int(m.group(2)) + 1)
+    return starts
+
+
+_STAGING_PREFIX = ".streamscope-staging-"
+
+
+def _remove_stale_staging(parent: str) -> None:
+    """Remove staging dirs left by jobs whose main process no longer exists (e.g. it was SIGKILLed)."""
+    for name in os.listdir(parent):
+        if not name.startswith(_STAGING_PREFIX):
+            continue
+        pid_text = name[len(_STAGING_PREFIX) :].split("-", 1)[0]
+        if not pid_text.isdigit():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        except OSError:
+            pass
+
+
+def _make_staging(store: ObjectStore) -> str:
+    parent = str(cfg.get("optimize_staging_dir")) or local_root(store) or tempfile.gettempdir()
+    try:
+        os.makedirs(parent, exist_ok=True)
+        _remove_stale_staging(parent)
+        return tempfile.mkdtemp(prefix=f"{_STAGING_PREFIX}{os.getpid()}-", dir=parent)
+    except OSError as exc:
+        raise OutputDirError(f"cannot create a staging directory under {parent!r}: {exc}") from exc
+
+
+def _publish_index(
+    store: ObjectStore,
+    results: dict[int, tuple[list[dict[str, Any]], dict[str, Any] | None]],
+    workers: int,
+    existing: dict[str, Any] | None,
+    n_inputs: int,
+) -> None:
+    chunks: list[dict[str, Any]] = []
+    config: dict[str, Any] | None = None
+    config_rank = -1
+    with ev.span("index_merge", "read", workers=workers):
+        if existing:
+            chunks.extend(existing["chunks"])
+            config = existing["config"]
+            config_rank = -1
+        for w in range(workers):
+            w_chunks, w_config = results[w]
+            if not w_chunks:
+                continue
+            if config is None:
+                config, config_rank = w_config, w
+            elif w_config != config:
+                who = "the existing dataset" if config_rank < 0 else f"worker {config_rank}"
+                raise SchemaMismatchError(
+                    f"worker {w}'s samples do not match {who}: data_format {w_config.get('data_format')} vs "
+                    f"{config.get('data_format')}, config {_diff(config, w_config)}"
+                )
+            chunks.extend(w_chunks)
+        if not any(results[w][0] for w in range(workers)):
+            raise OptimizeInputError(f"fn returned no sample for any of the {n_inputs} inputs; nothing was written")
+        index = {"chunks": chunks, "config": config, "updated_at": str(time.time())}
+        store.put("index.json", json.dumps(index, sort_keys=True).encode())

@@ -1,0 +1,147 @@
+"""The main process of an optimize()/map() job: start workers, watch them, feed the progress bar.
+
+Workers are real processes. The main loop polls the result queue, every worker's exit code and the shared
+progress counters. A worker that reports an error stops the job: the others are terminated and
+:class:`WorkerFailedError` names the failing input, chaining the original exception (its remote traceback is in
+the message). A worker that ends without reporting (SIGKILL, segfault, ``os._exit``) raises
+:class:`WorkerDiedError`. The job never hangs waiting for a dead worker.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import pickle
+import queue as queue_mod
+import sys
+import time
+from typing import Any
+
+from streamscope._core import config
+from streamscope._core.errors import MapReturnError, OptimizeInputError, WorkerDiedError, WorkerFailedError
+from streamscope.optimize.worker import WorkerJob, run_worker
+
+
+def default_start_method() -> str:
+    """fork on Linux unless CUDA is already initialised in this process (then spawn), else the platform's."""
+    if sys.platform.startswith("linux"):
+        torch = sys.modules.get("torch")
+        try:
+            if torch is not None and torch.cuda.is_initialized():
+                return "spawn"
+        except Exception:
+            return "spawn"
+        return "fork"
+    return mp.get_start_method(allow_none=False)
+
+
+def run_jobs(
+    jobs: list[WorkerJob],
+    total_inputs: int,
+    start_method: str | None,
+    verbose: bool,
+    desc: str,
+) -> dict[int, tuple[list[dict[str, Any]], dict[str, Any] | None]]:
+    """Run one process per job; return ``{worker: (chunks, config)}`` once all have reported ``done``."""
+    ctx = mp.get_context(start_method or default_start_method())
+    results = ctx.Queue()
+    progress = ctx.Array("q", len(jobs), lock=False)
+    procs: dict[int, Any] = {}
+    out: dict[int, tuple[list[dict[str, Any]], dict[str, Any] | None]] = {}
+    bar = None
+    poll = float(config.get("optimize_poll_interval"))
+    grace = float(config.get("optimize_exit_grace"))
+    exited_at: dict[int, float] = {}
+    try:
+        for job in jobs:
+            p = ctx.Process(target=run_worker, args=(job, results, progress), name=f"streamscope-optimize-{job.worker}")
+            p.daemon = True
+            try:
+                p.start()
+            except (pickle.PicklingError, AttributeError, TypeError) as exc:
+                raise OptimizeInputError(
+                    f"cannot send the job to a {ctx.get_start_method()!r} worker: {exc}. With spawn/forkserver, fn, "
+                    f"inputs and reader must be picklable (fn defined at module level, not a lambda or closure)"
+                ) from exc
+            procs[job.worker] = p
+        bar = _progress_bar(total_inputs, desc, verbose)  # after forking: its monitor thread is not inherited
+        shown = 0
+        while len(out) < len(jobs):
+            try:
+                msg = results.get(timeout=poll)
+            except queue_mod.Empty:
+                msg = None
+            if msg is not None:
+                if msg[0] == "done":
+                    out[msg[1]] = (msg[2], msg[3])
+                else:
+                    procs[msg[1]].join(timeout=grace)  # it exits by itself right after reporting (events flushed)
+                    _raise_worker_error(msg)
+            done_inputs = sum(progress)
+            if bar is not None and done_inputs > shown:
+                bar.update(done_inputs - shown)
+                shown = done_inputs
+            now = time.monotonic()
+            for w, p in procs.items():
+                if w in out or p.exitcode is None:
+                    continue
+                # exited without a message yet: its last message may still be in the pipe; allow a grace period
+                first = exited_at.setdefault(w, now)
+                if now - first > grace or (p.exitcode != 0 and now - first > min(grace, 1.0)):
+                    code = p.exitcode
+                    how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+                    job = jobs[w]
+                    raise WorkerDiedError(
+                        f"optimize worker {w} (pid {p.pid}) {how} without reporting; it was processing inputs "
+                        f"[{job.offset}, {job.offset + len(job.inputs)}), {progress[w]} of them finished"
+                    )
+        for p in procs.values():
+            p.join(timeout=grace)
+        return out
+    finally:
+        for p in procs.values():
+            if p.is_alive():
+                p.terminate()
+        for p in procs.values():
+            p.join(timeout=2.0)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=2.0)
+        results.close()
+        results.join_thread()
+        if bar is not None:
+            bar.close()
+
+
+def _raise_worker_error(msg: tuple[Any, ...]) -> None:
+    _, worker, index, item_repr, what, blob, tb = msg
+    cause: BaseException | None = None
+    if blob is not None:
+        try:
+            cause = pickle.loads(blob)
+        except Exception:
+            cause = None
+    if isinstance(cause, MapReturnError):
+        raise cause
+    if index is None:
+        head = "optimize()/map() worker failed outside of any input"
+    else:
+        head = f"{'map' if what == 'map' else 'optimize'}() failed on input {index}"
+        if item_repr:
+            head += f" ({item_repr})"
+    text = f"{head} in worker {worker}: {type(cause).__name__ + ': ' + str(cause) if cause else ''}\n\n" + (
+        f"Worker traceback:\n{tb}"
+    )
+    err = WorkerFailedError(text)
+    err.input_index = index  # type: ignore[attr-defined]
+    err.worker = worker  # type: ignore[attr-defined]
+    raise err from cause
+
+
+def _progress_bar(total: int, desc: str, verbose: bool) -> Any:
+    if not verbose:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover
+        return None
+    return tqdm(total=total, desc=desc, smoothing=0.1, dynamic_ncols=True)

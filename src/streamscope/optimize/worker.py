@@ -1,0 +1,309 @@
+"""The body of one optimize()/map() worker process.
+
+A worker owns a contiguous slice of the inputs. For optimize it runs ``fn`` on each input, feeds every non-None
+sample to a :class:`ChunkWriter` writing into the job's private staging directory, publishes each closed chunk
+to the output store and, with ``use_checkpoint``, records after every closed chunk (atomically) how far it got.
+For map it runs ``fn(input, tmp_dir)`` and publishes the files ``fn`` wrote. It reports ``done`` or ``error``
+on the result queue and its progress (inputs finished) in a shared counter.
+
+Checkpoint record (``.checkpoints/checkpoint-{rank}.json`` in the output store)::
+
+    {"rank": r, "chunks": [...entries of closed chunks...], "config": {...} | null,
+     "inputs_done": p, "skip_samples": s, "next_chunk_index": k, "finished": bool}
+
+``inputs_done``/``skip_samples`` point at the first sample NOT in a closed chunk: it is sample ``s`` (0-based,
+counting non-None samples) of the worker's input ``p``. Resuming re-runs ``fn`` on input ``p``, drops its first
+``s`` samples and continues, so the chunks come out exactly as in an uninterrupted run (fn must be deterministic).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import pickle
+import shutil
+import signal
+import traceback
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamscope import events as ev
+from streamscope._core.errors import MapReturnError
+from streamscope.optimize._store import open_output, publish
+from streamscope.optimize._writer import ChunkWriter
+
+CHECKPOINT_DIR = ".checkpoints"
+
+
+def checkpoint_key(rank: int) -> str:
+    """Key of a worker's checkpoint record in the output store."""
+    return f"{CHECKPOINT_DIR}/checkpoint-{rank}.json"
+
+
+@dataclass
+class Resume:
+    """Where a worker restarts (see module doc)."""
+
+    inputs_done: int = 0
+    skip_samples: int = 0
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    config: dict[str, Any] | None = None
+    next_chunk_index: int = 0
+    finished: bool = False
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> Resume:
+        return cls(
+            inputs_done=int(rec["inputs_done"]),
+            skip_samples=int(rec["skip_samples"]),
+            chunks=list(rec["chunks"]),
+            config=rec.get("config"),
+            next_chunk_index=int(rec["next_chunk_index"]),
+            finished=bool(rec.get("finished", False)),
+        )
+
+
+@dataclass
+class WorkerJob:
+    """Everything one worker needs (picklable for the spawn start method)."""
+
+    kind: str  # "optimize" | "map"
+    worker: int
+    num_workers: int
+    fn: Callable[..., Any]
+    inputs: Sequence[Any]
+    offset: int  # global index of inputs[0]
+    output_dir: str
+    storage_options: dict[str, Any]
+    staging_dir: str
+    writer_kwargs: dict[str, Any] = field(default_factory=dict)
+    use_checkpoint: bool = False
+    resume: Resume = field(default_factory=Resume)
+    reader: Any = None
+    parent_pid: int = field(default_factory=os.getpid)  # the main process; a worker orphaned by its death exits
+
+
+def _short_repr(obj: Any, limit: int = 200) -> str:
+    try:
+        r = repr(obj)
+    except Exception as exc:  # a broken __repr__ must not hide the real error
+        r = f"<unrepresentable {type(obj).__name__}: {exc}>"
+    return r if len(r) <= limit else r[: limit - 3] + "..."
+
+
+def _set_environ(job: WorkerJob) -> None:
+    # LitData's names: user fns sometimes read them to know which worker they run in.
+    os.environ["DATA_OPTIMIZER_GLOBAL_RANK"] = str(job.worker)
+    os.environ["DATA_OPTIMIZER_NUM_WORKERS"] = str(job.num_workers)
+    os.environ["DATA_OPTIMIZER_NUM_NODES"] = "1"
+    os.environ["DATA_OPTIMIZER_NODE_RANK"] = "0"
+
+
+def run_worker(job: WorkerJob, results: Any, progress: Any) -> None:
+    """Process entry point: run the job, report ``done`` or ``error`` on ``results``."""
+    _set_environ(job)
+    # The main process stops workers with SIGTERM; exit through SystemExit so that finalizers run (trace
+    # events buffered in this process are flushed, open spans closed) instead of dying mid-buffer.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        if job.kind == "map":
+            _run_map(job, progress)
+            results.put(("done", job.worker, [], None))
+        else:
+            chunks, config = _run_optimize(job, progress)
+            results.put(("done", job.worker, chunks, config))
+    except _InputFailed as failed:
+        exc = failed.__cause__
+        assert exc is not None
+        ev.instant(
+            "crash",
+            "crash",
+            worker=job.worker,
+            input=failed.index,
+            exception=type(exc).__name__,
+            error=f"{type(exc).__name__}: {exc}"[:300],
+        )
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        results.put(("error", job.worker, failed.index, failed.item_repr, failed.what, _picklable(exc), tb))
+    except SystemExit:
+        results.cancel_join_thread()  # stopped by the main process: it no longer reads the queue
+        raise
+    except BaseException as exc:  # noqa: BLE001 - anything else is reported, never swallowed
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        results.put(("error", job.worker, None, "", "worker", _picklable(exc), tb))
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _picklable(exc: BaseException) -> bytes | None:
+    """The pickled exception, if it survives a round trip (else the main process gets the text only)."""
+    try:
+        blob = pickle.dumps(exc)
+        pickle.loads(blob)
+    except Exception:
+        return None
+    return blob
+
+
+def _exit_if_orphaned(job: WorkerJob) -> None:
+    # The main process died (SIGKILL, OOM killer): nobody will merge our chunks. Stop now, so a rerun with
+    # use_checkpoint=True does not race with us.
+    if os.getppid() != job.parent_pid:
+        os._exit(3)
+
+
+class _InputFailed(Exception):
+    def __init__(self, index: int, item: Any, what: str) -> None:
+        super().__init__(index)
+        self.index = index
+        self.item_repr = _short_repr(item)
+        self.what = what
+
+
+def _samples(result: Any) -> Any:
+    if inspect.isgenerator(result):
+        return result
+    return (result,)
+
+
+def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    store = open_output(job.output_dir, job.storage_options)
+    rs = job.resume
+    rank = job.worker
+    chunks = list(rs.chunks)
+    if rs.finished:
+        progress[job.worker] = len(job.inputs)
+        return chunks, rs.config
+    writer = ChunkWriter(job.staging_dir, rank=rank, chunk_index=rs.next_chunk_index, **job.writer_kwargs)
+    next_chunk = rs.next_chunk_index
+    sample_index = sum(int(c["chunk_size"]) for c in chunks)  # rank-local index of the next sample
+    # (input position, 0-based sample number within that input) of every sample not yet in a closed chunk
+    origins: deque[tuple[int, int]] = deque()
+    trace_sample = ev.ACTIVE  # held reference; membership tests below are the only cost when tracing is off
+
+    def config_now() -> dict[str, Any] | None:
+        # a resumed writer that has not seen a sample yet has no config: the checkpoint's is the same one
+        return writer.config if writer.config is not None else rs.config
+
+    def on_closed(entries: list[dict[str, Any]], pos: int, emitted: int) -> None:
+        nonlocal next_chunk
+        for entry in entries:
+            name = entry["filename"]
+            with ev.span("upload", "download", file=name, bytes=int(entry["chunk_bytes"]), rank=rank):
+                publish(store, os.path.join(job.staging_dir, name), name)
+            chunks.append(entry)
+            next_chunk += 1
+            for _ in range(int(entry["chunk_size"])):
+                origins.popleft()
+        if job.use_checkpoint:
+            p, s = origins[0] if origins else (pos, emitted)
+            _save_checkpoint(store, rank, chunks, config_now(), p, s, next_chunk, False)
+
+    pos = rs.inputs_done
+    progress[job.worker] = pos
+    for pos in range(rs.inputs_done, len(job.inputs)):
+        _exit_if_orphaned(job)
+        index = job.offset + pos
+        item = job.inputs[pos]
+        skip = rs.skip_samples if pos == rs.inputs_done else 0
+        emitted = 0
+        try:
+            if job.reader is not None:
+                with ev.span("optimize_input", "read", input=index):
+                    item = job.reader.read(item)
+            if "sample" in trace_sample:
+                with ev.span("optimize_fn", "sample", input=index):
+                    result = job.fn(item)
+            else:
+                result = job.fn(item)
+            for sample in _samples(result):
+                if sample is None:
+                    continue
+                emitted += 1
+                if emitted <= skip:
+                    continue
+                origins.append((pos, emitted - 1))
+                if "sample" in trace_sample:
+                    with ev.span("serialize", "sample", input=index, sample=sample_index):
+                        closed = writer.add_item(sample_index, sample)
+                else:
+                    closed = writer.add_item(sample_index, sample)
+                sample_index += 1
+                if closed:
+                    for entry in closed:
+                        ev.instant(
+                            "chunk_write",
+                            "read",
+                            file=entry["filename"],
+                            bytes=int(entry["chunk_bytes"]),
+                            items=int(entry["chunk_size"]),
+                        )
+                    on_closed(closed, pos, emitted)
+        except Exception as exc:
+            raise _InputFailed(index, job.inputs[pos], "optimize") from exc
+        progress[job.worker] = pos + 1
+    with ev.span("chunk_write", "read", rank=rank, final=True):
+        last = writer.done()
+    on_closed(last, len(job.inputs), 0)
+    if job.use_checkpoint:
+        _save_checkpoint(store, rank, chunks, config_now(), len(job.inputs), 0, next_chunk, True)
+    return chunks, config_now()
+
+
+def _save_checkpoint(
+    store: Any,
+    rank: int,
+    chunks: list[dict[str, Any]],
+    config: dict[str, Any] | None,
+    inputs_done: int,
+    skip_samples: int,
+    next_chunk_index: int,
+    finished: bool,
+) -> None:
+    rec = {
+        "rank": rank,
+        "chunks": chunks,
+        "config": config,
+        "inputs_done": inputs_done,
+        "skip_samples": skip_samples,
+        "next_chunk_index": next_chunk_index,
+        "finished": finished,
+    }
+    store.put(checkpoint_key(rank), json.dumps(rec, sort_keys=True).encode())
+
+
+def _run_map(job: WorkerJob, progress: Any) -> None:
+    store = open_output(job.output_dir, job.storage_options)
+    tmp = os.path.join(job.staging_dir, f"map-{job.worker}")
+    for pos in range(len(job.inputs)):
+        _exit_if_orphaned(job)
+        index = job.offset + pos
+        item = job.inputs[pos]
+        os.makedirs(tmp, exist_ok=True)
+        try:
+            if job.reader is not None:
+                with ev.span("optimize_input", "read", input=index):
+                    item = job.reader.read(item)
+            with ev.span("optimize_fn", "sample", input=index):
+                ret = job.fn(item, tmp)
+            if ret is not None:
+                raise MapReturnError(
+                    f"map() fn returned {_short_repr(ret, 80)} for input {index}; it must write files into "
+                    f"its output_dir argument and return None"
+                )
+            for dirpath, _dirs, files in os.walk(tmp):
+                for name in sorted(files):
+                    src = os.path.join(dirpath, name)
+                    key = os.path.relpath(src, tmp).replace(os.sep, "/")
+                    with ev.span("upload", "download", file=key, bytes=os.path.getsize(src)):
+                        publish(store, src, key)
+        except Exception as exc:
+            raise _InputFailed(index, job.inputs[pos], "map") from exc
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        progress[job.worker] = pos + 1

@@ -1,0 +1,371 @@
+"""StreamingRawDataset: a map-style torch Dataset over existing files, with batched concurrent fetching.
+
+``dataset[i]`` returns the bytes of file ``i`` (or ``list[bytes]`` for a group made by ``setup``), after
+``transform``. Used with a plain ``torch.utils.data.DataLoader``, torch calls :meth:`__getitems__` with a
+whole batch of indices, and every file of the batch is fetched concurrently. After each batch, the files
+this worker will most likely be asked for next are fetched ahead (see :class:`~.planning.LookAhead`).
+
+Live knobs (read at every batch): ``raw_concurrency`` (0 = the ``max_concurrent_downloads`` argument, or
+the adaptive default) and ``raw_prefetch`` (-1 = the ``max_prefetch`` argument).
+
+Runtime state (threads, store clients, futures) is per process: a forked DataLoader worker starts fresh and
+pickling (spawn) drops it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import Any, Literal
+
+from torch.utils.data import Dataset, get_worker_info
+
+from streamscope import events as ev
+from streamscope._core import config
+from streamscope._core.errors import ConfigError, RawDownloadTimeoutError, RawSetupError
+from streamscope.raw.fetch import Fetcher, Hedge, sweep_orphans
+from streamscope.raw.indexer import BaseIndexer, FileIndexer, FileMetadata
+from streamscope.raw.planning import LookAhead, adaptive_concurrency, batch_budget, effective_prefetch, median_size
+from streamscope.raw.runtime import IORuntime, gather, runtime, then
+from streamscope.raw.source import Source
+
+logger = logging.getLogger(__name__)
+
+_TINY_MEDIAN_BYTES = 100_000
+_RUNTIME_FIELDS = ("_ahead", "_lookahead", "_pid", "_batches")
+
+
+def _num_workers() -> int:
+    info = get_worker_info()
+    return info.num_workers if info is not None else 1
+
+
+class StreamingRawDataset(Dataset):
+    """Stream files from a local folder or object-store prefix with no optimize step.
+
+    Args:
+        input_dir: Local folder or URL (``s3://``, ``gs://``, ``azure://``, ``r2://``).
+        cache_dir: Root of the local cache (default: the ``cache_dir`` knob). This dataset uses
+            ``{cache_dir}/{md5(source)}/`` for its index and, with ``cache_files``, the files.
+        indexer: How files are found (default :class:`FileIndexer`).
+        storage_options: Passed to the object store.
+        cache_files: Keep fetched remote files under the cache folder and read them from there next time.
+        recompute_index: Rebuild the index from a fresh listing.
+        transform: Called on each item (bytes, or a list for grouped items; paths when ``item_type="path"``).
+        max_concurrent_downloads: Exact in-flight GETs per process; None picks one from the median file size.
+        max_prefetch: Items fetched ahead per worker after each batch (0 = off).
+        prefetch_cache_size: Most items held ahead at once (default ``2 * max_prefetch``).
+        item_type: ``"bytes"`` or ``"path"`` (local paths; needs ``cache_files=True``. Files of a LOCAL source
+            are returned in place, size-checked, not copied).
+        hedge_delay: Seconds before a duplicate GET of a slow remote object (0 = off).
+        download_timeout: Floor, in seconds, of one batch's time budget (0 = no limit).
+        range_parallel_threshold: Remote objects at least this big are fetched as parallel ranged GETs (0 = off).
+        range_chunk_size: Bytes per ranged GET.
+
+    Raises:
+        RawSourceNotFoundError: ``input_dir`` does not exist. EmptyRawSourceError: it holds no files.
+        RawSchemeError: unsupported URL scheme. RawSetupError: ``setup`` returned the wrong shape.
+    """
+
+    def __init__(
+        self,
+        input_dir: str,
+        cache_dir: str | None = None,
+        indexer: BaseIndexer | None = None,
+        storage_options: dict[str, Any] | None = None,
+        cache_files: bool = False,
+        recompute_index: bool = False,
+        transform: Callable[[Any], Any] | None = None,
+        max_concurrent_downloads: int | None = None,
+        max_prefetch: int = 16,
+        prefetch_cache_size: int | None = None,
+        item_type: Literal["bytes", "path"] = "bytes",
+        hedge_delay: float = 0.0,
+        download_timeout: float = 120.0,
+        range_parallel_threshold: int = 0,
+        range_chunk_size: int = 8 * 1024 * 1024,
+    ) -> None:
+        if item_type not in ("bytes", "path"):
+            raise ConfigError(f"item_type must be 'bytes' or 'path', got {item_type!r}")
+        if item_type == "path" and not cache_files:
+            raise ConfigError("item_type='path' requires cache_files=True")
+        self.source = Source(input_dir, storage_options)
+        self.input_dir = self.source.input_dir
+        self.storage_options = dict(storage_options or {})
+        root = cache_dir if cache_dir is not None else config.get("cache_dir")
+        self.cache_dir = os.path.join(os.fspath(root), hashlib.md5(self.source.root.encode()).hexdigest())
+        os.makedirs(self.cache_dir, exist_ok=True)
+        self.cache_files = cache_files
+        self.item_type = item_type
+        self.transform = transform
+        self.max_concurrent_downloads = max_concurrent_downloads
+        self.max_prefetch = max(0, int(max_prefetch))
+        if prefetch_cache_size is None:
+            prefetch_cache_size = 2 * self.max_prefetch
+        self.prefetch_cache_size = max(0, int(prefetch_cache_size))
+        self.hedge_delay = max(0.0, float(hedge_delay))
+        self.download_timeout = max(0.0, float(download_timeout))
+        self.indexer = indexer if indexer is not None else FileIndexer()
+        self.fetcher = Fetcher(
+            self.source,
+            self.cache_dir,
+            cache_files,
+            item_type,
+            self.hedge_delay,
+            int(range_parallel_threshold),
+            int(range_chunk_size),
+        )
+
+        self.files: list[FileMetadata] = self.indexer.build_or_load_index(
+            self.source.root, self.cache_dir, self.storage_options, recompute_index
+        )
+        for f in self.files:
+            self.source.key_of(f.path)  # every indexed path must lie under input_dir (names the first that does not)
+        self.median_file_bytes = median_size([f.size for f in self.files])
+        if len(self.files) >= 8 and self.median_file_bytes < _TINY_MEDIAN_BYTES:
+            logger.info(
+                "median file size is %d bytes: tiny files are bound by request overhead; optimize() may serve "
+                "them faster",
+                self.median_file_bytes,
+            )
+        self.items: list[FileMetadata] | list[list[FileMetadata]] = self._checked_items(self.setup(self.files))
+        if cache_files:
+            sweep_orphans(self.cache_dir)
+        self.prefetch_hits = 0
+        self.prefetch_misses = 0
+        self._reset_runtime_state()
+
+    # --- user hooks ----------------------------------------------------------------------------------
+
+    def setup(self, files: list[FileMetadata]) -> list[FileMetadata] | list[list[FileMetadata]]:
+        """Turn the indexed files into items. Override to filter, or to group files into one item.
+
+        Returns:
+            ``list[FileMetadata]`` (one file per item) or ``list[list[FileMetadata]]`` (a group per item,
+            fetched together; the item is ``list[bytes]`` in the group's order).
+        """
+        return files
+
+    def _checked_items(self, items: Any) -> list[Any]:
+        where = f"{type(self).__name__}.setup"
+        if not isinstance(items, list):
+            raise RawSetupError(f"{where} must return a list, got {type(items).__name__}")
+        for i, item in enumerate(items):
+            if isinstance(item, FileMetadata):
+                continue
+            if isinstance(item, list) and item and all(isinstance(m, FileMetadata) for m in item):
+                continue
+            raise RawSetupError(
+                f"{where} returned an item {i} of the wrong shape ({type(item).__name__}: {item!r:.80}); "
+                "each item must be a FileMetadata or a non-empty list of FileMetadata"
+            )
+        return items
+
+    # --- runtime state -------------------------------------------------------------------------------
+
+    def _reset_runtime_state(self) -> None:
+        self._ahead: OrderedDict[int, Future[Any]] = OrderedDict()
+        self._lookahead = LookAhead()
+        self._pid = os.getpid()
+        self._batches = 0
+
+    def _runtime(self) -> IORuntime:
+        if self._pid != os.getpid():
+            self._reset_runtime_state()
+        return runtime()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for name in _RUNTIME_FIELDS:
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reset_runtime_state()
+
+    def concurrency(self) -> int:
+        """In-flight GETs this process allows now (live knob, else the argument, else adaptive)."""
+        live = int(config.get("raw_concurrency"))
+        if live > 0:
+            return live
+        if self.max_concurrent_downloads is not None:
+            return max(1, int(self.max_concurrent_downloads))
+        return adaptive_concurrency(self.median_file_bytes, _num_workers())
+
+    def prefetch_depth(self) -> int:
+        """Items this worker fetches ahead now (live knob, else the argument), worker-aware."""
+        live = int(config.get("raw_prefetch"))
+        depth = live if live >= 0 else self.max_prefetch
+        return effective_prefetch(depth, _num_workers())
+
+    # --- access --------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        """Fetch the items at ``indices`` concurrently (torch's DataLoader calls this with a whole batch)."""
+        self._batches += 1
+        # fast local files are read inline; on the pooled path, one batch in 32 is read inline to re-measure
+        if self.fetcher.inline_ok() or (self._probe_inline() and self._batches % 32 == 0):
+            return self._get_inline(indices)
+        rt = self._runtime()
+        rt.set_limit(self.concurrency())
+        n = len(self.items)
+        indices = [self._normalize(i, n) for i in indices]
+        futures: dict[int, Future[Any]] = {}
+        missed: list[int] = []
+        seen: set[int] = set()
+        for i in indices:
+            if i in seen:
+                continue
+            seen.add(i)
+            fut = self._ahead.pop(i, None)
+            if fut is not None and not (fut.done() and (fut.cancelled() or fut.exception() is not None)):
+                futures[i] = fut
+            else:
+                missed.append(i)
+        hits = len(futures)
+        # biggest first, so the longest transfer does not start last
+        with rt.batch():
+            for i in sorted(missed, key=lambda j: -sum(m.size for m in self._files_of(j))):
+                futures[i] = self._start_item(rt, i, ahead=False)
+        misses = len(missed)
+        self.prefetch_hits += hits
+        self.prefetch_misses += misses
+        if "prefetch" in ev.ACTIVE:
+            ev.instant("prefetch", "prefetch", hits=hits, misses=misses, items=len(futures))
+        self._schedule_ahead(rt, indices)
+        with ev.span("read", "read", items=len(indices)):
+            results = self._wait(futures)
+        return [results[i] for i in indices]
+
+    def _probe_inline(self) -> bool:
+        return not self.source.is_remote and float(config.get("raw_local_inline_s")) > 0
+
+    def _get_inline(self, indices: list[int]) -> list[Any]:
+        """Fast local files: read in this thread, in order (threads and look-ahead would only add overhead)."""
+        if self._pid != os.getpid():
+            self._reset_runtime_state()
+        n = len(self.items)
+        out: list[Any] = []
+        with ev.span("read", "read", items=len(indices), inline=True):
+            for i in indices:
+                idx = self._normalize(i, n)
+                ahead = self._ahead.pop(idx, None)  # fetched ahead while on the pooled path
+                if ahead is not None:
+                    try:
+                        out.append(ahead.result())
+                        self.prefetch_hits += 1
+                        continue
+                    except Exception:  # noqa: BLE001 - read it again below; a real error will repeat
+                        pass
+                item = self.items[idx]
+                if isinstance(item, list):
+                    value: Any = [self.fetcher.fetch_now(m.path, m.size) for m in item]
+                else:
+                    value = self.fetcher.fetch_now(item.path, item.size)
+                out.append(self.transform(value) if self.transform is not None else value)
+                self.prefetch_misses += 1
+        return out
+
+    def _normalize(self, i: int, n: int) -> int:
+        idx = int(i)
+        if idx < 0:
+            idx += n
+        if not 0 <= idx < n:
+            raise IndexError(f"index {i} out of range for a raw dataset of {n} items")
+        return idx
+
+    def _files_of(self, index: int) -> list[FileMetadata]:
+        item = self.items[index]
+        return item if isinstance(item, list) else [item]
+
+    def _start_item(self, rt: IORuntime, index: int, ahead: bool) -> Future[Any]:
+        item = self.items[index]
+        if isinstance(item, list):
+            parts = [self.fetcher.start(rt, m.path, m.size, ahead=ahead) for m in item]
+            fut: Future[Any] = gather(parts)
+            fut.parts = parts  # type: ignore[attr-defined]
+        else:
+            fut = self.fetcher.start(rt, item.path, item.size, ahead=ahead)
+        if self.transform is not None:
+            inner = fut
+            fut = then(inner, self.transform)
+            fut.parts = getattr(inner, "parts", [inner])  # type: ignore[attr-defined]
+        return fut
+
+    def _schedule_ahead(self, rt: IORuntime, indices: list[int]) -> None:
+        depth = self.prefetch_depth()
+        wanted = self._lookahead.observe(indices, _num_workers(), len(self.items), depth)
+        cap = self.prefetch_cache_size or depth
+        scheduled = 0
+        with rt.batch():
+            for i in wanted:
+                if i in self._ahead:
+                    continue
+                while len(self._ahead) >= cap:
+                    _, old = self._ahead.popitem(last=False)
+                    old.cancel()
+                self._ahead[i] = self._start_item(rt, i, ahead=True)
+                scheduled += 1
+        if scheduled and "prefetch" in ev.ACTIVE:
+            ev.instant("prefetch_scheduled", "prefetch", items=scheduled, first=wanted[0])
+
+    def _wait(self, futures: dict[int, Future[Any]]) -> dict[int, Any]:
+        sizes = [m.size for i in futures for m in self._files_of(i)]
+        budget = batch_budget(sizes, self.download_timeout, float(config.get("raw_min_throughput")))
+        deadline = None if budget is None else time.monotonic() + budget
+        hedges = self._hedges(futures.values())
+        pending = set(futures.values())
+        while pending:
+            now = time.monotonic()
+            timeout = None if deadline is None else max(0.0, deadline - now)
+            live_hedges = [h for h in hedges if not h.fired and not h.result.done()]
+            if live_hedges:
+                next_fire = min(h.deadline for h in live_hedges)
+                timeout = max(0.0, next_fire - now) if timeout is None else min(timeout, max(0.0, next_fire - now))
+            done, pending = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+            now = time.monotonic()
+            for h in live_hedges:
+                h.maybe_fire(now)
+            if pending and deadline is not None and now >= deadline:
+                late = [m.path for i, f in futures.items() if f in pending for m in self._files_of(i)]
+                for f in pending:
+                    f.cancel()
+                    for p in getattr(f, "parts", ()):
+                        p.cancel()
+                raise RawDownloadTimeoutError(
+                    f"{len(late)} file(s) did not arrive within the batch budget of {budget:.1f} s, e.g. {late[:3]}"
+                )
+        return {i: f.result() for i, f in futures.items()}
+
+    @staticmethod
+    def _hedges(futures: Any) -> list[Hedge]:
+        out: list[Hedge] = []
+        for f in futures:
+            for p in getattr(f, "parts", [f]):
+                h = getattr(p, "hedge", None)
+                if h is not None:
+                    out.append(h)
+        return out
+
+    # --- stats ---------------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        """Counters of this process: prefetch hits/misses, hedges fired/won (retries are traced by storage)."""
+        return {
+            "prefetch_hits": self.prefetch_hits,
+            "prefetch_misses": self.prefetch_misses,
+            "hedges_fired": self.fetcher.hedges_fired,
+            "hedges_won": self.fetcher.hedges_won,
+        }

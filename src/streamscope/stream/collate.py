@@ -1,0 +1,270 @@
+"""Column-wise batch decoding straight from mmapped chunks.
+
+For the common leaf types (``int``, ``float``, ``bool``, ``str``, ``numpy``, ``no_header_numpy``, ``tensor``,
+``no_header_tensor``) and containers (dict, list, tuple, a bare leaf), a batch is decoded one *column* (leaf)
+at a time: per-item size headers are gathered with one numpy fancy-index, fixed-size numbers are gathered the
+same way, and array leaves are copied once into a preallocated ``(B, ...)`` array that becomes the tensor. The
+result is exactly what ``torch.utils.data.default_collate`` returns for the list of decoded samples (tests
+compare them). Anything else (other leaf types, ragged arrays, namedtuples, ...) returns None and the caller
+takes the sample-by-sample path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+_NUMERIC = {"int": np.dtype("<i8"), "float": np.dtype("<f8"), "bool": np.dtype(np.bool_)}
+
+
+@dataclass
+class ChunkView:
+    """An open chunk as flat arrays: ``buf`` (uint8 over the whole file) and ``offsets`` (u32, N+1)."""
+
+    buf: np.ndarray
+    offsets: np.ndarray
+    mv: memoryview
+    path: str = ""
+
+
+def chunk_view(mapped: Any, num_items: int, path: str = "") -> ChunkView:
+    """Views over a mapped chunk file (anything exporting the buffer protocol, e.g. an ``mmap``)."""
+    mv = memoryview(mapped).cast("B")
+    buf = np.frombuffer(mv, dtype=np.uint8)
+    offsets = np.frombuffer(mv, dtype="<u4", count=num_items + 1, offset=4)
+    return ChunkView(buf, offsets, mv, path)
+
+
+def _numpy_dtypes() -> Sequence[np.dtype]:
+    from streamscope.format.dtypes import NUMPY_DTYPES
+
+    return NUMPY_DTYPES
+
+
+def _torch_dtype(idx: int) -> torch.dtype:
+    from streamscope.format.dtypes import TORCH_DTYPE_NAMES
+
+    return getattr(torch, TORCH_DTYPE_NAMES[idx])
+
+
+class _Fallback(Exception):
+    """This batch cannot take the column path."""
+
+
+def _parse_spec(data_spec: str | None) -> Any:
+    if data_spec is None:
+        return None
+    parsed = json.loads(data_spec)
+    return parsed[1] if isinstance(parsed, list) and len(parsed) == 2 else parsed
+
+
+def _structure(node: dict[str, Any], counter: list[int]) -> Any:
+    """Turn a treespec node into a nested template: ('dict', keys, children) / ('list', children) / leaf int."""
+    typ = node.get("type")
+    children = node.get("children_spec") or []
+    if typ is None and not children:
+        i = counter[0]
+        counter[0] += 1
+        return i
+    if typ == "builtins.dict":
+        keys = json.loads(node["context"])
+        return ("dict", keys, [_structure(c, counter) for c in children])
+    if typ in ("builtins.list", "builtins.tuple"):
+        return ("list", [_structure(c, counter) for c in children])
+    raise _Fallback(f"container {typ}")
+
+
+def _build(template: Any, columns: list[Any]) -> Any:
+    if isinstance(template, int):
+        return columns[template]
+    if template[0] == "dict":
+        return {k: _build(t, columns) for k, t in zip(template[1], template[2])}
+    # default_collate transposes sequences with zip(): a str column directly inside one stays a tuple
+    out = []
+    for t in template[1]:
+        col = _build(t, columns)
+        out.append(tuple(col) if isinstance(t, int) and isinstance(col, list) else col)
+    return out
+
+
+class ColumnCollator:
+    """Decodes batches of PyTree items column-wise; ``None`` from :meth:`collate` means "not for this batch"."""
+
+    def __init__(self, data_format: Sequence[str], data_spec: str | None) -> None:
+        self.data_format = list(data_format)
+        self.num_leaves = len(self.data_format)
+        self.kinds = [f.split(":", 1)[0] for f in self.data_format]
+        self.template: Any = None
+        self.supported = True
+        try:
+            spec = _parse_spec(data_spec)
+            if spec is None:
+                self.template = 0 if self.num_leaves == 1 else ("list", list(range(self.num_leaves)))
+                if self.num_leaves != 1:
+                    self.supported = False
+            else:
+                counter = [0]
+                self.template = _structure(spec, counter)
+                if counter[0] != self.num_leaves:
+                    self.supported = False
+        except (_Fallback, ValueError, KeyError, TypeError):
+            self.supported = False
+        known = {"int", "float", "bool", "str", "numpy", "no_header_numpy", "tensor", "no_header_tensor"}
+        if any(k not in known for k in self.kinds):
+            self.supported = False
+        self._hdr_idx = np.arange(4 * self.num_leaves, dtype=np.int64)
+
+    def collate(self, groups: Sequence[tuple[ChunkView, np.ndarray, np.ndarray]], batch_len: int) -> Any:
+        """Collate one batch.
+
+        Args:
+            groups: per chunk: (its view, positions in the batch, item indexes in the chunk).
+            batch_len: number of items in the batch.
+        """
+        if not self.supported:
+            return None
+        try:
+            return self._collate(groups, batch_len)
+        except _Fallback:
+            return None
+
+    def _collate(self, groups: Sequence[tuple[ChunkView, np.ndarray, np.ndarray]], n: int) -> Any:
+        L = self.num_leaves
+        parts = []
+        for view, pos, items in groups:
+            starts = view.offsets[items].astype(np.int64)
+            sizes = view.buf[starts[:, None] + self._hdr_idx].view("<u4").reshape(len(items), L).astype(np.int64)
+            leaf_starts = starts[:, None] + 4 * L + np.cumsum(sizes, axis=1) - sizes
+            parts.append((view, pos, leaf_starts, sizes))
+        columns = [self._column(j, parts, n) for j in range(L)]
+        return _build(self.template, columns)
+
+    def _column(self, j: int, parts: list[tuple[ChunkView, np.ndarray, np.ndarray, np.ndarray]], n: int) -> Any:
+        kind = self.kinds[j]
+        if kind in _NUMERIC:
+            dt = _NUMERIC[kind]
+            out = np.empty(n, dtype=dt)
+            idx = np.arange(dt.itemsize, dtype=np.int64)
+            for view, pos, ls, sz in parts:
+                if np.any(sz[:, j] != dt.itemsize):
+                    raise _Fallback(kind)
+                out[pos] = view.buf[ls[:, j][:, None] + idx].view(dt).ravel()
+            return torch.from_numpy(out)
+        if kind == "str":
+            col: list[Any] = [None] * n
+            for view, pos, ls, sz in parts:
+                mv = view.mv
+                for p, a, b in zip(pos.tolist(), ls[:, j].tolist(), (ls[:, j] + sz[:, j]).tolist()):
+                    col[p] = str(mv[a:b], "utf-8")
+            return col
+        if kind in ("numpy", "tensor"):
+            return self._array_column(j, parts, n, kind)
+        # no_header_numpy / no_header_tensor: 1-D, dtype from the name
+        idx = int(self.data_format[j].split(":", 1)[1])
+        if kind == "no_header_numpy":
+            np_dtype = _numpy_dtypes()[idx]
+            if np_dtype.itemsize == 0 or np_dtype.kind in "OSUV":
+                raise _Fallback(kind)
+            torch_dtype = None
+            itemsize = np_dtype.itemsize
+        else:
+            torch_dtype = _torch_dtype(idx)
+            itemsize = torch.empty((), dtype=torch_dtype).element_size()
+        nbytes = int(parts[0][3][0, j])
+        for _, _, _, sz in parts:
+            if np.any(sz[:, j] != nbytes):
+                raise _Fallback("ragged")  # default_collate would refuse to stack; the sample path says so
+        if nbytes % itemsize:
+            raise _Fallback("size")
+        return self._fill(
+            j, parts, n, nbytes, 0, (nbytes // itemsize,), np_dtype if torch_dtype is None else None, torch_dtype
+        )
+
+    def _array_column(
+        self, j: int, parts: list[tuple[ChunkView, np.ndarray, np.ndarray, np.ndarray]], n: int, kind: str
+    ) -> Any:
+        view0, _, ls0, _ = parts[0]
+        a0 = int(ls0[0, j])
+        if kind == "numpy":
+            dtype_idx, ndim = (int(x) for x in view0.buf[a0 : a0 + 8].view("<u4"))
+            shape = tuple(int(x) for x in view0.buf[a0 + 8 : a0 + 8 + 4 * ndim].view("<u4"))
+            np_dtype = _numpy_dtypes()[dtype_idx]
+            if np_dtype.kind in "OSUV" or np_dtype.itemsize == 0:
+                raise _Fallback("numpy dtype")
+            torch_dtype = None
+            itemsize = np_dtype.itemsize
+        else:
+            dtype_idx, ndim = (int(x) for x in view0.buf[a0 : a0 + 8].view(">u4"))
+            shape = tuple(int(x) for x in view0.buf[a0 + 8 : a0 + 8 + 4 * ndim].view(">u4"))
+            torch_dtype = _torch_dtype(dtype_idx)
+            np_dtype = None
+            itemsize = torch.empty((), dtype=torch_dtype).element_size()
+        hlen = 8 + 4 * ndim
+        nbytes = int(np.prod(shape, dtype=np.int64)) * itemsize
+        header = view0.buf[a0 : a0 + hlen]
+        hidx = np.arange(hlen, dtype=np.int64)
+        for view, _, ls, sz in parts:
+            if np.any(sz[:, j] != hlen + nbytes):
+                raise _Fallback("ragged")
+            if not np.array_equal(view.buf[ls[:, j][:, None] + hidx], np.broadcast_to(header, (len(ls), hlen))):
+                raise _Fallback("header")
+        return self._fill(j, parts, n, nbytes, hlen, shape, np_dtype, torch_dtype)
+
+    @staticmethod
+    def _fill(
+        j: int,
+        parts: list[tuple[ChunkView, np.ndarray, np.ndarray, np.ndarray]],
+        n: int,
+        nbytes: int,
+        skip: int,
+        shape: tuple[int, ...],
+        np_dtype: np.dtype | None,
+        torch_dtype: torch.dtype | None,
+    ) -> torch.Tensor:
+        raw = torch.empty((n, nbytes), dtype=torch.uint8)
+        flat = raw.numpy()
+        for view, pos, ls, _ in parts:
+            buf = view.buf
+            for p, a in zip(pos.tolist(), (ls[:, j] + skip).tolist()):
+                flat[p] = buf[a : a + nbytes]
+        if np_dtype is not None:
+            return torch.from_numpy(flat.view(np_dtype).reshape((n, *shape)))
+        assert torch_dtype is not None
+        return raw.view(torch_dtype).reshape((n, *shape))
+
+
+class BlockCollator:
+    """Batches of TokensLoader blocks: one ``(B, block_size)`` array filled straight from the token streams."""
+
+    supported = True
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+        self.block_size = int(loader.block_size)
+        self.dtype = np.dtype(loader._dtype)
+        self.nbytes = self.block_size * self.dtype.itemsize
+
+    def collate(self, groups: Sequence[tuple[ChunkView, np.ndarray, np.ndarray]], n: int) -> Any:
+        """Collate one batch of blocks (same result as ``default_collate`` of the blocks)."""
+        from streamscope._core.errors import CorruptChunkError
+
+        out = np.empty((n, self.block_size), dtype=self.dtype)
+        flat = out.view(np.uint8).reshape(n, self.nbytes)
+        nb = self.nbytes
+        for view, pos, items in groups:
+            head = 4 * (len(view.offsets) + 1)
+            end = int(view.offsets[-1])
+            starts = head + items.astype(np.int64) * nb
+            if len(starts) and int(starts.max()) + nb > end:
+                raise CorruptChunkError(
+                    f"chunk {view.path!r}: token block ends at offset {int(starts.max()) + nb} past the chunk data end {end}"
+                )
+            buf = view.buf
+            for p, a in zip(pos.tolist(), starts.tolist()):
+                flat[p] = buf[a : a + nb]
+        return self.loader._wrap(out)

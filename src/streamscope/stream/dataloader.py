@@ -1,0 +1,210 @@
+"""StreamingDataLoader: LitData's loader arguments, whole batches built in workers, exact mid-epoch resume.
+
+Workers build whole batches (collated in the worker: column-wise from the mmap when ``collate_fn`` is None) and
+tag each with its batch number. The loader is a ``torch.utils.data.DataLoader`` with ``batch_size=None`` over
+the dataset in batch mode; its iterator strips the tag, checks that batches arrive in order, counts them for
+:meth:`StreamingDataLoader.state_dict`, and traces ``stall`` (time the training loop waited in ``next``) and
+``batch`` (time the loop spent on the batch) spans.
+
+Resume state = (epoch, batches handed to the loop) plus what defines the order (checked on load). It does not
+depend on ``num_workers``: a state saved with 2 workers resumes exactly with 0 or 3.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from torch.utils.data import DataLoader
+
+from streamscope import events as ev
+from streamscope._core.errors import DatasetError, StateDictError
+from streamscope.stream.dataset import StreamingDataset
+
+
+def _identity(item: Any) -> Any:
+    return item
+
+
+class StreamingDataLoader(DataLoader):
+    """A DataLoader for :class:`StreamingDataset` with exact, worker-count-independent resume.
+
+    Args:
+        dataset: the StreamingDataset.
+        batch_size: samples per batch (the dataset's epoch plan cuts batches with it).
+        num_workers: DataLoader worker processes.
+        profile_batches, profile_skip_batches, profile_dir: accepted for compatibility; use streamscope tracing.
+        prefetch_factor: batches each worker keeps ready (default 2 with workers).
+        shuffle, drop_last: forwarded to the dataset (never to torch, like LitData).
+        collate_fn: receives the list of samples of a batch; None = default_collate (computed column-wise).
+        **kwargs: other ``torch.utils.data.DataLoader`` arguments (pin_memory, multiprocessing_context, ...).
+    """
+
+    def __init__(
+        self,
+        dataset: StreamingDataset,
+        *args: Any,
+        batch_size: int = 1,
+        num_workers: int = 0,
+        profile_batches: bool | int = False,
+        profile_skip_batches: int = 0,
+        profile_dir: str | None = None,
+        prefetch_factor: int | None = None,
+        shuffle: bool | None = None,
+        drop_last: bool | None = None,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(dataset, StreamingDataset):
+            raise DatasetError(
+                f"StreamingDataLoader needs a StreamingDataset, got {type(dataset).__name__} (use torch's DataLoader)"
+            )
+        if args:
+            raise DatasetError("StreamingDataLoader takes only keyword arguments after the dataset")
+        for key in ("sampler", "batch_sampler"):
+            if kwargs.get(key) is not None:
+                raise DatasetError(f"StreamingDataLoader does not take {key}: the dataset's epoch plan orders samples")
+        if kwargs.get("persistent_workers"):
+            raise DatasetError(
+                "persistent_workers=True is not supported: workers receive each epoch's order when they start"
+            )
+        if profile_batches:
+            warnings.warn(
+                "profile_batches is ignored by streamscope; enable tracing (STREAMSCOPE_TRACE_LEVEL) instead",
+                stacklevel=2,
+            )
+        if shuffle is not None:
+            dataset.set_shuffle(shuffle)
+        if drop_last is not None:
+            dataset.set_drop_last(drop_last)
+        dataset.set_batch_size(batch_size)
+        dataset.set_num_workers(num_workers)
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        dataset.plan(dataset.current_epoch, batch_size)  # a rank without data fails here, at construction
+        dataset._batch_mode = {
+            "epoch": dataset.current_epoch,
+            "start": 0,
+            "batch_size": batch_size,
+            "collate_fn": collate_fn,
+        }
+        super().__init__(
+            dataset,
+            batch_size=None,
+            num_workers=num_workers,
+            prefetch_factor=prefetch_factor,
+            collate_fn=_identity,
+            **kwargs,
+        )
+        object.__setattr__(self, "batch_size", batch_size)
+        self.user_collate_fn = collate_fn
+        self.current_epoch = 0
+        self.num_samples_yielded = 0
+        self.batches_consumed = 0
+        self._epoch_batches = 0
+        self._pending: tuple[int, int] | None = None
+        self._latest_worker_idx = 0
+        self.profile_batches = profile_batches
+        self.profile_skip_batches = profile_skip_batches
+        self.profile_dir = profile_dir
+
+    # --- iteration ---------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        ds: StreamingDataset = self.dataset  # type: ignore[assignment]
+        if self._pending is not None:
+            epoch, start = self._pending
+            self._pending = None
+        else:
+            epoch, start = self.current_epoch + 1, 0
+        self.current_epoch = epoch
+        ds.current_epoch = epoch
+        ds._pending = None
+        plan = ds.plan(epoch, self.batch_size)
+        if start == 0:
+            self.num_samples_yielded = 0
+        self.batches_consumed = start
+        self._epoch_batches = plan.num_batches
+        ds._batch_mode = {
+            "epoch": epoch,
+            "start": start,
+            "batch_size": self.batch_size,
+            "collate_fn": self.user_collate_fn,
+        }
+        it = super().__iter__()
+        return self._run(it, plan, epoch)
+
+    def _run(self, it: Any, plan: Any, epoch: int) -> Iterator[Any]:
+        workers = max(1, self.num_workers)
+        try:
+            with ev.span("epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches):
+                while True:
+                    expected = self.batches_consumed
+                    try:
+                        with ev.span("stall", "stall", epoch=epoch, batch=expected):
+                            j, batch = next(it)
+                    except StopIteration:
+                        break
+                    if j != expected:
+                        raise DatasetError(
+                            f"batch {j} arrived while batch {expected} was expected: the DataLoader must deliver "
+                            f"worker results in order (in_order=True)"
+                        )
+                    self.batches_consumed = j + 1
+                    self.num_samples_yielded += plan.batch_len(j)
+                    self._latest_worker_idx = j % workers
+                    with ev.span("batch", "batch", epoch=epoch, batch=j, rank=plan.rank):
+                        yield batch
+        finally:
+            shutdown = getattr(it, "_shutdown_workers", None)
+            if shutdown is not None:
+                shutdown()
+
+    def __len__(self) -> int:
+        ds: StreamingDataset = self.dataset  # type: ignore[assignment]
+        epoch = self._pending[0] if self._pending is not None else max(1, self.current_epoch)
+        return ds.plan(epoch, self.batch_size).num_batches
+
+    # --- state -------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the training loop is: epoch, batches it received, and the dataset's identity."""
+        ds: StreamingDataset = self.dataset  # type: ignore[assignment]
+        if self._pending is not None:
+            epoch, consumed = self._pending
+        else:
+            epoch, consumed = max(1, self.current_epoch), self.batches_consumed
+        started = self.current_epoch > 0 or self._pending is not None
+        return {
+            "dataset": ds.state_dict(
+                self.num_samples_yielded, self.num_workers, self.batch_size, epoch=epoch, batches_consumed=consumed
+            ),
+            "current_epoch": epoch if started else 0,
+            "num_samples_yielded": self.num_samples_yielded,
+            "latest_worker_idx": self._latest_worker_idx,
+            "batches_consumed": consumed,
+        }
+
+    def load_state_dict(self, obj: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict` output: the next iteration yields exactly the batches not yet seen.
+
+        Raises:
+            StateDictError: the state belongs to another dataset, seed, batch size or configuration.
+        """
+        if not isinstance(obj, dict) or "dataset" not in obj:
+            raise StateDictError("not a StreamingDataLoader state_dict (no 'dataset' key)")
+        ds: StreamingDataset = self.dataset  # type: ignore[assignment]
+        if int(obj.get("current_epoch", 1)) == 0:
+            self._pending = None
+            self.current_epoch = 0
+            return
+        saved_bs = obj["dataset"].get("batch_size", self.batch_size)
+        if saved_bs != self.batch_size:
+            raise StateDictError(f"the state was saved with batch_size={saved_bs}, this loader uses {self.batch_size}")
+        epoch, start = ds.resume_position(obj["dataset"], self.batch_size)
+        self._pending = (epoch, start)
+        self.current_epoch = epoch
+        self.batches_consumed = start
+        self.num_samples_yielded = int(obj.get("num_samples_yielded", 0)) if start else 0
+        self._latest_worker_idx = int(obj.get("latest_worker_idx", 0))

@@ -1,0 +1,620 @@
+"""StreamingDataset: LitData's reading API over optimized chunk directories, local or remote.
+
+A dataset is an index (``index.json``) plus chunk files. Construction reads the index, checks the item loader
+against it and works out this process's place (DDP rank and world size). Each epoch is an
+:class:`~streamscope.stream.plan.EpochPlan`: the order, this rank's share and its batches. Iteration reads the
+batches of this DataLoader worker straight from mmapped chunks; random access ``ds[i]`` maps a global index to a
+chunk by binary search.
+
+Reading modes:
+
+* local, uncompressed: chunks are mapped where they are (no copy, no cache, no refcount);
+* remote or compressed: chunks are fetched (and decompressed) into ``cache_dir`` by a
+  :class:`~streamscope.cache.chunk_cache.ChunkCache`, prefetched ahead of use in plan order, leased while in use
+  and evicted under ``max_cache_size``.
+
+Worker/batch rule (exact resume with any number of workers): the batches of an epoch are fixed before workers
+are involved; a loader that starts at batch ``s`` with ``W`` workers has worker ``w`` build batches
+``s + w, s + w + W, ...``, so PyTorch's round robin over workers hands them to the training loop in order
+``s, s+1, ...``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from torch.utils.data import IterableDataset, default_collate
+
+from streamscope import events as ev
+from streamscope._core import config
+from streamscope._core.errors import (
+    DatasetError,
+    FormatError,
+    IndexNotFoundError,
+    ItemLoaderMismatchError,
+    StateDictError,
+)
+from streamscope._core.units import parse_bytes
+from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir
+from streamscope.cache.leases import LeaseTable
+from streamscope.cache.prefetch import live_depth
+from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
+from streamscope.stream.collate import BlockCollator, ColumnCollator
+from streamscope.stream.distributed import DistEnv, WorkerEnv
+from streamscope.stream.plan import EpochPlan, check_state, make_plan, resume_point
+
+_LEASES: LeaseTable | None = None
+_LEASES_PID = -1
+
+
+def _process_leases() -> LeaseTable:
+    """One lease table per process (rebuilt after fork: leases are per pid)."""
+    global _LEASES, _LEASES_PID
+    if _LEASES is None or _LEASES_PID != os.getpid():
+        _LEASES = LeaseTable()
+        _LEASES_PID = os.getpid()
+    return _LEASES
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path and not path.startswith(("local:", "file://"))
+
+
+def _input_path(input_dir: Any) -> str:
+    """A path or URL from a str, a ``Dir``-like object (``.url`` wins over ``.path``) or an os.PathLike."""
+    if isinstance(input_dir, (str, os.PathLike)):
+        return os.fspath(input_dir)
+    url = getattr(input_dir, "url", None)
+    path = getattr(input_dir, "path", None)
+    if url:
+        return str(url)
+    if path:
+        return str(path)
+    raise DatasetError(f"input_dir must be a path, a URL or a Dir, got {input_dir!r}")
+
+
+class StreamingDataset(IterableDataset):
+    """Stream samples of an optimized dataset (LitData-compatible arguments and defaults).
+
+    Args:
+        input_dir: local directory or URL (``s3://``, ``gs://``, ...) holding ``index.json`` and the chunks.
+        cache_dir: root of the chunk cache for remote or compressed datasets (default: the ``cache_dir`` knob).
+        item_loader: ``PyTreeLoader()`` (default) or ``TokensLoader(block_size)``; must match the index.
+        shuffle: shuffle by ``(seed, epoch)`` over chunks and within chunks.
+        drop_last: drop the tail that does not fill a batch on every rank; None → True when world_size > 1.
+        seed: shuffle seed.
+        serializers: extra serializers by name (go first, like LitData).
+        max_cache_size: byte budget of the cache (int or "100GB").
+        subsample: fraction of the items per epoch (> 1 repeats the dataset, LitData semantics).
+        encryption: not supported by this reader (raises when given).
+        storage_options: passed to the object store.
+        session_options: accepted for compatibility (unused).
+        max_pre_download: chunks prefetched ahead (the live ``prefetch_depth`` knob overrides when set).
+        index_path: an ``index.json`` to use instead of the one in ``input_dir``.
+        force_override_state_dict: accept a state_dict whose configuration differs (restart the epoch).
+        transform: a callable (or list of callables, applied in order) run on every sample.
+        shuffle_buffer: opt-in cross-chunk shuffle window (samples); 0 disables it.
+    """
+
+    def __init__(
+        self,
+        input_dir: Any,
+        cache_dir: Any = None,
+        item_loader: BaseItemLoader | None = None,
+        shuffle: bool = False,
+        drop_last: bool | None = None,
+        seed: int = 42,
+        serializers: dict[str, Any] | None = None,
+        max_cache_size: int | str = "100GB",
+        subsample: float = 1.0,
+        encryption: Any = None,
+        storage_options: dict[str, Any] | None = None,
+        session_options: dict[str, Any] | None = None,
+        max_pre_download: int = 2,
+        index_path: str | None = None,
+        force_override_state_dict: bool = False,
+        transform: Callable[[Any], Any] | Sequence[Callable[[Any], Any]] | None = None,
+        shuffle_buffer: int = 0,
+    ) -> None:
+        super().__init__()
+        if not isinstance(shuffle, bool):
+            raise DatasetError(f"shuffle must be a bool, got {shuffle!r}")
+        if not isinstance(subsample, (int, float)) or isinstance(subsample, bool) or subsample <= 0:
+            raise DatasetError(f"subsample must be a float > 0, got {subsample!r}")
+        if not isinstance(max_pre_download, int) or max_pre_download < 0:
+            raise DatasetError(f"max_pre_download must be an int >= 0, got {max_pre_download!r}")
+        if encryption is not None:
+            raise DatasetError("encrypted datasets are not supported by the streamscope reader yet")
+        if transform is not None and not callable(transform):
+            if not isinstance(transform, (list, tuple)) or not all(callable(t) for t in transform):
+                raise DatasetError("transform must be a callable or a list of callables")
+
+        self.input_dir = _input_path(input_dir)
+        self.remote = _is_remote(self.input_dir)
+        self.storage_options = dict(storage_options or {})
+        self.session_options = dict(session_options or {})
+        self.shuffle = shuffle
+        self.seed = int(seed)
+        self.subsample = float(subsample)
+        if any(var in os.environ for var in config.KNOBS["max_cache_size"].env):
+            max_cache_size = config.get("max_cache_size")  # LitData: MAX_CACHE_SIZE overrides the argument
+        self.max_cache_size = parse_bytes(max_cache_size)
+        self.max_pre_download = max_pre_download
+        self.index_path = index_path
+        self.force_override_state_dict = force_override_state_dict
+        self.transform = transform
+        self.shuffle_buffer = int(shuffle_buffer)
+        self.serializers = serializers
+        self._cache_root = _input_path(cache_dir) if cache_dir is not None else str(config.get("cache_dir"))
+
+        index = self._load_index()
+        self.config: dict[str, Any] = index["config"]
+        self.chunks: list[dict[str, Any]] = index["chunks"]
+        self.updated_at: str | None = index.get("updated_at")
+        if not self.chunks:
+            raise DatasetError(f"the index of {self.input_dir!r} lists no chunks")
+        self.compression: str | None = self.config.get("compression")
+        self.item_loader = self._setup_item_loader(item_loader)
+        self.is_tokens = isinstance(self.item_loader, TokensLoader)
+        if self.is_tokens:
+            self.chunk_sizes = [self.item_loader.blocks_in_chunk(c) for c in self.chunks]
+        else:
+            self.chunk_sizes = [int(c["chunk_size"]) for c in self.chunks]
+
+        self.regions: list[tuple[int, int, int]] | None = None
+        if self.subsample != 1.0:
+            from streamscope.stream.subsample import subsample_regions
+
+            self.regions = [
+                tuple(int(x) for x in r)
+                for r in subsample_regions(self.chunk_sizes, self.subsample, self.shuffle, self.seed)
+            ]  # type: ignore[misc]
+        if self.regions is None:
+            sizes = np.asarray(self.chunk_sizes, dtype=np.int64)
+            self._r_chunk = np.arange(len(sizes), dtype=np.int64)
+            self._r_start = np.zeros(len(sizes), dtype=np.int64)
+        else:
+            arr = np.asarray(self.regions, dtype=np.int64).reshape(-1, 3)
+            self._r_chunk, self._r_start, sizes = arr[:, 0], arr[:, 1], arr[:, 2] - arr[:, 1]
+        self._set_region_arrays(sizes)
+
+        dist = DistEnv.detect()
+        self.world_size, self.rank = dist.world_size, dist.rank
+        self.drop_last = (self.world_size > 1) if drop_last is None else bool(drop_last)
+        if self.total_items < self.world_size:
+            raise DatasetError(
+                f"{self.input_dir!r} has {self.total_items} samples, fewer than world_size={self.world_size}: "
+                f"some ranks would get no data"
+            )
+        self.batch_size = 1
+        self.num_workers = 0
+        self.current_epoch = 1
+        self._pending: tuple[int, int] | None = None  # (epoch, start_batch) from load_state_dict
+        self._plans: dict[tuple[Any, ...], EpochPlan] = {}
+        self._reader: Any = None
+        self._reader_pid = -1
+        self._column: ColumnCollator | BlockCollator | None = None
+        self._batch_mode: dict[str, Any] | None = None  # set by StreamingDataLoader
+
+    # --- construction helpers ----------------------------------------------------------------------
+
+    def _set_region_arrays(self, sizes: np.ndarray) -> None:
+        self._r_end = np.cumsum(sizes)
+        self.total_items = int(self._r_end[-1]) if len(self._r_end) else 0
+
+    def with_regions(self, regions: Sequence[tuple[int, int, int]]) -> StreamingDataset:
+        """A copy of this dataset that runs over ``regions`` ``(chunk, start, end)`` only (train_test_split)."""
+        new = copy.copy(self)
+        new.__dict__.update(self.__getstate__())
+        new.item_loader = self.item_loader
+        new.__dict__.pop("_loader_recipe", None)
+        new.regions = [(int(c), int(a), int(b)) for c, a, b in regions]
+        arr = np.asarray(new.regions, dtype=np.int64).reshape(-1, 3)
+        new._r_chunk, new._r_start = arr[:, 0], arr[:, 1]
+        new._set_region_arrays(arr[:, 2] - arr[:, 1])
+        new._pending = None
+        new._batch_mode = None
+        return new
+
+    def _store(self) -> Any:
+        from streamscope.storage import open_store
+
+        return open_store(self.input_dir, self.storage_options)
+
+    def _load_index(self) -> dict[str, Any]:
+        from streamscope.format.index import load_index
+
+        if self.index_path is not None:
+            path = self.index_path
+            if _is_remote(path):
+                raise DatasetError(f"index_path must be a local file, got {path!r}")
+            if not os.path.isfile(path):
+                raise IndexNotFoundError(f"index file {path!r} (index_path) does not exist")
+            return load_index(path)
+        if not self.remote:
+            local = self.input_dir[len("local:") :] if self.input_dir.startswith("local:") else self.input_dir
+            local = local[len("file://") :] if local.startswith("file://") else local
+            self.input_dir = local
+            path = os.path.join(local, "index.json")
+            if not os.path.isfile(path):
+                what = "directory does not exist" if not os.path.isdir(local) else "it has no index.json"
+                raise IndexNotFoundError(f"no dataset at {path!r}: {what} (optimize() writes one)")
+            return load_index(path)
+        store = self._store()
+        from streamscope._core.errors import ObjectNotFoundError
+
+        try:
+            data = store.get("index.json")
+        except ObjectNotFoundError:
+            raise IndexNotFoundError(
+                f"no dataset at {self.input_dir.rstrip('/')}/index.json: it has no index.json"
+            ) from None
+        index = json.loads(data)
+        cdir = dataset_cache_dir(self._cache_root, self.input_dir, index.get("updated_at"))
+        os.makedirs(cdir, exist_ok=True)
+        tmp = os.path.join(cdir, f"index.json.tmp.{os.getpid()}")
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, os.path.join(cdir, "index.json"))
+        return load_index(os.path.join(cdir, "index.json"))
+
+    def _setup_item_loader(self, item_loader: BaseItemLoader | None) -> BaseItemLoader:
+        recorded = self.config.get("item_loader")
+        if item_loader is None:
+            if recorded == "TokensLoader":
+                raise ItemLoaderMismatchError(
+                    f"{self.input_dir!r} was written with TokensLoader: pass item_loader=TokensLoader(block_size=...)"
+                )
+            item_loader = PyTreeLoader()
+        name = getattr(item_loader, "name", type(item_loader).__name__)
+        if recorded is not None and recorded != name:
+            raise ItemLoaderMismatchError(
+                f"{self.input_dir!r} was written with item_loader {recorded!r} but is read with {name!r}"
+            )
+        if isinstance(item_loader, TokensLoader) and not item_loader.block_size:
+            raise ItemLoaderMismatchError("TokensLoader needs a block_size (TokensLoader(block_size=N))")
+        try:
+            item_loader.setup(self.config, self.serializers, self.chunks)
+        except FormatError as exc:
+            raise ItemLoaderMismatchError(f"{self.input_dir!r}: {exc}") from exc
+        return item_loader
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_reader"] = None
+        state["_reader_pid"] = -1
+        state["_plans"] = {}
+        state["_column"] = None
+        # Item loaders hold compiled decoders that may not pickle (spawn workers): rebuild them from their args.
+        loader = state.pop("item_loader")
+        state["_loader_recipe"] = (type(loader), loader.state_dict() if self.is_tokens else {})
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        cls, kwargs = state.pop("_loader_recipe")
+        self.__dict__.update(state)
+        loader = cls(**kwargs)
+        loader.setup(self.config, self.serializers, self.chunks)
+        self.item_loader = loader
+
+    # --- settings (LitData names) ------------------------------------------------------------------
+
+    def set_epoch(self, current_epoch: int) -> None:
+        """Set the epoch (shuffle order); ignored while a loaded state is pending (LitData behaviour)."""
+        if self._pending is None:
+            self.current_epoch = int(current_epoch)
+
+    def set_shuffle(self, shuffle: bool) -> None:
+        """Turn shuffling on or off."""
+        self.shuffle = bool(shuffle)
+
+    def set_drop_last(self, drop_last: bool) -> None:
+        """Set drop_last."""
+        self.drop_last = bool(drop_last)
+
+    def set_batch_size(self, batch_size: int) -> None:
+        """Batch size the epoch plan cuts batches with."""
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise DatasetError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        self.batch_size = batch_size
+
+    def set_num_workers(self, num_workers: int) -> None:
+        """Number of DataLoader workers (the plan does not depend on it)."""
+        self.num_workers = int(num_workers)
+
+    # --- plan --------------------------------------------------------------------------------------
+
+    def plan(self, epoch: int | None = None, batch_size: int | None = None) -> EpochPlan:
+        """The epoch plan of this rank (cached per arguments)."""
+        epoch = self.current_epoch if epoch is None else int(epoch)
+        b = self.batch_size if batch_size is None else int(batch_size)
+        key = (epoch, b, self.shuffle, self.drop_last, self.seed, self.world_size, self.rank, self.shuffle_buffer)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) > 4:
+                self._plans.clear()
+            plan = make_plan(
+                self.chunk_sizes,
+                world_size=self.world_size,
+                rank=self.rank,
+                batch_size=b,
+                drop_last=self.drop_last,
+                shuffle=self.shuffle,
+                seed=self.seed,
+                epoch=epoch,
+                shuffle_buffer=self.shuffle_buffer,
+                regions=self.regions,
+            )
+            self._plans[key] = plan
+        return plan
+
+    def __len__(self) -> int:
+        return self.plan().num_samples
+
+    def get_len(self, num_workers: int = 0, batch_size: int = 1) -> int:
+        """Samples this rank yields per epoch with this batch size (LitData signature)."""
+        return self.plan(batch_size=batch_size).num_samples
+
+    # --- reading -----------------------------------------------------------------------------------
+
+    def _get_reader(self) -> Any:
+        from streamscope.stream.reader import ChunkReader
+
+        if self._reader is None or self._reader_pid != os.getpid():
+            cache = None
+            local_dir = None
+            if self.remote or self.compression:
+                source = self.input_dir
+                cdir = dataset_cache_dir(
+                    self._cache_root, source if self.remote else os.path.abspath(source), self.updated_at
+                )
+                store = self._store()
+                cache = ChunkCache(store, cdir, self.chunks, self.compression, self.max_cache_size, _process_leases())
+            else:
+                local_dir = self.input_dir
+            self._reader = ChunkReader(self.chunks, local_dir, cache, lambda: live_depth(self.max_pre_download))
+            self._reader_pid = os.getpid()
+        return self._reader
+
+    def _decode(self, oc: Any, item: int) -> Any:
+        if self.is_tokens:
+            sample = self.item_loader.read_block(oc.file, item)  # type: ignore[attr-defined]
+        else:
+            sample = self.item_loader.decode(oc.file.item_view(item))
+        return self._apply_transform(sample)
+
+    def _apply_transform(self, sample: Any) -> Any:
+        t = self.transform
+        if t is None:
+            return sample
+        if callable(t):
+            return t(sample)
+        for fn in t:
+            sample = fn(sample)
+        return sample
+
+    def locate(self, index: int) -> tuple[int, int]:
+        """(chunk, item in chunk) of global index ``index`` (binary search over regions)."""
+        if not -self.total_items <= index < self.total_items:
+            raise IndexError(f"index {index} is out of range for a dataset of {self.total_items} samples")
+        if index < 0:
+            index += self.total_items
+        r = int(np.searchsorted(self._r_end, index, side="right"))
+        begin = int(self._r_end[r - 1]) if r else 0
+        return int(self._r_chunk[r]), int(self._r_start[r]) + index - begin
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.total_items))]
+        if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"dataset indices must be integers or slices, got {type(index).__name__}")
+        chunk, item = self.locate(int(index))
+        reader = self._get_reader()
+        return self._decode(reader.open(chunk), item)
+
+    def _collator(self) -> ColumnCollator | BlockCollator:
+        if self._column is None:
+            if self.is_tokens:
+                self._column = BlockCollator(self.item_loader)  # type: ignore[arg-type]
+            else:
+                self._column = ColumnCollator(self.config.get("data_format") or [], self.config.get("data_spec"))
+        return self._column
+
+    def iter_batches(
+        self,
+        epoch: int,
+        start_batch: int,
+        worker_id: int,
+        num_workers: int,
+        batch_size: int,
+        collate_fn: Callable[[list[Any]], Any] | None,
+        collate: bool = True,
+    ) -> Iterator[tuple[int, Any]]:
+        """Yield ``(batch_number, batch)`` for the batches this worker builds (see module docstring).
+
+        ``collate=False`` yields the list of samples instead of a collated batch.
+        """
+        plan = self.plan(epoch, batch_size)
+        batch_ids = range(start_batch + worker_id, plan.num_batches, num_workers)
+        reader = self._get_reader()
+        last_use: dict[int, int] = {}
+        if reader.cache is not None:
+            schedule: list[int] = []
+            for k, j in enumerate(batch_ids):
+                for c in np.unique(plan.batch_arrays(j)[0]).tolist():
+                    if c not in last_use:
+                        schedule.append(c)
+                    last_use[c] = k
+            reader.start(schedule)
+        releases: dict[int, list[int]] = {}
+        for c, k in last_use.items():
+            releases.setdefault(k, []).append(c)
+        fast = (
+            collate
+            and collate_fn is None
+            and self.transform is None
+            and "sample" not in ev.ACTIVE
+            and self._collator().supported
+        )
+        try:
+            for k, j in enumerate(batch_ids):
+                ci, ii = plan.batch_arrays(j)
+                batch: Any = None
+                if fast:
+                    groups = self._groups(reader, ci, ii)
+                    batch = self._collator().collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
+                if batch is None:
+                    samples = self._samples(reader, ci, ii)
+                    batch = samples if not collate else (collate_fn or default_collate)(samples)
+                yield j, batch
+                for c in releases.get(k, ()):
+                    reader.finished_with(c)
+        finally:
+            reader.stop()
+
+    def _groups(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[tuple[Any, np.ndarray, np.ndarray]]:
+        n = len(ci)
+        c0 = int(ci[0])
+        if ci[-1] == c0 and (ci == c0).all():
+            return [(reader.open(c0), np.arange(n), ii)]
+        uniq, inv = np.unique(ci, return_inverse=True)
+        out = []
+        for k, c in enumerate(uniq.tolist()):
+            pos = np.flatnonzero(inv == k)
+            out.append((reader.open(c), pos, ii[pos]))
+        return out
+
+    def _samples(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[Any]:
+        out = []
+        trace = "sample" in ev.ACTIVE
+        for c, i in zip(ci.tolist(), ii.tolist()):
+            oc = reader.open(c)
+            if trace:
+                with ev.span("sample", "sample", chunk=c, item=i):
+                    out.append(self._decode(oc, i))
+            else:
+                out.append(self._decode(oc, i))
+        return out
+
+    def __iter__(self) -> Iterator[Any]:
+        """Samples of this worker's batches (plain ``torch.utils.data.DataLoader`` use).
+
+        Under a :class:`~streamscope.stream.dataloader.StreamingDataLoader` (batch mode) it yields
+        ``(batch_number, batch)`` pairs instead.
+        """
+        w = WorkerEnv.detect()
+        mode = self._batch_mode
+        if mode is not None:
+            yield from self.iter_batches(
+                mode["epoch"], mode["start"], w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"]
+            )
+            return
+        if self._pending is not None:
+            epoch, start = self._pending
+            self._pending = None
+            self.current_epoch = epoch
+        else:
+            epoch, start = self.current_epoch, 0
+        with ev.span("epoch", "epoch", epoch=epoch, worker=w.worker_id, rank=self.rank):
+            for _, samples in self.iter_batches(
+                epoch, start, w.worker_id, w.num_workers, self.batch_size, None, collate=False
+            ):
+                yield from samples
+
+    # --- state -------------------------------------------------------------------------------------
+
+    def _identity(self) -> dict[str, Any]:
+        return {
+            "input_dir_path": None if self.remote else self.input_dir,
+            "input_dir_url": self.input_dir if self.remote else None,
+            "cache_dir_path": self._cache_root,
+            "item_loader": self.item_loader.state_dict() if self.is_tokens else None,
+            "drop_last": self.drop_last,
+            "seed": self.seed,
+            "world_size": self.world_size,
+            "shuffle": self.shuffle,
+            "subsample": self.subsample,
+            "shuffle_buffer": self.shuffle_buffer,
+        }
+
+    def state_dict(
+        self,
+        num_samples_yielded: int = 0,
+        num_workers: int = 0,
+        batch_size: int = 1,
+        *,
+        epoch: int | None = None,
+        batches_consumed: int | None = None,
+    ) -> dict[str, Any]:
+        """Resume state (LitData keys plus the plan's exact position ``plan_state``)."""
+        epoch = self.current_epoch if epoch is None else epoch
+        plan = self.plan(epoch, batch_size)
+        if batches_consumed is None:
+            batches_consumed = min(plan.num_batches, -(-int(num_samples_yielded) // int(batch_size)))
+        state = {
+            "num_samples_yielded": int(num_samples_yielded),
+            "num_workers": int(num_workers),
+            "batch_size": int(batch_size),
+            "current_epoch": int(epoch),
+            **self._identity(),
+            "plan_state": plan.state(batches_consumed),
+        }
+        return state
+
+    def _check_identity(self, state: dict[str, Any]) -> list[str]:
+        mine = self._identity()
+        diffs = []
+        for key in (
+            "input_dir_path",
+            "input_dir_url",
+            "item_loader",
+            "drop_last",
+            "seed",
+            "world_size",
+            "shuffle",
+            "subsample",
+            "shuffle_buffer",
+        ):
+            if key in state and state[key] != mine[key]:
+                diffs.append(f"{key}: saved {state[key]!r}, now {mine[key]!r}")
+        return diffs
+
+    def resume_position(self, state: dict[str, Any], batch_size: int) -> tuple[int, int]:
+        """Check ``state`` against this dataset and return ``(epoch, start_batch)`` to continue from.
+
+        Raises:
+            StateDictError: the state belongs to another dataset or configuration (unless
+                ``force_override_state_dict``, which restarts the saved epoch from its beginning instead).
+        """
+        if not isinstance(state, dict) or "plan_state" not in state or "current_epoch" not in state:
+            raise StateDictError(
+                f"not a streamscope StreamingDataset state (keys: {sorted(state) if isinstance(state, dict) else type(state).__name__})"
+            )
+        epoch = int(state["current_epoch"])
+        diffs = self._check_identity(state)
+        plan = self.plan(epoch, batch_size)
+        try:
+            if diffs:
+                raise StateDictError("the saved state does not match this dataset: " + "; ".join(diffs))
+            check_state(state["plan_state"], plan)
+        except StateDictError:
+            if self.force_override_state_dict:
+                return epoch, 0
+            raise
+        return resume_point(epoch, int(state["plan_state"]["batches_consumed"]), plan.num_batches)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Resume a plain-DataLoader iteration from :meth:`state_dict` output."""
+        batch_size = int(state_dict.get("batch_size", self.batch_size))
+        self.batch_size = batch_size
+        self._pending = self.resume_position(state_dict, batch_size)
+        self.current_epoch = self._pending[0]
+
+    def reset_state_dict(self) -> None:
+        """Forget a loaded, not yet used state."""
+        self._pending = None

@@ -1,0 +1,222 @@
+"""Chunk cache: atomic publish, leases across processes, eviction under a budget, live prefetch depth."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import multiprocessing as mp
+import os
+import threading
+import time
+
+import pytest
+
+from streamscope._core import config
+from streamscope._core.errors import ChunkDownloadError
+from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir, decompressed_name
+from streamscope.cache.leases import LeaseTable, lease_path, live_lease_owners
+from streamscope.cache.prefetch import Prefetcher, live_depth
+from streamscope.format.index import load_index
+from streamscope.storage import open_store
+from streamscope.stream.dataloader import StreamingDataLoader
+from streamscope.stream.dataset import StreamingDataset
+from tests.stream._data import write_dataset
+
+
+def make_cache(src: str, cache_dir: str, budget: int, compression: str | None = None) -> ChunkCache:
+    index = load_index(os.path.join(src, "index.json"))
+    return ChunkCache(open_store(src), cache_dir, index["chunks"], compression, budget, LeaseTable())
+
+
+@pytest.fixture
+def src(tmp_path):
+    return write_dataset(str(tmp_path / "src"), 60, chunk_size=10)
+
+
+def test_names():
+    assert decompressed_name("chunk-0-3.zstd.bin", "zstd") == "chunk-0-3.bin"
+    assert decompressed_name("chunk-0-3.zstd:10.bin", "zstd:10") == "chunk-0-3.bin"
+    assert decompressed_name("chunk-0-3.bin", None) == "chunk-0-3.bin"
+    a = dataset_cache_dir("/c", "s3://b/x", "1.5")
+    assert a != dataset_cache_dir("/c", "s3://b/x", "2.5") and a.startswith("/c/")
+
+
+def test_acquire_publishes_complete_file_and_evicts_lru(src, tmp_path):
+    size = sum(os.path.getsize(os.path.join(src, f"chunk-0-{i}.bin")) for i in (4, 5))
+    cache = make_cache(src, str(tmp_path / "cache"), budget=size)
+    paths = []
+    for i in range(6):
+        p = cache.acquire(i)
+        assert os.path.getsize(p) == os.path.getsize(os.path.join(src, f"chunk-0-{i}.bin"))
+        paths.append(p)
+        time.sleep(0.01)
+        cache.release(i)
+    left = sorted(os.path.basename(p) for p, _, _ in cache.cached_files())
+    assert left == ["chunk-0-4.bin", "chunk-0-5.bin"]  # least recently released went first
+    assert not [f for f in os.listdir(cache.cache_dir) if ".tmp" in f or f.endswith(".lock")]
+
+
+def test_leased_chunk_is_never_evicted(src, tmp_path):
+    cache = make_cache(src, str(tmp_path / "cache"), budget=1)
+    held = cache.acquire(0)
+    for i in range(1, 4):
+        cache.acquire(i)
+        cache.release(i)
+    assert os.path.exists(held)  # over budget, but leased
+    assert [os.path.basename(p) for p, _, _ in cache.cached_files()] == ["chunk-0-0.bin"]
+    cache.release(0)
+    assert cache.cached_files() == []
+
+
+def _hold_lease(path: str, ready, stop) -> None:
+    t = LeaseTable()
+    t.acquire(path)
+    ready.set()
+    stop.wait(30)
+    t.release(path)
+
+
+def test_lease_of_another_live_process_protects_and_dead_one_does_not(src, tmp_path):
+    cache = make_cache(src, str(tmp_path / "cache"), budget=1)
+    path = cache.acquire(0)
+    cache.leases.release(path)  # this process no longer holds it
+    ctx = mp.get_context("fork")
+    ready, stop = ctx.Event(), ctx.Event()
+    p = ctx.Process(target=_hold_lease, args=(path, ready, stop))
+    p.start()
+    try:
+        assert ready.wait(10)
+        assert live_lease_owners(path) == [p.pid]
+        cache.evict()
+        assert os.path.exists(path)  # the other process's lease protects it
+    finally:
+        stop.set()
+        p.join(10)
+    # a lease left by a process that died without releasing is stale: removed, chunk evicted
+    with open(lease_path(path, p.pid), "wb"):
+        pass
+    assert live_lease_owners(path) == []
+    cache.evict()
+    assert not os.path.exists(path)
+
+
+def test_missing_chunk_is_a_clear_error(src, tmp_path):
+    os.remove(os.path.join(src, "chunk-0-2.bin"))
+    cache = make_cache(src, str(tmp_path / "cache"), budget=10**9)
+    with pytest.raises(ChunkDownloadError, match="chunk 2.*chunk-0-2.bin"):
+        cache.acquire(2)
+    assert cache.leases.held() == []
+
+
+def test_prefetch_depth_is_live(src, tmp_path):
+    cache = make_cache(src, str(tmp_path / "cache"), budget=10**9)
+    config.set_value("prefetch_depth", 1)
+    pf = Prefetcher(cache, list(range(6)), lambda: live_depth(2))  # the knob wins over the default 2
+    try:
+        pf.get(0)
+        time.sleep(0.3)
+        assert pf._next == 2  # the current chunk plus one ahead
+        config.set_value("prefetch_depth", 4)
+        deadline = time.monotonic() + 5
+        while pf._next < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pf._next == 5
+    finally:
+        config.reset("prefetch_depth")
+        pf.close()
+    assert cache.leases.held() == []
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_compressed_dataset_small_budget_reads_everything(tmp_path, workers):
+    d = write_dataset(str(tmp_path / "z"), 80, chunk_size=10, compression="zstd")
+    chunk = os.path.getsize(os.path.join(d, "chunk-0-0.zstd.bin")) * 4
+    ds = StreamingDataset(d, cache_dir=str(tmp_path / "cache"), shuffle=True, max_cache_size=chunk, max_pre_download=2)
+    got = [i for b in StreamingDataLoader(ds, batch_size=6, num_workers=workers) for i in b["index"].tolist()]
+    assert sorted(got) == list(range(80))
+    cdir = dataset_cache_dir(str(tmp_path / "cache"), os.path.abspath(d), ds.updated_at)
+    left = [f for f in os.listdir(cdir) if f.startswith("chunk-")]
+    assert not [f for f in left if ".lease." in f]  # every lease released
+    assert sum(os.path.getsize(os.path.join(cdir, f)) for f in left) <= max(ds.max_cache_size, 0) + 10 * 400
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # noqa: D102
+        pass
+
+
+class _SlowQuiet(_Quiet):
+    def do_GET(self):  # noqa: D102
+        if "chunk-" in self.path:
+            time.sleep(0.05)
+        super().do_GET()
+
+
+@pytest.fixture
+def http_root(tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_SlowQuiet, directory=str(root)))
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield str(root), f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_remote_dataset_over_http_with_eviction(http_root, tmp_path, workers):
+    root, url = http_root
+    write_dataset(os.path.join(root, "ds"), 70, chunk_size=10)
+    size = os.path.getsize(os.path.join(root, "ds", "chunk-0-0.bin"))
+    ds = StreamingDataset(f"{url}/ds", cache_dir=str(tmp_path / "cache"), shuffle=True, max_cache_size=3 * size)
+    assert ds[33]["index"] == 33
+    got = [i for b in StreamingDataLoader(ds, batch_size=5, num_workers=workers) for i in b["index"].tolist()]
+    assert sorted(got) == list(range(70))
+    cdir = dataset_cache_dir(str(tmp_path / "cache"), f"{url}/ds", ds.updated_at)
+    chunks = [f for f in os.listdir(cdir) if f.startswith("chunk-") and f.endswith(".bin")]
+    assert len(chunks) <= 3 + 1  # the budget, plus the chunk random access still holds
+
+
+def _slow_on_worker_1(sample):
+    from torch.utils.data import get_worker_info
+
+    info = get_worker_info()
+    if info is not None and info.id == 1:
+        time.sleep(0.003)
+    return sample
+
+
+@pytest.mark.slow
+def test_tiny_budget_slow_worker_never_loses_a_chunk(http_root, tmp_path):
+    root, url = http_root
+    write_dataset(os.path.join(root, "ds"), 120, chunk_size=10)
+    # budget of 1 byte: every chunk not leased by someone is evicted at once
+    ds = StreamingDataset(
+        f"{url}/ds", cache_dir=str(tmp_path / "c"), shuffle=True, max_cache_size=1, transform=_slow_on_worker_1
+    )
+    for _ in range(2):  # two epochs: the second re-downloads what was evicted
+        got = [i for b in StreamingDataLoader(ds, batch_size=5, num_workers=2) for i in b["index"].tolist()]
+        assert sorted(got) == list(range(120))
+
+
+def test_download_delete_read_are_traced(http_root, tmp_path):
+    from streamscope import events as ev
+
+    root, url = http_root
+    write_dataset(os.path.join(root, "ds"), 40, chunk_size=10)
+    cats = {"download", "delete", "read", "cache", "prefetch"}
+    ev.drain()
+    ev.ACTIVE.update(cats)
+    try:
+        ds = StreamingDataset(f"{url}/ds", cache_dir=str(tmp_path / "c"), max_cache_size=1)
+        list(StreamingDataLoader(ds, batch_size=10))
+    finally:
+        ev.ACTIVE.difference_update(cats)
+    events = ev.drain()
+    downloads = [e for e in events if e[1] == "download" and e[0] == "E" and "chunk" in e[6]]  # chunk-level spans
+    assert sorted(e[6]["chunk"] for e in downloads) == [0, 1, 2, 3]
+    assert all(e[6]["bytes"] > 0 and e[6]["url"].startswith("http://127.0.0.1") for e in downloads)
+    assert len([e for e in events if e[1] == "delete" and e[0] == "B"]) >= 3
+    assert any(e[2] == "read" for e in events)
+    assert [e for e in events if e[0] == "C" and e[1] == "cache_bytes"]

@@ -1,0 +1,118 @@
+"""StreamingRawDataset on a real S3 server (moto over http), directly and through the fault proxy."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from torch.utils.data import DataLoader
+
+from streamscope._core import config
+from streamscope.raw import INDEX_FILENAME, FileMetadata, StreamingRawDataset
+from tests.raw.conftest import content, file_id
+
+pytest.importorskip("tests.support.s3server", reason="the storage fixtures are not on this branch yet")
+pytest.importorskip("tests.support.faultproxy", reason="the storage fixtures are not on this branch yet")
+
+
+def identity(x: Any) -> Any:
+    return x
+
+
+class PairDataset(StreamingRawDataset):
+    def setup(self, files: list[FileMetadata]) -> list[list[FileMetadata]]:
+        return [files[i : i + 2] for i in range(0, len(files) - 1, 2)]
+
+
+def upload(endpoint: Any, n: int, size: int = 200, prefix: str = "ds") -> str:
+    client = endpoint.boto3_client()
+    for i in range(n):
+        client.put_object(Bucket=endpoint.bucket, Key=f"{prefix}/s{i % 2}/f{i:05d}.bin", Body=content(i, size))
+    return endpoint.url(prefix)
+
+
+def test_index_next_to_data_reuse_and_recompute(s3_server, tmp_path: Path):
+    url = upload(s3_server, 10)
+    opts = s3_server.storage_options()
+    ds = StreamingRawDataset(url, cache_dir=str(tmp_path / "c1"), storage_options=opts)
+    assert len(ds) == 10
+    assert [f.path for f in ds.files] == sorted(f.path for f in ds.files)
+    assert ds.files[0].path.startswith(url + "/")
+    client = s3_server.boto3_client()
+    assert client.head_object(Bucket=s3_server.bucket, Key=f"ds/{INDEX_FILENAME}")["ContentLength"] > 0
+    client.put_object(Bucket=s3_server.bucket, Key="ds/zz.bin", Body=b"late")
+    fresh = StreamingRawDataset(url, cache_dir=str(tmp_path / "c2"), storage_options=opts)
+    assert len(fresh) == 10  # the index next to the data was used, not a new listing
+    assert (
+        len(StreamingRawDataset(url, cache_dir=str(tmp_path / "c2"), storage_options=opts, recompute_index=True)) == 11
+    )
+    assert sorted(file_id(ds[i]) for i in range(10)) == list(range(10))
+
+
+def test_grouping_transform_ranges_and_cache(s3_server, tmp_path: Path):
+    url = upload(s3_server, 8, size=5000)
+    opts = s3_server.storage_options()
+    pairs = PairDataset(
+        url,
+        cache_dir=str(tmp_path / "c"),
+        storage_options=opts,
+        transform=lambda parts: [file_id(p) for p in parts],
+        range_parallel_threshold=4000,
+        range_chunk_size=1500,
+    )
+    got = sorted(tuple(x) for x in pairs.__getitems__(list(range(len(pairs)))))
+    assert len(got) == 4 and sorted(i for pair in got for i in pair) == list(range(8))
+    paths = StreamingRawDataset(
+        url, cache_dir=str(tmp_path / "c"), storage_options=opts, cache_files=True, item_type="path"
+    )
+    p = paths[3]
+    assert p.startswith(paths.cache_dir) and file_id(Path(p).read_bytes()) == int(Path(p).stem[1:])
+
+
+@pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.slow)])
+def test_every_file_once_under_faults(fault_proxy, tmp_path: Path, workers: int):
+    url = upload(fault_proxy.s3, 60, size=3000)
+    config.set_value("storage_retry_base_delay", 0.01)
+    config.set_value("storage_max_attempts", 8)
+    ds = StreamingRawDataset(url, cache_dir=str(tmp_path / "c"), storage_options=fault_proxy.s3.storage_options())
+    _ = ds[0]  # the parent touched storage (its client exists) before the workers fork
+    fault_proxy.configure(error_rate=0.04, reset_rate=0.03, truncate_rate=0.03, methods=("GET",))
+    loader = DataLoader(
+        ds, batch_size=8, num_workers=workers, collate_fn=identity, multiprocessing_context="fork" if workers else None
+    )
+    seen = Counter()
+    for batch in loader:
+        for data in batch:
+            i = file_id(data)
+            assert data == content(i, 3000)
+            seen[i] += 1
+    assert seen == Counter(range(60))
+    assert fault_proxy.faults() > 0
+
+
+def test_hedge_against_slow_requests(fault_proxy, tmp_path: Path):
+    url = upload(fault_proxy.s3, 16, size=1000)
+    ds = StreamingRawDataset(
+        url,
+        cache_dir=str(tmp_path / "c"),
+        storage_options=fault_proxy.s3.storage_options(),
+        hedge_delay=0.1,
+        max_prefetch=0,
+    )
+    fault_proxy.delay_s = 1.5
+    fault_proxy.configure(delay_rate=0.3, methods=("GET",))
+    got = ds.__getitems__(list(range(16)))
+    assert sorted(file_id(b) for b in got) == list(range(16))
+    stats = ds.stats()
+    assert stats["hedges_fired"] >= 1 and stats["hedges_won"] >= 1
+
+
+@pytest.mark.slow
+def test_spawn_workers_on_s3(s3_server, tmp_path: Path):
+    url = upload(s3_server, 24, size=500)
+    ds = StreamingRawDataset(url, cache_dir=str(tmp_path / "c"), storage_options=s3_server.storage_options())
+    _ = ds[0]
+    loader = DataLoader(ds, batch_size=4, num_workers=2, collate_fn=identity, multiprocessing_context="spawn")
+    assert sorted(file_id(b) for batch in loader for b in batch) == list(range(24))

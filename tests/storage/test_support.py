@@ -1,0 +1,72 @@
+"""The test-support servers themselves, and backend selection."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from streamscope.storage import obstore_backend as ob
+from streamscope.storage import open_store, s3
+from tests.support.faultproxy import FaultProxy
+
+
+def test_fault_proxy_is_seeded_and_counts(s3_server) -> None:
+    def sequence(seed: int) -> list[str | None]:
+        with FaultProxy(s3_server.endpoint_url, seed=seed, error_rate=0.2, reset_rate=0.2, truncate_rate=0.2) as p:
+            out = [p._choose("GET") for _ in range(200)]
+            assert p.counts["requests"] == 200
+            assert p.counts["error"] + p.counts["reset"] + p.counts["truncate"] == sum(x is not None for x in out)
+            return out
+
+    a, b, c = sequence(5), sequence(5), sequence(6)
+    assert a == b and a != c
+    assert 60 < sum(x is not None for x in a) < 180
+    with pytest.raises(ValueError):
+        FaultProxy(s3_server.endpoint_url, error_rate=0.7, reset_rate=0.7)
+
+
+def test_fault_proxy_methods_filter_and_fixed_delay(fault_proxy, s3_server) -> None:
+    store = open_store(fault_proxy.s3.url(), fault_proxy.s3.storage_options(backend="boto3"))
+    fault_proxy.configure(error_rate=1.0, methods=("PUT",))
+    assert store.exists("nothing") is False  # HEAD passes untouched
+    fault_proxy.configure(error_rate=0.0, methods=None)
+    store.put("k", b"v")
+    fault_proxy.fixed_delay_s = 0.2
+    t0 = time.monotonic()
+    assert store.get("k") == b"v"
+    assert time.monotonic() - t0 >= 0.2
+    assert fault_proxy.counts["error"] == 0 and fault_proxy.counts["requests_HEAD"] >= 1
+
+
+def test_choose_backend(monkeypatch) -> None:
+    monkeypatch.setattr(ob, "obstore_available", lambda: False)
+    assert s3.choose_backend("obstore") == ("boto3", "obstore is not installed")
+    assert s3.choose_backend("auto") == ("boto3", None)
+    monkeypatch.setattr(ob, "obstore_available", lambda: True)
+    monkeypatch.setattr(ob, "_RUNTIME_PID", -12345)  # "started in another process"
+    name, why = s3.choose_backend("obstore")
+    assert name == "boto3" and "-12345" in why
+    monkeypatch.setattr(ob, "_RUNTIME_PID", None)
+    assert s3.choose_backend("obstore") == ("obstore", None)
+    assert s3.choose_backend("auto") == ("boto3", None)  # main process: keep obstore's runtime out of it
+    assert s3.choose_backend("boto3") == ("boto3", None)
+
+
+def test_env_credentials_and_endpoint(s3_server, monkeypatch) -> None:
+    s3_server.boto3_client().put_object(Bucket=s3_server.bucket, Key="e", Body=b"env")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint_url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret_key)
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    for backend in ("obstore", "boto3"):
+        assert open_store(s3_server.url(), {"backend": backend}).get("e") == b"env"
+
+
+def test_session_options_profile_style(s3_server) -> None:
+    s3_server.boto3_client().put_object(Bucket=s3_server.bucket, Key="s", Body=b"sess")
+    opts = s3_server.storage_options()
+    session = {k: opts.pop(k) for k in ("aws_access_key_id", "aws_secret_access_key", "region_name")}
+    for backend in ("obstore", "boto3"):
+        store = open_store(s3_server.url(), {**opts, "backend": backend}, session_options=session)
+        assert store.get("s") == b"sess"
