@@ -302,3 +302,12 @@ def test_bad_leaf_bytes_give_format_error(tmp_path):
     good[-1] = 0xFF  # the pickle STOP opcode becomes an invalid opcode
     with pytest.raises(FormatError, match=r"leaf 1 \(data_format 'pickle'\)"):
         loader.decode(memoryview(bytes(good)))
+
+
+def test_compressed_chunk_opened_raw_gets_a_hint(tmp_path):
+    w = _writer(tmp_path, compression="zstd")
+    for i in range(3):
+        w.add_item(i, {"a": i})
+    w.done()
+    with pytest.raises(CorruptChunkError, match="zstd magic: decompress it first"):
+        ChunkFile(str(tmp_path / "chunk-0-0.zstd.bin"))

@@ -305,3 +305,45 @@ def test_loaders_pickle_after_setup(tmp_path):
     assert tclone.block_size == 4
     with ChunkFile(str(tmp_path / "t" / "chunk-0-0.bin")) as cf:
         assert np.array_equal(tclone.read_block(cf, 1), np.arange(4, 8))
+
+
+def test_every_torch_dtype_index_decodes():
+    import struct
+
+    from streamscope.format import dtypes
+    from streamscope.format.serializers import NoHeaderTensorSerializer, TensorSerializer
+
+    for idx, name in enumerate(dtypes.TORCH_DTYPE_NAMES):
+        dtype = getattr(torch, name)
+        t = torch.ones(2, 3, dtype=dtype)
+        raw = t.view(torch.int16).numpy().tobytes() if dtype == torch.bfloat16 else t.numpy().tobytes()
+        blob = struct.pack(">IIII", idx, 2, 2, 3) + raw
+        got = TensorSerializer().deserialize(memoryview(blob))
+        assert got.dtype == dtype and torch.equal(got, t), name
+        nh = NoHeaderTensorSerializer()
+        nh.setup(f"no_header_tensor:{idx}")
+        flat = nh.deserialize(memoryview(raw))
+        assert flat.dtype == dtype and torch.equal(flat, t.flatten()), name
+    # the writer resolves aliases to the last index (LitData's inverse dict)
+    assert [dtypes.torch_dtype_index(d) for d in (torch.float32, torch.float64, torch.int32, torch.int64)] == [
+        1,
+        3,
+        16,
+        18,
+    ]
+    assert dtypes.torch_dtype_index(torch.bfloat16) == 10 and dtypes.torch_dtype_index(torch.uint16) == 20
+
+
+def test_every_numpy_dtype_index_decodes():
+    from streamscope.format import dtypes
+    from streamscope.format.serializers import NoHeaderNumpySerializer
+
+    for idx in range(14):
+        dt = dtypes.NUMPY_DTYPES[idx]
+        a = np.ones(5, dtype=dt)
+        s = NoHeaderNumpySerializer()
+        s.setup(f"no_header_numpy:{idx}")
+        got = s.deserialize(memoryview(a.tobytes()))
+        assert got.dtype == dt and np.array_equal(got, a)
+    with pytest.raises(Exception, match="unknown numpy dtype index 18"):
+        NoHeaderNumpySerializer().setup("no_header_numpy:18")

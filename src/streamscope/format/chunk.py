@@ -36,9 +36,15 @@ def parse_header(buf: Any, name: str, size: int | None = None, expected_items: i
     n = int(np.frombuffer(buf, dtype="<u4", count=1, offset=0)[0])
     head = 4 * (n + 2)
     if head > size:
+        magic = bytes(buf[:8])
+        hint = ""
+        if magic[:4] == b"\x28\xb5\x2f\xfd":
+            hint = "; it starts with the zstd magic: decompress it first (decompress_file)"
+        elif magic == b"LDFZ01\0\0":
+            hint = "; it is a LitData 0.2.76 framed-zstd chunk: open it with open_chunk"
         raise CorruptChunkError(
             f"chunk {name!r} header says {n} items, needing a {head}-byte header, but the file has {size} bytes "
-            f"(truncated at offset {size})"
+            f"(truncated at offset {size}){hint}"
         )
     if expected_items is not None and n != expected_items:
         raise CorruptChunkError(
