@@ -300,29 +300,6 @@ class CombinedStreamingDataset(Resumable, IterableDataset):
             "datasets": {str(i): d._identity() for i, d in enumerate(self._datasets)},
         }
 
-    def state_dict(
-        self,
-        num_samples_yielded: int = 0,
-        num_workers: int = 0,
-        batch_size: int = 1,
-        *,
-        epoch: int | None = None,
-        batches_consumed: int | None = None,
-    ) -> dict[str, Any]:
-        """Resume state: epoch, batch position in the combined plan, and what defines the order."""
-        epoch = self.current_epoch if epoch is None else epoch
-        plan = self.plan(epoch, batch_size)
-        if batches_consumed is None:
-            batches_consumed = min(plan.num_batches, -(-int(num_samples_yielded) // int(batch_size)))
-        return {
-            "num_samples_yielded": int(num_samples_yielded),
-            "num_workers": int(num_workers),
-            "batch_size": int(batch_size),
-            "current_epoch": int(epoch),
-            **self._identity(),
-            "plan_state": plan.state(batches_consumed),
-        }
-
     def _check_identity(self, state: dict[str, Any]) -> list[str]:
         mine = self._identity()
         diffs = []

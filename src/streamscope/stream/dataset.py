@@ -582,30 +582,6 @@ class StreamingDataset(Resumable, IterableDataset):
             "shuffle_buffer": self.shuffle_buffer,
         }
 
-    def state_dict(
-        self,
-        num_samples_yielded: int = 0,
-        num_workers: int = 0,
-        batch_size: int = 1,
-        *,
-        epoch: int | None = None,
-        batches_consumed: int | None = None,
-    ) -> dict[str, Any]:
-        """Resume state (LitData keys plus the plan's exact position ``plan_state``)."""
-        epoch = self.current_epoch if epoch is None else epoch
-        plan = self.plan(epoch, batch_size)
-        if batches_consumed is None:
-            batches_consumed = min(plan.num_batches, -(-int(num_samples_yielded) // int(batch_size)))
-        state = {
-            "num_samples_yielded": int(num_samples_yielded),
-            "num_workers": max(1, int(num_workers)),  # LitData records 0 workers as 1
-            "batch_size": int(batch_size),
-            "current_epoch": int(epoch),
-            **self._identity(),
-            "plan_state": plan.state(batches_consumed),
-        }
-        return state
-
     def _check_identity(self, state: dict[str, Any]) -> list[str]:
         mine = self._identity()
         diffs = []

@@ -28,6 +28,32 @@ class Resumable:
     def _check_identity(self, state: dict[str, Any]) -> list[str]:  # pragma: no cover
         raise NotImplementedError
 
+    def _identity(self) -> dict[str, Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    def state_dict(
+        self,
+        num_samples_yielded: int = 0,
+        num_workers: int = 0,
+        batch_size: int = 1,
+        *,
+        epoch: int | None = None,
+        batches_consumed: int | None = None,
+    ) -> dict[str, Any]:
+        """Resume state: LitData's keys, what defines the order (``_identity``) and the plan position."""
+        epoch = self.current_epoch if epoch is None else epoch
+        plan = self.plan(epoch, batch_size)
+        if batches_consumed is None:
+            batches_consumed = min(plan.num_batches, -(-int(num_samples_yielded) // int(batch_size)))
+        return {
+            "num_samples_yielded": int(num_samples_yielded),
+            "num_workers": max(1, int(num_workers)),  # LitData records 0 workers as 1
+            "batch_size": int(batch_size),
+            "current_epoch": int(epoch),
+            **self._identity(),
+            "plan_state": plan.state(batches_consumed),
+        }
+
     def resume_position(self, state: dict[str, Any], batch_size: int) -> tuple[int, int]:
         """Check ``state`` against this dataset and return ``(epoch, start_batch)`` to continue from.
 
