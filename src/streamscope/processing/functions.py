@@ -380,7 +380,20 @@ def map(  # noqa: A001 - LitData's name
 # --- helpers ----------------------------------------------------------------------------------------
 
 
+_TIME_TEMPLATE = re.compile(r"\{(%[^{}]*)\}")
+
+
+def expand_time_template(path: str) -> str:
+    """Replace each ``{%strftime pattern}`` in ``path`` by the current local time (``run_{%Y-%m-%d}``)."""
+    if "{%" not in path:
+        return path
+    now = time.localtime()
+    return _TIME_TEMPLATE.sub(lambda m: time.strftime(m.group(1), now), path)
+
+
 def _location(output_dir: str | os.PathLike[str] | Dir) -> str:
+    if isinstance(output_dir, str):
+        output_dir = expand_time_template(output_dir)
     d = as_dir(output_dir)
     loc = d.url or d.path
     if not loc:
