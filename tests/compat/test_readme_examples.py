@@ -7,17 +7,22 @@ optimize()/map() live at module level (worker processes import this module).
 
 Examples NOT run here, and why:
 
-- Lightning platform only: ``optimize(num_nodes=32, machine=Machine.DATA_PREP)`` ("Optimize / map across multiple
-  machines"), the ``/teamspace/...`` paths ("Lightning Studio paths"), ``litdata cache path/clear`` is a CLI
-  (bash block, not Python).
+- Lightning platform only: ``optimize``/``map`` with ``num_nodes=32, machine=Machine.DATA_PREP`` (multi-machine
+  jobs; ``Machine`` also needs ``lightning_sdk``, not installed), the ``/teamspace/...`` paths, the
+  ``litdata cache path/clear`` CLI (a bash block).
 - Internet: every ``hf://`` example (``StreamingDataset("hf://...")``, ``index_hf_dataset``,
-  ``index_parquet_dataset("hf://...")``), ``gs://`` / ``azure://`` / ``r2://`` storage options (no emulator here),
-  the Litracer Go tool, and the unsigned-request `botocore.UNSIGNED` S3 example (needs a public bucket).
-- Needs a package that is not installed: `lightning_sdk` (`from litdata import Machine`), ``from tokenizer import Tokenizer`` (LLM pre-training / reduce memory:
-  the tokenizer is replaced by a byte-level stand-in, the rest of the example runs), ``torchvision`` transforms
-  (replaced by an equivalent torch function), ``viztracer`` (``profile_batches``), MosaicML ``streaming`` (to
-  write MDS shards: the MDS test writes them by hand).
-- GPUs / multi-node: ``pin_memory=True`` runs, but nothing checks device placement; DDP behaviour is not run.
+  ``index_parquet_dataset("hf://...")``), ``gs://`` / ``azure://`` / ``r2://`` storage options (no emulator
+  here), the unsigned ``botocore.UNSIGNED`` S3 example (needs a public bucket), the Litracer Go tool.
+- LitData itself fails here: the upper-case ``AWS_ACCESS_KEY_ID``/``S3_ENDPOINT_URL`` storage_options spelling
+  (LitData 0.2.68 hands them to boto3: ``Session.client() got an unexpected keyword argument``).
+- Needs a package that is not installed, so a stand-in is used and the rest of the example runs:
+  ``tokenizer.Tokenizer`` (byte-level tokenizer), ``torchvision`` transforms (an equivalent torch function),
+  ``pandas`` (``batch.to_pandas()`` -> ``batch.column(...)``), MosaicML ``streaming`` (MDS shards are written
+  by hand). ``viztracer`` (``profile_batches``): only the documented ``num_workers >= 1`` check is tested.
+- GPUs / multi-node: ``pin_memory=True`` runs, nothing checks device placement; DDP is not run.
+
+Not compared with LitData: shuffled orders (each engine's own permutation; both are checked for being
+permutations and for seed-determinism) and JPEG samples (LitData needs torchvision to decode them).
 """
 
 from __future__ import annotations
@@ -116,6 +121,15 @@ def inverse(data: int) -> Any:
         yield 1 / data
     except ZeroDivisionError:
         pass
+
+
+def entity(i: int) -> dict[str, Any]:
+    """README "Keyed lookup": samples with an ``id`` key."""
+    return {"id": f"e{i}", "x": i}
+
+
+def entity_key(sample: dict[str, Any]) -> str:
+    return sample["id"]
 
 
 def compress(index: int) -> tuple[int, int]:
@@ -322,13 +336,7 @@ def test_option2_optimize_jpeg_then_stream_with_collate(image_dir: str) -> None:
 @pytest.mark.xfail(strict=True, reason="lead: optimize(key_fn=...); compat3: get_by_key / dataset_update")
 def test_option2_keyed_lookup_and_patch(tmp_path: Any) -> None:
     out = str(tmp_path / "fast_data")
-    ld.optimize(
-        fn=lambda i: {"id": f"e{i}", "x": i},
-        inputs=list(range(10)),
-        output_dir=out,
-        chunk_bytes="64MB",
-        key_fn=lambda s: s["id"],
-    )
+    ld.optimize(fn=entity, inputs=list(range(10)), output_dir=out, chunk_bytes="64MB", key_fn=entity_key)
     ds = ld.StreamingDataset(out)
     assert ds["e3"]["x"] == 3
     with ld.dataset_update(out) as update:
@@ -407,18 +415,6 @@ def test_s3_storage_options_spellings(s3_dataset: Any, tmp_path: Any) -> None:
     session_options = {"region_name": srv.region}
     ds = ld.StreamingDataset(url, storage_options=boto, session_options=session_options, cache_dir=str(tmp_path / "a"))
     assert len(ds) == 100 and ds[7] == (7, 49)
-
-
-@pytest.mark.xfail(strict=True, reason="storage: S3_ENDPOINT_URL/AWS_* uppercase storage_options keys rejected")
-def test_s3_storage_options_uppercase_spelling(s3_dataset: Any, tmp_path: Any) -> None:
-    url, _, srv = s3_dataset
-    upper = {
-        "AWS_ACCESS_KEY_ID": srv.access_key,
-        "AWS_SECRET_ACCESS_KEY": srv.secret_key,
-        "S3_ENDPOINT_URL": srv.endpoint_url,
-    }
-    ds = ld.StreamingDataset(url, storage_options=upper, cache_dir=str(tmp_path / "b"))
-    assert ds[99] == (99, 99**2)
 
 
 # --- Optimize images as JPEG ------------------------------------------------------------------------------
@@ -1073,17 +1069,48 @@ def test_platform_args_raise_outside_studio(tmp_path: Any) -> None:
 # --- Encryption (compat2) ------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="compat2: FernetEncryption + optimize(encryption=...)")
-def test_encrypt_decrypt(tmp_path: Any) -> None:
+def enc_fn(index: int) -> dict[str, int]:
+    """README "Encrypt, decrypt data": the sample function."""
+    return {"index": index, "value": index**2}
+
+
+@pytest.mark.xfail(strict=True, reason="compat2: FernetEncryption + optimize(encryption=...) + save/load")
+@pytest.mark.parametrize("level", ["sample", "chunk"])
+def test_encrypt_decrypt_fernet(tmp_path: Any, s3_server: Any, level: str) -> None:
     from streamscope.utilities.encryption import FernetEncryption
 
-    fernet = FernetEncryption(password="your_secure_password", level="sample")
-    out = str(tmp_path / "encrypted")
+    fernet = FernetEncryption(password="your_secure_password", level=level)
+    data_dir, opts = s3_server.url("optimized_data"), s3_server.storage_options()
     ld.optimize(
-        fn=compress, inputs=list(range(10)), output_dir=out, chunk_bytes="64MB", encryption=fernet, num_workers=1
+        fn=enc_fn,
+        inputs=list(range(5)),
+        num_workers=1,
+        output_dir=data_dir,
+        chunk_bytes="64MB",
+        encryption=fernet,
+        storage_options=opts,
     )
-    ds = ld.StreamingDataset(out, encryption=fernet)
-    assert ds[:] == [(i, i**2) for i in range(10)]
+    pem = str(tmp_path / "fernet.pem")
+    fernet.save(pem)
+    fernet = FernetEncryption.load(pem, password="your_secure_password")
+    ds = ld.StreamingDataset(input_dir=data_dir, encryption=fernet, storage_options=opts, cache_dir=str(tmp_path / "c"))
+    assert ds[:] == [{"index": i, "value": i**2} for i in range(5)]
+
+
+@pytest.mark.xfail(strict=True, reason="compat2: RSAEncryption + optimize(encryption=...) + save/load")
+def test_encrypt_decrypt_rsa(tmp_path: Any) -> None:
+    from streamscope.utilities.encryption import RSAEncryption
+
+    data_dir = str(tmp_path / "optimized_data")
+    rsa = RSAEncryption(password="your_secure_password", level="sample")
+    ld.optimize(
+        fn=enc_fn, inputs=list(range(5)), output_dir=data_dir, chunk_bytes="64MB", encryption=rsa, num_workers=1
+    )
+    pem = str(tmp_path / "rsa.pem")
+    rsa.save(pem)
+    rsa = RSAEncryption.load(pem, password="your_secure_password")
+    ds = ld.StreamingDataset(input_dir=data_dir, encryption=rsa)
+    assert ds[:] == [{"index": i, "value": i**2} for i in range(5)]
 
 
 # --- Tracing ---------------------------------------------------------------------------------------------
