@@ -54,14 +54,13 @@ METHODS = {
         "set_epoch",
         "set_batch_size",
         "set_num_workers",
+        "reset",
     ],
     "StreamingDataLoader": ["__len__", "__iter__", "state_dict", "load_state_dict"],
     "StreamingRawDataset": ["__len__", "__getitem__", "setup"],
 }
 MISSING_METHODS = {
     ("StreamingDataset", "get_by_key"): "stream: no key lookup (needs keys index sidecar)",
-    ("StreamingDataset", "reset"): "stream: no reset() (LitData drops its cache/reader/shuffler state)",
-    ("StreamingDataset", "on_demand_bytes"): "stream: no on_demand_bytes property",
 }
 
 
