@@ -32,7 +32,6 @@ ALLOWED_DEFAULTS = {
 
 # LitData's public callables streamscope does not provide (yet); each is a reported gap
 NOT_PROVIDED = {
-    "ParallelStreamingDataset": "stream: class not built",
     "dataset_update": "nobody owns it: in-place sample updates of an optimized dataset",
     "build_keys_index": "nobody owns it: keys/shard-*.parquet sidecar (needs pyarrow)",
     "index_parquet_dataset": "format: ParquetLoader / parquet indexing not implemented",
