@@ -32,7 +32,6 @@ ALLOWED_DEFAULTS = {
 
 # LitData's public callables streamscope does not provide (yet); each is a reported gap
 NOT_PROVIDED = {
-    "ParallelStreamingDataset": "stream: class not built",
     "dataset_update": "nobody owns it: in-place sample updates of an optimized dataset",
     "build_keys_index": "nobody owns it: keys/shard-*.parquet sidecar (needs pyarrow)",
     "index_parquet_dataset": "format: ParquetLoader / parquet indexing not implemented",
@@ -54,14 +53,13 @@ METHODS = {
         "set_epoch",
         "set_batch_size",
         "set_num_workers",
+        "reset",
     ],
     "StreamingDataLoader": ["__len__", "__iter__", "state_dict", "load_state_dict"],
     "StreamingRawDataset": ["__len__", "__getitem__", "setup"],
 }
 MISSING_METHODS = {
     ("StreamingDataset", "get_by_key"): "stream: no key lookup (needs keys index sidecar)",
-    ("StreamingDataset", "reset"): "stream: no reset() (LitData drops its cache/reader/shuffler state)",
-    ("StreamingDataset", "on_demand_bytes"): "stream: no on_demand_bytes property",
 }
 
 

@@ -568,6 +568,51 @@ class StreamingDataset(Resumable, IterableDataset):
 
     # --- state -------------------------------------------------------------------------------------
 
+    @property
+    def on_demand_bytes(self) -> bool:
+        """LitData's switch for ranged item reads on random access (``ds[i]``) of remote datasets.
+
+        Accepted and validated for compatibility; streamscope's reader always fetches whole chunks into the
+        cache (then serves later reads of the same chunk from it), so the value does not change what is read.
+        """
+        return bool(self.__dict__.get("_on_demand_bytes", True))
+
+    @on_demand_bytes.setter
+    def on_demand_bytes(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise DatasetError(f"on_demand_bytes should be a boolean, got {value!r}")
+        self._on_demand_bytes = value
+
+    def reset(self) -> None:
+        """Forget per-iteration state (reader, cached plans, a loaded state, epoch, batch settings), as LitData's
+        ``reset()``: the dataset iterates again from epoch 1 with ``batch_size=1``."""
+        if self._reader is not None and self._reader_pid == os.getpid():
+            self._reader.stop()
+            self._reader.close()
+        self._reader = None
+        self._reader_pid = -1
+        self._plans = {}
+        self._column = None
+        self._pending = None
+        self._batch_mode = None
+        self.current_epoch = 1
+        self.num_workers = 1
+        self.batch_size = 1
+
+    def _litdata_state(self) -> dict[str, Any]:
+        """LitData's ``subsampled_files`` and ``region_of_interest``: the (chunk file, [start, end)) list this
+        dataset runs over, as LitData computes it (every chunk whole unless subsampled or split)."""
+        names = [c["filename"] for c in self.chunks]
+        if self.regions is None:
+            return {
+                "subsampled_files": names,
+                "region_of_interest": [(0, int(n)) for n in self.chunk_sizes],
+            }
+        return {
+            "subsampled_files": [names[c] for c, _, _ in self.regions],
+            "region_of_interest": [(int(a), int(b)) for _, a, b in self.regions],
+        }
+
     def _identity(self) -> dict[str, Any]:
         return {
             "input_dir_path": None if self.remote else self.input_dir,
