@@ -199,12 +199,13 @@ IMPORT_PATHS = [
     ("processing.functions", "map"),
     ("utilities.train_test_split", "train_test_split"),
     ("utilities.breakpoint", "breakpoint"),
+    ("exceptions", "ChunkWaitTimeoutError"),
+    ("processing.functions", "merge_datasets"),
 ]
 MISSING_PATHS = {
     ("streaming.parallel", "ParallelStreamingDataset"): "stream: ParallelStreamingDataset not built",
     ("streaming.item_loader", "ParquetLoader"): "format: ParquetLoader not implemented",
     ("streaming", "Cache"): "no Cache (writer+reader) class; lead: decide whether to provide it",
-    ("exceptions", "ChunkWaitTimeoutError"): "lead: streamscope.exceptions module missing (litdata.exceptions)",
     ("utilities.encryption", "FernetEncryption"): "no encryption classes (litdata.utilities.encryption)",
     ("streaming.downloader", "register_downloader"): "storage: no downloader registry at streaming.downloader",
     ("streaming.writer", "BinaryWriter"): "format: no BinaryWriter at streaming.writer",

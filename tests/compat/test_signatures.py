@@ -135,15 +135,7 @@ SUBMODULE_CALLABLES = [
     ("streaming.combined", "CombinedStreamingDataset"),
     ("processing.functions", "optimize"),
     ("processing.functions", "map"),
-    pytest.param(
-        "processing.functions",
-        "merge_datasets",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="processing/lead: litdata.processing.functions.merge_datasets has no streamscope twin "
-            "(merge_datasets lives in streamscope.api.merge, a layer above processing)",
-        ),
-    ),
+    ("processing.functions", "merge_datasets"),
 ]
 
 
