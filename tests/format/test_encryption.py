@@ -182,6 +182,7 @@ def test_litdata_reads_streamscope_optimize(
     keys: dict[str, tuple[Any, Any]], tmp_path: Any, level: str, compression: str | None
 ) -> None:
     import litdata
+
     import streamscope
 
     ours_key, their_key = keys[level]
