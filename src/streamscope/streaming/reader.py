@@ -164,9 +164,9 @@ class BinaryReader:
         return _worker()[0]
 
     def get_length(self) -> int:
-        """Number of items in the regions of interest of all chunks."""
+        """Number of items of the kept chunks (LitData: the last interval's ``chunk_end``, regions ignored)."""
         self._ensure()
-        return sum(iv.roi_end_idx - iv.roi_start_idx for iv in self._intervals)
+        return self._intervals[-1].chunk_end if self._intervals else 0
 
     def get_chunk_intervals(self) -> list[Interval]:
         """``Interval(chunk_start, roi_start_idx, roi_end_idx, chunk_end)`` of each chunk (global item indexes)."""
@@ -182,7 +182,7 @@ class BinaryReader:
             if 0 <= pos < n:
                 return iv.roi_start_idx + pos, c
             pos -= n
-        raise DatasetIndexError(f"index {index} is outside the {self.get_length()} items of {self._cache_dir!r}")
+        raise DatasetIndexError(f"index {index} is outside the regions of interest of {self._cache_dir!r}")
 
     # --- chunks ------------------------------------------------------------------------------------
 
