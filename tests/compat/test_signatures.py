@@ -136,6 +136,17 @@ SUBMODULE_CALLABLES = [
     ("processing.functions", "optimize"),
     ("processing.functions", "map"),
     ("processing.functions", "merge_datasets"),
+    ("exceptions", "ChunkWaitTimeoutError"),
+    ("streaming.writer", "BinaryWriter"),
+    ("streaming.reader", "BinaryReader"),
+    ("streaming.cache", "Cache"),
+    ("streaming.sampler", "ChunkedIndex"),
+    ("streaming.downloader", "register_downloader"),
+    ("streaming.downloader", "unregister_downloader"),
+    ("streaming.downloader", "get_downloader"),
+    ("streaming.downloader", "Downloader"),
+    ("utilities.encryption", "FernetEncryption"),
+    ("utilities.encryption", "RSAEncryption"),
 ]
 
 
