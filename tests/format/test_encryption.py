@@ -275,3 +275,16 @@ def test_decrypted_copy_is_private_and_removed_at_exit(keys: dict[str, tuple[Any
     )  # fmt: skip
     assert res.stdout.split() == ["4", "0o700", "True"]
     assert [p for p in os.listdir(cache) if p.startswith("decrypted-")] == []
+
+
+def test_encrypted_dataset_on_s3(keys: dict[str, tuple[Any, Any]], tmp_path: Any, s3_server: Any) -> None:
+    import streamscope
+
+    ours_key, _ = keys["sample"]
+    url, opts = s3_server.url("enc"), s3_server.storage_options()
+    streamscope.optimize(
+        fn=_fn, inputs=list(range(12)), output_dir=url, chunk_size=5, num_workers=1, compression="zstd",
+        encryption=ours_key, storage_options=opts, verbose=False,
+    )  # fmt: skip
+    ds = streamscope.StreamingDataset(url, encryption=ours_key, storage_options=opts, cache_dir=str(tmp_path / "c"))
+    assert all(same(ds[i], _sample(i)) for i in range(12))
