@@ -256,6 +256,7 @@ def test_optimize_refuses_what_cannot_be_read(keys: dict[str, tuple[Any, Any]], 
     assert not os.path.exists(tmp_path / "a" / "index.json") and not os.path.exists(tmp_path / "b" / "index.json")
 
 
+@pytest.mark.slow  # a fresh interpreter (torch import) plus two key derivations
 def test_decrypted_copy_is_private_and_removed_at_exit(keys: dict[str, tuple[Any, Any]], tmp_path: Any) -> None:
     ours_key, their_key = keys["chunk"]
     out = str(tmp_path / "ds")
