@@ -364,8 +364,9 @@ knob(
     8_000_000,
     "bytes",
     ("STREAMSCOPE_LOADER_GROUP_BYTES",),
-    "A DataLoader worker sends its batches in groups of about this many tensor bytes (one shared-memory block "
-    "and one queue message per group; the first group is one batch). 0 sends every batch on its own.",
+    "A DataLoader worker decodes its batches into shared-memory arenas of about this many bytes and sends each "
+    "arena's batches as one group (one queue message; the first group is one batch). Arenas are reused once the "
+    "training loop has dropped every batch in them (at most 8 pooled per worker). 0 sends every batch on its own.",
 )
 
 # --- raw ------------------------------------------------------------------------------------------

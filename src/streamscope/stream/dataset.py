@@ -553,7 +553,7 @@ class StreamingDataset(Resumable, IterableDataset):
             if get_worker_info() is None or group_bytes <= 0:
                 yield from batches
             else:
-                yield from grouped(batches, group_bytes)
+                yield from grouped(batches, group_bytes, mode.get("arena_flags"), w.worker_id)
             return
         if self._pending is not None:
             epoch, start = self._pending
