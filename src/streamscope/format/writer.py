@@ -91,7 +91,9 @@ class ChunkWriter:
         self.encryption = encryption
         self._encrypt_level = _encryption_level(encryption)
         if encryption is not None and self.item_loader.name == "TokensLoader":
-            raise FormatError("TokensLoader datasets cannot be encrypted (token blocks are read straight from the file)")
+            raise FormatError(
+                "TokensLoader datasets cannot be encrypted (token blocks are read straight from the file)"
+            )
         self.chunks: list[dict[str, Any]] = []
         self.config: dict[str, Any] | None = None
         self._data_format: list[str] | None = None

@@ -8,6 +8,10 @@ Deliberate differences from LitData 0.2.68 (which checks only ``data_format`` an
 the inputs must also agree on ``data_spec``, ``item_loader`` and ``encryption`` (otherwise samples of one input
 would be decoded with another's layout); local and remote inputs/outputs may be mixed; the index is written
 like ``optimize`` writes it (sorted keys, with ``updated_at``), which both engines read.
+
+Encrypted inputs must have been written with one key (Fernet: the same saved salt): index.json records only the
+algorithm and level, so a merge of datasets encrypted with different keys cannot be detected here and would be
+readable only in part.
 """
 
 from __future__ import annotations
