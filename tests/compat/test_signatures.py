@@ -133,15 +133,18 @@ SUBMODULE_CALLABLES = [
     ("streaming.combined", "CombinedStreamingDataset"),
     ("processing.functions", "optimize"),
     ("processing.functions", "map"),
-    pytest.param(
-        "processing.functions",
-        "merge_datasets",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="processing/lead: litdata.processing.functions.merge_datasets has no streamscope twin "
-            "(merge_datasets lives in streamscope.api.merge, a layer above processing)",
-        ),
-    ),
+    ("processing.functions", "merge_datasets"),
+    ("exceptions", "ChunkWaitTimeoutError"),
+    ("streaming.writer", "BinaryWriter"),
+    ("streaming.reader", "BinaryReader"),
+    ("streaming.cache", "Cache"),
+    ("streaming.sampler", "ChunkedIndex"),
+    ("streaming.downloader", "register_downloader"),
+    ("streaming.downloader", "unregister_downloader"),
+    ("streaming.downloader", "get_downloader"),
+    ("streaming.downloader", "Downloader"),
+    ("utilities.encryption", "FernetEncryption"),
+    ("utilities.encryption", "RSAEncryption"),
 ]
 
 

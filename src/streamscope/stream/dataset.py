@@ -94,7 +94,9 @@ class StreamingDataset(Resumable, IterableDataset):
         serializers: extra serializers by name (go first, like LitData).
         max_cache_size: byte budget of the cache (int or "100GB").
         subsample: fraction of the items per epoch (> 1 repeats the dataset, LitData semantics).
-        encryption: not supported by this reader (raises when given).
+        encryption: the key of an encrypted dataset (``streamscope.utilities.encryption``; LitData's key objects
+            work too). Its chunks are decrypted once, at construction, into a private temporary directory under
+            the cache root (removed when this process exits) and read from there.
         storage_options: passed to the object store.
         session_options: accepted for compatibility (unused).
         max_pre_download: chunks prefetched ahead (the live ``prefetch_depth`` knob overrides when set).
@@ -134,8 +136,6 @@ class StreamingDataset(Resumable, IterableDataset):
             raise DatasetError(f"subsample must be a float > 0, got {subsample!r}")
         if not isinstance(max_pre_download, int) or max_pre_download < 0:
             raise DatasetError(f"max_pre_download must be an int >= 0, got {max_pre_download!r}")
-        if encryption is not None:
-            raise DatasetError("encrypted datasets are not supported by the streamscope reader yet")
         if transform is not None and not callable(transform):
             if not isinstance(transform, (list, tuple)) or not all(callable(t) for t in transform):
                 raise DatasetError("transform must be a callable or a list of callables")
@@ -165,6 +165,9 @@ class StreamingDataset(Resumable, IterableDataset):
         if not self.chunks:
             raise DatasetError(f"the index of {self.input_dir!r} lists no chunks")
         self.compression: str | None = self.config.get("compression")
+        self._plain_dir: str | None = None  # decrypted copy of an encrypted dataset (see _decrypted_copy)
+        if encryption is not None or self.config.get("encryption"):
+            self._plain_dir = _decrypted_copy(self, encryption)
         self.item_loader = self._setup_item_loader(item_loader)
         self.is_tokens = isinstance(self.item_loader, TokensLoader)
         if self.is_tokens:
@@ -373,7 +376,7 @@ class StreamingDataset(Resumable, IterableDataset):
         if self._reader is None or self._reader_pid != os.getpid():
             cache = None
             local_dir = None
-            if self.remote or self.compression:
+            if (self.remote or self.compression) and self._plain_dir is None:
                 source = self.input_dir
                 cdir = dataset_cache_dir(
                     self._cache_root, source if self.remote else os.path.abspath(source), self.updated_at
@@ -381,7 +384,7 @@ class StreamingDataset(Resumable, IterableDataset):
                 store = self._store()
                 cache = ChunkCache(store, cdir, self.chunks, self.compression, self.max_cache_size, _process_leases())
             else:
-                local_dir = self.input_dir
+                local_dir = self._plain_dir or self.input_dir
             self._reader = ChunkReader(self.chunks, local_dir, cache, lambda: live_depth(self.max_pre_download))
             self._reader_pid = os.getpid()
         return self._reader
@@ -644,3 +647,39 @@ class StreamingDataset(Resumable, IterableDataset):
             if key in state and state[key] != mine[key]:
                 diffs.append(f"{key}: saved {state[key]!r}, now {mine[key]!r}")
         return diffs
+
+
+# --- encryption (argument plumbing; the framing lives in streamscope.format.encryption) ------------------
+
+
+def _decrypted_copy(ds: StreamingDataset, encryption: Any) -> str:
+    """Decrypt every chunk of ``ds`` into a fresh private directory; returns it (removed at process exit).
+
+    A fresh directory per dataset object: a decrypted copy is never reused by a later reader whose key was not
+    checked. The plaintext is on local disk (mode 0700) while the process runs; LitData keeps it in memory.
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    from streamscope.format.compression import decompress_bytes
+    from streamscope.format.encryption import check_encryption, decrypt_chunk
+
+    recorded = ds.config.get("encryption")
+    check_encryption(recorded, encryption, repr(ds.input_dir))
+    os.makedirs(ds._cache_root, exist_ok=True)
+    out = tempfile.mkdtemp(prefix="decrypted-", dir=ds._cache_root)
+    os.chmod(out, 0o700)
+    owner = os.getpid()  # copies of the dataset (train_test_split, workers) share it: removed at exit, by its creator
+    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(out, True))
+    store = ds._store()
+    for entry in ds.chunks:
+        name = entry["filename"]
+        with ev.span("decrypt", "read", file=name):
+            data = store.get(name)
+            if ds.compression:
+                data = decompress_bytes(data, ds.compression)
+            plain = decrypt_chunk(data, encryption, recorded["level"], name)
+        with open(os.path.join(out, name), "wb") as f:  # same name: the reader maps local_dir/filename
+            f.write(plain)
+    return out
