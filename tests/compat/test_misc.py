@@ -187,6 +187,7 @@ IMPORT_PATHS = [
     ("streaming.item_loader", "TokensLoader"),
     ("streaming.item_loader", "PyTreeLoader"),
     ("streaming.item_loader", "BaseItemLoader"),
+    ("streaming.item_loader", "ParquetLoader"),
     ("streaming.resolver", "Dir"),
     ("streaming.cache", "Dir"),
     ("streaming.serializers", "Serializer"),
@@ -202,7 +203,6 @@ IMPORT_PATHS = [
 ]
 MISSING_PATHS = {
     ("streaming.parallel", "ParallelStreamingDataset"): "stream: ParallelStreamingDataset not built",
-    ("streaming.item_loader", "ParquetLoader"): "format: ParquetLoader not implemented",
     ("streaming", "Cache"): "no Cache (writer+reader) class; lead: decide whether to provide it",
     ("exceptions", "ChunkWaitTimeoutError"): "lead: streamscope.exceptions module missing (litdata.exceptions)",
     ("utilities.encryption", "FernetEncryption"): "no encryption classes (litdata.utilities.encryption)",
