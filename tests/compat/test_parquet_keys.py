@@ -147,3 +147,22 @@ def test_missing_key_and_missing_sidecar_are_key_errors(tmp_path: Any) -> None:
 
     a, b = both(missing)
     assert a == b == "KeyError"
+
+
+@pytest.mark.parametrize("updater", ["litdata", "streamscope"])
+def test_dataset_update_is_seen_by_both_engines(tmp_path: Any, updater: str) -> None:
+    d = _optimized(tmp_path, "ds")
+    other = "streamscope" if updater == "litdata" else "litdata"
+    engine(other).build_keys_index(d, lambda s: s["name"], verbose=False)
+    with engine(updater).dataset_update(d) as update:
+        update["item-010"] = {"index": 1000, "name": "item-010"}
+        update["item-044"] = {"index": 4400, "name": "item-044"}
+        update.commit()
+
+    def scenario(ld: Any) -> Any:
+        ds = ld.StreamingDataset(d, cache_dir=str(tmp_path / f"cache-{ld.__name__}"))
+        return [s["index"] for s in ds], ds.get_by_key("item-044")
+
+    a, b = both(scenario)
+    assert a == b
+    assert a[0][10] == 1000 and a[0][44] == 4400 and a[0][11] == 11

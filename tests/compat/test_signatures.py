@@ -33,7 +33,6 @@ ALLOWED_DEFAULTS = {
 # LitData's public callables streamscope does not provide (yet); each is a reported gap
 NOT_PROVIDED = {
     "ParallelStreamingDataset": "stream: class not built",
-    "dataset_update": "nobody owns it: in-place sample updates of an optimized dataset",
     "index_hf_dataset": "hf:// datasets not supported",
 }
 

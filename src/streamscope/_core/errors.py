@@ -196,6 +196,10 @@ class SampleKeyError(DatasetError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class UpdateSessionError(DatasetError, NotImplementedError):
+    """``dataset_update``: a remote dataset (LitData raises NotImplementedError) or a session already committed."""
+
+
 class KeyIndexExistsError(DatasetError, FileExistsError):
     """``build_keys_index`` over a dataset that already has a keys sidecar and ``overwrite=False``."""
 
