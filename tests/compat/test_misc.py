@@ -313,6 +313,7 @@ IMPORT_PATHS = [
     ("streaming.item_loader", "TokensLoader"),
     ("streaming.item_loader", "PyTreeLoader"),
     ("streaming.item_loader", "BaseItemLoader"),
+    ("streaming.item_loader", "ParquetLoader"),
     ("streaming.resolver", "Dir"),
     ("streaming.cache", "Dir"),
     ("streaming.serializers", "Serializer"),
@@ -342,9 +343,7 @@ IMPORT_PATHS = [
     ("utilities.encryption", "EncryptionLevel"),
     ("utilities.encryption", "Encryption"),
 ]
-MISSING_PATHS = {
-    ("streaming.item_loader", "ParquetLoader"): "format: ParquetLoader not implemented",
-}
+MISSING_PATHS = {}
 
 
 def _resolve(top: str, module: str, name: str) -> Any:

@@ -141,6 +141,7 @@ class StreamingDataset(Resumable, IterableDataset):
                 raise DatasetError("transform must be a callable or a list of callables")
 
         self.input_dir = _input_path(input_dir)
+        self._parquet_pattern = self._split_parquet_input()
         self.remote = _is_remote(self.input_dir)
         self.storage_options = dict(storage_options or {})
         self.session_options = dict(session_options or {})
@@ -160,7 +161,9 @@ class StreamingDataset(Resumable, IterableDataset):
 
         index = self._load_index()
         self.config: dict[str, Any] = index["config"]
-        self.chunks: list[dict[str, Any]] = index["chunks"]
+        self.chunks: list[dict[str, Any]] = self._filter_parquet_chunks(index["chunks"])
+        self._keys_section: Any = index.get("keys")
+        self._key_shards: Any = None
         self.updated_at: str | None = index.get("updated_at")
         if not self.chunks:
             raise DatasetError(f"the index of {self.input_dir!r} lists no chunks")
@@ -170,6 +173,7 @@ class StreamingDataset(Resumable, IterableDataset):
             self._plain_dir = _decrypted_copy(self, encryption)
         self.item_loader = self._setup_item_loader(item_loader)
         self.is_tokens = isinstance(self.item_loader, TokensLoader)
+        self.is_parquet = getattr(self.item_loader, "name", "") == "ParquetLoader"
         if self.is_tokens:
             self.chunk_sizes = [self.item_loader.blocks_in_chunk(c) for c in self.chunks]
         else:
@@ -275,6 +279,10 @@ class StreamingDataset(Resumable, IterableDataset):
 
     def _setup_item_loader(self, item_loader: BaseItemLoader | None) -> BaseItemLoader:
         recorded = self.config.get("item_loader")
+        if item_loader is None and recorded == "ParquetLoader":  # no arguments needed: pick it (LitData raises)
+            from streamscope.format.parquet import ParquetLoader
+
+            item_loader = ParquetLoader()
         if item_loader is None:
             if recorded == "TokensLoader":
                 raise ItemLoaderMismatchError(
@@ -385,13 +393,22 @@ class StreamingDataset(Resumable, IterableDataset):
                 cache = ChunkCache(store, cdir, self.chunks, self.compression, self.max_cache_size, _process_leases())
             else:
                 local_dir = self._plain_dir or self.input_dir
-            self._reader = ChunkReader(self.chunks, local_dir, cache, lambda: live_depth(self.max_pre_download))
+            if self.is_parquet:
+                from streamscope.stream.parquet import ParquetChunkReader
+
+                self._reader = ParquetChunkReader(
+                    self.chunks, local_dir, cache, lambda: live_depth(self.max_pre_download), self.item_loader
+                )
+            else:
+                self._reader = ChunkReader(self.chunks, local_dir, cache, lambda: live_depth(self.max_pre_download))
             self._reader_pid = os.getpid()
         return self._reader
 
     def _decode(self, oc: Any, item: int) -> Any:
         if self.is_tokens:
             sample = self.item_loader.read_block(oc.file, item)  # type: ignore[attr-defined]
+        elif self.is_parquet:
+            sample = oc.file.row(item)  # a ParquetChunk: the row as a dict
         else:
             sample = self.item_loader.decode(oc.file.item_view(item))
         return self._apply_transform(sample)
@@ -436,6 +453,8 @@ class StreamingDataset(Resumable, IterableDataset):
         return int(self._r_chunk[r]), int(self._r_start[r]) + index - begin
 
     def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, str):  # an entity key from the keys/ sidecar (LitData: ds["key"])
+            return self.get_by_key(index)
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(self.total_items))]
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
@@ -444,10 +463,80 @@ class StreamingDataset(Resumable, IterableDataset):
         reader = self._get_reader()
         return self._decode(reader.open(chunk), item)
 
+    # --- parquet input and keyed access ------------------------------------------------------------
+
+    def _split_parquet_input(self) -> str | None:
+        """``dir/pattern.parquet`` input: keep ``dir`` and return the fnmatch pattern; reject ``hf://``."""
+        from streamscope.stream.parquet import reject_hf
+
+        reject_hf(self.input_dir)
+        if self.input_dir.endswith(".parquet"):
+            head, pattern = self.input_dir.rstrip("/").rsplit("/", 1) if "/" in self.input_dir else ("", "")
+            if not pattern:
+                raise DatasetError(f"input_dir {self.input_dir!r} ends with .parquet but names no folder")
+            self.input_dir = head or "."
+            return pattern
+        return None
+
+    def _filter_parquet_chunks(self, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The chunks whose file name matches the ``.parquet`` input pattern (all when there is none)."""
+        pattern = self._parquet_pattern
+        if pattern is None:
+            return chunks
+        from fnmatch import fnmatch
+
+        kept = [c for c in chunks if fnmatch(c["filename"], pattern)]
+        if not kept:
+            raise DatasetError(f"no chunk of {self.input_dir!r} matches {pattern!r}")
+        return kept
+
+    def get_by_key(self, key: Any) -> Any:
+        """The sample whose key (``key_fn`` of ``optimize``/``build_keys_index``) is ``key``.
+
+        Raises:
+            KeyIndexNotFoundError: the dataset has no ``keys/`` sidecar (a KeyError).
+            SampleKeyError: no sample has this key (a KeyError).
+        """
+        from streamscope._core.errors import KeyIndexNotFoundError, SampleKeyError
+
+        shards = self._key_shards
+        if shards is None:
+            from streamscope.stream.keys import open_key_shards
+
+            index = {"keys": self._keys_section}
+            if self.remote:
+                shards = open_key_shards(self.input_dir, index, store=self._store(), what=self.input_dir)
+            else:
+                shards = open_key_shards(self.input_dir, index)
+            if shards is None:
+                raise KeyIndexNotFoundError(
+                    f"keyed access needs a keys/ index next to {self.input_dir!r} (build_keys_index or "
+                    f"optimize(key_fn=...)); none found for key={key!r}"
+                )
+            self._key_shards = shards
+        with ev.span("key_lookup", "read", key=str(key)[:64]):
+            found = shards.resolve(key)
+        if found is None:
+            raise SampleKeyError(f"no sample of {self.input_dir!r} has key {key!r}")
+        gidx, chunk, offset = found
+        starts = np.concatenate([[0], np.cumsum(np.asarray(self.chunk_sizes, dtype=np.int64))])
+        if chunk < 0:  # a sidecar without chunk columns: locate the global index in chunk order
+            chunk = int(np.searchsorted(starts, gidx, side="right")) - 1
+            offset = gidx
+        item = offset - int(starts[chunk]) if 0 <= chunk < len(self.chunk_sizes) else -1
+        if not 0 <= item < (self.chunk_sizes[chunk] if 0 <= chunk < len(self.chunk_sizes) else 0):
+            raise DatasetIndexError(
+                f"key {key!r} points at sample {gidx} (chunk {chunk}, offset {offset}) outside {self.input_dir!r}: "
+                "the keys/ index is stale, rebuild it with build_keys_index(..., overwrite=True)"
+            )
+        return self._decode(self._get_reader().open(chunk), item)
+
     def _collator(self) -> ColumnCollator | BlockCollator:
         if self._column is None:
             if self.is_tokens:
                 self._column = BlockCollator(self.item_loader)  # type: ignore[arg-type]
+            elif self.is_parquet:
+                self._column = ColumnCollator(["parquet"], None)  # an unknown kind: never column-decoded
             else:
                 self._column = ColumnCollator(self.config.get("data_format") or [], self.config.get("data_spec"))
         return self._column
