@@ -120,7 +120,9 @@ def optimize(
             None (input skipped), or is a generator yielding samples (None values skipped).
         inputs: The inputs, a sequence (it is split into one contiguous range per worker).
         output_dir: Local directory (or URL once object storage is available) receiving the dataset.
-        queue: Not supported (LitData's streaming-input mode); pass ``inputs``.
+        queue: A ``multiprocessing.Queue`` of inputs instead of ``inputs``: the workers take items from it until
+            a producer puts ``streamscope.processing.data_processor.ALL_DONE`` (once, whatever the number of
+            workers). Dataset order then follows which worker took which item (rank order, then arrival).
         input_dir: Accepted for compatibility; unused.
         weights: Per-input weights; they move the boundaries of the workers' contiguous ranges.
         chunk_size: Maximum number of samples per chunk (exactly one of chunk_size/chunk_bytes).
@@ -136,7 +138,9 @@ def optimize(
         num_downloaders: Accepted for compatibility; unused.
         num_uploaders: Accepted for compatibility; unused (workers publish their own chunks).
         reorder_files: Accepted; inputs are never reordered here.
-        reader: Optional object with ``read(item)`` applied to each input before ``fn``.
+        reader: Optional reader (e.g. :class:`~streamscope.processing.readers.ParquetReader`): its
+            ``remap_items(inputs, num_workers)`` (if any) runs once in the main process, ``read(item)`` on each
+            work item before ``fn``.
         batch_size: Group consecutive inputs into lists of this length before calling ``fn``.
         mode: None (fail if a dataset exists), ``"append"`` or ``"overwrite"``.
         use_checkpoint: Record progress at chunk boundaries; a rerun resumes and gives the same dataset.
@@ -144,7 +148,9 @@ def optimize(
         start_method: ``"fork"`` (default on Linux) or ``"spawn"``/``"forkserver"``.
         optimize_dns: Accepted for compatibility; unused.
         storage_options: Options for the output store.
-        keep_data_ordered: Accepted; output order is always the input order.
+        keep_data_ordered: True (default): each worker owns a contiguous range of the inputs and the dataset
+            order is the input order. False: workers take inputs from one shared queue (load balancing); every
+            input is written once, but the sample order depends on timing.
         verbose: Show a progress bar.
         broadcast_paths: Accepted for compatibility; unused.
         key_fn: Not supported yet (must be None).
@@ -160,10 +166,17 @@ def optimize(
     """
     if not callable(fn):
         raise OptimizeInputError(f"fn must be callable, got {type(fn).__name__}")
-    if queue is not None:
-        raise OptimizeInputError("optimize(queue=...) is not supported by streamscope; pass inputs=[...]")
-    if inputs is None:
-        raise OptimizeInputError("optimize() needs inputs")
+    if queue is not None and inputs is not None:
+        raise OptimizeInputError("pass either inputs or queue to optimize(), not both")
+    if queue is None and inputs is None:
+        raise OptimizeInputError("optimize() needs inputs or queue")
+    if queue is not None and not (callable(getattr(queue, "get", None)) and callable(getattr(queue, "put", None))):
+        raise OptimizeInputError(f"queue must be a multiprocessing.Queue, got {type(queue).__name__}")
+    if use_checkpoint and (queue is not None or not keep_data_ordered):
+        raise OptimizeInputError(
+            "use_checkpoint=True needs a fixed split of the inputs: it cannot be combined with queue=... or "
+            "keep_data_ordered=False"
+        )
     if chunk_size is None and chunk_bytes is None:
         raise OptimizeInputError("optimize() needs chunk_size or chunk_bytes")
     if chunk_size is not None and chunk_bytes is not None:
@@ -184,10 +197,17 @@ def optimize(
         raise OptimizeInputError("optimize(key_fn=...) is not supported by streamscope yet")
 
     output_dir = _location(output_dir)
-    items, n_given = _prepare_inputs(inputs, batch_size, fast_dev_run)
-    n = len(items)
-    workers = _num_workers(num_workers, n)
-    if weights is not None:
+    if queue is not None:
+        items, n_given = [], 0
+        n = 0
+        workers = _num_workers(num_workers, None)
+    else:
+        items, n_given = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
+        n = len(items)
+        workers = _num_workers(num_workers, n)
+    if queue is not None or not keep_data_ordered:
+        ranges = [(0, 0)] * workers  # items are handed out through a queue shared by the workers
+    elif weights is not None:
         if len(weights) != n_given:
             raise OptimizeInputError(f"weights has {len(weights)} entries but inputs has {n_given}")
         if batch_size is None or batch_size <= 1:
@@ -283,11 +303,15 @@ def optimize(
                 use_checkpoint=use_checkpoint,
                 resume=resume_records[w],
                 reader=reader,
+                source=queue,
             )
             for w, (a, b) in enumerate(ranges)
         ]
+        shared = items if queue is None and not keep_data_ordered else None
         try:
-            results = run_jobs(jobs, n, start_method, verbose, desc="optimize")
+            results = run_jobs(
+                jobs, None if queue is not None else n, start_method, verbose, desc="optimize", shared_items=shared
+            )
             _publish_index(store, results, workers, existing, n)
         except BaseException:
             if not use_checkpoint:
@@ -334,10 +358,12 @@ def map(  # noqa: A001 - LitData's name
         raise OptimizeInputError(f"fn must be callable, got {type(fn).__name__}")
     _reject_platform_args(num_nodes, machine)
     output_dir = _location(output_dir)
-    items, n_given = _prepare_inputs(inputs, batch_size, fast_dev_run)
+    items, n_given = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
     n = len(items)
     workers = _num_workers(num_workers, n)
-    if weights is not None and len(weights) == n_given and (batch_size is None or batch_size <= 1):
+    if not keep_data_ordered:
+        ranges = [(0, 0)] * workers
+    elif weights is not None and len(weights) == n_given and (batch_size is None or batch_size <= 1):
         ranges = weighted_ranges(list(weights)[:n], workers)
     else:
         ranges = even_ranges(n, workers)
@@ -363,7 +389,7 @@ def map(  # noqa: A001 - LitData's name
     ]
     try:
         with ev.span("map", "epoch", inputs=n, workers=workers, url=store.url):
-            run_jobs(jobs, n, start_method, verbose=True, desc="map")
+            run_jobs(jobs, n, start_method, verbose=True, desc="map", shared_items=None if keep_data_ordered else items)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -371,7 +397,20 @@ def map(  # noqa: A001 - LitData's name
 # --- helpers ----------------------------------------------------------------------------------------
 
 
+_TIME_TEMPLATE = re.compile(r"\{(%[^{}]*)\}")
+
+
+def expand_time_template(path: str) -> str:
+    """Replace each ``{%strftime pattern}`` in ``path`` by the current local time (``run_{%Y-%m-%d}``)."""
+    if "{%" not in path:
+        return path
+    now = time.localtime()
+    return _TIME_TEMPLATE.sub(lambda m: time.strftime(m.group(1), now), path)
+
+
 def _location(output_dir: str | os.PathLike[str] | Dir) -> str:
+    if isinstance(output_dir, str):
+        output_dir = expand_time_template(output_dir)
     d = as_dir(output_dir)
     loc = d.url or d.path
     if not loc:
@@ -386,8 +425,10 @@ def _reject_platform_args(num_nodes: int | None, machine: str | None) -> None:
         )
 
 
-def _prepare_inputs(inputs: Any, batch_size: int | None, fast_dev_run: bool | int) -> tuple[list[Any], int]:
-    """The work items (batched, cut for fast_dev_run) and the number of inputs given."""
+def _prepare_inputs(
+    inputs: Any, batch_size: int | None, fast_dev_run: bool | int, reader: Any = None, num_workers: int | None = None
+) -> tuple[list[Any], int]:
+    """The work items (remapped by the reader, batched, cut for fast_dev_run) and the number of inputs given."""
     if isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__len__") or not hasattr(inputs, "__getitem__"):
         try:
             inputs = builtins.list(inputs)
@@ -396,6 +437,10 @@ def _prepare_inputs(inputs: Any, batch_size: int | None, fast_dev_run: bool | in
     if len(inputs) == 0:
         raise OptimizeInputError("inputs is empty: there is nothing to process")
     items = builtins.list(inputs)
+    if reader is not None and callable(getattr(reader, "remap_items", None)):
+        items = builtins.list(reader.remap_items(items, num_workers or os.cpu_count() or 1))
+        if not items:
+            raise OptimizeInputError(f"{type(reader).__name__}.remap_items() returned no work items")
     n_given = len(items)
     if batch_size is not None and batch_size > 1:
         items = [items[p : p + batch_size] for p in range(0, len(items), batch_size)]
@@ -405,12 +450,13 @@ def _prepare_inputs(inputs: Any, batch_size: int | None, fast_dev_run: bool | in
     return items, n_given
 
 
-def _num_workers(num_workers: int | None, n: int) -> int:
+def _num_workers(num_workers: int | None, n: int | None) -> int:
+    """Workers to start: at most one per input (``n`` None: the number of inputs is not known, queue mode)."""
     if num_workers is None:
         num_workers = os.cpu_count() or 1
     if num_workers < 0:
         raise OptimizeInputError(f"num_workers must be >= 0, got {num_workers}")
-    return max(1, min(num_workers, n))
+    return max(1, num_workers if n is None else min(num_workers, n))
 
 
 def _fingerprint(items: list[Any]) -> str:
