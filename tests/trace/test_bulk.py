@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import resource
+import signal
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,8 +18,8 @@ from streamscope import events as ev
 from streamscope.events import EventBatch
 from streamscope.events.bus import BULK, STATE, Bulk, expand, record_bulk
 from streamscope.events.metrics import Aggregator
-from streamscope.trace.litracer import _bulk_lines, _render_bulks, encode
-from tests.support.litracer_parser import check_log
+from streamscope.trace.litracer import LitracerFileSink, _bulk_lines, _render_bulks, encode
+from tests.support.litracer_parser import LitracerParser, check_line, check_log
 from tests.support.tracing import clean_tracer  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("clean_tracer")
@@ -171,3 +178,72 @@ def test_vectorised_lines_equal_the_reference_rendering_and_parse(events):
         id(e[6]) for e in events if e[0] == BULK and all(type(v) is int and v >= 0 for v in e[6].fields.values())
     }
     assert set(rendered) == vectorised
+
+
+def test_full_disk_counts_every_event_of_a_bulk(tmp_path):
+    sink = LitracerFileSink(str(tmp_path / "ok.log"))
+    sink.shutdown()
+    sink.fd = os.open("/dev/full", os.O_WRONLY)
+    entry = (
+        BULK,
+        "sample",
+        "sample",
+        5,
+        1,
+        2,
+        Bulk(64, 5 + 64_000, {"chunk": [0] * 64, "item": list(range(64))}, None, None, {"batched": 64}),
+    )
+    with pytest.raises(OSError):
+        sink.export(_batch([entry, ("I", "x", "crash", 9, 1, 2, {})]))
+    assert sink.dropped_events == 65 and sink.written_events == 0
+    sink.shutdown()
+
+
+_FSIZE_CHILD = textwrap.dedent(
+    """
+    import resource, signal, sys
+    import numpy as np
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
+    from streamscope import events as ev
+    from streamscope.api.tracing import enable_tracer, flush_tracer
+    from streamscope.trace.litracer import LitracerFileSink
+    enable_tracer("sample", log_file=sys.argv[1], flush_interval=60)
+    for j in range(4):
+        ev.bulk("sample", "sample", ev.now(), chunk=np.zeros(64, np.int64), item=np.arange(64), batch=j)
+    flush_tracer()
+    ((_, sink),) = ev.RECORDER.sinks
+    print(sink.written_events, sink.dropped_events)
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(resource, "RLIMIT_FSIZE") or not hasattr(signal, "SIGXFSZ"), reason="posix")
+def test_disk_filling_mid_bulk_leaves_whole_lines_and_counts_the_rest(tmp_path):
+    log = tmp_path / "t.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
+    r = subprocess.run(
+        [sys.executable, "-c", _FSIZE_CHILD, str(log)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    written, dropped = map(int, r.stdout.split())
+    assert written + dropped == 256 and dropped > 0
+    parser = LitracerParser()
+    complete = [line for line in log.read_text().split("\n") if parser.parse_line(line) is not None]
+    for line in complete:
+        check_line(line)  # the line the disk filled in was removed: every line Litracer reads is whole
+    assert len(complete) == written
+
+
+def test_short_write_at_any_byte_counts_exactly_the_lines_parsers_read(tmp_path):
+    b = Bulk(3, 5 + 3_000, {"chunk": [0, 0, 1], "item": [7, 8, 0]}, None, None, {"batched": 3})
+    data = encode(_batch([(BULK, "sample", "sample", 5, 1, 2, b)])).encode()
+    for pos in range(len(data) + 1):
+        sink = LitracerFileSink(str(tmp_path / "x.log"))
+        sink._lost(data, pos, 3)
+        # where the cut line cannot be removed (another writer appended since), one cut after its ph
+        # value reads as a whole event and counts as written; one cut inside "ph: " counts as lost
+        lines = [LitracerParser().parse_line(ln) for ln in data[:pos].decode().split("\n")]
+        readable = [e for e in lines if e is not None and e["ph"]]
+        assert sink.written_events == len(readable) and sink.dropped_events == 3 - len(readable), pos
+        sink.shutdown()

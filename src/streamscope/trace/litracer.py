@@ -56,6 +56,8 @@ _LINE_BREAKS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _TABLE = {ord(";"): ",", **{ord(c): " " for c in _LINE_BREAKS}}
 _BAD_KEY = re.compile(r"[^A-Za-z0-9_.\-]")
 _MAX_WRITE = 1 << 20
+#: The end of a line cut after its ``ph`` value (only the final ``;`` or newline missing).
+_READABLE_CUT = re.compile(rb"; ph: *[^;\s]+ *;?$")
 
 _key_cache: dict[str, str] = {}
 _head_cache: dict[tuple[str, str], str] = {}
@@ -431,8 +433,10 @@ class LitracerFileSink:
         if self.fd is None:
             raise OSError(errno.EBADF, f"trace log {self.path!r} is closed")
         data = encode_bytes(batch)
+        lead = 0
         if self._broken_line:
             data = b"\n" + data
+            lead = 1
         n_events = events_represented(batch.events)
         view = memoryview(data)
         pos = 0
@@ -443,23 +447,46 @@ class LitracerFileSink:
             try:
                 n = os.write(self.fd, view[pos:end])
             except OSError:
-                self._lost(data, pos, n_events)
+                self._lost(data, pos, n_events, lead)
                 raise
             if n < end - pos:
-                self._lost(data, pos + n, n_events)
+                done = pos + n
+                partial = done - (data.rfind(b"\n", 0, done) + 1)
+                if partial and self._remove_tail(partial):
+                    done -= partial
+                self._lost(data, done, n_events, lead)
                 raise OSError(errno.ENOSPC, f"short write to trace log {self.path!r} ({n} of {end - pos} bytes)")
             pos = end
             self._broken_line = False
         self.written_events += n_events
         self.written_bytes += len(data)
 
-    def _lost(self, data: bytes, pos: int, n_events: int) -> None:
-        lost = min(n_events, data.count(b"\n", pos))
+    def _remove_tail(self, length: int) -> bool:
+        """Cut the last ``length`` bytes (a line cut short by a full disk) off the file, if they are ours.
+
+        Only when the file still ends where our write ended (nobody appended since); best effort.
+        """
+        try:
+            assert self.fd is not None
+            end = os.lseek(self.fd, 0, os.SEEK_CUR)
+            if os.fstat(self.fd).st_size != end or length > end:
+                return False
+            os.ftruncate(self.fd, end - length)
+            return True
+        except (OSError, AssertionError):
+            return False
+
+    def _lost(self, data: bytes, pos: int, n_events: int, lead: int = 0) -> None:
+        """Count what of ``data`` (``pos`` bytes of it in the file) was written and what was lost."""
+        lost = data.count(b"\n", max(pos, lead))
+        cut = data[data.rfind(b"\n", 0, pos) + 1 : pos]
+        if lost and _READABLE_CUT.search(cut):
+            lost -= 1  # cut after its ph value: parsers read this line whole, so it was written
+        lost = min(n_events, lost)
         self.dropped_events += lost
         self.written_events += max(0, n_events - lost)
         self.written_bytes += pos
-        if pos > 0 and data[pos - 1 : pos] != b"\n":
-            self._broken_line = True
+        self._broken_line = pos > 0 and data[pos - 1 : pos] != b"\n"
 
     def force_flush(self) -> None:
         """Nothing is held back: every export is written immediately."""
