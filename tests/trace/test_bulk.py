@@ -102,7 +102,7 @@ def test_inactive_category_records_nothing_and_still_maps():
 
 
 def test_full_buffer_drops_the_whole_bulk_and_counts_each_event(monkeypatch):
-    monkeypatch.setenv("STREAMSCOPE_TRACE_BUFFER_EVENTS", "2")
+    monkeypatch.setenv("STREAMSCOPE_TRACE_BUFFER_EVENTS", "130")
     monkeypatch.setenv("STREAMSCOPE_TRACE_FLUSH_INTERVAL", "60")
     monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "60")
     ev.configure(metrics={"sample"})
@@ -111,6 +111,20 @@ def test_full_buffer_drops_the_whole_bulk_and_counts_each_event(monkeypatch):
     assert len(ev.BUF) == 2 and ev.dropped() == 2 * 64 == STATE.dropped
     snap = ev.metrics_snapshot()
     assert snap.dropped == 128 and snap.span("sample").count == 128 and snap.events == 128
+
+
+def test_buffer_bound_counts_the_events_a_bulk_stands_for(monkeypatch):
+    monkeypatch.setenv("STREAMSCOPE_TRACE_BUFFER_EVENTS", "100")
+    monkeypatch.setenv("STREAMSCOPE_TRACE_FLUSH_INTERVAL", "60")
+    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "60")
+    ev.configure(metrics={"sample", "read"})
+    ev.instant("x", "read")
+    for j in range(3):  # 1 + 64 fits, the next 64 does not: memory stays bounded by the events
+        ev.bulk("sample", "sample", ev.now(), chunk=[0] * 64, item=list(range(64)), batch=j)
+    assert len(ev.BUF) == 2 and ev.dropped() == 128
+    ev.drain()
+    ev.bulk("sample", "sample", ev.now(), chunk=[0] * 64, item=list(range(64)))  # room again after a take
+    assert len(ev.BUF) == 1 and ev.dropped() == 128
 
 
 def test_metrics_count_every_event_of_a_bulk():

@@ -45,13 +45,14 @@ _ident = threading.get_ident
 class _State:
     """Mutable per-process numbers the hot path reads (one attribute lookup each)."""
 
-    __slots__ = ("cap", "pid", "dropped", "drop_lock")
+    __slots__ = ("cap", "pid", "dropped", "drop_lock", "bulk")
 
     def __init__(self) -> None:
         self.cap = 200_000
         self.pid = os.getpid()
         self.dropped = 0
         self.drop_lock = threading.Lock()
+        self.bulk = 0  # events represented by the bulk entries in the buffer beyond one each (approximate)
 
 
 STATE = _State()
@@ -118,7 +119,8 @@ def record_bulk(
         return
     if starts is None:
         fields["batched"] = n
-    if len(BUF) < STATE.cap:
+    if len(BUF) + STATE.bulk + n <= STATE.cap:  # the bound counts the events an entry stands for
+        STATE.bulk += n - 1
         BUF.append((BULK, name, cat, t0, STATE.pid, _ident(), Bulk(n, t1, cols, starts, ends, fields)))
     else:
         with STATE.drop_lock:
@@ -277,6 +279,11 @@ def take(limit: int | None = None) -> list[Event]:
             append(pop())
     except IndexError:  # another consumer took some
         pass
+    if STATE.bulk:
+        if not BUF:
+            STATE.bulk = 0
+        else:
+            STATE.bulk = max(0, STATE.bulk - sum([e[6].n - 1 for e in out if e[0] == BULK]))  # type: ignore[union-attr]
     return out
 
 
@@ -284,6 +291,7 @@ def after_fork_in_child() -> None:
     """Fresh buffer and counters in a forked child: the parent's unflushed events are not ours to write."""
     BUF.clear()
     OPEN.clear()
+    STATE.bulk = 0
     STATE.pid = os.getpid()
     STATE.dropped = 0
     STATE.drop_lock = threading.Lock()
