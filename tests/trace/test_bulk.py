@@ -261,3 +261,26 @@ def test_short_write_at_any_byte_counts_exactly_the_lines_parsers_read(tmp_path)
         readable = [e for e in lines if e is not None and e["ph"]]
         assert sink.written_events == len(readable) and sink.dropped_events == 3 - len(readable), pos
         sink.shutdown()
+
+
+def test_each_prepare_runs_outside_the_timed_calls():
+    import time
+
+    ev.ACTIVE.add("sample")
+    opened = []
+
+    def prepare(c):
+        opened.append(c)
+        time.sleep(0.005)  # e.g. a chunk download: not part of any sample's duration
+        return {"chunk": c}
+
+    got = ev.each("sample", "sample", lambda oc, i: (oc["chunk"], i), [4, 4], [0, 1], prepare=prepare)
+    assert got == [(4, 0), (4, 1)] and opened == [4, 4]
+    (entry,) = ev.drain()
+    b = entry[6]
+    assert all(e - s < 5_000_000 for s, e in zip(b.starts, b.ends))
+    assert b.starts[1] - b.ends[0] >= 5_000_000  # the second prepare ran between the two timed calls
+    with pytest.raises(OSError):
+        ev.each("sample", "sample", lambda oc, i: i, [1], [0], prepare=lambda c: (_ for _ in ()).throw(OSError(c)))
+    assert ev.drain() == []  # a failing prepare is not a sample event
+    assert ev.each("read", "read", lambda oc, i: oc + i, [1, 2], [10, 20], prepare=lambda c: c * 100) == [110, 220]

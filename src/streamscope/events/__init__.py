@@ -139,30 +139,41 @@ def bulk(name: str, cat: str, t0: int, **fields: Any) -> None:
         record_bulk(name, cat, t0, t1, cols, fields)
 
 
-def each(name: str, cat: str, fn: Callable[[int, int], Any], chunk: Any, item: Any, **fields: Any) -> list[Any]:
+def each(
+    name: str,
+    cat: str,
+    fn: Callable[[Any, int], Any],
+    chunk: Any,
+    item: Any,
+    prepare: Callable[[int], Any] | None = None,
+    **fields: Any,
+) -> list[Any]:
     """``[fn(c, i) for c, i in zip(chunk, item)]``, each call timed, recorded as one bulk entry.
 
     Every call gets its own measured complete event (``chunk``, ``item``, ``dur``) when ``cat`` is active.
-    A call that raises gets its own ``X`` event with field ``exception``; the events of the calls before it
-    are recorded, and the exception propagates.
+    With ``prepare``, ``fn`` gets ``prepare(c)`` instead of ``c``, called outside the timed interval (e.g.
+    opening the chunk, which has its own spans). A call that raises gets its own ``X`` event with field
+    ``exception``; the events of the calls before it are recorded, and the exception propagates.
     """
     cl = chunk.tolist() if hasattr(chunk, "tolist") else list(chunk)
     il = item.tolist() if hasattr(item, "tolist") else list(item)
     if cat not in ACTIVE:
-        return [fn(c, i) for c, i in zip(cl, il)]
+        if prepare is None:
+            return [fn(c, i) for c, i in zip(cl, il)]
+        return [fn(prepare(c), i) for c, i in zip(cl, il)]
     out: list[Any] = []
     starts: list[int] = []
     ends: list[int] = []
     add, s_add, e_add, mono = out.append, starts.append, ends.append, _mono
-    k = 0
     try:
         for c, i in zip(cl, il):
+            x = c if prepare is None else prepare(c)
             s_add(mono())
-            add(fn(c, i))
+            add(fn(x, i))
             e_add(mono())
     except BaseException as exc:
         k = len(ends)
-        if k < len(starts):
+        if k < len(starts):  # the timed call raised (not prepare)
             t0 = starts.pop()
             f = {"chunk": cl[k], "item": il[k], **fields, "exception": type(exc).__name__}
             f["dur"] = (mono() - t0) / 1000

@@ -492,8 +492,8 @@ class StreamingDataset(Resumable, IterableDataset):
                 with ev.span("decode_batch", "read", batch=j, items=len(ci)):
                     batch: Any = None
                     if fast:
-                        t0 = ev.now()
                         groups = self._groups(reader, ci, ii)
+                        t0 = ev.now()  # the chunks are open: the interval is the samples' decoding
                         batch = self._collator().collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
                         if batch is not None and "sample" in ev.ACTIVE:  # decoded together: one bulk entry
                             ev.bulk("sample", "sample", t0, chunk=ci, item=ii, batch=j)
@@ -524,7 +524,7 @@ class StreamingDataset(Resumable, IterableDataset):
                 return ev.each("sample", "sample", lambda c, i: self[self.global_index(c, i)], ci, ii)
             return [self[self.global_index(c, i)] for c, i in zip(ci.tolist(), ii.tolist())]
         if "sample" in ev.ACTIVE:  # each sample timed, all recorded in one bulk entry
-            return ev.each("sample", "sample", lambda c, i: self._decode(reader.open(c), i), ci, ii)
+            return ev.each("sample", "sample", self._decode, ci, ii, prepare=reader.open)
         out = []
         for c, i in zip(ci.tolist(), ii.tolist()):
             out.append(self._decode(reader.open(c), i))
