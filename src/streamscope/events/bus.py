@@ -173,8 +173,7 @@ class Span:
     def __init__(self, name: str, cat: str, fields: dict[str, Any]) -> None:
         self.name = name
         self.cat = cat
-        self.fields = fields
-        self.tid = 0
+        self.fields = fields  # tid is set on enter (exit and the recorder only read it after an enter)
 
     def __enter__(self) -> dict[str, Any]:
         self.tid = tid = _ident()
@@ -184,7 +183,7 @@ class Span:
         else:
             _drop()
         OPEN[id(self)] = self
-        out = self.fields = dict(begin)
+        out = self.fields = begin.copy()
         return out
 
     def __exit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
