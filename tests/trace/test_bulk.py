@@ -95,6 +95,13 @@ def test_each_records_measured_times_and_the_failing_call():
     assert evs[3]["args"]["exception"] == "KeyError" and evs[3]["args"]["item"] == "3"
 
 
+def test_bad_bulk_calls_never_raise():
+    ev.ACTIVE.add("sample")
+    ev.bulk("sample", "sample", ev.now(), chunk=[1, 2, 3], item=[1, 2])  # unequal columns: dropped, counted
+    ev.bulk("sample", "sample", ev.now(), chunk=np.int64(3), batch=np.float32(1.5))  # no column: nothing
+    assert ev.drain() == [] and ev.dropped() == 3
+
+
 def test_inactive_category_records_nothing_and_still_maps():
     assert ev.each("sample", "sample", lambda c, i: c + i, np.array([1, 2]), np.array([3, 4])) == [4, 6]
     ev.bulk("sample", "sample", ev.now(), chunk=[1], item=[2])

@@ -133,10 +133,16 @@ def bulk(name: str, cat: str, t0: int, **fields: Any) -> None:
     cols = {}
     for k in list(fields):
         v = fields[k]
-        if type(v) is list or hasattr(v, "ndim"):
+        if type(v) is list or getattr(v, "ndim", 0) == 1:
             cols[k] = fields.pop(k)
-    if cols:
+    if not cols:
+        return
+    n = {len(v) for v in cols.values()}
+    if len(n) == 1:
         record_bulk(name, cat, t0, t1, cols, fields)
+    else:  # a call-site bug must not reach the sinks (or the data path): drop and count
+        with STATE.drop_lock:
+            STATE.dropped += max(n)
 
 
 def each(
