@@ -574,7 +574,6 @@ class StreamingDataset(Resumable, IterableDataset):
             collate
             and collate_fn is None
             and self.transform is None
-            and "sample" not in ev.ACTIVE
             and not self._overrides_getitem()
             and self._collator().supported
         )
@@ -586,7 +585,10 @@ class StreamingDataset(Resumable, IterableDataset):
                     batch: Any = None
                     if fast:
                         groups = self._groups(reader, ci, ii)
+                        t0 = ev.now()  # the chunks are open: the interval is the samples' decoding
                         batch = self._collator().collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
+                        if batch is not None and "sample" in ev.ACTIVE:  # decoded together: one bulk entry
+                            ev.bulk("sample", "sample", t0, chunk=ci, item=ii, batch=j)
                     if batch is None:
                         samples = self._samples(reader, ci, ii)
                         batch = samples if not collate else (collate_fn or default_collate)(samples)
@@ -610,16 +612,14 @@ class StreamingDataset(Resumable, IterableDataset):
 
     def _samples(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[Any]:
         if self._overrides_getitem():  # the subclass's __getitem__ sees every sample, as in LitData
+            if "sample" in ev.ACTIVE:
+                return ev.each("sample", "sample", lambda c, i: self[self.global_index(c, i)], ci, ii)
             return [self[self.global_index(c, i)] for c, i in zip(ci.tolist(), ii.tolist())]
+        if "sample" in ev.ACTIVE:  # each sample timed, all recorded in one bulk entry
+            return ev.each("sample", "sample", self._decode, ci, ii, prepare=reader.open)
         out = []
-        trace = "sample" in ev.ACTIVE
         for c, i in zip(ci.tolist(), ii.tolist()):
-            oc = reader.open(c)
-            if trace:
-                with ev.span("sample", "sample", chunk=c, item=i):
-                    out.append(self._decode(oc, i))
-            else:
-                out.append(self._decode(oc, i))
+            out.append(self._decode(reader.open(c), i))
         return out
 
     def __iter__(self) -> Iterator[Any]:
