@@ -142,10 +142,10 @@ def choose_backend(preference: str) -> tuple[str, str | None]:
         return "boto3", None if preference != "obstore" else "obstore is not installed"
     if preference == "boto3":
         return "boto3", None
-    if not ob.obstore_usable():
-        return "boto3", f"obstore's runtime was started in parent pid {ob.runtime_pid()} before fork"
     if preference == "auto" and _may_fork_workers():
         return "boto3", None
+    if not ob.obstore_usable():
+        return "boto3", f"obstore's runtime was started in parent pid {ob.runtime_pid()} before fork"
     return "obstore", None
 
 
@@ -182,7 +182,7 @@ class S3Store(RemoteStore):
     def _build(self) -> Backend:
         global _warned_fallback
         name, why = choose_backend(self.options.backend)
-        if why is not None and self.options.backend == "obstore":
+        if why is not None:  # obstore wanted (explicitly, or by "auto" in a DataLoader worker) but not usable
             ev.instant("backend_fallback", "download", url=self.url, backend=name, reason=why)
             if not _warned_fallback:
                 _warned_fallback = True
