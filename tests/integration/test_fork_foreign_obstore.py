@@ -50,3 +50,23 @@ def test_foreign_obstore_runtime_in_parent_then_fork(s3_server, tmp_path) -> Non
     assert proc.returncode == 0, f"rc={proc.returncode}: {proc.stderr[-1500:]}"
     assert proc.stdout.strip().splitlines()[-1] == f"OK {N} {N}"
     assert "instead of obstore" in proc.stderr  # the workers' fallback to boto3 is logged, not silent
+
+
+W0_SCENARIO = os.path.join(os.path.dirname(__file__), "_w0_obstore_scenario.py")
+
+
+def test_w0_iterates_through_obstore_then_forked_workers_fall_back_loudly(s3_server, tmp_path) -> None:
+    url = write_dataset(s3_server, "w0-obstore")
+    ep = {"url": url, "cache": str(tmp_path / "c"), "options": s3_server.storage_options()}
+    env = dict(os.environ, STREAMSCOPE_CHUNK_WAIT_TIMEOUT="8", STREAMSCOPE_STORAGE_REQUEST_TIMEOUT="8")
+    env.pop("STREAMSCOPE_S3_STREAMING_BACKEND", None)
+    try:
+        proc = subprocess.run(
+            [sys.executable, W0_SCENARIO, json.dumps(ep)], capture_output=True, text=True, timeout=90, env=env
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the scenario hung for 90 s")
+    assert proc.returncode == 0, f"rc={proc.returncode}: {proc.stderr[-1500:]}"
+    # opening the dataset and random access keep obstore out; the w0 iteration starts it; every sample once
+    assert proc.stdout.strip().splitlines()[-1] == f"OK False True {N} {N} {N}"
+    assert "instead of obstore" in proc.stderr  # the forked workers' fallback to boto3 is logged

@@ -98,7 +98,7 @@ class Prefetcher:
         chunk = self.schedule[pos]
         try:
             with ev.span("prefetch", "prefetch", chunk=chunk, position=pos):
-                path = self.cache.acquire(chunk)
+                path = self.cache.acquire(chunk, streaming=True)
         except BaseException as exc:  # handed to the reader, which raises it
             with self._cond:
                 self._errors[pos] = exc
