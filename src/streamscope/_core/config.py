@@ -313,6 +313,15 @@ knob(
     live=True,
 )
 knob(
+    "prefetch_head_first",
+    True,
+    "flag",
+    ("STREAMSCOPE_PREFETCH_HEAD_FIRST",),
+    "While the reader waits for a chunk that is still downloading, start no download of a later chunk (the "
+    "waited-for chunk gets the bandwidth; downloads already running go on). Read live.",
+    live=True,
+)
+knob(
     "chunk_wait_timeout",
     120.0,
     "s",
