@@ -219,6 +219,12 @@ def main() -> None:
                         if key in got[0]:
                             row[f"{name}_{key}"] = statistics.median(g[key] for g in got)
                 row["ratio"] = row["streamscope"] / row["litdata"]
+                for name in runs:
+                    # cores the S3 server (and the proxy) kept busy at the best round's rate: moto serves with
+                    # one GIL, so a server near 1.0 core is the ceiling of both engines, not the client
+                    if f"{name}_server_cpu_ms_per_file" in row:
+                        row[f"{name}_server_cores"] = row[f"{name}_server_cpu_ms_per_file"] * row[name] / 1000.0
+                        row[f"{name}_proxy_cores"] = row[f"{name}_proxy_cpu_ms_per_file"] * row[name] / 1000.0
                 row["ratio_rounds"] = [s / li for s, li in zip(row["streamscope_rounds"], row["litdata_rounds"])]
                 results.append(row)
                 srv_cpu = ""
@@ -227,6 +233,7 @@ def main() -> None:
                         f"   server CPU ms/file {row['litdata_server_cpu_ms_per_file']:.2f} / "
                         f"{row['streamscope_server_cpu_ms_per_file']:.2f}   proxy "
                         f"{row['litdata_proxy_cpu_ms_per_file']:.2f} / {row['streamscope_proxy_cpu_ms_per_file']:.2f}"
+                        f"   server cores {row['litdata_server_cores']:.2f} / {row['streamscope_server_cores']:.2f}"
                     )
                 print(
                     f"{src:8s} workers={w}  litdata {row['litdata']:8.0f} files/s   streamscope "

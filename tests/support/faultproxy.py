@@ -344,6 +344,8 @@ class FaultProxy:
                     return
         except (OSError, ValueError, asyncio.IncompleteReadError, _UpstreamError):
             writer.transport.abort()
+        except asyncio.CancelledError:  # close(): the proxy is going away
+            writer.transport.abort()
         finally:
             upstream.close()
             self._writers.discard(writer)
