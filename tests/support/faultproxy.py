@@ -17,7 +17,7 @@ measures the client, not the proxy:
 
 ``methods`` restricts faults to some HTTP methods (default: all); ``max_faults`` stops injecting after that
 many faults; ``on_fault(kind, method, path)`` runs after a truncation was delivered (tests use it to change
-the object mid-download). The Host header is forwarded unchanged,
+the object mid-download); ``peak_in_flight`` is the most requests it was answering at once. The Host header is forwarded unchanged,
 so SigV4 signatures made for the proxy's address verify at the upstream. ``counts`` says how many requests
 were seen and how many of each fault were injected.
 
@@ -219,6 +219,8 @@ class FaultProxy:
         self.on_fault: Any = None  # called as on_fault(kind, method, path) after a fault was delivered
         self._lock = threading.Lock()
         self._port = 0
+        self.in_flight = 0  # requests being answered now (delays included)
+        self.peak_in_flight = 0  # most requests answered at once so far (tests check latency hiding with it)
         self.configure(
             seed=seed,
             error_rate=error_rate,
@@ -363,6 +365,23 @@ class FaultProxy:
         upstream: _Upstream,
     ) -> bool:
         """Answer one request (a fault or the upstream's answer); False when the connection must end."""
+        self.in_flight += 1  # the loop thread is the only writer
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            return await self._answer_one(method, path, headers, body, writer, sock, upstream)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer_one(
+        self,
+        method: str,
+        path: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        writer: asyncio.StreamWriter,
+        sock: Any,
+        upstream: _Upstream,
+    ) -> bool:
         fault = self._choose(method)
         if self.fixed_delay_s:
             await asyncio.sleep(self.fixed_delay_s)
