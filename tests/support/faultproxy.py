@@ -1,9 +1,9 @@
 """A fault-injecting HTTP proxy for tests, plus a server that answers garbage.
 
 :class:`FaultProxy` listens on 127.0.0.1:<ephemeral> and forwards every request to an upstream HTTP server
-(e.g. the moto S3 server), injecting faults at configurable rates with a seeded RNG. It is one asyncio
-event loop in one thread (each client connection keeps its own upstream keep-alive connection; delays are
-``asyncio.sleep``, so hundreds of delayed requests cost no threads), lean enough that a benchmark through it
+(e.g. the moto S3 server), injecting faults at configurable rates with a seeded RNG. It runs a few asyncio
+event loops (one thread each) on one listening socket; each client connection keeps its own upstream
+connection, delays are ``asyncio.sleep`` (hundreds of delayed requests cost no threads), lean enough that a benchmark through it
 measures the client, not the proxy:
 
 * ``error_rate``: answer ``500 InternalError`` or ``503 SlowDown`` (S3 XML bodies) without forwarding;
@@ -180,6 +180,58 @@ class _Upstream:
 _BUF = 1 << 20
 
 
+class _Loop:
+    """One event loop in its own daemon thread, accepting from (a dup of) the proxy's listening socket."""
+
+    def __init__(self, owner: FaultProxy, index: int, listener: socket.socket) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.writers: set[asyncio.StreamWriter] = set()
+        self.server: asyncio.AbstractServer | None = None
+        started = threading.Event()
+        self.thread = threading.Thread(
+            target=self._run, args=(owner, listener, started), name=f"fault-proxy-{index}", daemon=True
+        )
+        self.thread.start()
+        started.wait(30)
+        if self.server is None:
+            raise RuntimeError("fault proxy did not start")
+
+    def _run(self, owner: FaultProxy, listener: socket.socket, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+
+        async def boot() -> None:
+            self.server = await asyncio.start_server(
+                lambda r, w: owner._serve_client(r, w, self.writers), sock=listener, limit=_BUF
+            )
+
+        try:
+            self.loop.run_until_complete(boot())
+        finally:
+            started.set()
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+
+    def stop(self) -> None:
+        if not self.thread.is_alive():
+            return
+
+        async def stop() -> None:
+            if self.server is not None:
+                self.server.close()
+            for w in list(self.writers):
+                w.transport.abort()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.loop.stop()
+
+        asyncio.run_coroutine_threadsafe(stop(), self.loop)
+        self.thread.join(timeout=5)
+
+
 class FaultProxy:
     """Forward HTTP to ``upstream`` and inject faults at the configured rates.
 
@@ -191,6 +243,9 @@ class FaultProxy:
         fixed_delay_s: Sleep added to every request.
         methods: HTTP methods eligible for faults (None: all).
         max_faults: Inject at most this many faults (None: no limit).
+        loops: Event loops (one thread each) accepting from the one listening socket. One loop does all the
+            work; more keep the proxy's share of a loaded machine's CPU (the scheduler shares per thread)
+            close to that of the thread-per-connection servers around it.
     """
 
     def __init__(
@@ -206,6 +261,7 @@ class FaultProxy:
         fixed_delay_s: float = 0.0,
         methods: tuple[str, ...] | None = None,
         max_faults: int | None = None,
+        loops: int = 4,
     ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "http" or not parts.hostname:
@@ -229,28 +285,22 @@ class FaultProxy:
             delay_rate=delay_rate,
             methods=methods,
         )
-        self._loop = asyncio.new_event_loop()
-        self._writers: set[asyncio.StreamWriter] = set()
-        started = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(started,), name="fault-proxy", daemon=True)
-        self._thread.start()
-        started.wait(30)
-        if not self._port:
-            raise RuntimeError("fault proxy did not start")
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(512)
+        self._listener.setblocking(False)
+        self._port = int(self._listener.getsockname()[1])
+        self._loops: list[_Loop] = [_Loop(self, i, self._listener.dup()) for i in range(max(1, loops))]
 
-    def _run(self, started: threading.Event) -> None:
-        asyncio.set_event_loop(self._loop)
+    def _enter_request(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
 
-        async def boot() -> None:
-            self._aserver = await asyncio.start_server(self._serve_client, "127.0.0.1", 0, limit=_BUF)
-            self._port = int(self._aserver.sockets[0].getsockname()[1])
-
-        try:
-            self._loop.run_until_complete(boot())
-        finally:
-            started.set()
-        self._loop.run_forever()
-        self._loop.close()
+    def _leave_request(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
     @property
     def port(self) -> int:
@@ -322,9 +372,11 @@ class FaultProxy:
                 x -= rate
             return None
 
-    async def _serve_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve_client(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, writers: set[asyncio.StreamWriter]
+    ) -> None:
         """Serve one client connection: requests one after another (keep-alive), each through the faults."""
-        self._writers.add(writer)
+        writers.add(writer)
         sock = writer.get_extra_info("socket")
         upstream = _Upstream(self.upstream_host, self.upstream_port)
         try:
@@ -350,7 +402,7 @@ class FaultProxy:
             writer.transport.abort()
         finally:
             upstream.close()
-            self._writers.discard(writer)
+            writers.discard(writer)
             if not writer.transport.is_closing():
                 writer.close()
 
@@ -365,12 +417,11 @@ class FaultProxy:
         upstream: _Upstream,
     ) -> bool:
         """Answer one request (a fault or the upstream's answer); False when the connection must end."""
-        self.in_flight += 1  # the loop thread is the only writer
-        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        self._enter_request()
         try:
             return await self._answer_one(method, path, headers, body, writer, sock, upstream)
         finally:
-            self.in_flight -= 1
+            self._leave_request()
 
     async def _answer_one(
         self,
@@ -431,21 +482,12 @@ class FaultProxy:
 
     def close(self) -> None:
         """Stop serving and drop every open connection."""
-        if not self._thread.is_alive():
-            return
-
-        async def stop() -> None:
-            self._aserver.close()
-            for w in list(self._writers):
-                w.transport.abort()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            self._loop.stop()
-
-        asyncio.run_coroutine_threadsafe(stop(), self._loop)
-        self._thread.join(timeout=5)
+        for loop in self._loops:
+            loop.stop()
+        try:
+            self._listener.close()
+        except OSError:
+            pass
 
     def __enter__(self) -> FaultProxy:
         return self
