@@ -153,7 +153,8 @@ def optimize(
             input is written once, but the sample order depends on timing.
         verbose: Show a progress bar.
         broadcast_paths: Accepted for compatibility; unused.
-        key_fn: Not supported yet (must be None).
+        key_fn: ``sample -> key`` (str or int, unique): also write the keys sidecar (``keys/shard-*.parquet``)
+            that ``StreamingDataset.get_by_key`` and ``ds["key"]`` use (see :mod:`streamscope.processing.keys`).
 
     Raises:
         OptimizeInputError: empty inputs, both or neither of chunk_size/chunk_bytes, bad mode, ...
@@ -193,8 +194,10 @@ def optimize(
     check_compression(compression)
     _reject_platform_args(num_nodes, machine)
     _check_encryption_arg(encryption, item_loader)
-    if key_fn is not None:
-        raise OptimizeInputError("optimize(key_fn=...) is not supported by streamscope yet")
+    if key_fn is not None and not callable(key_fn):
+        raise OptimizeInputError(f"key_fn must be callable (sample -> str or int key), got {key_fn!r}")
+    if key_fn is not None and encryption is not None:
+        raise OptimizeInputError("optimize(key_fn=...) does not support encrypted datasets")
 
     output_dir = _location(output_dir)
     if queue is not None:
@@ -320,6 +323,10 @@ def optimize(
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         _delete_checkpoints(store)
+        if key_fn is not None:
+            from streamscope.processing.keys import write_keys_for  # noqa: PLC0415
+
+            write_keys_for(store, key_fn, verbose=verbose)
 
 
 def map(  # noqa: A001 - LitData's name
