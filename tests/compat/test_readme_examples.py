@@ -333,7 +333,6 @@ def test_option2_optimize_jpeg_then_stream_with_collate(image_dir: str) -> None:
         assert s["class"] == random_images_jpeg(s["index"])["class"]
 
 
-@pytest.mark.xfail(strict=True, reason="lead: optimize(key_fn=...); compat3: get_by_key / dataset_update")
 def test_option2_keyed_lookup_and_patch(tmp_path: Any) -> None:
     out = str(tmp_path / "fast_data")
     ld.optimize(fn=entity, inputs=list(range(10)), output_dir=out, chunk_bytes="64MB", key_fn=entity_key)

@@ -46,6 +46,7 @@ from streamscope._core.errors import (
 from streamscope._core.protocols import ObjectStore
 from streamscope._core.units import parse_bytes
 from streamscope.processing._store import check_writable, local_root, open_output
+from streamscope.processing.merge import merge_datasets  # noqa: F401 - litdata.processing.functions path
 from streamscope.processing.runner import run_jobs
 from streamscope.processing.split import aligned_ranges, even_ranges, weighted_ranges
 from streamscope.processing.worker import CHECKPOINT_DIR, Resume, WorkerJob, checkpoint_key
@@ -53,6 +54,20 @@ from streamscope.processing.worker import CHECKPOINT_DIR, Resume, WorkerJob, che
 _CHUNK_RE = re.compile(r"^chunk-(\d+)-(\d+)(\.[^/]+)?\.bin$")
 _VALID_MODES = (None, "append", "overwrite")
 _CKPT_CONFIG = f"{CHECKPOINT_DIR}/config.json"
+
+
+def _check_encryption_arg(encryption: Any, item_loader: Any) -> None:
+    """optimize(encryption=...): a key object LitData's writer would accept (checked before any worker starts)."""
+    if encryption is None:
+        return
+    if getattr(encryption, "level", None) not in ("sample", "chunk") or not callable(
+        getattr(encryption, "encrypt", None)
+    ):
+        raise OptimizeInputError(
+            f"encryption must be a FernetEncryption/RSAEncryption (level 'sample' or 'chunk'), got {encryption!r}"
+        )
+    if item_loader is not None and getattr(item_loader, "name", type(item_loader).__name__) == "TokensLoader":
+        raise OptimizeInputError("TokensLoader datasets cannot be encrypted (LitData cannot read them back either)")
 
 
 def check_compression(compression: str | None) -> None:
@@ -114,7 +129,8 @@ def optimize(
         chunk_bytes: Target chunk size in bytes, or a string like ``"64MB"`` (decimal units).
         align_chunking: Give every worker but the last whole multiples of ``chunk_size`` inputs.
         compression: None, ``"zstd"`` or ``"zstd:N"``.
-        encryption: Not supported yet (must be None).
+        encryption: A key from ``streamscope.utilities.encryption`` (``FernetEncryption``/``RSAEncryption``,
+            level "sample" or "chunk"); samples or chunks are encrypted before compression, as LitData does.
         num_workers: Worker processes (default ``os.cpu_count()``; 0 means 1).
         fast_dev_run: True to process only the first 10 inputs, or an int number of inputs.
         num_nodes: Multi-node runs need Lightning Studio; must be None.
@@ -137,7 +153,8 @@ def optimize(
             input is written once, but the sample order depends on timing.
         verbose: Show a progress bar.
         broadcast_paths: Accepted for compatibility; unused.
-        key_fn: Not supported yet (must be None).
+        key_fn: ``sample -> key`` (str or int, unique): also write the keys sidecar (``keys/shard-*.parquet``)
+            that ``StreamingDataset.get_by_key`` and ``ds["key"]`` use (see :mod:`streamscope.processing.keys`).
 
     Raises:
         OptimizeInputError: empty inputs, both or neither of chunk_size/chunk_bytes, bad mode, ...
@@ -176,10 +193,11 @@ def optimize(
         raise OptimizeInputError(f"mode must be None, 'append' or 'overwrite', got {mode!r}")
     check_compression(compression)
     _reject_platform_args(num_nodes, machine)
-    if encryption is not None:
-        raise OptimizeInputError("optimize(encryption=...) is not supported by streamscope yet")
-    if key_fn is not None:
-        raise OptimizeInputError("optimize(key_fn=...) is not supported by streamscope yet")
+    _check_encryption_arg(encryption, item_loader)
+    if key_fn is not None and not callable(key_fn):
+        raise OptimizeInputError(f"key_fn must be callable (sample -> str or int key), got {key_fn!r}")
+    if key_fn is not None and encryption is not None:
+        raise OptimizeInputError("optimize(key_fn=...) does not support encrypted datasets")
 
     output_dir = _location(output_dir)
     if queue is not None:
@@ -211,6 +229,7 @@ def optimize(
         "chunk_bytes": cbytes,
         "compression": compression,
         "item_loader": item_loader,
+        "encryption": encryption,
     }
     ckpt_config = {
         "num_workers": workers,
@@ -222,6 +241,7 @@ def optimize(
             "chunk_bytes": cbytes,
             "compression": compression,
             "item_loader": None if item_loader is None else type(item_loader).__name__,
+            "encryption": None if encryption is None else encryption.state_dict(),
         },
         "mode": mode,
     }
@@ -303,6 +323,10 @@ def optimize(
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         _delete_checkpoints(store)
+        if key_fn is not None:
+            from streamscope.processing.keys import write_keys_for  # noqa: PLC0415
+
+            write_keys_for(store, key_fn, verbose=verbose)
 
 
 def map(  # noqa: A001 - LitData's name
