@@ -719,10 +719,9 @@ def test_combine_batching_methods(compress_dir: str, image_dir: str, batching_me
         assert all(len(b) == 5 for b in batches[:-1])
 
 
-# --- Parallel streaming / cycle (compat1) ----------------------------------------------------------------
+# --- Parallel streaming / cycle ----------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="compat1: ParallelStreamingDataset")
 def test_parallel_streaming(compress_dir: str) -> None:
     parallel_dataset = ld.ParallelStreamingDataset(
         [ld.StreamingDataset(input_dir=compress_dir), ld.StreamingDataset(input_dir=compress_dir)]
@@ -740,7 +739,6 @@ def test_parallel_streaming(compress_dir: str) -> None:
     assert sorted(int(x) for x in ld.StreamingDataLoader(ds)) == [2 * i for i in range(100)]
 
 
-@pytest.mark.xfail(strict=True, reason="compat1: ParallelStreamingDataset(length=...) cycling")
 def test_cycle_dataset(compress_dir: str) -> None:
     dataset = ld.StreamingDataset(input_dir=compress_dir)
     cycled_dataset = ld.ParallelStreamingDataset([dataset], length=250)
@@ -887,7 +885,7 @@ def test_compression_zstd(tmp_path: Any) -> None:
     assert litdata.StreamingDataset(str(tmp_path / "my_optimized_dataset-zstd"))[:] == [(i, i**2) for i in range(100)]
 
 
-# --- Parquet (compat3 streaming; ParquetReader is ours) ---------------------------------------------------
+# --- Parquet ---------------------------------------------------
 
 
 def _parquet_files(folder: str, rows: tuple[int, ...] = (10, 3)) -> list[str]:
@@ -905,7 +903,6 @@ def _parquet_files(folder: str, rows: tuple[int, ...] = (10, 3)) -> list[str]:
     return paths
 
 
-@pytest.mark.xfail(strict=True, reason="compat3: index_parquet_dataset + ParquetLoader")
 def test_index_and_stream_parquet(tmp_path: Any) -> None:
     from streamscope.streaming.item_loader import ParquetLoader
 
@@ -1065,7 +1062,7 @@ def test_platform_args_raise_outside_studio(tmp_path: Any) -> None:
         )
 
 
-# --- Encryption (compat2) ------------------------------------------------------------------------------
+# --- Encryption ------------------------------------------------------------------------------
 
 
 def enc_fn(index: int) -> dict[str, int]:
@@ -1073,7 +1070,6 @@ def enc_fn(index: int) -> dict[str, int]:
     return {"index": index, "value": index**2}
 
 
-@pytest.mark.xfail(strict=True, reason="compat2: FernetEncryption + optimize(encryption=...) + save/load")
 @pytest.mark.parametrize("level", ["sample", "chunk"])
 def test_encrypt_decrypt_fernet(tmp_path: Any, s3_server: Any, level: str) -> None:
     from streamscope.utilities.encryption import FernetEncryption
@@ -1096,7 +1092,6 @@ def test_encrypt_decrypt_fernet(tmp_path: Any, s3_server: Any, level: str) -> No
     assert ds[:] == [{"index": i, "value": i**2} for i in range(5)]
 
 
-@pytest.mark.xfail(strict=True, reason="compat2: RSAEncryption + optimize(encryption=...) + save/load")
 def test_encrypt_decrypt_rsa(tmp_path: Any) -> None:
     from streamscope.utilities.encryption import RSAEncryption
 
