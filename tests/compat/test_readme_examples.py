@@ -914,6 +914,34 @@ def test_index_and_stream_parquet(tmp_path: Any) -> None:
     assert len(dataset) == 13
 
 
+def test_index_and_stream_parquet_on_s3_with_wildcard(tmp_path: Any, s3_server: Any) -> None:
+    from streamscope.streaming.item_loader import ParquetLoader
+
+    folder = str(tmp_path / "pq")
+    paths = _parquet_files(folder, rows=(6, 4, 3))
+    client = s3_server.boto3_client()
+    for p in paths:
+        client.upload_file(p, s3_server.bucket, f"my-parquet-data/train-{os.path.basename(p)}")
+    uri, opts = s3_server.url("my-parquet-data"), s3_server.storage_options()
+    ld.index_parquet_dataset(uri, cache_dir=None, storage_options=opts, num_workers=2)
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3_server.bucket)["Contents"]]
+    assert "my-parquet-data/index.json" in keys  # README: s3 index is uploaded to {url}/index.json
+    dataset = ld.StreamingDataset(
+        uri, item_loader=ParquetLoader(low_memory=True), storage_options=opts, cache_dir=str(tmp_path / "c")
+    )
+    assert len(dataset) == 13 and dataset[0] == {"id": 0, "content": "text 0"}
+    dataloader = ld.StreamingDataLoader(dataset, batch_size=4, num_workers=1, multiprocessing_context="spawn")
+    ids = sorted(i for batch in dataloader for i in batch["id"].tolist())
+    assert ids == list(range(13))
+    wild = ld.StreamingDataset(
+        f"{uri}/train-part-0.parquet".replace("part-0", "part-*"),
+        item_loader=ParquetLoader(),
+        storage_options=opts,
+        cache_dir=str(tmp_path / "c2"),
+    )
+    assert sorted(wild[i]["id"] for i in range(len(wild))) == list(range(13))
+
+
 def test_parquet_reader_reshards_for_map(tmp_path: Any) -> None:
     from streamscope.processing.readers import BaseReader, ParquetReader
 
