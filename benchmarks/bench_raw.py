@@ -18,8 +18,15 @@ http; the benchmark patches ``litdata.streaming.downloader._OBSTORE_CLIENT_OPTIO
 says so) - LitData only, in this process and its forked workers.
 
 Usage: ``PYTHONPATH=src:. python benchmarks/bench_raw.py [--files 2000] [--size 100000] [--sources s3,s3+20ms]
-[--workers 0,2] [--repeats 1]``. Prints ratios (streamscope / LitData) and writes
-``benchmarks/results/bench_raw.json``.
+[--workers 0,2] [--repeats 1] [--rounds 1]``. ``--rounds N`` runs each engine N times, alternating which goes
+first; the row keeps the best rate of each engine and every round's ratio (the spread). Prints ratios
+(streamscope / LitData) and writes ``benchmarks/results/bench_raw.json``.
+
+Besides files/s and the client's CPU per file, each row records the CPU per file of the moto server process
+and of the fault proxy (this process's threads), and ``*_server_cores``: the cores moto kept busy at that
+rate. moto serves every request on a new connection and thread under one GIL (about 3-4 ms CPU per 100 KB
+GET here), so a server near 1 core, or a machine whose 2 cores are already saturated by other work, caps
+both engines at the same rate: the ratio then measures the rig, not the loaders.
 """
 
 from __future__ import annotations

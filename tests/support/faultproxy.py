@@ -130,7 +130,7 @@ class _Upstream:
     async def exchange(
         self, method: str, path: str, headers: list[tuple[str, str]], body: bytes
     ) -> tuple[int, str, list[tuple[str, str]], bytes]:
-        """Send one request and read its whole response; one retry on a fresh connection if the kept one died."""
+        """Send one request and read its whole response; on failure, one retry on a fresh connection."""
         out = [f"{method} {path} HTTP/1.1\r\n"]
         for name, value in headers:
             low = name.lower()
@@ -172,7 +172,7 @@ class _Upstream:
                 return status, reason, resp_headers, data
             except (OSError, EOFError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
                 self.close()
-                if attempt == 1 or fresh:
+                if attempt == 1:
                     raise _UpstreamError(f"upstream {self.host}:{self.port}: {exc!r}") from exc
         raise AssertionError("unreachable")
 
