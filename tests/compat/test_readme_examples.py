@@ -790,11 +790,6 @@ def test_transform_list_and_subclass(image_dir: str, tmp_path: Any) -> None:
     assert tuple(s["image"].shape) == (3, 16, 16) and s["index"] == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stream: StreamingDataset.__init__ sets self.transform = None, shadowing a subclass's transform() "
-    "method (LitData sets the attribute only when transform= is given)",
-)
 def test_transform_method_of_subclass(image_dir: str, tmp_path: Any) -> None:
     def transform_fn(x: Any) -> Any:
         return {**x, "image": _resize_normalize(x["image"])}
@@ -1050,9 +1045,6 @@ def test_cache_dir_argument(s3_dataset: Any, tmp_path: Any) -> None:
     assert any(f.endswith(".bin") for _, _, fs in os.walk(tmp_path / "cache-a") for f in fs)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="stream: StreamingDataset(Dir(path=cache, url=remote)) ignores Dir.path as cache"
-)
 def test_dir_object_path_is_the_cache(s3_dataset: Any, tmp_path: Any) -> None:
     from streamscope.streaming.cache import Dir
     from streamscope.streaming.resolver import Dir as ResolverDir
@@ -1188,11 +1180,6 @@ def test_walk_then_optimize(tmp_path: Any) -> None:
 # --- Profile data loading speed (viztracer is not installed: only the documented num_workers check) -------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stream: StreamingDataLoader(profile_batches=..., num_workers=0) does not raise "
-    "(README: profiling requires num_workers >= 1)",
-)
 def test_profile_batches_needs_workers(compress_dir: str, tmp_path: Any) -> None:
     # README: "Profiling requires num_workers >= 1 (raises otherwise)". (LitData here raises
     # ModuleNotFoundError first: viztracer is not installed, so only streamscope is checked.)
@@ -1256,11 +1243,6 @@ def test_mds_shards_written_here_read_in_litdata(tmp_path: Any) -> None:
     assert dataset[0] == {"text": "row 0", "number": 0} and dataset[9] == {"text": "row 9", "number": 27}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stream: MDS chunks (config format 'mds') are decoded with the PyTree layout; "
-    "format.PyTreeLoader.decode_mds is never called by StreamingDataset",
-)
 def test_stream_mds_dataset(tmp_path: Any) -> None:
     mds_dataset_uri = str(tmp_path / "my-mds-data")
     rows = [(f"row {i}", i * 3) for i in range(10)]

@@ -82,6 +82,8 @@ class StreamingDataLoader(DataLoader):
         for key in ("sampler", "batch_sampler"):
             if kwargs.get(key) is not None:
                 raise DatasetError(f"StreamingDataLoader does not take {key}: the dataset's epoch plan orders samples")
+        if profile_batches and num_workers == 0:
+            raise ValueError("profile_batches needs num_workers >= 1 (as in LitData); use streamscope tracing instead")
         if profile_batches:
             warnings.warn(
                 "profile_batches is ignored by streamscope; enable tracing (STREAMSCOPE_TRACE_LEVEL) instead",

@@ -154,9 +154,13 @@ class StreamingDataset(Resumable, IterableDataset):
         self.max_pre_download = max_pre_download
         self.index_path = index_path
         self.force_override_state_dict = force_override_state_dict
-        self.transform = transform
+        if transform is not None or not callable(getattr(type(self), "transform", None)):
+            # a subclass's own transform() method stays in charge unless transform= is given (as in LitData)
+            self.transform = transform
         self.shuffle_buffer = int(shuffle_buffer)
         self.serializers = serializers
+        if cache_dir is None and getattr(input_dir, "url", None) and getattr(input_dir, "path", None):
+            cache_dir = input_dir.path  # Dir(path=local cache, url=remote data), as LitData reads it
         self._cache_root = _input_path(cache_dir) if cache_dir is not None else str(config.get("cache_dir"))
 
         index = self._load_index()
@@ -174,6 +178,7 @@ class StreamingDataset(Resumable, IterableDataset):
         self.item_loader = self._setup_item_loader(item_loader)
         self.is_tokens = isinstance(self.item_loader, TokensLoader)
         self.is_parquet = getattr(self.item_loader, "name", "") == "ParquetLoader"
+        self.is_mds = self.config.get("format") == "mds"  # MosaicML MDS shards (adapted index, MDS item layout)
         if self.is_tokens:
             self.chunk_sizes = [self.item_loader.blocks_in_chunk(c) for c in self.chunks]
         else:
@@ -409,6 +414,9 @@ class StreamingDataset(Resumable, IterableDataset):
             sample = self.item_loader.read_block(oc.file, item)  # type: ignore[attr-defined]
         elif self.is_parquet:
             sample = oc.file.row(item)  # a ParquetChunk: the row as a dict
+        elif self.is_mds:
+            sizes = self.chunks[oc.index].get("column_sizes") or []
+            sample = self.item_loader.decode_mds(oc.file.item_view(item), sizes)  # type: ignore[attr-defined]
         else:
             sample = self.item_loader.decode(oc.file.item_view(item))
         return self._apply_transform(sample)
@@ -535,7 +543,7 @@ class StreamingDataset(Resumable, IterableDataset):
         if self._column is None:
             if self.is_tokens:
                 self._column = BlockCollator(self.item_loader)  # type: ignore[arg-type]
-            elif self.is_parquet:
+            elif self.is_parquet or self.is_mds:
                 self._column = ColumnCollator(["parquet"], None)  # an unknown kind: never column-decoded
             else:
                 self._column = ColumnCollator(self.config.get("data_format") or [], self.config.get("data_spec"))
