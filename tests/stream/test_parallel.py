@@ -140,12 +140,16 @@ def test_resume_is_exact_with_any_worker_count(
     assert _pairs(seen) + _pairs(list(resumed)) == full
 
 
+def _noisy_sum(samples: tuple[Any, ...], rngs: dict[str, Any]) -> dict[str, Any]:
+    """A two-argument transform (module level: spawned workers must unpickle it)."""
+    a, b = samples
+    assert set(rngs) == {"random", "numpy", "torch"}
+    noise = rngs["random"].random() + float(rngs["numpy"].random()) + float(torch.rand(1, generator=rngs["torch"]))
+    return {"sum": int(a["index"]) + int(b["index"]), "noise": noise}
+
+
 def test_transform_with_rngs_is_resumable_and_worker_independent(two_dirs: tuple[str, str]) -> None:
-    def transform(samples: tuple[Any, ...], rngs: dict[str, Any]) -> dict[str, Any]:
-        a, b = samples
-        assert set(rngs) == {"random", "numpy", "torch"}
-        noise = rngs["random"].random() + float(rngs["numpy"].random()) + float(torch.rand(1, generator=rngs["torch"]))
-        return {"sum": int(a["index"]) + int(b["index"]), "noise": noise}
+    transform = _noisy_sum
 
     def make(w: int, **kw: Any) -> StreamingDataLoader:
         return StreamingDataLoader(_par(two_dirs, length=24, transform=transform, **kw), batch_size=4, num_workers=w)
