@@ -313,6 +313,7 @@ IMPORT_PATHS = [
     ("streaming.item_loader", "TokensLoader"),
     ("streaming.item_loader", "PyTreeLoader"),
     ("streaming.item_loader", "BaseItemLoader"),
+    ("streaming.item_loader", "ParquetLoader"),
     ("streaming.resolver", "Dir"),
     ("streaming.cache", "Dir"),
     ("streaming.serializers", "Serializer"),
@@ -326,16 +327,23 @@ IMPORT_PATHS = [
     ("processing.functions", "map"),
     ("utilities.train_test_split", "train_test_split"),
     ("utilities.breakpoint", "breakpoint"),
+    ("exceptions", "ChunkWaitTimeoutError"),
+    ("processing.functions", "merge_datasets"),
+    ("streaming", "Cache"),
+    ("streaming.cache", "Cache"),
+    ("streaming.writer", "BinaryWriter"),
+    ("streaming.reader", "BinaryReader"),
+    ("streaming.sampler", "ChunkedIndex"),
+    ("streaming.downloader", "Downloader"),
+    ("streaming.downloader", "register_downloader"),
+    ("streaming.downloader", "unregister_downloader"),
+    ("streaming.downloader", "get_downloader"),
+    ("utilities.encryption", "FernetEncryption"),
+    ("utilities.encryption", "RSAEncryption"),
+    ("utilities.encryption", "EncryptionLevel"),
+    ("utilities.encryption", "Encryption"),
 ]
-MISSING_PATHS = {
-    ("streaming.item_loader", "ParquetLoader"): "format: ParquetLoader not implemented",
-    ("streaming", "Cache"): "no Cache (writer+reader) class; lead: decide whether to provide it",
-    ("exceptions", "ChunkWaitTimeoutError"): "lead: streamscope.exceptions module missing (litdata.exceptions)",
-    ("utilities.encryption", "FernetEncryption"): "no encryption classes (litdata.utilities.encryption)",
-    ("streaming.downloader", "register_downloader"): "storage: no downloader registry at streaming.downloader",
-    ("streaming.writer", "BinaryWriter"): "format: no BinaryWriter at streaming.writer",
-    ("streaming.reader", "BinaryReader"): "format/stream: no BinaryReader at streaming.reader",
-}
+MISSING_PATHS = {}
 
 
 def _resolve(top: str, module: str, name: str) -> Any:
