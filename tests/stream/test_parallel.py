@@ -222,3 +222,18 @@ def test_bad_arguments(two_dirs: tuple[str, str]) -> None:
         ParallelStreamingDataset([ds], transform=lambda a, b, c: a)
     with pytest.raises(DatasetError):
         StreamingDataLoader(ParallelStreamingDataset([ds], length=3), batch_size=4, drop_last=True)
+
+
+def test_cached_dataset_prefetch_schedule_with_cycling(two_dirs: tuple[str, str], tmp_path: Any) -> None:
+    """A compressed dataset reads through the chunk cache (prefetch schedule, leases released after last use)."""
+    z = write_dataset(str(tmp_path / "z"), 15, lambda i: {"index": 1000 + i}, chunk_size=4, compression="zstd")
+
+    def make(d: str, w: int) -> StreamingDataLoader:
+        parts = [StreamingDataset(two_dirs[0], shuffle=True, seed=7), StreamingDataset(d, shuffle=True, seed=8)]
+        for p in parts:
+            p._cache_root = str(tmp_path / "cache")
+        return StreamingDataLoader(ParallelStreamingDataset(parts, length=40), batch_size=4, num_workers=w)
+
+    ref = _pairs(list(make(two_dirs[1], 0)))
+    assert _pairs(list(make(z, 0))) == ref
+    assert _pairs(list(make(z, 2))) == ref
