@@ -140,12 +140,16 @@ def test_resume_is_exact_with_any_worker_count(
     assert _pairs(seen) + _pairs(list(resumed)) == full
 
 
+def _noisy_sum(samples: tuple[Any, ...], rngs: dict[str, Any]) -> dict[str, Any]:
+    """A two-argument transform (module level: spawned workers must unpickle it)."""
+    a, b = samples
+    assert set(rngs) == {"random", "numpy", "torch"}
+    noise = rngs["random"].random() + float(rngs["numpy"].random()) + float(torch.rand(1, generator=rngs["torch"]))
+    return {"sum": int(a["index"]) + int(b["index"]), "noise": noise}
+
+
 def test_transform_with_rngs_is_resumable_and_worker_independent(two_dirs: tuple[str, str]) -> None:
-    def transform(samples: tuple[Any, ...], rngs: dict[str, Any]) -> dict[str, Any]:
-        a, b = samples
-        assert set(rngs) == {"random", "numpy", "torch"}
-        noise = rngs["random"].random() + float(rngs["numpy"].random()) + float(torch.rand(1, generator=rngs["torch"]))
-        return {"sum": int(a["index"]) + int(b["index"]), "noise": noise}
+    transform = _noisy_sum
 
     def make(w: int, **kw: Any) -> StreamingDataLoader:
         return StreamingDataLoader(_par(two_dirs, length=24, transform=transform, **kw), batch_size=4, num_workers=w)
@@ -218,3 +222,18 @@ def test_bad_arguments(two_dirs: tuple[str, str]) -> None:
         ParallelStreamingDataset([ds], transform=lambda a, b, c: a)
     with pytest.raises(DatasetError):
         StreamingDataLoader(ParallelStreamingDataset([ds], length=3), batch_size=4, drop_last=True)
+
+
+def test_cached_dataset_prefetch_schedule_with_cycling(two_dirs: tuple[str, str], tmp_path: Any) -> None:
+    """A compressed dataset reads through the chunk cache (prefetch schedule, leases released after last use)."""
+    z = write_dataset(str(tmp_path / "z"), 15, lambda i: {"index": 1000 + i}, chunk_size=4, compression="zstd")
+
+    def make(d: str, w: int) -> StreamingDataLoader:
+        parts = [StreamingDataset(two_dirs[0], shuffle=True, seed=7), StreamingDataset(d, shuffle=True, seed=8)]
+        for p in parts:
+            p._cache_root = str(tmp_path / "cache")
+        return StreamingDataLoader(ParallelStreamingDataset(parts, length=40), batch_size=4, num_workers=w)
+
+    ref = _pairs(list(make(two_dirs[1], 0)))
+    assert _pairs(list(make(z, 0))) == ref
+    assert _pairs(list(make(z, 2))) == ref
