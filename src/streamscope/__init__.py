@@ -33,6 +33,9 @@ _LAZY: dict[str, str] = {
     "metrics": "streamscope.api.tracing",
     "merge_datasets": "streamscope.api.merge",
     "breakpoint": "streamscope.api.breakpoint",
+    "index_parquet_dataset": "streamscope.stream.parquet",
+    "build_keys_index": "streamscope.stream.keys",
+    "dataset_update": "streamscope.stream.update",
 }
 
 __all__ = sorted(["ChunkWaitTimeoutError", "Dir", "StreamscopeError", "__version__", *_LAZY])

@@ -243,8 +243,9 @@ def test_loader_for_config():
     assert isinstance(tl, TokensLoader) and tl.block_size == 8
     assert isinstance(loader_for_config({"data_format": ["no_header_tensor:18"]}), TokensLoader)  # legacy
     assert isinstance(loader_for_config({"data_format": ["int"]}), PyTreeLoader)
-    with pytest.raises(Exception, match="ParquetLoader"):
-        loader_for_config({"item_loader": "ParquetLoader"})
+    assert type(loader_for_config({"item_loader": "ParquetLoader"})).__name__ == "ParquetLoader"
+    with pytest.raises(Exception, match="NoSuchLoader"):
+        loader_for_config({"item_loader": "NoSuchLoader"})
 
 
 class _Int32Serializer:

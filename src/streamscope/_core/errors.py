@@ -34,8 +34,16 @@ class CorruptChunkError(FormatError):
     """A chunk file is truncated or its header is inconsistent; names the file and offset."""
 
 
+class DuplicateKeyError(FormatError):
+    """A keys sidecar (``keys/shard-*.parquet``) would hold the same key twice; the message names it."""
+
+
 class ChunkOverflowError(FormatError):
     """A chunk would exceed the 4 GiB limit of the u32 offsets in the chunk header."""
+
+
+class EncryptionError(FormatError):
+    """Encrypted data cannot be written or read: no/wrong key, algorithm or level mismatch, bad ciphertext."""
 
 
 # --- storage --------------------------------------------------------------------------------------
@@ -176,6 +184,28 @@ class NotAStreamingDatasetError(DatasetError, RuntimeError):
 
 class PlanError(DatasetError):
     """The epoch plan cannot be built: no samples, a rank left without data, or a bad argument."""
+
+
+class KeyIndexNotFoundError(DatasetError, KeyError):
+    """Keyed access (``get_by_key``, ``ds["key"]``) on a dataset without a ``keys/`` sidecar (a KeyError, like LitData)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class SampleKeyError(DatasetError, KeyError):
+    """``get_by_key(key)``: no sample has this key (a KeyError, like LitData); the message names the key."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class UpdateSessionError(DatasetError, NotImplementedError):
+    """``dataset_update``: a remote dataset (LitData raises NotImplementedError) or a session already committed."""
+
+
+class KeyIndexExistsError(DatasetError, FileExistsError):
+    """``build_keys_index`` over a dataset that already has a keys sidecar and ``overwrite=False``."""
 
 
 # --- raw ------------------------------------------------------------------------------------------

@@ -308,4 +308,8 @@ def loader_for_config(config: dict[str, Any], block_size: int | None = None) -> 
         return PyTreeLoader()
     if name == "TokensLoader":
         return TokensLoader(block_size)
-    raise FormatError(f"item_loader {name!r} is not supported here; known: PyTreeLoader, TokensLoader")
+    if name == "ParquetLoader":
+        from streamscope.format.parquet import ParquetLoader  # noqa: PLC0415 (parquet.py imports this module)
+
+        return ParquetLoader()
+    raise FormatError(f"item_loader {name!r} is not supported here; known: PyTreeLoader, TokensLoader, ParquetLoader")

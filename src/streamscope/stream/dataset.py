@@ -94,7 +94,9 @@ class StreamingDataset(Resumable, IterableDataset):
         serializers: extra serializers by name (go first, like LitData).
         max_cache_size: byte budget of the cache (int or "100GB").
         subsample: fraction of the items per epoch (> 1 repeats the dataset, LitData semantics).
-        encryption: not supported by this reader (raises when given).
+        encryption: the key of an encrypted dataset (``streamscope.utilities.encryption``; LitData's key objects
+            work too). Its chunks are decrypted once, at construction, into a private temporary directory under
+            the cache root (removed when this process exits) and read from there.
         storage_options: passed to the object store.
         session_options: accepted for compatibility (unused).
         max_pre_download: chunks prefetched ahead (the live ``prefetch_depth`` knob overrides when set).
@@ -134,13 +136,12 @@ class StreamingDataset(Resumable, IterableDataset):
             raise DatasetError(f"subsample must be a float > 0, got {subsample!r}")
         if not isinstance(max_pre_download, int) or max_pre_download < 0:
             raise DatasetError(f"max_pre_download must be an int >= 0, got {max_pre_download!r}")
-        if encryption is not None:
-            raise DatasetError("encrypted datasets are not supported by the streamscope reader yet")
         if transform is not None and not callable(transform):
             if not isinstance(transform, (list, tuple)) or not all(callable(t) for t in transform):
                 raise DatasetError("transform must be a callable or a list of callables")
 
         self.input_dir = _input_path(input_dir)
+        self._parquet_pattern = self._split_parquet_input()
         self.remote = _is_remote(self.input_dir)
         self.storage_options = dict(storage_options or {})
         self.session_options = dict(session_options or {})
@@ -160,13 +161,19 @@ class StreamingDataset(Resumable, IterableDataset):
 
         index = self._load_index()
         self.config: dict[str, Any] = index["config"]
-        self.chunks: list[dict[str, Any]] = index["chunks"]
+        self.chunks: list[dict[str, Any]] = self._filter_parquet_chunks(index["chunks"])
+        self._keys_section: Any = index.get("keys")
+        self._key_shards: Any = None
         self.updated_at: str | None = index.get("updated_at")
         if not self.chunks:
             raise DatasetError(f"the index of {self.input_dir!r} lists no chunks")
         self.compression: str | None = self.config.get("compression")
+        self._plain_dir: str | None = None  # decrypted copy of an encrypted dataset (see _decrypted_copy)
+        if encryption is not None or self.config.get("encryption"):
+            self._plain_dir = _decrypted_copy(self, encryption)
         self.item_loader = self._setup_item_loader(item_loader)
         self.is_tokens = isinstance(self.item_loader, TokensLoader)
+        self.is_parquet = getattr(self.item_loader, "name", "") == "ParquetLoader"
         if self.is_tokens:
             self.chunk_sizes = [self.item_loader.blocks_in_chunk(c) for c in self.chunks]
         else:
@@ -272,6 +279,10 @@ class StreamingDataset(Resumable, IterableDataset):
 
     def _setup_item_loader(self, item_loader: BaseItemLoader | None) -> BaseItemLoader:
         recorded = self.config.get("item_loader")
+        if item_loader is None and recorded == "ParquetLoader":  # no arguments needed: pick it (LitData raises)
+            from streamscope.format.parquet import ParquetLoader
+
+            item_loader = ParquetLoader()
         if item_loader is None:
             if recorded == "TokensLoader":
                 raise ItemLoaderMismatchError(
@@ -373,7 +384,7 @@ class StreamingDataset(Resumable, IterableDataset):
         if self._reader is None or self._reader_pid != os.getpid():
             cache = None
             local_dir = None
-            if self.remote or self.compression:
+            if (self.remote or self.compression) and self._plain_dir is None:
                 source = self.input_dir
                 cdir = dataset_cache_dir(
                     self._cache_root, source if self.remote else os.path.abspath(source), self.updated_at
@@ -381,14 +392,23 @@ class StreamingDataset(Resumable, IterableDataset):
                 store = self._store()
                 cache = ChunkCache(store, cdir, self.chunks, self.compression, self.max_cache_size, _process_leases())
             else:
-                local_dir = self.input_dir
-            self._reader = ChunkReader(self.chunks, local_dir, cache, lambda: live_depth(self.max_pre_download))
+                local_dir = self._plain_dir or self.input_dir
+            if self.is_parquet:
+                from streamscope.stream.parquet import ParquetChunkReader
+
+                self._reader = ParquetChunkReader(
+                    self.chunks, local_dir, cache, lambda: live_depth(self.max_pre_download), self.item_loader
+                )
+            else:
+                self._reader = ChunkReader(self.chunks, local_dir, cache, lambda: live_depth(self.max_pre_download))
             self._reader_pid = os.getpid()
         return self._reader
 
     def _decode(self, oc: Any, item: int) -> Any:
         if self.is_tokens:
             sample = self.item_loader.read_block(oc.file, item)  # type: ignore[attr-defined]
+        elif self.is_parquet:
+            sample = oc.file.row(item)  # a ParquetChunk: the row as a dict
         else:
             sample = self.item_loader.decode(oc.file.item_view(item))
         return self._apply_transform(sample)
@@ -433,6 +453,8 @@ class StreamingDataset(Resumable, IterableDataset):
         return int(self._r_chunk[r]), int(self._r_start[r]) + index - begin
 
     def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, str):  # an entity key from the keys/ sidecar (LitData: ds["key"])
+            return self.get_by_key(index)
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(self.total_items))]
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
@@ -441,10 +463,80 @@ class StreamingDataset(Resumable, IterableDataset):
         reader = self._get_reader()
         return self._decode(reader.open(chunk), item)
 
+    # --- parquet input and keyed access ------------------------------------------------------------
+
+    def _split_parquet_input(self) -> str | None:
+        """``dir/pattern.parquet`` input: keep ``dir`` and return the fnmatch pattern; reject ``hf://``."""
+        from streamscope.stream.parquet import reject_hf
+
+        reject_hf(self.input_dir)
+        if self.input_dir.endswith(".parquet"):
+            head, pattern = self.input_dir.rstrip("/").rsplit("/", 1) if "/" in self.input_dir else ("", "")
+            if not pattern:
+                raise DatasetError(f"input_dir {self.input_dir!r} ends with .parquet but names no folder")
+            self.input_dir = head or "."
+            return pattern
+        return None
+
+    def _filter_parquet_chunks(self, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The chunks whose file name matches the ``.parquet`` input pattern (all when there is none)."""
+        pattern = self._parquet_pattern
+        if pattern is None:
+            return chunks
+        from fnmatch import fnmatch
+
+        kept = [c for c in chunks if fnmatch(c["filename"], pattern)]
+        if not kept:
+            raise DatasetError(f"no chunk of {self.input_dir!r} matches {pattern!r}")
+        return kept
+
+    def get_by_key(self, key: Any) -> Any:
+        """The sample whose key (``key_fn`` of ``optimize``/``build_keys_index``) is ``key``.
+
+        Raises:
+            KeyIndexNotFoundError: the dataset has no ``keys/`` sidecar (a KeyError).
+            SampleKeyError: no sample has this key (a KeyError).
+        """
+        from streamscope._core.errors import KeyIndexNotFoundError, SampleKeyError
+
+        shards = self._key_shards
+        if shards is None:
+            from streamscope.stream.keys import open_key_shards
+
+            index = {"keys": self._keys_section}
+            if self.remote:
+                shards = open_key_shards(self.input_dir, index, store=self._store(), what=self.input_dir)
+            else:
+                shards = open_key_shards(self.input_dir, index)
+            if shards is None:
+                raise KeyIndexNotFoundError(
+                    f"keyed access needs a keys/ index next to {self.input_dir!r} (build_keys_index or "
+                    f"optimize(key_fn=...)); none found for key={key!r}"
+                )
+            self._key_shards = shards
+        with ev.span("key_lookup", "read", key=str(key)[:64]):
+            found = shards.resolve(key)
+        if found is None:
+            raise SampleKeyError(f"no sample of {self.input_dir!r} has key {key!r}")
+        gidx, chunk, offset = found
+        starts = np.concatenate([[0], np.cumsum(np.asarray(self.chunk_sizes, dtype=np.int64))])
+        if chunk < 0:  # a sidecar without chunk columns: locate the global index in chunk order
+            chunk = int(np.searchsorted(starts, gidx, side="right")) - 1
+            offset = gidx
+        item = offset - int(starts[chunk]) if 0 <= chunk < len(self.chunk_sizes) else -1
+        if not 0 <= item < (self.chunk_sizes[chunk] if 0 <= chunk < len(self.chunk_sizes) else 0):
+            raise DatasetIndexError(
+                f"key {key!r} points at sample {gidx} (chunk {chunk}, offset {offset}) outside {self.input_dir!r}: "
+                "the keys/ index is stale, rebuild it with build_keys_index(..., overwrite=True)"
+            )
+        return self._decode(self._get_reader().open(chunk), item)
+
     def _collator(self) -> ColumnCollator | BlockCollator:
         if self._column is None:
             if self.is_tokens:
                 self._column = BlockCollator(self.item_loader)  # type: ignore[arg-type]
+            elif self.is_parquet:
+                self._column = ColumnCollator(["parquet"], None)  # an unknown kind: never column-decoded
             else:
                 self._column = ColumnCollator(self.config.get("data_format") or [], self.config.get("data_spec"))
         return self._column
@@ -550,7 +642,7 @@ class StreamingDataset(Resumable, IterableDataset):
             if get_worker_info() is None or group_bytes <= 0:
                 yield from batches
             else:
-                yield from grouped(batches, group_bytes)
+                yield from grouped(batches, group_bytes, mode.get("arena_flags"), w.worker_id)
             return
         if self._pending is not None:
             epoch, start = self._pending
@@ -567,6 +659,51 @@ class StreamingDataset(Resumable, IterableDataset):
         self.current_epoch = epoch + 1
 
     # --- state -------------------------------------------------------------------------------------
+
+    @property
+    def on_demand_bytes(self) -> bool:
+        """LitData's switch for ranged item reads on random access (``ds[i]``) of remote datasets.
+
+        Accepted and validated for compatibility; streamscope's reader always fetches whole chunks into the
+        cache (then serves later reads of the same chunk from it), so the value does not change what is read.
+        """
+        return bool(self.__dict__.get("_on_demand_bytes", True))
+
+    @on_demand_bytes.setter
+    def on_demand_bytes(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise DatasetError(f"on_demand_bytes should be a boolean, got {value!r}")
+        self._on_demand_bytes = value
+
+    def reset(self) -> None:
+        """Forget per-iteration state (reader, cached plans, a loaded state, epoch, batch settings), as LitData's
+        ``reset()``: the dataset iterates again from epoch 1 with ``batch_size=1``."""
+        if self._reader is not None and self._reader_pid == os.getpid():
+            self._reader.stop()
+            self._reader.close()
+        self._reader = None
+        self._reader_pid = -1
+        self._plans = {}
+        self._column = None
+        self._pending = None
+        self._batch_mode = None
+        self.current_epoch = 1
+        self.num_workers = 1
+        self.batch_size = 1
+
+    def _litdata_state(self) -> dict[str, Any]:
+        """LitData's ``subsampled_files`` and ``region_of_interest``: the (chunk file, [start, end)) list this
+        dataset runs over, as LitData computes it (every chunk whole unless subsampled or split)."""
+        names = [c["filename"] for c in self.chunks]
+        if self.regions is None:
+            return {
+                "subsampled_files": names,
+                "region_of_interest": [(0, int(n)) for n in self.chunk_sizes],
+            }
+        return {
+            "subsampled_files": [names[c] for c, _, _ in self.regions],
+            "region_of_interest": [(int(a), int(b)) for _, a, b in self.regions],
+        }
 
     def _identity(self) -> dict[str, Any]:
         return {
@@ -599,3 +736,39 @@ class StreamingDataset(Resumable, IterableDataset):
             if key in state and state[key] != mine[key]:
                 diffs.append(f"{key}: saved {state[key]!r}, now {mine[key]!r}")
         return diffs
+
+
+# --- encryption (argument plumbing; the framing lives in streamscope.format.encryption) ------------------
+
+
+def _decrypted_copy(ds: StreamingDataset, encryption: Any) -> str:
+    """Decrypt every chunk of ``ds`` into a fresh private directory; returns it (removed at process exit).
+
+    A fresh directory per dataset object: a decrypted copy is never reused by a later reader whose key was not
+    checked. The plaintext is on local disk (mode 0700) while the process runs; LitData keeps it in memory.
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    from streamscope.format.compression import decompress_bytes
+    from streamscope.format.encryption import check_encryption, decrypt_chunk
+
+    recorded = ds.config.get("encryption")
+    check_encryption(recorded, encryption, repr(ds.input_dir))
+    os.makedirs(ds._cache_root, exist_ok=True)
+    out = tempfile.mkdtemp(prefix="decrypted-", dir=ds._cache_root)
+    os.chmod(out, 0o700)
+    owner = os.getpid()  # copies of the dataset (train_test_split, workers) share it: removed at exit, by its creator
+    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(out, True))
+    store = ds._store()
+    for entry in ds.chunks:
+        name = entry["filename"]
+        with ev.span("decrypt", "read", file=name):
+            data = store.get(name)
+            if ds.compression:
+                data = decompress_bytes(data, ds.compression)
+            plain = decrypt_chunk(data, encryption, recorded["level"], name)
+        with open(os.path.join(out, name), "wb") as f:  # same name: the reader maps local_dir/filename
+            f.write(plain)
+    return out
