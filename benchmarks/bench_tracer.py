@@ -25,6 +25,9 @@ Parts, each side by side with LitData 0.2.68 in the same run:
    (``rounds_*``) and ``off_*_spread`` (slowest / fastest tracer-off round) is the noise floor of the run.
    Ratios are tracer-level / tracer-off. The load average at start and end is recorded.
 
+3. ``--ab-rounds N``: streamscope at num_workers 0 in one process, off/chunk/sample epochs alternating in
+   rotated order (process CPU and wall, epoch + flush), min and median per level.
+
 Writes ``benchmarks/results/bench_tracer.json``.
 """
 
@@ -195,7 +198,7 @@ def make_dataset(root: str, samples: int) -> str:
 
 
 CHILD = r"""
-import json, os, sys, time
+import json, multiprocessing, os, sys, time
 lib, level, workers, data_dir, log, samples = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6])
 flush = lambda: None
 if lib == "litdata":
@@ -209,7 +212,7 @@ elif lib in ("streamscope", "streamscope_per_sample"):
     import streamscope as S
     if level != "off":
         S.enable_tracer(level, log_file=log)
-        flush = S.flush_tracer
+        flush = lambda: S.flush_tracer(wait_workers=60)  # workers write their last events as they exit
     def ident(x):
         return x
     # streamscope_per_sample: an identity transform keeps StreamingDataset on its per-sample decode path
@@ -238,6 +241,9 @@ for _ in range(int(os.environ.get("BENCH_EPOCHS", "3"))):
     for b in make():
         n += len(b["label"])
     flush()  # the tracer's own writing of this epoch's events is part of its cost
+    deadline = time.monotonic() + 60
+    while multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.01)  # workers shut down in the background are reaped: their CPU time counts
     best = min(best, time.perf_counter() - t)
     best_cpu = min(best_cpu, cpu() - c)  # workers are reaped at the end of the epoch: their CPU counts
 time.sleep(0.1)
@@ -301,6 +307,57 @@ def run_child(lib: str, level: str, workers: int, data_dir: str, tmp: str, sampl
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+AB_CHILD = r"""
+import json, os, statistics, sys, tempfile, time
+import streamscope as S
+data_dir, rounds = sys.argv[1], int(sys.argv[2])
+log = tempfile.mktemp(suffix=".log")
+def epoch():
+    for _ in S.StreamingDataLoader(S.StreamingDataset(data_dir), batch_size=64, num_workers=0):
+        pass
+levels = ["off", "chunk", "sample"]
+res = {lv: [] for lv in levels}
+S.enable_tracer("sample", log_file=log); epoch(); S.flush_tracer(); S.enable_tracer("off", log_file=log); epoch()
+for r in range(rounds):
+    for lv in levels[r % 3:] + levels[:r % 3]:  # rotated order: no level always runs after another
+        S.enable_tracer(lv, log_file=log, flush_interval=5)
+        c, w = time.process_time(), time.perf_counter()
+        epoch()
+        if lv != "off":
+            S.flush_tracer()
+        res[lv].append((time.process_time() - c, time.perf_counter() - w))
+        S.enable_tracer("off", log_file=log)
+        if os.path.getsize(log) > 200e6:
+            os.remove(log)
+out = {"rounds": rounds, "loadavg": [round(x, 2) for x in os.getloadavg()]}
+for lv in levels:
+    cpu = [x[0] for x in res[lv]]; wall = [x[1] for x in res[lv]]
+    out[lv] = {"cpu_min": round(min(cpu), 4), "cpu_median": round(statistics.median(cpu), 4),
+               "wall_min": round(min(wall), 4), "wall_median": round(statistics.median(wall), 4)}
+for lv in ("chunk", "sample"):
+    for k in ("cpu_min", "cpu_median", "wall_min", "wall_median"):
+        out[f"{lv}_over_off_{k}"] = round(out[lv][k] / out["off"][k], 3)
+offs = sorted(x[0] for x in res["off"])
+out["off_cpu_quartile_spread"] = round(offs[3 * len(offs) // 4] / offs[len(offs) // 4], 3)
+print(json.dumps(out))
+"""
+
+
+def in_process_ab(data_dir: str, rounds: int) -> dict[str, Any]:
+    """streamscope at num_workers=0 in ONE process: off/chunk/sample epochs alternating in rotated order.
+
+    Process CPU time (every thread, so the flusher too) and wall time of an epoch plus its flush; min and
+    median per level. Less exposed to process-start noise than the subprocess-per-configuration part.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
+    r = subprocess.run(
+        [sys.executable, "-c", AB_CHILD, data_dir, str(rounds)], env=env, capture_output=True, text=True, timeout=1800
+    )
+    if r.returncode != 0:
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=20_000)
@@ -310,6 +367,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--libs", default="litdata,streamscope,streamscope_per_sample")
     ap.add_argument("--skip-micro", action="store_true")
+    ap.add_argument("--ab-rounds", type=int, default=0, help="also run the in-process w0 A/B with this many rounds")
     args = ap.parse_args()
 
     import streamscope
@@ -369,6 +427,9 @@ def main() -> None:
                 read[f"{lib}/workers={workers}"] = row
                 print(f"{lib} workers={workers}: {json.dumps(row)}", flush=True)
         result["read"] = read
+        if args.ab_rounds:
+            result["in_process_ab_w0"] = in_process_ab(data_dir, args.ab_rounds)
+            print(f"in-process A/B w0: {json.dumps(result['in_process_ab_w0'])}", flush=True)
     result["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "bench_tracer.json"), "w") as f:

@@ -289,6 +289,7 @@ def test_streaming_dataloader_trace_and_metrics(tmp_path, workers):
     loader = streamscope.StreamingDataLoader(streamscope.StreamingDataset(data), batch_size=8, num_workers=workers)
     labels = sorted(int(x) for b in loader for x in b["label"])
     assert labels == list(range(60))
+    flush_tracer(wait_workers=30)  # the loader lets its workers exit in the background after the epoch
     evs = _events(log)
     assert not unmatched(evs)
     samples = [e for e in evs if e["name"] == "sample"]

@@ -34,7 +34,7 @@ def _epoch(ds, log, workers):
     labels = []
     for b in StreamingDataLoader(ds, batch_size=8, num_workers=workers):
         labels += b["label"].tolist() if hasattr(b["label"], "tolist") else list(b["label"])
-    flush_tracer()
+    flush_tracer(wait_workers=30)  # workers exit (and write their last events) in the background
     evs = check_log(log.read_text())  # every line complete and parseable
     return labels, evs
 

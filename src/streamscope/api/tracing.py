@@ -19,14 +19,17 @@ neither switched on nothing is recorded and ``metrics()`` is empty.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
+import time
 from collections.abc import Sequence
 
 from streamscope import events as ev
 from streamscope._core import config
 from streamscope._core.errors import TraceConfigError
+from streamscope._core.procs import pid_alive
 from streamscope.events import vocab
-from streamscope.events.metrics import MetricsSnapshot
+from streamscope.events.metrics import MetricsSnapshot, read_snapshots
 from streamscope.trace import LITRACER_SINK
 from streamscope.trace.litracer import open_log
 
@@ -123,6 +126,25 @@ def metrics() -> MetricsSnapshot:
     return ev.metrics_snapshot()
 
 
-def flush_tracer() -> None:
-    """Write every event buffered in this process to the sinks now (workers flush on their own)."""
+def flush_tracer(wait_workers: float = 0.0) -> None:
+    """Write every event buffered in this process to the sinks now (workers flush on their own).
+
+    Worker processes write their last events when they exit; after a complete epoch the loader lets its
+    workers exit in the background. ``wait_workers`` (seconds) waits, at most that long, until this
+    process has no running multiprocessing children and every other process of the run that published
+    metrics has written its final snapshot or is gone, so the log is complete when this returns (persistent
+    workers stay alive: the wait then runs to its end).
+    """
     ev.flush()
+    d = ev.RECORDER.metrics_dir
+    if wait_workers <= 0 or not d:
+        return
+    deadline = time.monotonic() + float(wait_workers)
+    me = os.getpid()
+    while time.monotonic() < deadline:
+        if not multiprocessing.active_children():
+            snaps = read_snapshots(d)
+            if all(s.get("final") or not pid_alive(pid) for pid, s in snaps.items() if pid != me):
+                break
+        time.sleep(0.02)
+    ev.flush()  # also closes the spans of workers that died without closing them

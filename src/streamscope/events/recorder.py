@@ -248,6 +248,8 @@ class Recorder:
             return
         if not final and self.agg.events == self._published_events and STATE.dropped == self._published_dropped:
             return
+        if self.owner and not final:
+            return  # nobody reads the owner's file while it runs (metrics() merges its live numbers): final only
         opened = [[sp.name, sp.cat, sp.tid, dict(sp.fields)] for sp in open_now.values()] if not final else []
         snap = self.agg.snapshot(
             self.pid,
