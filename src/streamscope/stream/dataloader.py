@@ -12,8 +12,10 @@ depend on ``num_workers``: a state saved with 2 workers resumes exactly with 0 o
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -28,6 +30,30 @@ from streamscope.stream.dataset import StreamingDataset
 
 #: What the loader calls on its dataset (StreamingDataset and CombinedStreamingDataset provide it).
 _PROTOCOL = ("plan", "iter_batches", "state_dict", "resume_position", "set_batch_size", "set_num_workers")
+
+
+#: Background joins of finished epochs' workers (see ``_run``); :func:`join_worker_shutdowns` waits for them.
+_SHUTDOWNS: list[threading.Thread] = []
+
+
+def join_worker_shutdowns(timeout: float = 10.0) -> bool:
+    """Wait (at most ``timeout`` seconds) until the workers of every finished epoch have exited.
+
+    A complete epoch returns to the training loop without waiting for its DataLoader workers to exit; they
+    exit, and write their last trace events, in the background. Tracing (``flush_tracer``) and interpreter exit
+    call this. Returns True when none is left running.
+    """
+    deadline = time.monotonic() + timeout
+    while _SHUTDOWNS:
+        t = _SHUTDOWNS[0]
+        t.join(max(0.0, deadline - time.monotonic()))
+        if t.is_alive():
+            return False
+        _SHUTDOWNS.pop(0)
+    return True
+
+
+atexit.register(join_worker_shutdowns)
 
 
 def _identity(item: Any) -> Any:
@@ -200,7 +226,9 @@ class StreamingDataLoader(DataLoader):
                 if done:
                     # A complete epoch: the workers are finishing on their own; joining them (tens of ms) need
                     # not delay the training loop's next step.
-                    threading.Thread(target=shutdown, name="streamscope-loader-shutdown", daemon=True).start()
+                    t = threading.Thread(target=shutdown, name="streamscope-loader-shutdown", daemon=True)
+                    _SHUTDOWNS.append(t)
+                    t.start()
                 else:
                     shutdown()  # an abandoned epoch frees its workers now (persistent ones are reset by torch)
 
