@@ -42,6 +42,7 @@ from streamscope import events as ev
 from streamscope._core import config
 from streamscope._core.errors import ConfigError, StorageAuthError, StorageError
 from streamscope.storage import obstore_backend as ob
+from streamscope.storage import sigv4
 from streamscope.storage.redact import redact, redact_options, register_secret
 from streamscope.storage.remote import Backend, RemoteStore
 from streamscope.storage.url import StoreURL
@@ -336,6 +337,20 @@ class S3Store(RemoteStore):
         elif o.ca_file:
             kwargs["verify"] = o.ca_file
         session = {"profile_name": o.profile} if o.profile else None
+        if not o.boto3_extra and not o.profile and sigv4.eligible(o.endpoint, o.access_key, o.secret_key):
+            assert o.endpoint and o.access_key and o.secret_key
+            getter = sigv4.SignedGetter(
+                o.endpoint,
+                self._parsed.bucket,
+                o.region or "us-east-1",
+                o.access_key,
+                o.secret_key,
+                o.token,
+                ca_file=o.ca_file,
+                insecure=o.insecure,
+            )
+            bucket = self._parsed.bucket
+            return sigv4.LightGetBackend(getter, lambda: Boto3Backend(bucket, kwargs, session))
         try:
             return Boto3Backend(self._parsed.bucket, kwargs, session)
         except StorageError:
