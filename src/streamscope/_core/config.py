@@ -285,6 +285,14 @@ knob(
     "S3 client: obstore, boto3, or auto (obstore when importable, else boto3).",
 )
 knob(
+    "storage_s3_light_get",
+    True,
+    "flag",
+    ("STREAMSCOPE_S3_LIGHT_GET",),
+    "Where boto3 serves S3 with an explicit endpoint and explicit keys, whole-object GETs (index.json) use a "
+    "stdlib SigV4 client instead, so opening a dataset does not wait 0.1-0.3 s for a boto3 client.",
+)
+knob(
     "storage_s3_streaming_backend",
     "obstore",
     "name",

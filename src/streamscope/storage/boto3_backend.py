@@ -84,7 +84,7 @@ def map_error(exc: BaseException, where: str, op: str) -> StorageError:
         err = TruncatedBodyError(redact(f"{op} {where!r}: the response body was cut short: {exc}"))
     elif isinstance(exc, bx.EndpointConnectionError | bx.ConnectionClosedError):
         err = StorageConnectionError(redact(f"{op} {where!r}: cannot connect to the endpoint: {exc}"))
-    elif isinstance(exc, bx.ResponseParserError):
+    elif type(exc).__name__ == "ResponseParserError":  # botocore.parsers, not botocore.exceptions
         err = StorageResponseError(redact(f"{op} {where!r}: the server's answer is not valid S3 XML: {exc}"))
     elif isinstance(exc, bx.HTTPClientError | ConnectionError):
         err = StorageConnectionError(redact(f"{op} {where!r}: connection dropped: {exc}"))

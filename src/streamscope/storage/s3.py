@@ -25,6 +25,23 @@ inherited by a fork from there, while the processes that do fork workers never s
 ``backend="obstore"`` every process uses obstore; a forked child of a process that already started it
 cannot (obstore would hang there) and switches to boto3 with a warning and a ``backend_fallback`` trace
 event rather than silently.
+
+Why a forked child must not use its parent's obstore: the child inherits the parent's epoll instance (the
+same kernel object, not a copy). If the child's obstore registered sockets there, the parent's tokio IO
+driver would receive events carrying pointers into the child's memory and crash (SIGSEGV in
+``Driver::turn``). A before-fork hook (:mod:`streamscope.storage.obstore_backend`) notices a running runtime
+by its threads (``tokio*``) even when user code or another library started it.
+
+Exceptions to ``auto``, both for speed and both switchable by knobs:
+
+* ``storage_s3_streaming_backend`` (default ``obstore``): the chunk downloads of an iteration (the cache's
+  prefetcher, :meth:`S3Store.streaming_store`) use obstore in every process, so ``num_workers=0`` streams
+  as fast as workers do. Opening a dataset and random access (``ds[i]``) keep ``auto``. Cost: DataLoader
+  workers forked by this process AFTER it iterated a dataset itself use boto3 (with the warning above).
+* ``storage_s3_light_get`` (default on): where boto3 would serve a store with an explicit endpoint and
+  explicit keys, whole-object GETs (``index.json``) use a stdlib SigV4 client (:mod:`.sigv4`); boto3's
+  client (0.1-0.3 s to build) is built only when another operation needs it. Clients are shared by the
+  stores of one process that have the same bucket and options.
 """
 
 from __future__ import annotations
@@ -42,6 +59,7 @@ from streamscope import events as ev
 from streamscope._core import config
 from streamscope._core.errors import ConfigError, StorageAuthError, StorageError
 from streamscope.storage import obstore_backend as ob
+from streamscope.storage import sigv4
 from streamscope.storage.redact import redact, redact_options, register_secret
 from streamscope.storage.remote import Backend, RemoteStore
 from streamscope.storage.url import StoreURL
@@ -336,6 +354,20 @@ class S3Store(RemoteStore):
         elif o.ca_file:
             kwargs["verify"] = o.ca_file
         session = {"profile_name": o.profile} if o.profile else None
+        if not o.boto3_extra and not o.profile and sigv4.eligible(o.endpoint, o.access_key, o.secret_key):
+            assert o.endpoint and o.access_key and o.secret_key
+            getter = sigv4.SignedGetter(
+                o.endpoint,
+                self._parsed.bucket,
+                o.region or "us-east-1",
+                o.access_key,
+                o.secret_key,
+                o.token,
+                ca_file=o.ca_file,
+                insecure=o.insecure,
+            )
+            bucket = self._parsed.bucket
+            return sigv4.LightGetBackend(getter, lambda: Boto3Backend(bucket, kwargs, session))
         try:
             return Boto3Backend(self._parsed.bucket, kwargs, session)
         except StorageError:
