@@ -18,8 +18,12 @@ Parts, each side by side with LitData 0.2.68 in the same run:
      decodes the same samples from in-memory chunks and emits the spans StreamingDataset emits (``read``
      per chunk, ``sample`` per item) under ``streamscope.enable_tracer``.
    Each subprocess times 3 epochs (``BENCH_EPOCHS``) and keeps the fastest, in wall time and in CPU time of
-   the process and its reaped DataLoader workers (CPU time is the robust measure on a shared machine);
-   ``--rounds`` interleaved rounds of off/chunk/sample, best kept. Ratios are tracer-level / tracer-off.
+   the process and its reaped DataLoader workers (CPU time is the robust measure on a shared machine). An
+   epoch's time includes writing its events out (``flush_tracer()`` for streamscope, the logging handlers'
+   flush for LitData), so the tracer's encoding and I/O are counted, not only the recording.
+   ``--rounds`` interleaved rounds of off/chunk/sample, best kept; every round's value is kept too
+   (``rounds_*``) and ``off_*_spread`` (slowest / fastest tracer-off round) is the noise floor of the run.
+   Ratios are tracer-level / tracer-off. The load average at start and end is recorded.
 
 Writes ``benchmarks/results/bench_tracer.json``.
 """
@@ -111,6 +115,35 @@ def micro(n: int, tmp: str) -> dict[str, Any]:
         }
         enable_tracer("off", log_file=log)
     os.environ.pop("STREAMSCOPE_TRACE_COMPACT", None)
+
+    # bulk sample events as the vectorised batch path records them: one entry per batch of 64
+    import numpy as np
+
+    if os.path.exists(log):
+        os.remove(log)
+    enable_tracer("sample", log_file=log, flush_interval=3600)
+    ev.drain()
+    batches = max(1, n // 64)
+    cols = [(np.full(64, k % 50, dtype=np.int64), np.arange(64, dtype=np.int64) + 64 * k) for k in range(batches)]
+    bulk = ev.bulk
+    t = _clock()
+    for k, (ci, ii) in enumerate(cols):
+        bulk("sample", "sample", ev.now(), chunk=ci, item=ii, batch=k)
+    rec = _clock() - t
+    t = _clock()
+    flush_tracer()
+    flush = _clock() - t
+    events = batches * 64
+    with open(log, "rb") as f:
+        lines = sum(1 for _ in f)
+    out_levels["sample_bulk_64"] = {
+        "events": events,
+        "lines": lines,
+        "record_ns_per_event": round(rec / events, 1),
+        "flusher_ns_per_event": round(flush / events, 1),
+        "log_bytes_per_event": round(os.path.getsize(log) / max(1, lines), 1),
+    }
+    enable_tracer("off", log_file=log)
     out["streamscope"] = out_levels
 
     try:
@@ -164,16 +197,19 @@ def make_dataset(root: str, samples: int) -> str:
 CHILD = r"""
 import json, os, sys, time
 lib, level, workers, data_dir, log, samples = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6])
+flush = lambda: None
 if lib == "litdata":
     import litdata as L
     from litdata import debugger
     if level != "off":
-        debugger.enable_tracer(level, log_file=log)
+        logger = debugger.enable_tracer(level, log_file=log)
+        flush = lambda: [h.flush() for h in logger.handlers]
     make = lambda: L.StreamingDataLoader(L.StreamingDataset(data_dir), batch_size=64, num_workers=workers)
 elif lib in ("streamscope", "streamscope_per_sample"):
     import streamscope as S
     if level != "off":
         S.enable_tracer(level, log_file=log)
+        flush = S.flush_tracer
     def ident(x):
         return x
     # streamscope_per_sample: an identity transform keeps StreamingDataset on its per-sample decode path
@@ -188,6 +224,7 @@ else:
     import torch
     if level != "off":
         S.enable_tracer(level, log_file=log)
+        flush = S.flush_tracer
     make = lambda: torch.utils.data.DataLoader(SynthDataset(samples), batch_size=64, num_workers=workers)
 import resource
 def cpu():
@@ -200,10 +237,9 @@ for _ in range(int(os.environ.get("BENCH_EPOCHS", "3"))):
     n = 0
     for b in make():
         n += len(b["label"])
+    flush()  # the tracer's own writing of this epoch's events is part of its cost
     best = min(best, time.perf_counter() - t)
     best_cpu = min(best_cpu, cpu() - c)  # workers are reaped at the end of the epoch: their CPU counts
-if lib != "litdata" and level != "off":
-    S.flush_tracer()
 time.sleep(0.1)
 size = os.path.getsize(log) if os.path.exists(log) else 0
 lines = 0
@@ -278,7 +314,12 @@ def main() -> None:
 
     import streamscope
 
-    result: dict[str, Any] = {"host_cpus": os.cpu_count(), "samples": args.samples}
+    result: dict[str, Any] = {
+        "host_cpus": os.cpu_count(),
+        "samples": args.samples,
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        "command": " ".join(["benchmarks/bench_tracer.py", *sys.argv[1:]]),
+    }
     with tempfile.TemporaryDirectory(prefix="bench-tracer-") as tmp:
         if not args.skip_micro:
             result["micro"] = micro(args.micro_events, tmp)
@@ -302,15 +343,25 @@ def main() -> None:
                         old = row.get(level)
                         if old is None or "error" in old:
                             row[level] = got
+                            if "error" not in got:
+                                got["rounds_seconds"] = [round(got["seconds"], 4)]
+                                got["rounds_cpu_seconds"] = [round(got["cpu_seconds"], 4)]
                         elif "error" not in got:
                             for k in ("seconds", "cpu_seconds"):
                                 old[k] = min(old[k], got[k])
+                                old[f"rounds_{k}"].append(round(got[k], 4))
                 for key, label in (("seconds", "wall"), ("cpu_seconds", "cpu")):
                     base = row["off"].get(key)
                     for level in ("chunk", "sample"):
                         s = row[level].get(key)
                         if base and s:
                             row[f"{level}_over_off_{label}"] = round(s / base, 3)
+                offs = row["off"].get("rounds_cpu_seconds") or []
+                if len(offs) > 1:  # the noise floor: how far apart the tracer-off runs themselves are
+                    row["off_cpu_spread"] = round(max(offs) / min(offs), 3)
+                    row["off_wall_spread"] = round(
+                        max(row["off"]["rounds_seconds"]) / min(row["off"]["rounds_seconds"]), 3
+                    )
                 for level in ("chunk", "sample"):
                     ev_n = row[level].get("events")
                     if ev_n:
@@ -318,6 +369,7 @@ def main() -> None:
                 read[f"{lib}/workers={workers}"] = row
                 print(f"{lib} workers={workers}: {json.dumps(row)}", flush=True)
         result["read"] = read
+    result["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "bench_tracer.json"), "w") as f:
         json.dump(result, f, indent=1)

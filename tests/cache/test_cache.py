@@ -233,3 +233,82 @@ def test_remote_missing_chunk_fails_fast_with_its_name(http_root, tmp_path, work
         list(StreamingDataLoader(ds, batch_size=10, num_workers=workers))
     assert time.monotonic() - t0 < 20  # an error, not a wait for the 120 s chunk timeout
     assert "404" in str(info.value) or "not" in str(info.value).lower()
+
+
+class _CountingStore:
+    """A local store whose ``streaming_store()`` twin counts its downloads (what the prefetcher must use)."""
+
+    def __init__(self, inner, name: str) -> None:
+        self._inner, self.name, self.downloads = inner, name, 0
+        self.url = inner.url
+        self.twin: _CountingStore | None = None
+
+    def local_path(self, key: str):
+        return None  # behave like a network store: every chunk is downloaded
+
+    def download_file(self, key: str, dest: str) -> int:
+        self.downloads += 1
+        return self._inner.download_file(key, dest)
+
+    def streaming_store(self):
+        if self.twin is None:
+            self.twin = _CountingStore(self._inner, "streaming")
+        return self.twin
+
+
+def test_prefetcher_downloads_through_the_streaming_store_random_access_does_not(src, tmp_path):
+    index = load_index(os.path.join(src, "index.json"))
+    store = _CountingStore(open_store(src), "plain")
+    cache = ChunkCache(store, str(tmp_path / "cache"), index["chunks"], None, 1 << 30, LeaseTable())
+    cache.acquire(0)  # random access (ds[i]): the dataset's own store
+    cache.release(0)
+    assert store.downloads == 1 and store.twin is None
+    pf = Prefetcher(cache, [1, 2, 3], lambda: 2)
+    try:
+        for pos in range(3):
+            assert os.path.getsize(pf.get(pos)) == os.path.getsize(os.path.join(src, f"chunk-0-{pos + 1}.bin"))
+            pf.release(pos)
+    finally:
+        pf.close()
+    assert store.downloads == 1 and store.twin is not None and store.twin.downloads == 3
+
+
+class _SlowCache:
+    """A ChunkCache stand-in: chunk 0 takes ``slow`` seconds; records when each fetch starts."""
+
+    def __init__(self, slow: float) -> None:
+        self.slow, self.started, self.lock = slow, {}, threading.Lock()
+
+    def path(self, index: int) -> str:
+        return f"/nowhere/{index}"
+
+    def acquire(self, index: int, streaming: bool = False) -> str:
+        with self.lock:
+            self.started[index] = time.monotonic()
+        time.sleep(self.slow if index == 0 else 0.01)
+        return self.path(index)
+
+    def release(self, index: int) -> None:
+        pass
+
+
+@pytest.mark.parametrize("head_first", [True, False])
+def test_head_first_keeps_later_chunks_from_starting_while_the_reader_waits(head_first):
+    config.set_value("prefetch_head_first", head_first)
+    cache = _SlowCache(slow=0.4)
+    pf = Prefetcher(cache, [0, 1, 2, 3], lambda: 2)  # type: ignore[arg-type]
+    try:
+        t0 = time.monotonic()
+        assert pf.get(0) == "/nowhere/0"
+        done0 = time.monotonic()
+        for pos in (1, 2, 3):
+            assert pf.get(pos) == f"/nowhere/{pos}"
+    finally:
+        pf.close()
+        config.reset("prefetch_head_first")
+    assert done0 - t0 >= 0.4
+    later = [cache.started[c] for c in (1, 2)]
+    if head_first:  # chunks 1 and 2 started only once chunk 0 was local
+        assert min(later) >= cache.started[0] + 0.4
+    else:  # they overlapped chunk 0 (depth 2, concurrency 4)
+        assert max(later) < cache.started[0] + 0.3

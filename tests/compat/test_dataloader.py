@@ -101,24 +101,38 @@ def test_state_dict_num_workers_zero_recorded_as_one(data_dir: str) -> None:
     assert a == b == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stream: dataset state_dict lacks LitData's 'subsampled_files' and 'region_of_interest' keys "
-    "(it stores 'plan_state'/'subsample' instead), so code that reads them from a checkpoint breaks",
-)
-def test_state_dict_has_litdata_subsample_keys(data_dir: str) -> None:
-    ss = engine("streamscope")
-    loader = ss.StreamingDataLoader(ss.StreamingDataset(data_dir), batch_size=4)
-    next(iter(loader))
-    assert {"subsampled_files", "region_of_interest"} <= set(loader.state_dict()["dataset"])
+@pytest.mark.parametrize("subsample", [1.0, 0.7, 1.5])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_state_dict_has_litdata_subsample_keys(data_dir: str, subsample: float, shuffle: bool) -> None:
+    def scenario(ld: Any) -> Any:
+        ds = ld.StreamingDataset(data_dir, subsample=subsample, shuffle=shuffle, seed=7)
+        loader = ld.StreamingDataLoader(ds, batch_size=4)
+        next(iter(loader))
+        state = loader.state_dict()["dataset"]
+        return state["subsampled_files"], [tuple(int(x) for x in r) for r in state["region_of_interest"]]
+
+    # values compared as ints: LitData leaves a numpy int64 in the last region of a subsample (streamscope keeps
+    # plain ints, so the state stays JSON-serialisable)
+    a, b = both(scenario)
+    assert a == b
+    assert len(a[0]) == len(a[1]) > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stream: StreamingDataLoader.load_state_dict rejects a LitData-made state_dict "
-    "(StateDictError 'not a streamscope StreamingDataset state': needs 'plan_state'); a user switching "
-    "engines mid-training cannot resume from a LitData checkpoint",
-)
+def test_train_test_split_state_has_litdata_regions(data_dir: str) -> None:
+    def scenario(ld: Any) -> Any:
+        parts = ld.train_test_split(ld.StreamingDataset(data_dir), splits=[0.7, 0.3])
+        out = []
+        for p in parts:
+            loader = ld.StreamingDataLoader(p, batch_size=4)
+            next(iter(loader))
+            state = loader.state_dict()["dataset"]
+            out.append((state["subsampled_files"], [tuple(int(x) for x in r) for r in state["region_of_interest"]]))
+        return out
+
+    a, b = both(scenario)
+    assert a == b
+
+
 def test_litdata_checkpoint_resumes_in_streamscope(data_dir: str) -> None:
     """A user switching engines mid-training loads a state_dict that LitData produced."""
     ld, ss = engine("litdata"), engine("streamscope")
@@ -240,3 +254,99 @@ def test_torch_dataloader_kwargs_pass_through(data_dir: str) -> None:
 
     a, b = both(scenario)
     assert a == b == (7, True, 3, True)
+
+
+def test_litdata_checkpoint_with_shuffle_resumes_rest_of_our_epoch(data_dir: str) -> None:
+    """With shuffle the engines order an epoch differently: streamscope continues with the samples not yet
+    reached in its own order of the saved epoch (documented in streamscope.stream.resume)."""
+    ld, ss = engine("litdata"), engine("streamscope")
+    loader = ld.StreamingDataLoader(ld.StreamingDataset(data_dir, shuffle=True, seed=3), batch_size=4)
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    state = loader.state_dict()
+    resumed = ss.StreamingDataLoader(ss.StreamingDataset(data_dir, shuffle=True, seed=3), batch_size=4)
+    resumed.load_state_dict(state)
+    rest = _batches(resumed)
+    ours = _batches(ss.StreamingDataLoader(ss.StreamingDataset(data_dir, shuffle=True, seed=3), batch_size=4))
+    assert rest == ours[3:]
+    assert resumed.state_dict()["current_epoch"] == 1
+
+
+def test_litdata_checkpoint_after_full_epoch_starts_next_epoch(data_dir: str) -> None:
+    ld, ss = engine("litdata"), engine("streamscope")
+    loader = ld.StreamingDataLoader(ld.StreamingDataset(data_dir), batch_size=4)
+    _batches(loader)
+    state = loader.state_dict()  # LitData: 13 batches counted as 52 samples
+    resumed = ss.StreamingDataLoader(ss.StreamingDataset(data_dir), batch_size=4)
+    resumed.load_state_dict(state)
+    assert sorted(i for b in _batches(resumed) for i in b) == list(range(50))
+    assert resumed.state_dict()["current_epoch"] == 2
+
+
+@pytest.mark.parametrize("change", ["seed", "shuffle", "input_dir", "batch_size", "subsample"])
+def test_litdata_checkpoint_from_other_configuration_is_refused(data_dir: str, change: str) -> None:
+    from streamscope._core.errors import StateDictError
+
+    ld, ss = engine("litdata"), engine("streamscope")
+    loader = ld.StreamingDataLoader(ld.StreamingDataset(data_dir, seed=1), batch_size=4)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    kwargs: dict[str, Any] = {"seed": 1}
+    batch_size = 4
+    if change == "seed":
+        kwargs["seed"] = 2
+    elif change == "shuffle":
+        kwargs["shuffle"] = True
+    elif change == "batch_size":
+        batch_size = 5
+    elif change == "subsample":
+        kwargs["subsample"] = 0.5
+    resumed = ss.StreamingDataLoader(ss.StreamingDataset(data_dir, **kwargs), batch_size=batch_size)
+    if change == "input_dir":
+        state["dataset"]["input_dir_path"] = data_dir + "-elsewhere"
+    with pytest.raises(StateDictError):
+        resumed.load_state_dict(state)
+
+
+def test_on_demand_bytes_and_reset(data_dir: str) -> None:
+    def scenario(ld: Any) -> Any:
+        ds = ld.StreamingDataset(data_dir)
+        default = ds.on_demand_bytes
+        try:
+            ds.on_demand_bytes = "yes"
+            bad = "accepted"
+        except ValueError:
+            bad = "ValueError"
+        first = [s["index"] for s in ds][:3]
+        ds.reset()
+        again = sorted(s["index"] for s in ds)
+        return default, bad, first, again == list(range(50)), ds.current_epoch
+
+    a, b = both(scenario)
+    assert a == b
+    assert a[:2] == (True, "ValueError")
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_litdata_checkpoint_with_workers_resumes_the_same_count(data_dir: str, shuffle: bool) -> None:
+    """With workers LitData interleaves per-worker shares, so its remaining samples differ from streamscope's
+    (documented in streamscope.stream.resume): the resumed epoch has the count LitData's own resume yields."""
+    ld, ss = engine("litdata"), engine("streamscope")
+
+    def make(eng: Any) -> Any:
+        return eng.StreamingDataLoader(eng.StreamingDataset(data_dir, shuffle=shuffle), batch_size=4, num_workers=2)
+
+    loader = make(ld)
+    it = iter(loader)
+    for _ in range(5):
+        next(it)
+    state = loader.state_dict()
+    theirs = make(ld)
+    theirs.load_state_dict(state)
+    ours = make(ss)
+    ours.load_state_dict(state)
+    rest_ld, rest_ss = _batches(theirs), _batches(ours)
+    assert sum(map(len, rest_ss)) == sum(map(len, rest_ld)) == 30
+    assert len(set(i for b in rest_ss for i in b)) == 30

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -22,13 +23,21 @@ pytestmark = [pytest.mark.slow, pytest.mark.interop]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+_AT_ONCE = 6
+
+
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], str]:
     """Every kind written by both engines, all processes at once (LitData's optimize is slow to start)."""
     tmp = str(tmp_path_factory.mktemp("parity"))
     procs = {}
-    for eng in ("litdata", "streamscope"):
-        for kind in KINDS:
+    jobs = [(eng, kind) for eng in ("litdata", "streamscope") for kind in KINDS]
+    # At most a few writers at a time (each is a torch process with its own optimize workers: 22 at once
+    # exhausted memory on a shared 2-core machine), each in its own session so its whole tree can be killed.
+    result = {}
+    for start in range(0, len(jobs), _AT_ONCE):
+        procs = {}
+        for eng, kind in jobs[start : start + _AT_ONCE]:
             env = dict(os.environ)
             # LitData runs without our sources on the path (only the tests package); streamscope with them
             env["PYTHONPATH"] = ROOT if eng == "litdata" else os.pathsep.join([os.path.join(ROOT, "src"), ROOT])
@@ -39,20 +48,23 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], s
             cmd = [sys.executable, "-m", "tests.compat._writer_script", eng, out, kind]
             log = open(os.path.join(tmp, f"{eng}-{kind}.log"), "w")
             procs[(eng, kind)] = (
-                subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT),
+                subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True),
                 out,
                 log,
             )
-    result = {}
-    for key, (proc, out, log) in procs.items():
         try:
-            rc = proc.wait(timeout=900)
+            for key, (proc, out, log) in procs.items():
+                rc = proc.wait(timeout=600)
+                assert rc == 0, f"{key} writer failed: {open(log.name).read()[-2000:]}"
+                result[key] = out
         finally:
-            log.close()
-            if proc.poll() is None:
-                proc.kill()
-        assert rc == 0, f"{key} writer failed: {open(log.name).read()[-2000:]}"
-        result[key] = out
+            for proc, _, log in procs.values():
+                log.close()
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # the writer and any optimize workers it left behind
+                except ProcessLookupError:
+                    pass
+                proc.wait()
     return result
 
 

@@ -32,7 +32,6 @@ ALLOWED_DEFAULTS = {
 
 # LitData's public callables streamscope does not provide (yet); each is a reported gap
 NOT_PROVIDED = {
-    "ParallelStreamingDataset": "stream: class not built",
     "index_hf_dataset": "hf:// datasets not supported",
 }
 
@@ -51,15 +50,13 @@ METHODS = {
         "set_epoch",
         "set_batch_size",
         "set_num_workers",
+        "reset",
         "get_by_key",
     ],
     "StreamingDataLoader": ["__len__", "__iter__", "state_dict", "load_state_dict"],
     "StreamingRawDataset": ["__len__", "__getitem__", "setup"],
 }
-MISSING_METHODS = {
-    ("StreamingDataset", "reset"): "stream: no reset() (LitData drops its cache/reader/shuffler state)",
-    ("StreamingDataset", "on_demand_bytes"): "stream: no on_demand_bytes property",
-}
+MISSING_METHODS = {}
 
 
 def _ours(name: str) -> Any:
@@ -133,15 +130,18 @@ SUBMODULE_CALLABLES = [
     ("streaming.combined", "CombinedStreamingDataset"),
     ("processing.functions", "optimize"),
     ("processing.functions", "map"),
-    pytest.param(
-        "processing.functions",
-        "merge_datasets",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="processing/lead: litdata.processing.functions.merge_datasets has no streamscope twin "
-            "(merge_datasets lives in streamscope.api.merge, a layer above processing)",
-        ),
-    ),
+    ("processing.functions", "merge_datasets"),
+    ("exceptions", "ChunkWaitTimeoutError"),
+    ("streaming.writer", "BinaryWriter"),
+    ("streaming.reader", "BinaryReader"),
+    ("streaming.cache", "Cache"),
+    ("streaming.sampler", "ChunkedIndex"),
+    ("streaming.downloader", "register_downloader"),
+    ("streaming.downloader", "unregister_downloader"),
+    ("streaming.downloader", "get_downloader"),
+    ("streaming.downloader", "Downloader"),
+    ("utilities.encryption", "FernetEncryption"),
+    ("utilities.encryption", "RSAEncryption"),
 ]
 
 

@@ -110,6 +110,26 @@ def test_hedge_against_slow_requests(fault_proxy, tmp_path: Path):
 
 
 @pytest.mark.slow
+def test_latency_is_hidden_behind_a_slow_link(fault_proxy, tmp_path: Path):
+    """With 100 ms added to every request, a batch's GETs and the next batch's look-ahead are in flight together."""
+    url = upload(fault_proxy.s3, 48, size=500)
+    ds = StreamingRawDataset(
+        url, cache_dir=str(tmp_path / "c"), storage_options=fault_proxy.s3.storage_options(), max_prefetch=16
+    )
+    fault_proxy.fixed_delay_s = 0.1
+
+    def ids(lo: int, hi: int) -> list[int]:
+        return [int(Path(ds.items[i].path).stem[1:]) for i in range(lo, hi)]  # type: ignore[union-attr]
+
+    got = ds.__getitems__(list(range(16)))
+    assert [file_id(b) for b in got] == ids(0, 16)
+    assert fault_proxy.peak_in_flight >= 8  # not one GET after another
+    before = ds.prefetch_hits
+    got = ds.__getitems__(list(range(16, 32)))  # the look-ahead of the first batch
+    assert [file_id(b) for b in got] == ids(16, 32)
+    assert ds.prefetch_hits - before == 16
+
+
 def test_spawn_workers_on_s3(s3_server, tmp_path: Path):
     url = upload(s3_server, 24, size=500)
     ds = StreamingRawDataset(url, cache_dir=str(tmp_path / "c"), storage_options=s3_server.storage_options())

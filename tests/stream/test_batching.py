@@ -52,3 +52,84 @@ def test_loader_exact_for_any_group_size(tmp_path, monkeypatch, group_bytes):
         b["index"].tolist() for b in StreamingDataLoader(StreamingDataset(d, shuffle=True), batch_size=5, num_workers=2)
     ]
     assert got == ref
+
+
+def test_arena_pool_reuses_freed_slots_and_never_busy_ones():
+    from streamscope.stream.batching import MAX_SLOTS, ArenaFlags, ArenaPool
+
+    flags = ArenaFlags(2)
+    pool = ArenaPool(flags.flags, worker_id=1, arena_bytes=4096)
+    first = pool.acquire(100)
+    assert first.slot == MAX_SLOTS and first.tensor.numel() == 4096  # worker 1's first slot
+    flags.flags[first.slot] = 1  # sent, still held by the loop
+    second = pool.acquire(100)
+    assert second.slot == MAX_SLOTS + 1 and second.tensor.untyped_storage().data_ptr() != (
+        first.tensor.untyped_storage().data_ptr()
+    )
+    flags.flags[first.slot] = 0  # the loop dropped it
+    again = pool.acquire(100)
+    assert again is first and again.used == 0
+    big = pool.acquire(10_000)  # a larger arena replaces the free slot's small one
+    assert big.slot == first.slot and big.tensor.numel() == 10_000
+    for k in range(MAX_SLOTS):
+        flags.flags[MAX_SLOTS + k] = 1
+    assert pool.acquire(100).slot == -1  # every slot busy: an unpooled block
+
+
+def test_arena_flags_free_a_slot_only_when_the_group_is_dropped():
+    from streamscope.stream.batching import Arena, ArenaFlags
+
+    flags = ArenaFlags(1)
+    arena = Arena(3, 1024)
+    view = arena.take(16)
+    assert view is not None and arena.take(2000) is None
+    g = Group([(0, view)])
+    g.slot, g.anchor = 3, arena.tensor
+    flags.flags[3] = 1
+    del arena, view
+    flags.watch(g)
+    assert g.anchor is None
+    flags.release_dropped()
+    assert flags.flags[3] == 1  # the group still holds the tensor
+    g.clear()
+    flags.release_dropped()
+    assert flags.flags[3] == 0
+
+
+def _storage_inode(t: torch.Tensor) -> int:
+    import os
+
+    fd, _ = t.untyped_storage()._share_fd_cpu_()
+    return os.fstat(fd).st_ino
+
+
+def test_loader_reuses_arenas_when_batches_are_dropped(tmp_path, monkeypatch):
+    from streamscope.stream.dataloader import StreamingDataLoader
+    from streamscope.stream.dataset import StreamingDataset
+    from tests.stream._data import image_sample, write_dataset
+
+    monkeypatch.setenv("STREAMSCOPE_LOADER_GROUP_BYTES", "1")  # one batch per group: many groups
+    d = write_dataset(str(tmp_path / "d"), 240, image_sample, chunk_size=40)
+    ref = [b["image"].clone() for b in StreamingDataLoader(StreamingDataset(d, shuffle=True), batch_size=8)]
+    inodes, n = set(), 0
+    for j, b in enumerate(StreamingDataLoader(StreamingDataset(d, shuffle=True), batch_size=8, num_workers=2)):
+        assert torch.equal(b["image"], ref[j])
+        inodes.add(_storage_inode(b["image"]))
+        n += 1
+        del b
+    assert n == len(ref) == 30
+    assert len(inodes) < n  # the workers decoded later groups into arenas the loop had dropped
+
+
+def test_loader_never_overwrites_batches_the_loop_keeps(tmp_path, monkeypatch):
+    from streamscope.stream.dataloader import StreamingDataLoader
+    from streamscope.stream.dataset import StreamingDataset
+    from tests.stream._data import image_sample, write_dataset
+
+    monkeypatch.setenv("STREAMSCOPE_LOADER_GROUP_BYTES", "1")
+    d = write_dataset(str(tmp_path / "d"), 240, image_sample, chunk_size=40)
+    ref = [b["image"].clone() for b in StreamingDataLoader(StreamingDataset(d, shuffle=True), batch_size=8)]
+    kept = list(StreamingDataLoader(StreamingDataset(d, shuffle=True), batch_size=8, num_workers=2))
+    assert len(kept) == 30  # more groups than pooled slots (2 workers x MAX_SLOTS)
+    for j, b in enumerate(kept):
+        assert torch.equal(b["image"], ref[j]), f"batch {j} was overwritten"

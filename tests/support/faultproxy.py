@@ -1,7 +1,10 @@
 """A fault-injecting HTTP proxy for tests, plus a server that answers garbage.
 
 :class:`FaultProxy` listens on 127.0.0.1:<ephemeral> and forwards every request to an upstream HTTP server
-(e.g. the moto S3 server), injecting faults at configurable rates with a seeded RNG:
+(e.g. the moto S3 server), injecting faults at configurable rates with a seeded RNG. It runs a few asyncio
+event loops (one thread each) on one listening socket; each client connection keeps its own upstream
+connection, delays are ``asyncio.sleep`` (hundreds of delayed requests cost no threads), lean enough that a benchmark through it
+measures the client, not the proxy:
 
 * ``error_rate``: answer ``500 InternalError`` or ``503 SlowDown`` (S3 XML bodies) without forwarding;
 * ``reset_rate``: drop the connection with a TCP RST before any response;
@@ -14,7 +17,7 @@
 
 ``methods`` restricts faults to some HTTP methods (default: all); ``max_faults`` stops injecting after that
 many faults; ``on_fault(kind, method, path)`` runs after a truncation was delivered (tests use it to change
-the object mid-download). The Host header is forwarded unchanged,
+the object mid-download); ``peak_in_flight`` is the most requests it was answering at once. The Host header is forwarded unchanged,
 so SigV4 signatures made for the proxy's address verify at the upstream. ``counts`` says how many requests
 were seen and how many of each fault were injected.
 
@@ -23,7 +26,7 @@ were seen and how many of each fault were injected.
 
 from __future__ import annotations
 
-import http.client
+import asyncio
 import os
 import random
 import socket
@@ -52,16 +55,13 @@ _ERRORS = [
 ]
 
 
-def _reset(sock: socket.socket) -> None:
-    """Close ``sock`` with a TCP RST (SO_LINGER 0) instead of a clean FIN."""
+def _reset_transport(writer: asyncio.StreamWriter, sock: Any) -> None:
+    """Drop a client connection with a TCP RST (SO_LINGER 0), not a clean FIN."""
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    except OSError:
+    except (OSError, AttributeError):
         pass
-    try:
-        sock.close()
-    except OSError:
-        pass
+    writer.transport.abort()
 
 
 class _Server(ThreadingHTTPServer):
@@ -73,96 +73,163 @@ class _Server(ThreadingHTTPServer):
         pass
 
 
-class _ProxyHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
+class _UpstreamError(Exception):
+    """The upstream could not be reached or answered nonsense (the client connection is dropped)."""
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
-        pass
 
-    def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            parts = []
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    break
-                parts.append(self.rfile.read(size))
-                self.rfile.readline()
-            return b"".join(parts)
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
+def _parse_head(head: bytes) -> tuple[str, list[tuple[str, str]]]:
+    """Split an HTTP message head into its first line and its ``(name, value)`` header list."""
+    lines = head.decode("latin-1").split("\r\n")
+    headers = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if sep:
+            headers.append((name.strip(), value.strip()))
+    return lines[0], headers
 
-    def _handle(self) -> None:
-        proxy: FaultProxy = self.server.owner
-        body = self._read_body()
-        fault = proxy._choose(self.command)
-        if proxy.fixed_delay_s:
-            time.sleep(proxy.fixed_delay_s)
-        if fault == "reset":
-            self.close_connection = True
-            _reset(self.connection)
-            return
-        if fault == "error":
-            status, code, message = proxy._rng_choice(_ERRORS)
-            payload = (
-                f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
-                f"<RequestId>fault-{proxy.counts['requests']}</RequestId></Error>"
-            ).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/xml")
-            self.send_header("Content-Length", str(len(payload)))
-            if status == 503:
-                self.send_header("Retry-After", "0")
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(payload)
-            return
-        if fault == "delay":
-            time.sleep(proxy.delay_s)
-        status, reason, headers, data = proxy._forward(self.command, self.path, self.headers, body)
-        if fault == "truncate" and self.command != "HEAD" and len(data) >= 2:
-            self.send_response(status, reason)
-            for name, value in headers:
-                if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
-                    self.send_header(name, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data[: len(data) // 2])
-            self.wfile.flush()
-            self.close_connection = True  # clean close (FIN) mid-body: the client sees a short body
-            if proxy.on_fault is not None:
-                proxy.on_fault("truncate", self.command, self.path)
-            return
-        if fault == "truncate":
-            proxy._count("truncate_skipped")
-        self.send_response(status, reason)
+
+def _header(headers: list[tuple[str, str]], name: str) -> str | None:
+    for k, v in headers:
+        if k.lower() == name:
+            return v
+    return None
+
+
+async def _read_body(reader: asyncio.StreamReader, headers: list[tuple[str, str]]) -> bytes:
+    """A message body framed by Content-Length or chunked encoding (de-chunked)."""
+    if (_header(headers, "transfer-encoding") or "").lower() == "chunked":
+        parts = []
+        while True:
+            size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    pass
+                return b"".join(parts)
+            parts.append(await reader.readexactly(size))
+            await reader.readline()
+    n = int(_header(headers, "content-length") or 0)
+    return await reader.readexactly(n) if n else b""
+
+
+class _Upstream:
+    """One keep-alive connection to the upstream, owned by one client connection (requests never interleave)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.transport.abort()
+        self.reader = self.writer = None
+
+    async def exchange(
+        self, method: str, path: str, headers: list[tuple[str, str]], body: bytes
+    ) -> tuple[int, str, list[tuple[str, str]], bytes]:
+        """Send one request and read its whole response; on failure, one retry on a fresh connection."""
+        out = [f"{method} {path} HTTP/1.1\r\n"]
         for name, value in headers:
             low = name.lower()
-            if low in _HOP_BY_HOP or (low == "content-length" and self.command != "HEAD"):
+            if low in _HOP_BY_HOP or low in ("content-length", "expect"):
                 continue
-            self.send_header(name, value)
-        if self.command != "HEAD":
-            self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD" and data:
-            self.wfile.write(data)
+            out.append(f"{name}: {value}\r\n")
+        if body or method in ("PUT", "POST"):
+            out.append(f"Content-Length: {len(body)}\r\n")
+        out.append("\r\n")
+        request = "".join(out).encode("latin-1")
+        for attempt in range(2):
+            fresh = self.writer is None
+            try:
+                if fresh:
+                    self.reader, self.writer = await asyncio.open_connection(self.host, self.port, limit=_BUF)
+                assert self.reader is not None and self.writer is not None
+                self.writer.writelines((request, body) if body else (request,))
+                await self.writer.drain()
+                while True:
+                    status_line, resp_headers = _parse_head(await self.reader.readuntil(b"\r\n\r\n"))
+                    version, _, rest = status_line.partition(" ")
+                    code, _, reason = rest.partition(" ")
+                    status = int(code)
+                    if status >= 200 or status == 101:
+                        break  # 1xx interim answers (100 Continue) are skipped
+                if method == "HEAD" or status in (204, 304):
+                    data = b""
+                elif (
+                    _header(resp_headers, "content-length") is None
+                    and (_header(resp_headers, "transfer-encoding") or "").lower() != "chunked"
+                ):
+                    data = await self.reader.read()  # framed by close
+                    self.close()
+                else:
+                    data = await _read_body(self.reader, resp_headers)
+                conn = (_header(resp_headers, "connection") or "").lower()
+                if conn == "close" or version == "HTTP/1.0":
+                    self.close()
+                return status, reason, resp_headers, data
+            except (OSError, EOFError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
+                self.close()
+                if attempt == 1:
+                    raise _UpstreamError(f"upstream {self.host}:{self.port}: {exc!r}") from exc
+        raise AssertionError("unreachable")
 
-    def handle_one_request(self) -> None:
+
+_BUF = 1 << 20
+
+
+class _Loop:
+    """One event loop in its own daemon thread, accepting from (a dup of) the proxy's listening socket."""
+
+    def __init__(self, owner: FaultProxy, index: int, listener: socket.socket) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.writers: set[asyncio.StreamWriter] = set()
+        self.server: asyncio.AbstractServer | None = None
+        started = threading.Event()
+        self.thread = threading.Thread(
+            target=self._run, args=(owner, listener, started), name=f"fault-proxy-{index}", daemon=True
+        )
+        self.thread.start()
+        started.wait(30)
+        if self.server is None:
+            raise RuntimeError("fault proxy did not start")
+
+    def _run(self, owner: FaultProxy, listener: socket.socket, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+
+        async def boot() -> None:
+            self.server = await asyncio.start_server(
+                lambda r, w: owner._serve_client(r, w, self.writers), sock=listener, limit=_BUF
+            )
+
         try:
-            super().handle_one_request()
-        except (OSError, ValueError):
-            self.close_connection = True
-
-    def finish(self) -> None:
+            self.loop.run_until_complete(boot())
+        finally:
+            started.set()
         try:
-            super().finish()
-        except (OSError, ValueError):
-            pass
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
 
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = _handle  # noqa: N815
+    def stop(self) -> None:
+        if not self.thread.is_alive():
+            return
+
+        async def stop() -> None:
+            if self.server is not None:
+                self.server.close()
+            for w in list(self.writers):
+                w.transport.abort()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.loop.stop()
+
+        asyncio.run_coroutine_threadsafe(stop(), self.loop)
+        self.thread.join(timeout=5)
 
 
 class FaultProxy:
@@ -176,6 +243,9 @@ class FaultProxy:
         fixed_delay_s: Sleep added to every request.
         methods: HTTP methods eligible for faults (None: all).
         max_faults: Inject at most this many faults (None: no limit).
+        loops: Event loops (one thread each) accepting from the one listening socket. One loop does all the
+            work; more keep the proxy's share of a loaded machine's CPU (the scheduler shares per thread)
+            close to that of the thread-per-connection servers around it.
     """
 
     def __init__(
@@ -191,6 +261,7 @@ class FaultProxy:
         fixed_delay_s: float = 0.0,
         methods: tuple[str, ...] | None = None,
         max_faults: int | None = None,
+        loops: int = 4,
     ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "http" or not parts.hostname:
@@ -203,7 +274,9 @@ class FaultProxy:
         self.max_faults = max_faults
         self.on_fault: Any = None  # called as on_fault(kind, method, path) after a fault was delivered
         self._lock = threading.Lock()
-        self._local = threading.local()
+        self._port = 0
+        self.in_flight = 0  # requests being answered now (delays included)
+        self.peak_in_flight = 0  # most requests answered at once so far (tests check latency hiding with it)
         self.configure(
             seed=seed,
             error_rate=error_rate,
@@ -212,16 +285,26 @@ class FaultProxy:
             delay_rate=delay_rate,
             methods=methods,
         )
-        self._server = _Server(("127.0.0.1", 0), _ProxyHandler)
-        self._server.owner = self
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fault-proxy", daemon=True
-        )
-        self._thread.start()
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(512)
+        self._listener.setblocking(False)
+        self._port = int(self._listener.getsockname()[1])
+        self._loops: list[_Loop] = [_Loop(self, i, self._listener.dup()) for i in range(max(1, loops))]
+
+    def _enter_request(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def _leave_request(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
     @property
     def port(self) -> int:
-        return int(self._server.server_address[1])
+        return self._port
 
     @property
     def url(self) -> str:
@@ -289,34 +372,122 @@ class FaultProxy:
                 x -= rate
             return None
 
-    def _forward(
-        self, method: str, path: str, headers: Any, body: bytes
-    ) -> tuple[int, str, list[tuple[str, str]], bytes]:
-        out_headers = {k: v for k, v in headers.items() if k.lower() not in _HOP_BY_HOP}
-        if body or method in ("PUT", "POST"):
-            out_headers["Content-Length"] = str(len(body))
-        for attempt in range(2):
-            conn = getattr(self._local, "conn", None)
-            if conn is None:
-                conn = http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=60)
-                self._local.conn = conn
-            try:
-                conn.request(method, path, body=body if body else None, headers=out_headers)
-                resp = conn.getresponse()
-                data = resp.read()
-                return resp.status, resp.reason, resp.getheaders(), data
-            except (OSError, http.client.HTTPException):
-                conn.close()
-                self._local.conn = None
-                if attempt == 1:
-                    raise
-        raise AssertionError("unreachable")
+    async def _serve_client(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, writers: set[asyncio.StreamWriter]
+    ) -> None:
+        """Serve one client connection: requests one after another (keep-alive), each through the faults."""
+        writers.add(writer)
+        sock = writer.get_extra_info("socket")
+        upstream = _Upstream(self.upstream_host, self.upstream_port)
+        try:
+            while True:
+                try:
+                    request_line, headers = _parse_head(await reader.readuntil(b"\r\n\r\n"))
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
+                    return
+                method, _, rest = request_line.partition(" ")
+                path, _, version = rest.partition(" ")
+                if (_header(headers, "expect") or "").lower() == "100-continue":
+                    writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                body = await _read_body(reader, headers)
+                keep = version == "HTTP/1.1" and (_header(headers, "connection") or "").lower() != "close"
+                if not await self._answer(method, path, headers, body, writer, sock, upstream):
+                    return
+                if not keep:
+                    await writer.drain()
+                    return
+        except (OSError, ValueError, asyncio.IncompleteReadError, _UpstreamError):
+            writer.transport.abort()
+        except asyncio.CancelledError:  # close(): the proxy is going away
+            writer.transport.abort()
+        finally:
+            upstream.close()
+            writers.discard(writer)
+            if not writer.transport.is_closing():
+                writer.close()
+
+    async def _answer(
+        self,
+        method: str,
+        path: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        writer: asyncio.StreamWriter,
+        sock: Any,
+        upstream: _Upstream,
+    ) -> bool:
+        """Answer one request (a fault or the upstream's answer); False when the connection must end."""
+        self._enter_request()
+        try:
+            return await self._answer_one(method, path, headers, body, writer, sock, upstream)
+        finally:
+            self._leave_request()
+
+    async def _answer_one(
+        self,
+        method: str,
+        path: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        writer: asyncio.StreamWriter,
+        sock: Any,
+        upstream: _Upstream,
+    ) -> bool:
+        fault = self._choose(method)
+        if self.fixed_delay_s:
+            await asyncio.sleep(self.fixed_delay_s)
+        if fault == "reset":
+            _reset_transport(writer, sock)
+            return False
+        if fault == "error":
+            status, code, message = self._rng_choice(_ERRORS)
+            payload = (
+                f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
+                f"<RequestId>fault-{self.counts['requests']}</RequestId></Error>"
+            ).encode()
+            head = [f"HTTP/1.1 {status} {'Service Unavailable' if status == 503 else 'Internal Server Error'}"]
+            head += ["Content-Type: application/xml", f"Content-Length: {len(payload)}"]
+            if status == 503:
+                head.append("Retry-After: 0")
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+            if method != "HEAD":
+                writer.write(payload)
+            await writer.drain()
+            return True
+        if fault == "delay":
+            await asyncio.sleep(self.delay_s)
+        status, reason, resp_headers, data = await upstream.exchange(method, path, headers, body)
+        truncate = fault == "truncate" and method != "HEAD" and len(data) >= 2
+        if fault == "truncate" and not truncate:
+            self._count("truncate_skipped")
+        head = [f"HTTP/1.1 {status} {reason}"]
+        for name, value in resp_headers:
+            low = name.lower()
+            if low in _HOP_BY_HOP or (low == "content-length" and method != "HEAD"):
+                continue
+            head.append(f"{name}: {value}")
+        if method != "HEAD":
+            head.append(f"Content-Length: {len(data)}")
+        out = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+        if truncate:
+            writer.writelines((out, data[: len(data) // 2]))
+            await writer.drain()
+            writer.close()  # clean close (FIN) mid-body: the client sees a short body
+            if self.on_fault is not None:
+                self.on_fault("truncate", method, path)
+            return False
+        writer.writelines((out, data) if method != "HEAD" and data else (out,))
+        await writer.drain()
+        return True
 
     def close(self) -> None:
-        """Stop serving."""
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        """Stop serving and drop every open connection."""
+        for loop in self._loops:
+            loop.stop()
+        try:
+            self._listener.close()
+        except OSError:
+            pass
 
     def __enter__(self) -> FaultProxy:
         return self

@@ -284,6 +284,15 @@ knob(
     ("STREAMSCOPE_S3_BACKEND",),
     "S3 client: obstore, boto3, or auto (obstore when importable, else boto3).",
 )
+knob(
+    "storage_s3_streaming_backend",
+    "obstore",
+    "name",
+    ("STREAMSCOPE_S3_STREAMING_BACKEND",),
+    "S3 client for the chunk downloads of an iteration when storage_s3_backend is auto: obstore (fast; used "
+    "in the main process too when it iterates itself, num_workers=0 - DataLoader workers that this process "
+    "forks LATER then use boto3, with a warning) or auto (boto3 in processes that may fork workers).",
+)
 
 # --- cache ----------------------------------------------------------------------------------------
 
@@ -301,6 +310,15 @@ knob(
     "chunks",
     ("STREAMSCOPE_DOWNLOAD_CONCURRENCY",),
     "Chunks one reader (DataLoader worker) fetches at once from storage, within prefetch_depth. Read live.",
+    live=True,
+)
+knob(
+    "prefetch_head_first",
+    True,
+    "flag",
+    ("STREAMSCOPE_PREFETCH_HEAD_FIRST",),
+    "While the reader waits for a chunk that is still downloading, start no download of a later chunk (the "
+    "waited-for chunk gets the bandwidth; downloads already running go on). Read live.",
     live=True,
 )
 knob(
@@ -364,8 +382,9 @@ knob(
     8_000_000,
     "bytes",
     ("STREAMSCOPE_LOADER_GROUP_BYTES",),
-    "A DataLoader worker sends its batches in groups of about this many tensor bytes (one shared-memory block "
-    "and one queue message per group; the first group is one batch). 0 sends every batch on its own.",
+    "A DataLoader worker decodes its batches into shared-memory arenas of about this many bytes and sends each "
+    "arena's batches as one group (one queue message; the first group is one batch). Arenas are reused once the "
+    "training loop has dropped every batch in them (at most 8 pooled per worker). 0 sends every batch on its own.",
 )
 
 # --- raw ------------------------------------------------------------------------------------------

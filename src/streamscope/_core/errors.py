@@ -42,6 +42,10 @@ class ChunkOverflowError(FormatError):
     """A chunk would exceed the 4 GiB limit of the u32 offsets in the chunk header."""
 
 
+class EncryptionError(FormatError):
+    """Encrypted data cannot be written or read: no/wrong key, algorithm or level mismatch, bad ciphertext."""
+
+
 # --- storage --------------------------------------------------------------------------------------
 
 

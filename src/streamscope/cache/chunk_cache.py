@@ -73,6 +73,7 @@ class ChunkCache:
         self.max_cache_size = int(max_cache_size)
         self.leases = leases if leases is not None else LeaseTable()
         self._names = {decompressed_name(c["filename"], compression) for c in self.chunks}
+        self._stream_store: tuple[int, ObjectStore] | None = None
         os.makedirs(cache_dir, exist_ok=True)
 
     # --- paths -------------------------------------------------------------------------------------
@@ -83,12 +84,16 @@ class ChunkCache:
 
     # --- references --------------------------------------------------------------------------------
 
-    def acquire(self, index: int) -> str:
-        """Lease chunk ``index``, fetch it if missing, and return its local path (complete, decompressed)."""
+    def acquire(self, index: int, streaming: bool = False) -> str:
+        """Lease chunk ``index``, fetch it if missing, and return its local path (complete, decompressed).
+
+        ``streaming=True`` (the prefetcher of an iteration) downloads through the store's
+        ``streaming_store()`` when it has one (see the ``storage_s3_streaming_backend`` knob).
+        """
         path = self.path(index)
         self.leases.acquire(path)
         try:
-            self._ensure(index, path)
+            self._ensure(index, path, self._streaming_store() if streaming else self.store)
         except BaseException:
             self.leases.release(path)
             raise
@@ -104,7 +109,15 @@ class ChunkCache:
 
     # --- fetch -------------------------------------------------------------------------------------
 
-    def _ensure(self, index: int, path: str) -> None:
+    def _streaming_store(self) -> ObjectStore:
+        """The store an iteration's downloads go through (built once per process)."""
+        pid = os.getpid()
+        if self._stream_store is None or self._stream_store[0] != pid:
+            make = getattr(self.store, "streaming_store", None)
+            self._stream_store = (pid, make() if callable(make) else self.store)
+        return self._stream_store[1]
+
+    def _ensure(self, index: int, path: str, store: ObjectStore | None = None) -> None:
         if os.path.exists(path):
             return
         timeout = float(config.get("chunk_wait_timeout"))
@@ -117,27 +130,27 @@ class ChunkCache:
         try:
             if os.path.exists(path):
                 return
-            self._fetch(index, path)
+            self._fetch(index, path, store or self.store)
         finally:
             lock.release()
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path + ".lock")
         self.evict()
 
-    def _fetch(self, index: int, path: str) -> None:
+    def _fetch(self, index: int, path: str, store: ObjectStore) -> None:
         entry = self.chunks[index]
         key = entry["filename"]
-        url = redact_url(f"{self.store.url.rstrip('/')}/{key}")
+        url = redact_url(f"{store.url.rstrip('/')}/{key}")
         try:
             if self.compression:
                 from streamscope.format.chunk import decompress_file
 
-                src = self.store.local_path(key)
+                src = store.local_path(key)
                 downloaded = None
                 if src is None:
                     downloaded = os.path.join(self.cache_dir, key)
                     with ev.span("download", "download", chunk=index, url=url) as f:
-                        f["bytes"] = self.store.download_file(key, downloaded)
+                        f["bytes"] = store.download_file(key, downloaded)
                     src = downloaded
                 try:
                     decompress_file(src, path, self.compression)  # traced by the format layer (`decompress`)
@@ -147,7 +160,7 @@ class ChunkCache:
                             os.remove(downloaded)
             else:
                 with ev.span("download", "download", chunk=index, url=url) as f:
-                    f["bytes"] = self.store.download_file(key, path)
+                    f["bytes"] = store.download_file(key, path)
         except (ChunkDownloadError, ChunkWaitTimeoutError):
             raise
         except Exception as exc:

@@ -5,7 +5,9 @@ The reader hands over its *schedule*: the chunks it will read, in first-use orde
 (``config.get("prefetch_depth")`` when set, else the dataset's ``max_pre_download``), so the auto-tuner can
 move it while the job runs. Up to ``download_concurrency`` chunks (also a live knob) are fetched at once, on a
 pool of threads that grows when the knob is raised, so downloads overlap each other and the reader; the reader
-is served as soon as its own chunk is local. The reader blocks in :meth:`Prefetcher.get` on a condition
+is served as soon as its own chunk is local. With the live ``prefetch_head_first`` knob, a download of a later
+chunk starts only once the chunk the reader is on (or waits for) is local, so a blocked reader does not share
+the bandwidth with chunks it needs later (this is what makes the first batch come early). The reader blocks in :meth:`Prefetcher.get` on a condition
 variable (no polling of the file system); an error on a fetch thread is re-raised in the reader at once.
 """
 
@@ -68,11 +70,17 @@ class Prefetcher:
             t.start()
 
     def _may_start(self) -> bool:
-        return (
+        if not (
             self._next < len(self.schedule)
             and self._next <= self._want + max(0, self._depth())
             and self._active < live_concurrency()
-        )
+        ):
+            return False
+        if self._next > self._want and config.get("prefetch_head_first"):
+            # the reader's chunk first: a later chunk starts only once the one it waits for (or will wait for
+            # next) is local, so they do not split the bandwidth while the training loop is idle
+            return self._want in self._ready or self._want in self._errors or self._want in self._released
+        return True
 
     def _run(self) -> None:
         while True:
@@ -98,7 +106,7 @@ class Prefetcher:
         chunk = self.schedule[pos]
         try:
             with ev.span("prefetch", "prefetch", chunk=chunk, position=pos):
-                path = self.cache.acquire(chunk)
+                path = self.cache.acquire(chunk, streaming=True)
         except BaseException as exc:  # handed to the reader, which raises it
             with self._cond:
                 self._errors[pos] = exc

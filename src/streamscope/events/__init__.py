@@ -15,6 +15,12 @@ Contract for call sites (stable; the recorder and sinks behind it may change):
 * ``counter(name, cat, value, **fields)`` records a counter sample (``C``), e.g. bytes in flight; metrics
   turn these into gauges.
 * ``emit(ph, name, cat, **fields)`` records any phase.
+* ``bulk(name, cat, t0, chunk=..., item=..., **fields)`` records, in ONE buffer entry, one complete event
+  per element of the integer columns for things done together in one call that began at ``t0 = now()``
+  (e.g. the samples of a batch collated column-wise): each event gets an even share of the measured
+  interval and the field ``batched: n`` (see :mod:`.bus`). ``each(name, cat, fn, chunk, item)`` calls
+  ``fn(chunk, item)`` per element, times each call, and records the results in one bulk entry with the
+  measured per-element begin/end (the cheap way to trace a per-sample loop).
 
 Field values should be ints, floats, bools or short strings; URLs must already have credentials removed.
 See :mod:`streamscope.events.vocab` for categories, levels and field names, :mod:`.recorder` for the
@@ -27,11 +33,29 @@ Cost: an inactive category costs the membership test; an active one appends a tu
 from __future__ import annotations
 
 import sys
+import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from streamscope.events import vocab
-from streamscope.events.bus import ACTIVE, BUF, COMPACT, NULL_SPAN, STATE, CompleteSpan, Event, Span, record, take
+from streamscope.events.bus import (
+    ACTIVE,
+    BUF,
+    BULK,
+    COMPACT,
+    NULL_SPAN,
+    STATE,
+    Bulk,
+    CompleteSpan,
+    Event,
+    Span,
+    expand,
+    record,
+    record_at,
+    record_bulk,
+    take,
+)
 from streamscope.events.metrics import MetricsSnapshot, SpanStats
 from streamscope.events.recorder import RECORDER, configure_from_env
 from streamscope.events.sinks import EventBatch, Sink, SinkFactory
@@ -39,17 +63,21 @@ from streamscope.events.vocab import CATEGORIES, CNAMES, LEVELS
 
 __all__ = [
     "ACTIVE",
+    "BULK",
     "CATEGORIES",
     "COMPACT",
     "CNAMES",
     "LEVELS",
     "Event",
+    "Bulk",
     "EventBatch",
     "MetricsSnapshot",
     "Sink",
     "SinkFactory",
     "SpanStats",
     "add_sink",
+    "bulk",
+    "each",
     "configure",
     "counter",
     "crash",
@@ -57,9 +85,11 @@ __all__ = [
     "dropped",
     "emit",
     "enabled",
+    "expand",
     "flush",
     "instant",
     "metrics_snapshot",
+    "now",
     "remove_sink",
     "shutdown",
     "span",
@@ -82,6 +112,85 @@ def span(name: str, cat: str, **fields: Any) -> Span | Any:
     if cat in COMPACT:
         return CompleteSpan(name, cat, fields)
     return Span(name, cat, fields)
+
+
+#: CLOCK_MONOTONIC nanoseconds: the clock of every event (pass ``now()`` as ``t0`` to :func:`bulk`).
+now = time.monotonic_ns
+_mono = time.monotonic_ns
+
+
+def bulk(name: str, cat: str, t0: int, **fields: Any) -> None:
+    """Record one complete event per element of the sequence-valued fields, done together since ``t0``.
+
+    Fields whose value is a list or a 1-D integer array are columns (all of one length ``n``, ints only);
+    the others are common to every event. The interval ``[t0, now()]`` is split evenly among the ``n``
+    events, which carry ``batched: n`` to say so. One buffer entry whatever ``n`` (a full buffer drops and
+    counts all ``n``). Nothing is recorded when ``cat`` is inactive or there is no column.
+    """
+    if cat not in ACTIVE:
+        return
+    t1 = _mono()
+    cols = {}
+    for k in list(fields):
+        v = fields[k]
+        if type(v) is list or getattr(v, "ndim", 0) == 1:
+            cols[k] = fields.pop(k)
+    if not cols:
+        return
+    n = {len(v) for v in cols.values()}
+    if len(n) == 1:
+        record_bulk(name, cat, t0, t1, cols, fields)
+    else:  # a call-site bug must not reach the sinks (or the data path): drop and count
+        with STATE.drop_lock:
+            STATE.dropped += max(n)
+
+
+def each(
+    name: str,
+    cat: str,
+    fn: Callable[[Any, int], Any],
+    chunk: Any,
+    item: Any,
+    prepare: Callable[[int], Any] | None = None,
+    **fields: Any,
+) -> list[Any]:
+    """``[fn(c, i) for c, i in zip(chunk, item)]``, each call timed, recorded as one bulk entry.
+
+    Every call gets its own measured complete event (``chunk``, ``item``, ``dur``) when ``cat`` is active.
+    With ``prepare``, ``fn`` gets ``prepare(c)`` instead of ``c``, called outside the timed interval (e.g.
+    opening the chunk, which has its own spans). A call that raises gets its own ``X`` event with field
+    ``exception``; the events of the calls before it are recorded, and the exception propagates.
+    """
+    cl = chunk.tolist() if hasattr(chunk, "tolist") else list(chunk)
+    il = item.tolist() if hasattr(item, "tolist") else list(item)
+    if cat not in ACTIVE:
+        if prepare is None:
+            return [fn(c, i) for c, i in zip(cl, il)]
+        return [fn(prepare(c), i) for c, i in zip(cl, il)]
+    out: list[Any] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    add, s_add, e_add, mono = out.append, starts.append, ends.append, _mono
+    try:
+        for c, i in zip(cl, il):
+            x = c if prepare is None else prepare(c)
+            s_add(mono())
+            add(fn(x, i))
+            e_add(mono())
+    except BaseException as exc:
+        k = len(ends)
+        if k < len(starts):  # the timed call raised (not prepare)
+            t0 = starts.pop()
+            f = {"chunk": cl[k], "item": il[k], **fields, "exception": type(exc).__name__}
+            f["dur"] = (mono() - t0) / 1000
+            record_at("X", name, cat, t0, f)
+        raise
+    finally:
+        k = len(ends)
+        if k:
+            cols = {"chunk": cl, "item": il} if k == len(cl) else {"chunk": cl[:k], "item": il[:k]}
+            record_bulk(name, cat, starts[0], ends[-1], cols, fields, starts, ends)
+    return out
 
 
 def instant(name: str, cat: str, **fields: Any) -> None:
@@ -178,5 +287,5 @@ def metrics_snapshot() -> MetricsSnapshot:
     return RECORDER.snapshot_all()
 
 
-_ = BUF, LEVELS, CNAMES  # re-exported names
+_ = BUF, LEVELS, CNAMES, Bulk, BULK, expand  # re-exported names
 configure_from_env()

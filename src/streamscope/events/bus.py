@@ -4,6 +4,15 @@ An event is a tuple ``(ph, name, cat, ts_ns, pid, tid, fields)``: ``ts_ns`` is `
 (CLOCK_MONOTONIC, shared by every process on the machine), ``tid`` is ``threading.get_ident()`` (LitData's
 TID) and ``fields`` a dict that nobody mutates after it is recorded. Recording appends the tuple to a
 bounded ``deque``; a full buffer drops the event and counts it. Nothing here blocks or raises.
+
+Bulk events: ``ph`` :data:`BULK` (``"X+"``) is ONE buffer entry standing for ``n`` complete (``X``) events
+of one name and category, e.g. the samples of a batch; its ``fields`` slot is a :class:`Bulk` (not a dict)
+holding integer columns (``chunk``, ``item``) and either the per-event measured ``starts``/``ends`` or,
+for events decoded together in one vectorised call, only the interval of the whole call. The rule for the
+latter (documented where the events are written, in :mod:`streamscope.trace.litracer`): event ``k`` of
+``n`` gets ``ts = t0 + k * share`` and ``dur = share`` with ``share = (t1 - t0) // n`` and the field
+``batched: n``, i.e. the measured time of the call split evenly; nothing is claimed per sample beyond
+that. :func:`expand` turns bulk entries into plain ``X`` events for sinks that want one tuple per event.
 """
 
 from __future__ import annotations
@@ -36,13 +45,14 @@ _ident = threading.get_ident
 class _State:
     """Mutable per-process numbers the hot path reads (one attribute lookup each)."""
 
-    __slots__ = ("cap", "pid", "dropped", "drop_lock")
+    __slots__ = ("cap", "pid", "dropped", "drop_lock", "bulk")
 
     def __init__(self) -> None:
         self.cap = 200_000
         self.pid = os.getpid()
         self.dropped = 0
         self.drop_lock = threading.Lock()
+        self.bulk = 0  # events represented by the bulk entries in the buffer beyond one each (approximate)
 
 
 STATE = _State()
@@ -51,6 +61,100 @@ STATE = _State()
 def _drop() -> None:
     with STATE.drop_lock:
         STATE.dropped += 1
+
+
+#: ``ph`` of a bulk entry (see module doc); never written as such, sinks expand it.
+BULK = "X+"
+
+
+class Bulk:
+    """The ``fields`` of a :data:`BULK` entry: ``n`` complete events recorded by one call.
+
+    Attributes:
+        n: number of events.
+        t1: end (CLOCK_MONOTONIC ns) of the interval that began at the entry's ``ts_ns``.
+        cols: field name -> ``n`` integers (a list or a 1-D integer array; nobody mutates it).
+        starts, ends: per-event measured begin/end (ns), or None when the events shared one interval.
+        fields: fields common to every event (``batched: n`` is added to shared-interval events).
+    """
+
+    __slots__ = ("n", "t1", "cols", "starts", "ends", "fields")
+
+    def __init__(
+        self,
+        n: int,
+        t1: int,
+        cols: dict[str, Any],
+        starts: list[int] | None,
+        ends: list[int] | None,
+        fields: dict[str, Any],
+    ) -> None:
+        self.n = n
+        self.t1 = t1
+        self.cols = cols
+        self.starts = starts
+        self.ends = ends
+        self.fields = fields
+
+    def __repr__(self) -> str:
+        return f"Bulk(n={self.n}, cols={list(self.cols)}, measured={self.starts is not None}, fields={self.fields})"
+
+
+def record_bulk(
+    name: str,
+    cat: str,
+    t0: int,
+    t1: int,
+    cols: dict[str, Any],
+    fields: dict[str, Any],
+    starts: list[int] | None = None,
+    ends: list[int] | None = None,
+) -> None:
+    """Append one :data:`BULK` entry for ``len(first column)`` events (a full buffer drops and counts them all).
+
+    Without ``starts``/``ends`` the events share the interval ``[t0, t1]`` and get ``batched: n``.
+    """
+    n = len(next(iter(cols.values()))) if starts is None else len(starts)
+    if n <= 0:
+        return
+    if starts is None:
+        fields["batched"] = n
+    if len(BUF) + STATE.bulk + n <= STATE.cap:  # the bound counts the events an entry stands for
+        STATE.bulk += n - 1
+        BUF.append((BULK, name, cat, t0, STATE.pid, _ident(), Bulk(n, t1, cols, starts, ends, fields)))
+    else:
+        with STATE.drop_lock:
+            STATE.dropped += n
+
+
+def expand(events: list[Event]) -> list[Event]:
+    """``events`` with every :data:`BULK` entry replaced by its plain ``X`` events (in order)."""
+    if not any(e[0] == BULK for e in events):
+        return events
+    out: list[Event] = []
+    for e in events:
+        if e[0] != BULK:
+            out.append(e)
+            continue
+        _ph, name, cat, t0, pid, tid, b = e
+        assert isinstance(b, Bulk)
+        cols = [(k, v.tolist() if hasattr(v, "tolist") else list(v)) for k, v in b.cols.items()]
+        if b.starts is None or b.ends is None:
+            share = max(0, b.t1 - t0) // b.n
+            times = [(t0 + k * share, share) for k in range(b.n)]
+        else:
+            times = [(s, max(0, x - s)) for s, x in zip(b.starts, b.ends)]
+        for k, (ts, dur) in enumerate(times):
+            f = {c: v[k] for c, v in cols}
+            f.update(b.fields)
+            f["dur"] = dur / 1000
+            out.append(("X", name, cat, ts, pid, tid, f))
+    return out
+
+
+def events_represented(events: list[Event]) -> int:
+    """Number of events in ``events`` counting a bulk entry as its ``n``."""
+    return len(events) + sum([e[6].n - 1 for e in events if e[0] == BULK])  # type: ignore[union-attr]
 
 
 def record(ph: str, name: str, cat: str, fields: dict[str, Any], tid: int | None = None) -> None:
@@ -69,8 +173,7 @@ class Span:
     def __init__(self, name: str, cat: str, fields: dict[str, Any]) -> None:
         self.name = name
         self.cat = cat
-        self.fields = fields
-        self.tid = 0
+        self.fields = fields  # tid is set on enter (exit and the recorder only read it after an enter)
 
     def __enter__(self) -> dict[str, Any]:
         self.tid = tid = _ident()
@@ -80,7 +183,7 @@ class Span:
         else:
             _drop()
         OPEN[id(self)] = self
-        out = self.fields = dict(begin)
+        out = self.fields = begin.copy()
         return out
 
     def __exit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
@@ -143,6 +246,14 @@ class _NullSpan:
 NULL_SPAN = _NullSpan()
 
 
+def record_at(ph: str, name: str, cat: str, ts: int, fields: dict[str, Any]) -> None:
+    """Like :func:`record` with an explicit timestamp (CLOCK_MONOTONIC ns)."""
+    if len(BUF) < STATE.cap:
+        BUF.append((ph, name, cat, ts, STATE.pid, _ident(), fields))
+    else:
+        _drop()
+
+
 def close_open_spans() -> int:
     """Record an ``E`` with ``aborted=1`` for every span still open in this process; returns how many."""
     n = 0
@@ -167,6 +278,11 @@ def take(limit: int | None = None) -> list[Event]:
             append(pop())
     except IndexError:  # another consumer took some
         pass
+    if STATE.bulk:
+        if not BUF:
+            STATE.bulk = 0
+        else:
+            STATE.bulk = max(0, STATE.bulk - sum([e[6].n - 1 for e in out if e[0] == BULK]))  # type: ignore[union-attr]
     return out
 
 
@@ -174,6 +290,7 @@ def after_fork_in_child() -> None:
     """Fresh buffer and counters in a forked child: the parent's unflushed events are not ours to write."""
     BUF.clear()
     OPEN.clear()
+    STATE.bulk = 0
     STATE.pid = os.getpid()
     STATE.dropped = 0
     STATE.drop_lock = threading.Lock()

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from streamscope._core.procs import pid_alive
-from streamscope.events.bus import Event
+from streamscope.events.bus import BULK, Bulk, Event
 
 #: Upper bounds (seconds) of the latency histogram buckets; a last bucket holds everything above.
 BUCKETS_S: tuple[float, ...] = (
@@ -117,27 +117,41 @@ class Aggregator:
 
     def add(self, events: list[Event]) -> None:
         """Fold a batch of events (in recording order) into the aggregates."""
-        self.events += len(events)
+        extra = 0
         begins = self._begins
+        kinds = self._kinds
+        bounds = _BOUNDS_NS
+        bl = bisect.bisect_left
         for ph, name, cat, ts, _pid, tid, fields in events:
             if ph == "B":
-                begins.setdefault((tid, cat, name), []).append(ts)
-                if cat == "batch" and name == "batch":
-                    mark = self._loop_mark.pop(tid, None)
-                    if mark is not None:
-                        self._stats("batch/data_wait").observe_ns(ts - mark)
-                elif cat == "epoch" and name in _LOOP_SPANS:
-                    self._loop_mark[tid] = ts
+                key = (tid, cat, name)
+                stack = begins.get(key)
+                if stack is None:
+                    begins[key] = [ts]
+                else:
+                    stack.append(ts)
+                if cat == "batch" or cat == "epoch":
+                    self._loop_begin(cat, name, tid, ts)
             elif ph == "E":
                 stack = begins.get((tid, cat, name))
-                st = self._kind(cat, name)
+                st = kinds.get((cat, name)) or self._kind(cat, name)
                 if stack:
-                    st.observe_ns(ts - stack.pop())
+                    d = ts - stack.pop()  # SpanStats.observe_ns, inlined
+                    st.count += 1
+                    sec = d / 1e9
+                    st.total_s += sec
+                    if sec > st.max_s:
+                        st.max_s = sec
+                    st.buckets[bl(bounds, d)] += 1
                 else:
                     st.count += 1  # B was dropped or recorded before metrics started
                 if fields:
-                    st.bytes += _num(fields.get("bytes", 0))
-                    st.items += _num(fields.get("items", fields.get("size", 0)))
+                    b = fields.get("bytes")
+                    if b is not None:
+                        st.bytes += _num(b)
+                    n = fields.get("items", fields.get("size"))
+                    if n is not None:
+                        st.items += _num(n)
                     if "aborted" in fields:
                         st.aborted += 1
                     if "exception" in fields:
@@ -162,6 +176,9 @@ class Aggregator:
                     st.items += _num(fields.get("items", fields.get("size", 0)))
                 if "exception" in fields:
                     st.errors += 1
+            elif ph == BULK:
+                self._add_bulk(self._kind(cat, name), ts, fields)  # type: ignore[arg-type]
+                extra += fields.n - 1  # type: ignore[union-attr]
             elif ph == "C":
                 v = fields.get("value", 0) if fields else 0
                 try:
@@ -171,6 +188,34 @@ class Aggregator:
             else:
                 key = f"{cat}/{name}"
                 self.instants[key] = self.instants.get(key, 0) + 1
+        self.events += len(events) + extra
+
+    def _loop_begin(self, cat: str, name: str, tid: int, ts: int) -> None:
+        """Data-wait bookkeeping at the begin of a ``batch`` or loop span."""
+        if cat == "batch" and name == "batch":
+            mark = self._loop_mark.pop(tid, None)
+            if mark is not None:
+                self._stats("batch/data_wait").observe_ns(ts - mark)
+        elif cat == "epoch" and name in _LOOP_SPANS:
+            self._loop_mark[tid] = ts
+
+    @staticmethod
+    def _add_bulk(st: SpanStats, t0: int, b: Bulk) -> None:
+        """Fold the ``n`` complete events of a bulk entry into ``st`` (durations as the sink writes them)."""
+        if b.starts is None or b.ends is None:
+            share = max(0, b.t1 - t0) // b.n
+            st.count += b.n
+            st.total_s += share * b.n / 1e9
+            st.max_s = max(st.max_s, share / 1e9)
+            st.buckets[bisect.bisect_left(_BOUNDS_NS, share)] += b.n
+        else:
+            for s, e in zip(b.starts, b.ends):
+                st.observe_ns(max(0, e - s))
+        items = b.fields.get("items", b.fields.get("size"))
+        if items is not None:
+            st.items += _num(items) * b.n
+        if "bytes" in b.fields:
+            st.bytes += _num(b.fields["bytes"]) * b.n
 
     def snapshot(self, pid: int, **extra: Any) -> dict[str, Any]:
         """JSON-able snapshot of this process."""

@@ -74,6 +74,11 @@ FIELDS: dict[str, str] = {
     "chunk": "chunk index (int) within the dataset",
     "chunks": "number of chunks (int)",
     "index": "global sample index (int)",
+    "item": "item index (int) within its chunk",
+    "batched": (
+        "on sample events decoded together in one vectorised call: how many (int). The event's ts/dur are "
+        "then an even share of the call's measured interval, not a per-sample measurement"
+    ),
     "epoch": "epoch number (int, 0-based)",
     "batch": "batch number within the epoch (int, 0-based)",
     "bytes": "payload size in bytes (int); summed into the bytes metric of the span",

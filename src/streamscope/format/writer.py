@@ -55,6 +55,8 @@ class ChunkWriter:
         serializers: extra serializers, tried before the built-ins.
         rank: the writer's rank in file names.
         chunk_index: index of the first chunk file.
+        encryption: a :mod:`.encryption` key object (``level`` "sample" or "chunk"); items (sample level) or
+            whole chunks (chunk level) are encrypted before compression, as LitData does.
     """
 
     def __init__(
@@ -68,6 +70,7 @@ class ChunkWriter:
         serializers: dict[str, Serializer] | None = None,
         rank: int = 0,
         chunk_index: int = 0,
+        encryption: Any = None,
     ) -> None:
         if (chunk_size is None) == (chunk_bytes is None):
             raise FormatError("give exactly one of chunk_size or chunk_bytes")
@@ -85,6 +88,12 @@ class ChunkWriter:
         self._serializers = merge_serializers(serializers)
         self.rank = rank
         self.chunk_index = chunk_index
+        self.encryption = encryption
+        self._encrypt_level = _encryption_level(encryption)
+        if encryption is not None and self.item_loader.name == "TokensLoader":
+            raise FormatError(
+                "TokensLoader datasets cannot be encrypted (token blocks are read straight from the file)"
+            )
         self.chunks: list[dict[str, Any]] = []
         self.config: dict[str, Any] | None = None
         self._data_format: list[str] | None = None
@@ -132,7 +141,7 @@ class ChunkWriter:
             "compression": self.compression,
             "data_format": list(fmts),
             "data_spec": treespec_dumps(spec),
-            "encryption": None,
+            "encryption": self.encryption.state_dict() if self.encryption is not None else None,
             "item_loader": self.item_loader.name,
         }
         return data, sizes
@@ -186,6 +195,8 @@ class ChunkWriter:
         if self._next_index is not None and index != self._next_index:
             raise FormatError(f"sample index {index} is not consecutive (expected {self._next_index})")
         blob, dim = self.serialize(index, sample)
+        if self._encrypt_level == "sample":
+            blob = self.encryption.encrypt(blob)
         self._next_index = index + 1
         closed: list[dict[str, Any]] = []
         weight = dim if dim else 1
@@ -239,6 +250,10 @@ class ChunkWriter:
         # token total is always written here when items carry a dim.
         dim = sum(d or 0 for d in dims) if any(d is not None for d in dims) else None
         name = self.filename()
+        if self._encrypt_level == "chunk":  # the whole chunk is one ciphertext; chunk_bytes is its length
+            items = [self.encryption.encrypt(header + b"".join(items))]
+            header = b""
+            total = len(items[0])
         entry = {"chunk_bytes": total, "chunk_size": n, "dim": dim, "filename": name}
         if self.compression:  # one-shot: zstd streaming output differs from LitData's one-shot bytes
             parts = [compress_bytes(header + b"".join(items), self.compression)]
@@ -252,6 +267,17 @@ class ChunkWriter:
         self._pending_bytes = 0
         self._pending_count = 0
         return entry
+
+
+def _encryption_level(encryption: Any) -> str | None:
+    if encryption is None:
+        return None
+    level = getattr(encryption, "level", None)
+    if level not in ("sample", "chunk") or not callable(getattr(encryption, "encrypt", None)):
+        raise FormatError(f"encryption must have level 'sample' or 'chunk' and an encrypt() method, got {encryption!r}")
+    if not callable(getattr(encryption, "state_dict", None)):
+        raise FormatError(f"encryption {encryption!r} has no state_dict() for index.json")
+    return str(level)
 
 
 def _write_atomic(path: str, parts: list[bytes]) -> None:

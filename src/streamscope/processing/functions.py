@@ -46,6 +46,7 @@ from streamscope._core.errors import (
 from streamscope._core.protocols import ObjectStore
 from streamscope._core.units import parse_bytes
 from streamscope.processing._store import check_writable, local_root, open_output
+from streamscope.processing.merge import merge_datasets  # noqa: F401 - litdata.processing.functions path
 from streamscope.processing.runner import run_jobs
 from streamscope.processing.split import aligned_ranges, even_ranges, weighted_ranges
 from streamscope.processing.worker import CHECKPOINT_DIR, Resume, WorkerJob, checkpoint_key
@@ -53,6 +54,20 @@ from streamscope.processing.worker import CHECKPOINT_DIR, Resume, WorkerJob, che
 _CHUNK_RE = re.compile(r"^chunk-(\d+)-(\d+)(\.[^/]+)?\.bin$")
 _VALID_MODES = (None, "append", "overwrite")
 _CKPT_CONFIG = f"{CHECKPOINT_DIR}/config.json"
+
+
+def _check_encryption_arg(encryption: Any, item_loader: Any) -> None:
+    """optimize(encryption=...): a key object LitData's writer would accept (checked before any worker starts)."""
+    if encryption is None:
+        return
+    if getattr(encryption, "level", None) not in ("sample", "chunk") or not callable(
+        getattr(encryption, "encrypt", None)
+    ):
+        raise OptimizeInputError(
+            f"encryption must be a FernetEncryption/RSAEncryption (level 'sample' or 'chunk'), got {encryption!r}"
+        )
+    if item_loader is not None and getattr(item_loader, "name", type(item_loader).__name__) == "TokensLoader":
+        raise OptimizeInputError("TokensLoader datasets cannot be encrypted (LitData cannot read them back either)")
 
 
 def check_compression(compression: str | None) -> None:
@@ -105,14 +120,17 @@ def optimize(
             None (input skipped), or is a generator yielding samples (None values skipped).
         inputs: The inputs, a sequence (it is split into one contiguous range per worker).
         output_dir: Local directory (or URL once object storage is available) receiving the dataset.
-        queue: Not supported (LitData's streaming-input mode); pass ``inputs``.
+        queue: A ``multiprocessing.Queue`` of inputs instead of ``inputs``: the workers take items from it until
+            a producer puts ``streamscope.processing.data_processor.ALL_DONE`` (once, whatever the number of
+            workers). Dataset order then follows which worker took which item (rank order, then arrival).
         input_dir: Accepted for compatibility; unused.
         weights: Per-input weights; they move the boundaries of the workers' contiguous ranges.
         chunk_size: Maximum number of samples per chunk (exactly one of chunk_size/chunk_bytes).
         chunk_bytes: Target chunk size in bytes, or a string like ``"64MB"`` (decimal units).
         align_chunking: Give every worker but the last whole multiples of ``chunk_size`` inputs.
         compression: None, ``"zstd"`` or ``"zstd:N"``.
-        encryption: Not supported yet (must be None).
+        encryption: A key from ``streamscope.utilities.encryption`` (``FernetEncryption``/``RSAEncryption``,
+            level "sample" or "chunk"); samples or chunks are encrypted before compression, as LitData does.
         num_workers: Worker processes (default ``os.cpu_count()``; 0 means 1).
         fast_dev_run: True to process only the first 10 inputs, or an int number of inputs.
         num_nodes: Multi-node runs need Lightning Studio; must be None.
@@ -120,7 +138,9 @@ def optimize(
         num_downloaders: Accepted for compatibility; unused.
         num_uploaders: Accepted for compatibility; unused (workers publish their own chunks).
         reorder_files: Accepted; inputs are never reordered here.
-        reader: Optional object with ``read(item)`` applied to each input before ``fn``.
+        reader: Optional reader (e.g. :class:`~streamscope.processing.readers.ParquetReader`): its
+            ``remap_items(inputs, num_workers)`` (if any) runs once in the main process, ``read(item)`` on each
+            work item before ``fn``.
         batch_size: Group consecutive inputs into lists of this length before calling ``fn``.
         mode: None (fail if a dataset exists), ``"append"`` or ``"overwrite"``.
         use_checkpoint: Record progress at chunk boundaries; a rerun resumes and gives the same dataset.
@@ -128,10 +148,13 @@ def optimize(
         start_method: ``"fork"`` (default on Linux) or ``"spawn"``/``"forkserver"``.
         optimize_dns: Accepted for compatibility; unused.
         storage_options: Options for the output store.
-        keep_data_ordered: Accepted; output order is always the input order.
+        keep_data_ordered: True (default): each worker owns a contiguous range of the inputs and the dataset
+            order is the input order. False: workers take inputs from one shared queue (load balancing); every
+            input is written once, but the sample order depends on timing.
         verbose: Show a progress bar.
         broadcast_paths: Accepted for compatibility; unused.
-        key_fn: Not supported yet (must be None).
+        key_fn: ``sample -> key`` (str or int, unique): also write the keys sidecar (``keys/shard-*.parquet``)
+            that ``StreamingDataset.get_by_key`` and ``ds["key"]`` use (see :mod:`streamscope.processing.keys`).
 
     Raises:
         OptimizeInputError: empty inputs, both or neither of chunk_size/chunk_bytes, bad mode, ...
@@ -144,10 +167,17 @@ def optimize(
     """
     if not callable(fn):
         raise OptimizeInputError(f"fn must be callable, got {type(fn).__name__}")
-    if queue is not None:
-        raise OptimizeInputError("optimize(queue=...) is not supported by streamscope; pass inputs=[...]")
-    if inputs is None:
-        raise OptimizeInputError("optimize() needs inputs")
+    if queue is not None and inputs is not None:
+        raise OptimizeInputError("pass either inputs or queue to optimize(), not both")
+    if queue is None and inputs is None:
+        raise OptimizeInputError("optimize() needs inputs or queue")
+    if queue is not None and not (callable(getattr(queue, "get", None)) and callable(getattr(queue, "put", None))):
+        raise OptimizeInputError(f"queue must be a multiprocessing.Queue, got {type(queue).__name__}")
+    if use_checkpoint and (queue is not None or not keep_data_ordered):
+        raise OptimizeInputError(
+            "use_checkpoint=True needs a fixed split of the inputs: it cannot be combined with queue=... or "
+            "keep_data_ordered=False"
+        )
     if chunk_size is None and chunk_bytes is None:
         raise OptimizeInputError("optimize() needs chunk_size or chunk_bytes")
     if chunk_size is not None and chunk_bytes is not None:
@@ -163,16 +193,24 @@ def optimize(
         raise OptimizeInputError(f"mode must be None, 'append' or 'overwrite', got {mode!r}")
     check_compression(compression)
     _reject_platform_args(num_nodes, machine)
-    if encryption is not None:
-        raise OptimizeInputError("optimize(encryption=...) is not supported by streamscope yet")
-    if key_fn is not None:
-        raise OptimizeInputError("optimize(key_fn=...) is not supported by streamscope yet")
+    _check_encryption_arg(encryption, item_loader)
+    if key_fn is not None and not callable(key_fn):
+        raise OptimizeInputError(f"key_fn must be callable (sample -> str or int key), got {key_fn!r}")
+    if key_fn is not None and encryption is not None:
+        raise OptimizeInputError("optimize(key_fn=...) does not support encrypted datasets")
 
     output_dir = _location(output_dir)
-    items, n_given = _prepare_inputs(inputs, batch_size, fast_dev_run)
-    n = len(items)
-    workers = _num_workers(num_workers, n)
-    if weights is not None:
+    if queue is not None:
+        items, n_given = [], 0
+        n = 0
+        workers = _num_workers(num_workers, None)
+    else:
+        items, n_given = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
+        n = len(items)
+        workers = _num_workers(num_workers, n)
+    if queue is not None or not keep_data_ordered:
+        ranges = [(0, 0)] * workers  # items are handed out through a queue shared by the workers
+    elif weights is not None:
         if len(weights) != n_given:
             raise OptimizeInputError(f"weights has {len(weights)} entries but inputs has {n_given}")
         if batch_size is None or batch_size <= 1:
@@ -191,6 +229,7 @@ def optimize(
         "chunk_bytes": cbytes,
         "compression": compression,
         "item_loader": item_loader,
+        "encryption": encryption,
     }
     ckpt_config = {
         "num_workers": workers,
@@ -202,6 +241,7 @@ def optimize(
             "chunk_bytes": cbytes,
             "compression": compression,
             "item_loader": None if item_loader is None else type(item_loader).__name__,
+            "encryption": None if encryption is None else encryption.state_dict(),
         },
         "mode": mode,
     }
@@ -266,11 +306,15 @@ def optimize(
                 use_checkpoint=use_checkpoint,
                 resume=resume_records[w],
                 reader=reader,
+                source=queue,
             )
             for w, (a, b) in enumerate(ranges)
         ]
+        shared = items if queue is None and not keep_data_ordered else None
         try:
-            results = run_jobs(jobs, n, start_method, verbose, desc="optimize")
+            results = run_jobs(
+                jobs, None if queue is not None else n, start_method, verbose, desc="optimize", shared_items=shared
+            )
             _publish_index(store, results, workers, existing, n)
         except BaseException:
             if not use_checkpoint:
@@ -279,6 +323,10 @@ def optimize(
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         _delete_checkpoints(store)
+        if key_fn is not None:
+            from streamscope.processing.keys import write_keys_for  # noqa: PLC0415
+
+            write_keys_for(store, key_fn, verbose=verbose)
 
 
 def map(  # noqa: A001 - LitData's name
@@ -317,10 +365,12 @@ def map(  # noqa: A001 - LitData's name
         raise OptimizeInputError(f"fn must be callable, got {type(fn).__name__}")
     _reject_platform_args(num_nodes, machine)
     output_dir = _location(output_dir)
-    items, n_given = _prepare_inputs(inputs, batch_size, fast_dev_run)
+    items, n_given = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
     n = len(items)
     workers = _num_workers(num_workers, n)
-    if weights is not None and len(weights) == n_given and (batch_size is None or batch_size <= 1):
+    if not keep_data_ordered:
+        ranges = [(0, 0)] * workers
+    elif weights is not None and len(weights) == n_given and (batch_size is None or batch_size <= 1):
         ranges = weighted_ranges(list(weights)[:n], workers)
     else:
         ranges = even_ranges(n, workers)
@@ -346,7 +396,7 @@ def map(  # noqa: A001 - LitData's name
     ]
     try:
         with ev.span("map", "epoch", inputs=n, workers=workers, url=store.url):
-            run_jobs(jobs, n, start_method, verbose=True, desc="map")
+            run_jobs(jobs, n, start_method, verbose=True, desc="map", shared_items=None if keep_data_ordered else items)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -354,7 +404,20 @@ def map(  # noqa: A001 - LitData's name
 # --- helpers ----------------------------------------------------------------------------------------
 
 
+_TIME_TEMPLATE = re.compile(r"\{(%[^{}]*)\}")
+
+
+def expand_time_template(path: str) -> str:
+    """Replace each ``{%strftime pattern}`` in ``path`` by the current local time (``run_{%Y-%m-%d}``)."""
+    if "{%" not in path:
+        return path
+    now = time.localtime()
+    return _TIME_TEMPLATE.sub(lambda m: time.strftime(m.group(1), now), path)
+
+
 def _location(output_dir: str | os.PathLike[str] | Dir) -> str:
+    if isinstance(output_dir, str):
+        output_dir = expand_time_template(output_dir)
     d = as_dir(output_dir)
     loc = d.url or d.path
     if not loc:
@@ -369,8 +432,10 @@ def _reject_platform_args(num_nodes: int | None, machine: str | None) -> None:
         )
 
 
-def _prepare_inputs(inputs: Any, batch_size: int | None, fast_dev_run: bool | int) -> tuple[list[Any], int]:
-    """The work items (batched, cut for fast_dev_run) and the number of inputs given."""
+def _prepare_inputs(
+    inputs: Any, batch_size: int | None, fast_dev_run: bool | int, reader: Any = None, num_workers: int | None = None
+) -> tuple[list[Any], int]:
+    """The work items (remapped by the reader, batched, cut for fast_dev_run) and the number of inputs given."""
     if isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__len__") or not hasattr(inputs, "__getitem__"):
         try:
             inputs = builtins.list(inputs)
@@ -379,6 +444,10 @@ def _prepare_inputs(inputs: Any, batch_size: int | None, fast_dev_run: bool | in
     if len(inputs) == 0:
         raise OptimizeInputError("inputs is empty: there is nothing to process")
     items = builtins.list(inputs)
+    if reader is not None and callable(getattr(reader, "remap_items", None)):
+        items = builtins.list(reader.remap_items(items, num_workers or os.cpu_count() or 1))
+        if not items:
+            raise OptimizeInputError(f"{type(reader).__name__}.remap_items() returned no work items")
     n_given = len(items)
     if batch_size is not None and batch_size > 1:
         items = [items[p : p + batch_size] for p in range(0, len(items), batch_size)]
@@ -388,12 +457,13 @@ def _prepare_inputs(inputs: Any, batch_size: int | None, fast_dev_run: bool | in
     return items, n_given
 
 
-def _num_workers(num_workers: int | None, n: int) -> int:
+def _num_workers(num_workers: int | None, n: int | None) -> int:
+    """Workers to start: at most one per input (``n`` None: the number of inputs is not known, queue mode)."""
     if num_workers is None:
         num_workers = os.cpu_count() or 1
     if num_workers < 0:
         raise OptimizeInputError(f"num_workers must be >= 0, got {num_workers}")
-    return max(1, min(num_workers, n))
+    return max(1, num_workers if n is None else min(num_workers, n))
 
 
 def _fingerprint(items: list[Any]) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 from streamscope._core import config
 from streamscope._core.errors import MapReturnError, OptimizeInputError, WorkerDiedError, WorkerFailedError
+from streamscope.processing.data_processor import ALL_DONE
 from streamscope.processing.worker import WorkerJob, run_worker
 
 
@@ -36,14 +37,26 @@ def default_start_method() -> str:
 
 def run_jobs(
     jobs: list[WorkerJob],
-    total_inputs: int,
+    total_inputs: int | None,
     start_method: str | None,
     verbose: bool,
     desc: str,
+    shared_items: list[Any] | None = None,
 ) -> dict[int, tuple[list[dict[str, Any]], dict[str, Any] | None]]:
-    """Run one process per job; return ``{worker: (chunks, config)}`` once all have reported ``done``."""
+    """Run one process per job; return ``{worker: (chunks, config)}`` once all have reported ``done``.
+
+    ``shared_items``: instead of each job's own ``inputs``, every worker takes ``(index, item)`` pairs from one
+    queue filled here after the workers started (``keep_data_ordered=False``). ``total_inputs`` None: unknown
+    (queue input), the progress bar counts without a total.
+    """
     ctx = mp.get_context(start_method or default_start_method())
     results = ctx.Queue()
+    shared = None
+    if shared_items is not None:
+        shared = ctx.Queue()
+        for job in jobs:
+            job.source = shared
+            job.source_indexed = True
     progress = ctx.Array("q", len(jobs), lock=False)
     procs: dict[int, Any] = {}
     out: dict[int, tuple[list[dict[str, Any]], dict[str, Any] | None]] = {}
@@ -63,6 +76,10 @@ def run_jobs(
                     f"inputs and reader must be picklable (fn defined at module level, not a lambda or closure)"
                 ) from exc
             procs[job.worker] = p
+        if shared is not None:
+            for i, item in enumerate(shared_items or ()):
+                shared.put((i, item))
+            shared.put(ALL_DONE)
         bar = _progress_bar(total_inputs, desc, verbose)  # after forking: its monitor thread is not inherited
         shown = 0
         while len(out) < len(jobs):
@@ -108,6 +125,9 @@ def run_jobs(
                 p.join(timeout=2.0)
         results.close()
         results.join_thread()
+        if shared is not None:
+            shared.cancel_join_thread()  # the ALL_DONE sentinel the last worker put back stays unread
+            shared.close()
         if bar is not None:
             bar.close()
 
@@ -137,7 +157,7 @@ def _raise_worker_error(msg: tuple[Any, ...]) -> None:
     raise err from cause
 
 
-def _progress_bar(total: int, desc: str, verbose: bool) -> Any:
+def _progress_bar(total: int | None, desc: str, verbose: bool) -> Any:
     if not verbose:
         return None
     try:

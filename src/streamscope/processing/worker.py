@@ -22,19 +22,22 @@ import inspect
 import json
 import os
 import pickle
+import queue as queue_mod
 import shutil
 import signal
 import sys
 import traceback
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from streamscope import events as ev
+from streamscope._core import config as cfg
 from streamscope._core.errors import MapReturnError
 from streamscope.processing._store import open_output, publish
 from streamscope.processing._writer import ChunkWriter
+from streamscope.processing.data_processor import ALL_DONE, is_all_done
 
 CHECKPOINT_DIR = ".checkpoints"
 
@@ -85,6 +88,37 @@ class WorkerJob:
     resume: Resume = field(default_factory=Resume)
     reader: Any = None
     parent_pid: int = field(default_factory=os.getpid)  # the main process; a worker orphaned by its death exits
+    # queue mode: work items come from this multiprocessing queue (shared by all workers) until ALL_DONE;
+    # ``inputs`` is then unused. ``source_indexed``: the queue carries ``(global index, item)`` pairs (the
+    # keep_data_ordered=False queue optimize() fills), else bare user items (optimize(queue=...)).
+    source: Any = None
+    source_indexed: bool = False
+
+
+def work_items(job: WorkerJob, start: int = 0) -> Iterator[tuple[int, int, Any]]:
+    """``(position in this worker, global input index, item)`` for each item this worker processes."""
+    if job.source is None:
+        for pos in range(start, len(job.inputs)):
+            _exit_if_orphaned(job)
+            yield pos, job.offset + pos, job.inputs[pos]
+        return
+    poll = float(cfg.get("optimize_poll_interval"))
+    pos = 0
+    while True:
+        _exit_if_orphaned(job)
+        try:
+            msg = job.source.get(timeout=poll)
+        except queue_mod.Empty:
+            continue
+        if is_all_done(msg):
+            job.source.put(ALL_DONE)  # one sentinel stops every worker: pass it on
+            return
+        if job.source_indexed:
+            index, item = msg
+        else:
+            index, item = pos, msg
+        yield pos, index, item
+        pos += 1
 
 
 def _short_repr(obj: Any, limit: int = 200) -> str:
@@ -220,12 +254,11 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
             p, s = origins[0] if origins else (pos, emitted)
             _save_checkpoint(store, rank, chunks, config_now(), p, s, next_chunk, False)
 
-    pos = rs.inputs_done
-    progress[job.worker] = pos
-    for pos in range(rs.inputs_done, len(job.inputs)):
-        _exit_if_orphaned(job)
-        index = job.offset + pos
-        item = job.inputs[pos]
+    progress[job.worker] = rs.inputs_done
+    end = rs.inputs_done
+    for pos, index, item in work_items(job, rs.inputs_done):
+        raw = item
+        end = pos + 1
         skip = rs.skip_samples if pos == rs.inputs_done else 0
         emitted = 0
         try:
@@ -261,13 +294,13 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
                         )
                     on_closed(closed, pos, emitted)
         except Exception as exc:
-            raise _InputFailed(index, job.inputs[pos], "optimize") from exc
+            raise _InputFailed(index, raw, "optimize") from exc
         progress[job.worker] = pos + 1
     with ev.span("chunk_write", "read", rank=rank, final=True):
         last = writer.done()
-    on_closed(last, len(job.inputs), 0)
+    on_closed(last, end, 0)
     if job.use_checkpoint:
-        _save_checkpoint(store, rank, chunks, config_now(), len(job.inputs), 0, next_chunk, True)
+        _save_checkpoint(store, rank, chunks, config_now(), end, 0, next_chunk, True)
     return chunks, config_now()
 
 
@@ -296,10 +329,8 @@ def _save_checkpoint(
 def _run_map(job: WorkerJob, progress: Any) -> None:
     store = open_output(job.output_dir, job.storage_options)
     tmp = os.path.join(job.staging_dir, f"map-{job.worker}")
-    for pos in range(len(job.inputs)):
-        _exit_if_orphaned(job)
-        index = job.offset + pos
-        item = job.inputs[pos]
+    for pos, index, item in work_items(job):
+        raw = item
         os.makedirs(tmp, exist_ok=True)
         try:
             if job.reader is not None:
@@ -319,7 +350,7 @@ def _run_map(job: WorkerJob, progress: Any) -> None:
                     with ev.span("upload", "download", file=key, bytes=os.path.getsize(src)):
                         publish(store, src, key)
         except Exception as exc:
-            raise _InputFailed(index, job.inputs[pos], "map") from exc
+            raise _InputFailed(index, raw, "map") from exc
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         progress[job.worker] = pos + 1

@@ -20,6 +20,7 @@ from typing import Any
 
 from streamscope._core.errors import UnsupportedURLError
 from streamscope._core.protocols import ObjectMeta, ObjectStore
+from streamscope.storage import registry
 from streamscope.storage.local import LocalStore
 from streamscope.storage.redact import (
     install_log_redaction,
@@ -89,6 +90,10 @@ def open_store(
             url = os.fspath(url)
         elif getattr(url, "url", None) or getattr(url, "path", None):
             url = str(getattr(url, "url", None) or url.path)
+    if isinstance(url, str) and registry.has_custom():  # a user downloader for this prefix (register_downloader)
+        custom = registry.store_for(url.strip(), storage_options, session_options)
+        if custom is not None:
+            return custom
     parsed = parse_url(url)
     options = dict(storage_options or {})
     register_options(options)

@@ -62,7 +62,7 @@ def _foreign_runtime_threads() -> bool:
     for tid in tasks:
         try:
             with open(f"/proc/self/task/{tid}/comm", "rb") as f:
-                if f.read().startswith(b"tokio-runtime"):
+                if f.read().startswith(b"tokio"):  # "tokio-runtime-w", obstore's "tokio-rt-worker"
                     return True
         except OSError:
             continue

@@ -29,10 +29,12 @@ event rather than silently.
 
 from __future__ import annotations
 
+import copy
 import datetime
 import logging
 import multiprocessing
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -68,6 +70,22 @@ _ENV: dict[str, tuple[str, ...]] = {
 }
 _BACKENDS = ("auto", "obstore", "boto3")
 _warned_fallback = False
+
+# Clients shared by the stores of one process that have the same bucket and options: a dataset opens its store
+# more than once (index, then chunks), and building a boto3 client costs 0.1-0.3 s. Keyed with the pid that
+# built them, so a forked child builds its own.
+_CLIENTS: dict[tuple[Any, ...], tuple[int, Backend]] = {}
+_CLIENTS_LOCK = threading.Lock()
+_CLIENTS_MAX = 64
+
+
+def _reset_clients_in_child() -> None:
+    global _CLIENTS_LOCK
+    _CLIENTS_LOCK = threading.Lock()  # a parent thread may have held it at fork time
+    _CLIENTS.clear()
+
+
+os.register_at_fork(after_in_child=_reset_clients_in_child)
 
 
 class S3Options:
@@ -142,10 +160,10 @@ def choose_backend(preference: str) -> tuple[str, str | None]:
         return "boto3", None if preference != "obstore" else "obstore is not installed"
     if preference == "boto3":
         return "boto3", None
-    if not ob.obstore_usable():
-        return "boto3", f"obstore's runtime was started in parent pid {ob.runtime_pid()} before fork"
     if preference == "auto" and _may_fork_workers():
         return "boto3", None
+    if not ob.obstore_usable():
+        return "boto3", f"obstore's runtime was started in parent pid {ob.runtime_pid()} before fork"
     return "obstore", None
 
 
@@ -168,6 +186,32 @@ class S3Store(RemoteStore):
         if self.options.extra:
             self._validate_extra()
 
+    def streaming_store(self) -> S3Store:
+        """The store for the chunk downloads of an iteration (the cache's prefetcher) in this process.
+
+        With ``backend="auto"`` (the default) this is a twin store that prefers the client named by the
+        ``storage_s3_streaming_backend`` knob (obstore): a process that iterates a dataset itself
+        (``num_workers=0``) then downloads as fast as DataLoader workers do. Index reads and random access
+        (``ds[i]``) keep the ``auto`` choice, so merely opening a dataset never starts obstore's runtime in a
+        process that will fork workers. An explicit ``backend`` in ``storage_options`` is kept as is.
+        """
+        pref = str(config.get("storage_s3_streaming_backend")).lower()
+        if pref not in _BACKENDS:
+            raise ConfigError(
+                f"unknown storage_s3_streaming_backend {pref!r} for {self.url!r}; choose one of {', '.join(_BACKENDS)}"
+            )
+        if self.options.backend != "auto" or pref == "auto":
+            return self
+        twin = copy.copy(self)
+        twin.options = copy.copy(self.options)
+        twin.options.backend = pref
+        twin._make_backend = twin._build  # the original's bound method would build with the original options
+        twin._backend_obj = None
+        twin._backend_pid = -1
+        twin._lock = threading.Lock()
+        twin._lock_pid = os.getpid()
+        return twin
+
     def _validate_extra(self) -> None:
         """Reject unknown storage_options now, not at the first request (building an obstore store is
         fork-safe: it does not start obstore's runtime)."""
@@ -182,16 +226,53 @@ class S3Store(RemoteStore):
     def _build(self) -> Backend:
         global _warned_fallback
         name, why = choose_backend(self.options.backend)
-        if why is not None and self.options.backend == "obstore":
+        if why is not None:  # obstore wanted (explicitly, or by "auto" in a DataLoader worker) but not usable
             ev.instant("backend_fallback", "download", url=self.url, backend=name, reason=why)
             if not _warned_fallback:
                 _warned_fallback = True
                 log.warning(
                     "streamscope: using boto3 instead of obstore for %s in pid %d: %s", self.url, os.getpid(), why
                 )
-        if name == "obstore":
-            return self._obstore_backend()
-        return self._boto3_backend()
+        key = self._client_key(name)
+        if key is None:
+            return self._obstore_backend() if name == "obstore" else self._boto3_backend()
+        pid = os.getpid()
+        with _CLIENTS_LOCK:
+            hit = _CLIENTS.get(key)
+            if hit is not None and hit[0] == pid:
+                return hit[1]
+        backend = self._obstore_backend() if name == "obstore" else self._boto3_backend()
+        with _CLIENTS_LOCK:
+            hit = _CLIENTS.get(key)
+            if hit is not None and hit[0] == pid:
+                return hit[1]  # another thread built one meanwhile: share it
+            if len(_CLIENTS) >= _CLIENTS_MAX:
+                _CLIENTS.clear()
+            _CLIENTS[key] = (pid, backend)
+        return backend
+
+    def _client_key(self, name: str) -> tuple[Any, ...] | None:
+        """What makes two stores' clients interchangeable in one process; None when unsure (no sharing)."""
+        o = self.options
+        if o.boto3_extra:
+            return None  # a botocore Config object: not compared, not shared
+        try:
+            extra = tuple(sorted((k, repr(v)) for k, v in o.extra.items()))
+        except TypeError:
+            return None
+        return (
+            name,
+            self._parsed.bucket,
+            o.endpoint,
+            o.access_key,
+            o.secret_key,
+            o.token,
+            o.region,
+            o.profile,
+            o.insecure,
+            o.ca_file,
+            extra,
+        )
 
     def _obstore_backend(self) -> Backend:
         return ob.ObstoreBackend(self._obstore_factory())

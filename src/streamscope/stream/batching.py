@@ -1,30 +1,145 @@
-"""Handing batches from DataLoader workers to the training loop with few hand-offs.
+"""Handing batches from DataLoader workers to the training loop with few hand-offs and no fresh memory.
 
-Each batch sent through a worker's result queue costs a pickle, a queue message and, per tensor, a shared-memory
-file descriptor passed between processes (two process wake-ups). On a busy machine those wake-ups, not the
-decoding, bound the loader. So workers send *groups* of consecutive batches of their own sequence: the first
-group holds one batch (time to first batch stays low), later ones as many as fit in ``group_bytes`` (at most
-``MAX_GROUP``). All tensors of a group are packed into ONE shared-memory block (one descriptor per group);
-each batch's tensors are views into it. The main process unpacks groups and hands batches to the loop in batch
-order (see :class:`Reorder`).
+Each batch sent through a worker's result queue costs a pickle, a queue message and, per tensor storage, a
+shared-memory file descriptor passed between processes. And every fresh shared-memory block costs page faults
+and zeroing on first touch (measured: copying into fresh blocks took 3x longer than decoding the batch).
+
+So a worker decodes its batches straight into an *arena*: a shared-memory block that the column collator
+allocates from (:data:`streamscope.stream.collate.ALLOC`). Consecutive batches of the worker's sequence share
+one arena and travel as one *group* (one queue message, one descriptor). The first group holds one batch (the
+time to first batch stays low); later groups as many batches as fit in ``group_bytes`` (at most ``MAX_GROUP``).
+
+Arenas are reused. The main process watches each received arena's storage with a weak reference; once the
+training loop has dropped every tensor of a group, it marks the arena's slot free in a small shared array
+(:class:`ArenaFlags`), and the worker decodes a later group into the same, already faulted-in, memory. A loop
+that keeps its batches simply keeps their arenas busy: the worker then allocates new ones (at most
+``MAX_SLOTS`` pooled per worker, then unpooled blocks that are freed normally), so a kept batch is never
+overwritten.
+
+Batches whose tensors do not come from the arena (a user ``collate_fn``, the sample-by-sample path) are packed
+into one shared block per group as before (:func:`pack`). The main process unpacks groups and hands batches to
+the loop in batch order (:class:`Reorder`).
 """
 
 from __future__ import annotations
 
 import copy
+import multiprocessing
 from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from streamscope.stream import collate
 
 MAX_GROUP = 16
+MAX_SLOTS = 8
 _ALIGN = 64
 
 
+def _align(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+def _new_shared(nbytes: int) -> torch.Tensor:
+    base = torch.empty(0, dtype=torch.uint8)
+    storage = base._typed_storage()._new_shared(nbytes, device=base.device)
+    return base.new(storage).resize_(nbytes)
+
+
 class Group(list):  # type: ignore[type-arg]
-    """A list of ``(batch_number, batch)`` sent by a worker as one queue message."""
+    """A list of ``(batch_number, batch)`` sent by a worker as one queue message.
+
+    ``slot`` is the arena slot the batches live in (-1: none) and ``anchor`` the arena itself, so the main
+    process can tell when the loop has dropped the group.
+    """
+
+    slot: int = -1
+    anchor: torch.Tensor | None = None
+
+
+class ArenaFlags:
+    """Busy flags of every worker's arena slots, shared between the main process and its workers.
+
+    Created by the loader before its workers start; a worker sets its slot busy when it sends the arena, the main
+    process clears it when the loop has dropped every tensor of the arena.
+    """
+
+    def __init__(self, num_workers: int) -> None:
+        self.num_workers = max(1, num_workers)
+        self.flags = multiprocessing.RawArray("b", self.num_workers * MAX_SLOTS)
+        self._watch: list[tuple[StorageWeakRef, int]] = []
+
+    def reset(self) -> None:
+        """Forget every arena (the workers that owned them are gone)."""
+        self._watch.clear()
+        for i in range(len(self.flags)):
+            self.flags[i] = 0
+
+    def watch(self, group: Group) -> None:
+        """Main process: start watching a received group's arena."""
+        anchor = group.anchor
+        group.anchor = None
+        if anchor is not None and group.slot >= 0:
+            self._watch.append((StorageWeakRef(anchor.untyped_storage()), group.slot))
+
+    def release_dropped(self) -> None:
+        """Main process: free the slots whose arenas the loop no longer references."""
+        if not self._watch:
+            return
+        keep = []
+        for ref, slot in self._watch:
+            if ref.expired():
+                self.flags[slot] = 0
+            else:
+                keep.append((ref, slot))
+        self._watch = keep
+
+
+class Arena:
+    """A shared-memory block handed out front to back (a bump allocator)."""
+
+    def __init__(self, slot: int, nbytes: int) -> None:
+        self.slot = slot
+        self.tensor = _new_shared(nbytes)
+        self.used = 0
+
+    @property
+    def free(self) -> int:
+        return self.tensor.numel() - self.used
+
+    def take(self, nbytes: int) -> torch.Tensor | None:
+        """``nbytes`` of the arena, or None when they do not fit."""
+        size = _align(nbytes)
+        if size > self.free:
+            return None
+        out = self.tensor[self.used : self.used + nbytes]
+        self.used += size
+        return out
+
+
+class ArenaPool:
+    """A worker's arenas: reuses slots the main process has freed, else makes new ones."""
+
+    def __init__(self, flags: Any, worker_id: int, arena_bytes: int) -> None:
+        self.flags = flags
+        self.base = worker_id * MAX_SLOTS
+        self.arena_bytes = arena_bytes
+        self.slots: list[Arena | None] = [None] * MAX_SLOTS
+
+    def acquire(self, nbytes: int) -> Arena:
+        """An empty arena of at least ``nbytes`` (pooled when a slot is free)."""
+        nbytes = max(nbytes, self.arena_bytes)
+        for k, arena in enumerate(self.slots):
+            if self.flags[self.base + k]:
+                continue
+            if arena is None or arena.tensor.numel() < nbytes:
+                arena = Arena(self.base + k, nbytes)  # a grown arena replaces the slot's old one
+                self.slots[k] = arena
+            arena.used = 0
+            return arena
+        return Arena(-1, nbytes)  # every slot is still held by the loop: an unpooled block
 
 
 def _tensors(obj: Any, out: list[torch.Tensor]) -> None:
@@ -34,6 +149,8 @@ def _tensors(obj: Any, out: list[torch.Tensor]) -> None:
         for v in obj.values():
             _tensors(v, out)
     elif isinstance(obj, (list, tuple)):
+        if obj and isinstance(obj[0], str):
+            return  # a string column (the usual non-tensor list): nothing to find in it
         for v in obj:
             _tensors(v, out)
 
@@ -65,10 +182,8 @@ def pack(group: Group) -> Group:
     total = 0
     for t in tensors:
         offsets.append(total)
-        total += -(-(t.numel() * t.element_size()) // _ALIGN) * _ALIGN
-    base = torch.empty(0, dtype=torch.uint8)
-    storage = base._typed_storage()._new_shared(total, device=base.device)
-    arena = base.new(storage).resize_(total)
+        total += _align(t.numel() * t.element_size())
+    arena = _new_shared(total)
     table: dict[int, torch.Tensor] = {}
     for t, off in zip(tensors, offsets):
         nbytes = t.numel() * t.element_size()
@@ -85,33 +200,92 @@ def batch_bytes(batch: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def grouped(batches: Iterator[tuple[int, Any]], group_bytes: int) -> Iterator[Group]:
-    """Groups of consecutive ``(j, batch)`` of one worker, packed into shared memory (see module docstring)."""
-    collate.SHARED_ALLOC[0] = False  # this worker packs whole groups instead of allocating per batch
-    size = 1
+class _ArenaAllocator:
+    """The collator's allocation hook in a worker: takes from the current arena (None when it is full)."""
+
+    def __init__(self, pool: ArenaPool) -> None:
+        self.pool = pool
+        self.arena: Arena | None = None
+        self.hint = 0  # tensor bytes of the last batch: a new arena holds at least one such batch
+
+    def __call__(self, nbytes: int) -> torch.Tensor | None:
+        if self.arena is None:
+            self.arena = self.pool.acquire(max(nbytes, self.hint + _ALIGN * 8))
+        return self.arena.take(nbytes)
+
+
+def grouped(
+    batches: Iterator[tuple[int, Any]], group_bytes: int, flags: Any = None, worker_id: int = 0
+) -> Iterator[Group]:
+    """Groups of consecutive ``(j, batch)`` of one worker, in arenas or packed (see module docstring).
+
+    Args:
+        batches: the worker's ``(batch_number, batch)`` sequence; the batches are decoded lazily, while the
+            arena hook is installed.
+        group_bytes: about how many tensor bytes a group holds (the arena size).
+        flags: the loader's :class:`ArenaFlags` ``flags`` array; None packs every group into a fresh block.
+        worker_id: this worker's index (its slots in ``flags``).
+    """
+    alloc = _ArenaAllocator(ArenaPool(flags, worker_id, max(group_bytes, 1))) if flags is not None else None
+    saved = collate.ALLOC[0]
+    collate.ALLOC[0] = alloc
+    try:
+        yield from _groups(batches, group_bytes, alloc)
+    finally:
+        collate.ALLOC[0] = saved
+
+
+def _groups(batches: Iterator[tuple[int, Any]], group_bytes: int, alloc: _ArenaAllocator | None) -> Iterator[Group]:
+    size = 1  # the first group is one batch
+    later = 1
     group = Group()
+    per = 0
     for item in batches:
         group.append(item)
-        if len(group) >= size:
-            if size == 1 and len(group) == 1:
-                per = max(1, batch_bytes(item[1]))
-                size = max(1, min(MAX_GROUP, group_bytes // per))
-            yield pack(group)
+        if per == 0:
+            per = max(1, batch_bytes(item[1]))
+            later = max(1, min(MAX_GROUP, group_bytes // per))
+            if alloc is not None:
+                alloc.hint = per
+        full = len(group) >= size
+        if alloc is not None and alloc.arena is not None and alloc.arena.free < per:
+            full = True  # the next batch would not fit this arena
+        if full:
+            yield _seal(group, alloc)
             group = Group()
+            size = later
     if group:
-        yield pack(group)
+        yield _seal(group, alloc)
+
+
+def _seal(group: Group, alloc: _ArenaAllocator | None) -> Group:
+    """Finish a group: mark its arena busy (the main process frees it), or pack it into one fresh block."""
+    arena = alloc.arena if alloc is not None else None
+    if alloc is None or arena is None or arena.used == 0:
+        return pack(group)  # no batch of the group was decoded into an arena
+    alloc.arena = None  # the next batch starts a new arena
+    if arena.slot >= 0:
+        alloc.pool.flags[arena.slot] = 1
+        group.slot = arena.slot
+    group.anchor = arena.tensor
+    return group
 
 
 class Reorder:
     """Main-process side: turn worker messages (single batches or groups) into batches in batch order."""
 
-    def __init__(self, first: int) -> None:
+    def __init__(self, first: int, arenas: ArenaFlags | None = None) -> None:
         self.expected = first
         self._held: dict[int, Any] = {}
+        self._arenas = arenas
 
     def add(self, item: Any) -> None:
         """Take one worker message."""
         if isinstance(item, Group):
+            if self._arenas is not None:
+                self._arenas.watch(item)
+            else:
+                item.anchor = None
             for j, batch in item:
                 self._held[j] = batch
         else:

@@ -12,7 +12,7 @@ takes the sample-by-sample path.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,18 +41,25 @@ def chunk_view(mapped: Any, num_items: int, path: str = "") -> ChunkView:
     return ChunkView(buf, offsets, mv, path)
 
 
-#: [False] when a worker packs whole groups of batches into shared memory itself (stream.batching).
-SHARED_ALLOC = [True]
+#: The allocation hook of a DataLoader worker that decodes into reusable arenas (stream.batching): called with a
+#: byte count, returns a 1-D uint8 tensor of that many bytes or None (arena full).
+ALLOC: list[Callable[[int], torch.Tensor | None] | None] = [None]
 
 
 def empty_batch_bytes(n: int, nbytes: int) -> torch.Tensor:
     """An uninitialised ``(n, nbytes)`` uint8 tensor; in a DataLoader worker it lives in shared memory.
 
-    Like ``default_collate``: a batch built in shared memory is handed to the main process without a copy.
+    Like ``default_collate``: a batch built in shared memory is handed to the main process without a copy. A
+    worker's arena hook (:data:`ALLOC`) is asked first.
     """
     from torch.utils.data import get_worker_info
 
-    if SHARED_ALLOC[0] and get_worker_info() is not None and n * nbytes > 0:
+    hook = ALLOC[0]
+    if hook is not None and n * nbytes > 0:
+        t = hook(n * nbytes)
+        if t is not None:
+            return t.view(n, nbytes)
+    if get_worker_info() is not None and n * nbytes > 0:
         base = torch.empty(0, dtype=torch.uint8)
         storage = base._typed_storage()._new_shared(n * nbytes, device=base.device)
         return base.new(storage).resize_(n, nbytes)
@@ -69,6 +76,14 @@ def _torch_dtype(idx: int) -> torch.dtype:
     from streamscope.format.dtypes import TORCH_DTYPE_NAMES
 
     return getattr(torch, TORCH_DTYPE_NAMES[idx])
+
+
+def _torch_twin(np_dtype: np.dtype) -> torch.dtype | None:
+    """The torch dtype ``torch.from_numpy`` gives an array of ``np_dtype`` (None: torch has none)."""
+    try:
+        return torch.from_numpy(np.empty(0, dtype=np_dtype)).dtype
+    except TypeError:
+        return None
 
 
 class _Fallback(Exception):
@@ -262,8 +277,11 @@ class ColumnCollator:
             for p, a in zip(pos.tolist(), src.tolist()):
                 flat[p] = buf[a : a + nbytes]
         if np_dtype is not None:
-            return torch.from_numpy(flat.view(np_dtype).reshape((n, *shape)))
+            torch_dtype = _torch_twin(np_dtype)
+            if torch_dtype is None:
+                return torch.from_numpy(flat.view(np_dtype).reshape((n, *shape)))
         assert torch_dtype is not None
+        # a view of ``raw`` keeps its storage (a worker's shared arena): it travels without a copy
         return raw.view(torch_dtype).reshape((n, *shape))
 
 

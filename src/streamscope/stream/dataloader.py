@@ -13,15 +13,17 @@ depend on ``num_workers``: a state saved with 2 workers resumes exactly with 0 o
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy.random  # noqa: F401  torch seeds numpy in every worker: import it once here, before the fork
 from torch.utils.data import DataLoader
 
 from streamscope import events as ev
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, StateDictError
-from streamscope.stream.batching import Reorder
+from streamscope.stream.batching import ArenaFlags, Reorder
 from streamscope.stream.dataset import StreamingDataset
 
 #: What the loader calls on its dataset (StreamingDataset and CombinedStreamingDataset provide it).
@@ -80,6 +82,8 @@ class StreamingDataLoader(DataLoader):
         for key in ("sampler", "batch_sampler"):
             if kwargs.get(key) is not None:
                 raise DatasetError(f"StreamingDataLoader does not take {key}: the dataset's epoch plan orders samples")
+        if profile_batches and num_workers == 0:
+            raise ValueError("profile_batches needs num_workers >= 1 (as in LitData); use streamscope tracing instead")
         if profile_batches:
             warnings.warn(
                 "profile_batches is ignored by streamscope; enable tracing (STREAMSCOPE_TRACE_LEVEL) instead",
@@ -98,12 +102,15 @@ class StreamingDataLoader(DataLoader):
         # epoch: the main process writes it before torch tells the workers to start iterating again.
         self._position = multiprocessing.RawArray("q", 2)
         self._position[0], self._position[1] = dataset.current_epoch, 0
+        # Busy flags of the workers' reusable batch arenas (stream.batching); persistent workers keep theirs.
+        self._arenas = ArenaFlags(num_workers) if num_workers > 0 else None
         dataset._batch_mode = {
             "epoch": dataset.current_epoch,
             "start": 0,
             "batch_size": batch_size,
             "collate_fn": collate_fn,
             "position": self._position,
+            "arena_flags": self._arenas.flags if self._arenas is not None else None,
         }
         super().__init__(
             dataset,
@@ -143,19 +150,24 @@ class StreamingDataLoader(DataLoader):
         self.batches_consumed = start
         self._epoch_batches = plan.num_batches
         self._position[0], self._position[1] = epoch, start
+        arenas = self._arenas
+        if arenas is not None and not self.persistent_workers:
+            arenas = ArenaFlags(self.num_workers)  # this iteration's fresh workers (an older iterator keeps its own)
         ds._batch_mode = {
             "epoch": epoch,
             "start": start,
             "batch_size": self.batch_size,
             "collate_fn": self.user_collate_fn,
             "position": self._position,
+            "arena_flags": arenas.flags if arenas is not None else None,
         }
         it = super().__iter__()
-        return self._run(it, plan, epoch)
+        return self._run(it, plan, epoch, arenas)
 
-    def _run(self, it: Any, plan: Any, epoch: int) -> Iterator[Any]:
+    def _run(self, it: Any, plan: Any, epoch: int, arenas: ArenaFlags | None) -> Iterator[Any]:
         workers = max(1, self.num_workers)
-        reorder = Reorder(self.batches_consumed)
+        reorder = Reorder(self.batches_consumed, arenas)
+        done = False
         try:
             with ev.span("epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches):
                 while True:
@@ -165,6 +177,11 @@ class StreamingDataLoader(DataLoader):
                         self._latest_worker_idx = j % workers
                         with ev.span("batch", "batch", epoch=epoch, batch=j, rank=plan.rank):
                             yield batch
+                    if self.num_workers > 0 and reorder.expected >= plan.num_batches and not reorder.pending():
+                        done = True  # every batch of the plan arrived: no need to wait for the workers' stop
+                        break
+                    if arenas is not None:
+                        arenas.release_dropped()  # arenas of batches the loop has dropped go back to the workers
                     try:
                         with ev.span("stall", "stall", epoch=epoch, batch=reorder.expected):
                             item = next(it)
@@ -180,7 +197,12 @@ class StreamingDataLoader(DataLoader):
         finally:
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None and not self.persistent_workers:
-                shutdown()  # an abandoned epoch frees its workers now (persistent ones are reset by torch)
+                if done:
+                    # A complete epoch: the workers are finishing on their own; joining them (tens of ms) need
+                    # not delay the training loop's next step.
+                    threading.Thread(target=shutdown, name="streamscope-loader-shutdown", daemon=True).start()
+                else:
+                    shutdown()  # an abandoned epoch frees its workers now (persistent ones are reset by torch)
 
     def __len__(self) -> int:
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]

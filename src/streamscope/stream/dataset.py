@@ -94,7 +94,9 @@ class StreamingDataset(Resumable, IterableDataset):
         serializers: extra serializers by name (go first, like LitData).
         max_cache_size: byte budget of the cache (int or "100GB").
         subsample: fraction of the items per epoch (> 1 repeats the dataset, LitData semantics).
-        encryption: not supported by this reader (raises when given).
+        encryption: the key of an encrypted dataset (``streamscope.utilities.encryption``; LitData's key objects
+            work too). Its chunks are decrypted once, at construction, into a private temporary directory under
+            the cache root (removed when this process exits) and read from there.
         storage_options: passed to the object store.
         session_options: accepted for compatibility (unused).
         max_pre_download: chunks prefetched ahead (the live ``prefetch_depth`` knob overrides when set).
@@ -134,8 +136,6 @@ class StreamingDataset(Resumable, IterableDataset):
             raise DatasetError(f"subsample must be a float > 0, got {subsample!r}")
         if not isinstance(max_pre_download, int) or max_pre_download < 0:
             raise DatasetError(f"max_pre_download must be an int >= 0, got {max_pre_download!r}")
-        if encryption is not None:
-            raise DatasetError("encrypted datasets are not supported by the streamscope reader yet")
         if transform is not None and not callable(transform):
             if not isinstance(transform, (list, tuple)) or not all(callable(t) for t in transform):
                 raise DatasetError("transform must be a callable or a list of callables")
@@ -154,9 +154,13 @@ class StreamingDataset(Resumable, IterableDataset):
         self.max_pre_download = max_pre_download
         self.index_path = index_path
         self.force_override_state_dict = force_override_state_dict
-        self.transform = transform
+        if transform is not None or not callable(getattr(type(self), "transform", None)):
+            # a subclass's own transform() method stays in charge unless transform= is given (as in LitData)
+            self.transform = transform
         self.shuffle_buffer = int(shuffle_buffer)
         self.serializers = serializers
+        if cache_dir is None and getattr(input_dir, "url", None) and getattr(input_dir, "path", None):
+            cache_dir = input_dir.path  # Dir(path=local cache, url=remote data), as LitData reads it
         self._cache_root = _input_path(cache_dir) if cache_dir is not None else str(config.get("cache_dir"))
 
         index = self._load_index()
@@ -168,9 +172,13 @@ class StreamingDataset(Resumable, IterableDataset):
         if not self.chunks:
             raise DatasetError(f"the index of {self.input_dir!r} lists no chunks")
         self.compression: str | None = self.config.get("compression")
+        self._plain_dir: str | None = None  # decrypted copy of an encrypted dataset (see _decrypted_copy)
+        if encryption is not None or self.config.get("encryption"):
+            self._plain_dir = _decrypted_copy(self, encryption)
         self.item_loader = self._setup_item_loader(item_loader)
         self.is_tokens = isinstance(self.item_loader, TokensLoader)
         self.is_parquet = getattr(self.item_loader, "name", "") == "ParquetLoader"
+        self.is_mds = self.config.get("format") == "mds"  # MosaicML MDS shards (adapted index, MDS item layout)
         if self.is_tokens:
             self.chunk_sizes = [self.item_loader.blocks_in_chunk(c) for c in self.chunks]
         else:
@@ -381,7 +389,7 @@ class StreamingDataset(Resumable, IterableDataset):
         if self._reader is None or self._reader_pid != os.getpid():
             cache = None
             local_dir = None
-            if self.remote or self.compression:
+            if (self.remote or self.compression) and self._plain_dir is None:
                 source = self.input_dir
                 cdir = dataset_cache_dir(
                     self._cache_root, source if self.remote else os.path.abspath(source), self.updated_at
@@ -389,7 +397,7 @@ class StreamingDataset(Resumable, IterableDataset):
                 store = self._store()
                 cache = ChunkCache(store, cdir, self.chunks, self.compression, self.max_cache_size, _process_leases())
             else:
-                local_dir = self.input_dir
+                local_dir = self._plain_dir or self.input_dir
             if self.is_parquet:
                 from streamscope.stream.parquet import ParquetChunkReader
 
@@ -406,6 +414,9 @@ class StreamingDataset(Resumable, IterableDataset):
             sample = self.item_loader.read_block(oc.file, item)  # type: ignore[attr-defined]
         elif self.is_parquet:
             sample = oc.file.row(item)  # a ParquetChunk: the row as a dict
+        elif self.is_mds:
+            sizes = self.chunks[oc.index].get("column_sizes") or []
+            sample = self.item_loader.decode_mds(oc.file.item_view(item), sizes)  # type: ignore[attr-defined]
         else:
             sample = self.item_loader.decode(oc.file.item_view(item))
         return self._apply_transform(sample)
@@ -543,7 +554,7 @@ class StreamingDataset(Resumable, IterableDataset):
         if self._column is None:
             if self.is_tokens:
                 self._column = BlockCollator(self.item_loader)  # type: ignore[arg-type]
-            elif self.is_parquet:
+            elif self.is_parquet or self.is_mds:
                 self._column = ColumnCollator(["parquet"], None)  # an unknown kind: never column-decoded
             else:
                 self._column = ColumnCollator(self.config.get("data_format") or [], self.config.get("data_spec"))
@@ -582,7 +593,6 @@ class StreamingDataset(Resumable, IterableDataset):
             collate
             and collate_fn is None
             and self.transform is None
-            and "sample" not in ev.ACTIVE
             and not self._overrides_getitem()
             and self._collator().supported
         )
@@ -594,7 +604,10 @@ class StreamingDataset(Resumable, IterableDataset):
                     batch: Any = None
                     if fast:
                         groups = self._groups(reader, ci, ii)
+                        t0 = ev.now()  # the chunks are open: the interval is the samples' decoding
                         batch = self._collator().collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
+                        if batch is not None and "sample" in ev.ACTIVE:  # decoded together: one bulk entry
+                            ev.bulk("sample", "sample", t0, chunk=ci, item=ii, batch=j)
                     if batch is None:
                         samples = self._samples(reader, ci, ii)
                         batch = samples if not collate else (collate_fn or default_collate)(samples)
@@ -618,16 +631,14 @@ class StreamingDataset(Resumable, IterableDataset):
 
     def _samples(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[Any]:
         if self._overrides_getitem():  # the subclass's __getitem__ sees every sample, as in LitData
+            if "sample" in ev.ACTIVE:
+                return ev.each("sample", "sample", lambda c, i: self[self.global_index(c, i)], ci, ii)
             return [self[self.global_index(c, i)] for c, i in zip(ci.tolist(), ii.tolist())]
+        if "sample" in ev.ACTIVE:  # each sample timed, all recorded in one bulk entry
+            return ev.each("sample", "sample", self._decode, ci, ii, prepare=reader.open)
         out = []
-        trace = "sample" in ev.ACTIVE
         for c, i in zip(ci.tolist(), ii.tolist()):
-            oc = reader.open(c)
-            if trace:
-                with ev.span("sample", "sample", chunk=c, item=i):
-                    out.append(self._decode(oc, i))
-            else:
-                out.append(self._decode(oc, i))
+            out.append(self._decode(reader.open(c), i))
         return out
 
     def __iter__(self) -> Iterator[Any]:
@@ -650,7 +661,7 @@ class StreamingDataset(Resumable, IterableDataset):
             if get_worker_info() is None or group_bytes <= 0:
                 yield from batches
             else:
-                yield from grouped(batches, group_bytes)
+                yield from grouped(batches, group_bytes, mode.get("arena_flags"), w.worker_id)
             return
         if self._pending is not None:
             epoch, start = self._pending
@@ -667,6 +678,51 @@ class StreamingDataset(Resumable, IterableDataset):
         self.current_epoch = epoch + 1
 
     # --- state -------------------------------------------------------------------------------------
+
+    @property
+    def on_demand_bytes(self) -> bool:
+        """LitData's switch for ranged item reads on random access (``ds[i]``) of remote datasets.
+
+        Accepted and validated for compatibility; streamscope's reader always fetches whole chunks into the
+        cache (then serves later reads of the same chunk from it), so the value does not change what is read.
+        """
+        return bool(self.__dict__.get("_on_demand_bytes", True))
+
+    @on_demand_bytes.setter
+    def on_demand_bytes(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise DatasetError(f"on_demand_bytes should be a boolean, got {value!r}")
+        self._on_demand_bytes = value
+
+    def reset(self) -> None:
+        """Forget per-iteration state (reader, cached plans, a loaded state, epoch, batch settings), as LitData's
+        ``reset()``: the dataset iterates again from epoch 1 with ``batch_size=1``."""
+        if self._reader is not None and self._reader_pid == os.getpid():
+            self._reader.stop()
+            self._reader.close()
+        self._reader = None
+        self._reader_pid = -1
+        self._plans = {}
+        self._column = None
+        self._pending = None
+        self._batch_mode = None
+        self.current_epoch = 1
+        self.num_workers = 1
+        self.batch_size = 1
+
+    def _litdata_state(self) -> dict[str, Any]:
+        """LitData's ``subsampled_files`` and ``region_of_interest``: the (chunk file, [start, end)) list this
+        dataset runs over, as LitData computes it (every chunk whole unless subsampled or split)."""
+        names = [c["filename"] for c in self.chunks]
+        if self.regions is None:
+            return {
+                "subsampled_files": names,
+                "region_of_interest": [(0, int(n)) for n in self.chunk_sizes],
+            }
+        return {
+            "subsampled_files": [names[c] for c, _, _ in self.regions],
+            "region_of_interest": [(int(a), int(b)) for _, a, b in self.regions],
+        }
 
     def _identity(self) -> dict[str, Any]:
         return {
@@ -699,3 +755,39 @@ class StreamingDataset(Resumable, IterableDataset):
             if key in state and state[key] != mine[key]:
                 diffs.append(f"{key}: saved {state[key]!r}, now {mine[key]!r}")
         return diffs
+
+
+# --- encryption (argument plumbing; the framing lives in streamscope.format.encryption) ------------------
+
+
+def _decrypted_copy(ds: StreamingDataset, encryption: Any) -> str:
+    """Decrypt every chunk of ``ds`` into a fresh private directory; returns it (removed at process exit).
+
+    A fresh directory per dataset object: a decrypted copy is never reused by a later reader whose key was not
+    checked. The plaintext is on local disk (mode 0700) while the process runs; LitData keeps it in memory.
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    from streamscope.format.compression import decompress_bytes
+    from streamscope.format.encryption import check_encryption, decrypt_chunk
+
+    recorded = ds.config.get("encryption")
+    check_encryption(recorded, encryption, repr(ds.input_dir))
+    os.makedirs(ds._cache_root, exist_ok=True)
+    out = tempfile.mkdtemp(prefix="decrypted-", dir=ds._cache_root)
+    os.chmod(out, 0o700)
+    owner = os.getpid()  # copies of the dataset (train_test_split, workers) share it: removed at exit, by its creator
+    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(out, True))
+    store = ds._store()
+    for entry in ds.chunks:
+        name = entry["filename"]
+        with ev.span("decrypt", "read", file=name):
+            data = store.get(name)
+            if ds.compression:
+                data = decompress_bytes(data, ds.compression)
+            plain = decrypt_chunk(data, encryption, recorded["level"], name)
+        with open(os.path.join(out, name), "wb") as f:  # same name: the reader maps local_dir/filename
+            f.write(plain)
+    return out

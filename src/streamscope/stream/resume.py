@@ -2,14 +2,29 @@
 
 A state holds ``current_epoch``, the dataset's identity (what defines the order) and the plan's exact position
 ``plan_state``. Resuming checks all three and continues at the first batch not yet consumed.
+
+States written by LitData (a StreamingDataset state has no ``plan_state``) are accepted too: the identity is
+checked on LitData's own keys (input dir, seed, shuffle, drop_last, item loader, world size and the
+``subsampled_files``/``region_of_interest`` selection), and the position is LitData's ``num_samples_yielded``
+in ``current_epoch``: the first ``ceil(num_samples_yielded / batch_size)`` batches of the epoch count as
+consumed. Where LitData's order equals streamscope's (no shuffle, ``num_workers`` 0 or 1, one rank) the resumed
+loader yields exactly the samples LitData would still have yielded. Otherwise (shuffle, or several workers,
+which make LitData interleave per-worker shares) the two engines order an epoch differently; the resumed
+loader then yields the samples not yet reached in *streamscope's* order of that epoch: the same number of
+samples as LitData would, and a complete epoch again from the next one on. A state saved after a complete
+epoch continues with a full next epoch (see ``_litdata_resume_position`` for how its number is read).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from streamscope._core.errors import StateDictError
-from streamscope.stream.plan import check_state, resume_point
+from streamscope.stream.plan import batches_from_samples, check_state, resume_point
+
+#: Keys of a StreamingDataset state_dict written by LitData 0.2.68 (enough to tell it from other dicts).
+LITDATA_KEYS = frozenset({"num_samples_yielded", "num_workers", "batch_size", "current_epoch", "seed", "shuffle"})
 
 
 class Resumable:
@@ -31,6 +46,10 @@ class Resumable:
     def _identity(self) -> dict[str, Any]:  # pragma: no cover
         raise NotImplementedError
 
+    def _litdata_state(self) -> dict[str, Any]:
+        """Extra LitData keys of the state (StreamingDataset: ``subsampled_files``, ``region_of_interest``)."""
+        return {}
+
     def state_dict(
         self,
         num_samples_yielded: int = 0,
@@ -51,6 +70,7 @@ class Resumable:
             "batch_size": int(batch_size),
             "current_epoch": int(epoch),
             **self._identity(),
+            **self._litdata_state(),
             "plan_state": plan.state(batches_consumed),
         }
 
@@ -61,6 +81,8 @@ class Resumable:
             StateDictError: the state belongs to another dataset or configuration (unless
                 ``force_override_state_dict``, which restarts the saved epoch from its beginning instead).
         """
+        if isinstance(state, dict) and "plan_state" not in state and LITDATA_KEYS <= set(state):
+            return self._litdata_resume_position(state, batch_size)
         if not isinstance(state, dict) or "plan_state" not in state or "current_epoch" not in state:
             keys = sorted(state) if isinstance(state, dict) else type(state).__name__
             raise StateDictError(f"not a streamscope {type(self).__name__} state (no 'plan_state'; keys: {keys})")
@@ -76,6 +98,65 @@ class Resumable:
                 return epoch, 0
             raise
         return resume_point(epoch, int(state["plan_state"]["batches_consumed"]), plan.num_batches)
+
+    def _check_litdata_identity(self, state: dict[str, Any]) -> list[str]:
+        """Differences between a LitData-written state and this dataset (LitData's keys and meaning)."""
+        if not hasattr(self, "chunk_sizes"):
+            return [f"a LitData StreamingDataset state cannot resume a {type(self).__name__}"]
+        mine = self._identity()
+        diffs = []
+        url = state.get("input_dir_url")
+        if url or mine["input_dir_url"]:
+            if (url or None) != mine["input_dir_url"]:
+                diffs.append(f"input_dir_url: saved {url!r}, now {mine['input_dir_url']!r}")
+        else:
+            saved = state.get("input_dir_path")
+            now = mine["input_dir_path"]
+            if not saved or os.path.realpath(str(saved)) != os.path.realpath(str(now)):
+                diffs.append(f"input_dir_path: saved {saved!r}, now {now!r}")
+        for key in ("seed", "shuffle", "drop_last", "world_size"):
+            if key in state and state[key] != mine[key]:
+                diffs.append(f"{key}: saved {state[key]!r}, now {mine[key]!r}")
+        if (state.get("item_loader") or None) != (mine["item_loader"] or None):
+            diffs.append(f"item_loader: saved {state.get('item_loader')!r}, now {mine['item_loader']!r}")
+        if "subsampled_files" in state or "region_of_interest" in state:
+            ours = self._litdata_state()
+            files = list(state.get("subsampled_files") or [])
+            roi = [tuple(int(x) for x in r) for r in state.get("region_of_interest") or []]
+            if files != ours["subsampled_files"] or roi != [tuple(r) for r in ours["region_of_interest"]]:
+                diffs.append(
+                    f"subsampled_files/region_of_interest: saved {len(files)} regions of {sum(b - a for a, b in roi)} "
+                    f"samples, now {len(ours['subsampled_files'])} regions of "
+                    f"{sum(b - a for a, b in ours['region_of_interest'])} samples"
+                )
+        return diffs
+
+    def _litdata_resume_position(self, state: dict[str, Any], batch_size: int) -> tuple[int, int]:
+        """``(epoch, start_batch)`` for a state written by LitData (see the module docstring)."""
+        try:
+            epoch = max(1, int(state["current_epoch"]))
+            yielded = int(state["num_samples_yielded"])
+            saved_bs = int(state["batch_size"])
+        except (TypeError, ValueError) as exc:
+            raise StateDictError(f"malformed LitData {type(self).__name__} state: {exc}") from None
+        if saved_bs != int(batch_size):
+            raise StateDictError(f"the LitData state was saved with batch_size={saved_bs}, now {batch_size}")
+        if yielded < 0:
+            raise StateDictError(f"the LitData state has num_samples_yielded={yielded} < 0")
+        diffs = self._check_litdata_identity(state)
+        if diffs:
+            if self.force_override_state_dict:
+                return epoch, 0
+            raise StateDictError(f"the saved LitData state does not match this {self._state_kind}: " + "; ".join(diffs))
+        plan = self.plan(epoch, batch_size)
+        # LitData counts batch_size per yielded batch, even for a short last one: clamp to the epoch
+        consumed = min(plan.num_batches, batches_from_samples(yielded, batch_size))
+        if consumed == plan.num_batches and int(state.get("num_workers", 1)) <= 1:
+            # LitData's dataset moves its own epoch on when a pass ends in the main process (num_workers=0,
+            # recorded as 1), so a complete epoch there already names the next one. (With one worker process the
+            # number is the finished epoch: that case resumes one epoch number early, with a full epoch of data.)
+            return epoch, 0
+        return resume_point(epoch, consumed, plan.num_batches)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume a plain-DataLoader iteration from ``state_dict`` output."""

@@ -14,6 +14,7 @@ _LAZY: dict[str, str] = {
     "CombinedStreamingDataset": "streamscope.stream.combined",
     "ParallelStreamingDataset": "streamscope.stream.parallel",
     "TokensLoader": "streamscope.format.item_loader",
+    "Cache": "streamscope.streaming.cache",
 }
 
 

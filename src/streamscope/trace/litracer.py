@@ -20,6 +20,18 @@ Rules the encoder enforces:
 * ``ph`` is the LAST pair of the line: a line cut short (a full disk during a write) has no ``ph`` and every
   parser skips it, and the next write starts on a fresh line.
 
+Bulk entries (``ph`` ``X+``, see :mod:`streamscope.events.bus`) are written as one ``X`` line per event,
+with the entry's integer columns (``chunk``, ``item``) first, then its common fields, then ``dur``:
+
+* events timed one by one (``events.each``, the per-sample path): ``ts``/``dur`` are each event's own
+  measured begin and duration;
+* events done together in one vectorised call (``events.bulk``, the batch path at level ``sample``): the
+  line carries ``batched: n``, and ``ts = t0 + k * share``, ``dur = share`` with ``share`` the measured
+  interval of the call divided evenly by ``n`` (integer ns). The durations of a batch's sample events sum to
+  its measured decode time (up to < n ns of rounding); no per-sample timing is claimed beyond that.
+
+Bulk lines are built from one ``%`` template per entry (every constant part sanitized once) and joined.
+
 ``ts`` is CLOCK_MONOTONIC plus one anchor shared by the processes of a run (see ``EventBatch``), so it is
 monotonic per thread and comparable across processes. ``tid`` is ``threading.get_ident()`` like LitData.
 """
@@ -31,9 +43,12 @@ import os
 import re
 from typing import Any
 
+import numpy as np
+
 from streamscope._core import config
 from streamscope._core.errors import TraceConfigError
-from streamscope.events import CNAMES, EventBatch
+from streamscope.events import BULK, CNAMES, Bulk, EventBatch
+from streamscope.events.bus import events_represented
 
 MAX_VALUE_CHARS = 1024
 STRUCT_FIELDS = frozenset({"name", "ph", "ts", "dur", "pid", "tid", "cat", "cname", "s", "args"})
@@ -41,6 +56,8 @@ _LINE_BREAKS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _TABLE = {ord(";"): ",", **{ord(c): " " for c in _LINE_BREAKS}}
 _BAD_KEY = re.compile(r"[^A-Za-z0-9_.\-]")
 _MAX_WRITE = 1 << 20
+#: The end of a line cut after its ``ph`` value (only the final ``;`` or newline missing).
+_READABLE_CUT = re.compile(rb"; ph: *[^;\s]+ *;?$")
 
 _key_cache: dict[str, str] = {}
 _head_cache: dict[tuple[str, str], str] = {}
@@ -132,47 +149,247 @@ def _careful(ph: str, fields: dict[str, Any], env: dict[str, int]) -> tuple[str,
     return "".join(parts), dur, env_s
 
 
+#: ``.<3 digits>; `` for every sub-microsecond remainder of a timestamp (the ts slot after the µs integer).
+_FRAC = [f".{i:03d}; " for i in range(1000)]
+#: Call-site field templates per key tuple (see :func:`_args_tpl`).
+_tpl_cache: dict[tuple[str, ...], tuple[str, str | None] | None] = {}
+
+
+def _args_tpl(keys: tuple[str, ...]) -> tuple[str, str | None] | None:
+    """``%s`` templates of the call-site fields of ``keys``: all of them, and (when ``dur`` is the last key)
+    all but ``dur`` for an ``X`` event, whose ``dur`` is the struct field. None: the careful path."""
+    plan = _plan_cache[keys] if keys in _plan_cache else _plan(keys)
+    out: tuple[str, str | None] | None = None
+    if plan is not None:
+        prefixes, without_dur = plan
+        full = "".join(p.replace("%", "%%") + "%s; " for p in prefixes)
+        short = None if without_dur is None else "".join(p.replace("%", "%%") + "%s; " for p in without_dur)
+        out = (full, short)
+    if len(_tpl_cache) < 4096:
+        _tpl_cache[keys] = out
+    return out
+
+
 def encode(batch: EventBatch) -> str:
     """The Litracer lines of ``batch`` (each ends with a newline). Pure function."""
+    return encode_bytes(batch).decode("utf-8")
+
+
+def encode_bytes(batch: EventBatch) -> bytes:
+    """The Litracer lines of ``batch`` as UTF-8 bytes (what the file sink writes). Pure function.
+
+    Plain events are assembled as string pieces (constant heads and tails cached per process, thread, name
+    and category) and joined; bulk entries are rendered together, column-wise with numpy
+    (:func:`_render_bulks`), and spliced in at their place, so the file keeps recording order.
+    """
     env = batch.env
     env_all = "".join(f"{k}: {sanitize_value(v)}; " for k, v in env.items())
     off = batch.epoch_offset_ns
-    out: list[str] = []
-    append = out.append
+    parts: list[str] = []
+    ext = parts.extend
     sv = sanitize_value
-    plans = _plan_cache
+    tpls = _tpl_cache
+    frac = _FRAC
     std_env = env.keys() == _ENV_KEYS
     mids: dict[tuple[int, int, str, str], str] = {}
     tails: dict[str, str] = {}
+    rendered = _render_bulks(batch.events, off, env) if any(e[0] == BULK for e in batch.events) else {}
+    chunks: list[bytes] = []
     for ph, name, cat, ts_ns, pid, tid, fields in batch.events:
         t = ts_ns + off
         mid = mids.get((pid, tid, name, cat))
         if mid is None:
             mid = mids[(pid, tid, name, cat)] = f"pid: {pid}; tid: {tid}; {_head(name, cat)}"
+        if ph == BULK:
+            got = rendered.get(id(fields))
+            if got is None:
+                got = _bulk_lines(t, off, mid, fields, env).encode("utf-8", "replace")  # type: ignore[arg-type]
+            if parts:
+                chunks.append("".join(parts).encode("utf-8", "replace"))
+                parts.clear()
+            chunks.append(got)
+            continue
         if fields:
             keys = tuple(fields)
-            plan = plans[keys] if keys in plans else _plan(keys)
-            if plan is None or not std_env:
+            tpl = tpls[keys] if keys in tpls else _args_tpl(keys)
+            if tpl is None or not std_env:
                 args, dur, env_s = _careful(ph, fields, env)
-                append(f"ts: {t // 1000}.{t % 1000:03d}; {mid}{args}dur: {dur}; s: t; {env_s}ph: {sv(ph)};\n")
+                ext(("ts: ", str(t // 1000), frac[t % 1000], mid, args, "dur: ", dur, "; s: t; ", env_s))
+                ext(("ph: ", sv(ph), ";\n"))
                 continue
-            prefixes, without_dur = plan
-            if ph == "X" and without_dur is not None:
-                prefixes = without_dur
-                d = fields["dur"]
-                dur = f"{d:.3f}" if type(d) is float else sv(d)
+            vals = [v if type(v) is int else sv(v) for v in fields.values()]
+            short = tpl[1]
+            if ph == "X" and short is not None:
+                d = vals.pop()
+                dur = f"dur: {fields['dur']:.3f}" if type(fields["dur"]) is float else f"dur: {d}"
+                args = short % tuple(vals)
             else:
-                dur = "0"
-            args = "".join(
-                [p + (str(v) if type(v) is int else sv(v)) + "; " for p, v in zip(prefixes, fields.values())]
-            )
+                dur = "dur: 0"
+                args = tpl[0] % tuple(vals)
         else:
-            args, dur = "", "0"
+            args, dur = "", "dur: 0"
         tail = tails.get(ph)
         if tail is None:
             tail = tails[ph] = f"; s: t; {env_all}ph: {ph if ph in _PHASES else sv(ph)};\n"
-        append(f"ts: {t // 1000}.{t % 1000:03d}; {mid}{args}dur: {dur}{tail}")
-    return "".join(out)
+        ext(("ts: ", str(t // 1000), frac[t % 1000], mid, args, dur, tail))
+    if not chunks:
+        return "".join(parts).encode("utf-8", "replace")
+    chunks.append("".join(parts).encode("utf-8", "replace"))
+    return b"".join(chunks)
+
+
+def _int_strs(v: Any) -> list[str]:
+    """Decimal strings of a column of integers (raises ValueError/TypeError for anything else)."""
+    if isinstance(v, np.ndarray) and v.dtype.kind in "iu":
+        return list(map(str, v.tolist()))
+    return [str(int(x)) for x in v]
+
+
+def _bulk_lines(t0: int, off: int, mid: str, b: Bulk, env: dict[str, int]) -> str:
+    """The ``X`` lines of one bulk entry starting at ``t0`` (epoch ns).
+
+    Each line is a fixed sequence of pieces: constant ones (head, keys, common fields, env, tail) and
+    per-event ones (timestamp, column values, measured duration). The pieces are laid out column by column
+    with slice assignment into one list and joined once.
+    """
+    n = b.n
+    cols = {k: _int_strs(v) for k, v in b.cols.items()}
+    if any(len(c) != n for c in cols.values()):
+        raise ValueError(f"bulk {mid!r}: columns of unequal length, expected {n}")
+    common = {k: v for k, v in b.fields.items() if k not in cols and k != "dur"}
+    args, _dur, env_s = _careful("X", common, env)
+    if b.starts is None or b.ends is None:
+        share = max(0, b.t1 + off - t0) // n
+        ts = t0 + np.arange(n, dtype=np.int64) * share
+        durs = None
+        end = f"; {args}dur: {share // 1000}{_FRAC[share % 1000]}s: t; {env_s}ph: X;\n"
+    else:
+        starts = np.asarray(b.starts, dtype=np.int64)
+        ts = starts + off
+        durs = np.maximum(np.asarray(b.ends, dtype=np.int64) - starts, 0)
+        end = f"; {args}dur: "
+    slots: list[Any] = ["ts: ", list(map(str, (ts // 1000).tolist())), [_FRAC[x] for x in (ts % 1000).tolist()]]
+    sep = mid
+    for k, strs in cols.items():
+        slots.append(sep + sanitize_key(k))
+        slots.append(strs)
+        sep = "; "
+    slots.append(end)
+    if durs is not None:
+        slots.append(list(map(str, (durs // 1000).tolist())))
+        slots.append([_FRAC[x] for x in (durs % 1000).tolist()])
+        slots.append(f"s: t; {env_s}ph: X;\n")
+    width = len(slots)
+    parts: list[str] = [""] * (n * width)
+    for i, piece in enumerate(slots):
+        parts[i::width] = piece if type(piece) is list else [piece] * n
+    return "".join(parts)
+
+
+def _put_digits(m: np.ndarray, col: int, v: np.ndarray, width: int, zero_pad: bool) -> None:
+    """Write the decimal digits of non-negative ``v`` (all < 10**width) into ``m[:, col:col+width]``.
+
+    Right-aligned; leading positions are ``0`` with ``zero_pad`` (the inside of a number) or spaces
+    (a whole value: every Litracer parser trims values). Digits are computed one vector division per digit
+    into a contiguous (width, N) block, which is then copied into the rows once.
+    """
+    x = v.astype(np.uint32 if width <= 9 else np.uint64)
+    block = np.empty((width, len(v)), dtype=np.uint8)
+    for j in range(width - 1, -1, -1):
+        q = x // 10
+        np.subtract(x, q * 10, out=block[j], casting="unsafe")
+        x = q
+    block += 48
+    if not zero_pad:
+        for j in range(width - 1):
+            np.putmask(block[j], v < 10 ** (width - 1 - j), 32)
+    m[:, col : col + width] = block.T
+
+
+def _width(v: np.ndarray) -> int:
+    return len(str(int(v.max()))) if len(v) else 1
+
+
+def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> dict[int, bytes]:
+    """Lines of the bulk entries of ``events`` rendered together, per ``id(bulk)``.
+
+    Entries of one shape (process, thread, name, category, field keys, timing kind) whose values are all
+    non-negative ints are rendered in ONE pass: a uint8 matrix with a row per event and a block of columns
+    per constant or number, numbers right-aligned with space padding. Entries of any other shape are left
+    out (the caller renders them one by one with :func:`_bulk_lines`).
+    """
+    groups: dict[tuple[Any, ...], list[tuple[int, Bulk]]] = {}
+    for ph, name, cat, ts_ns, pid, tid, b in events:
+        if ph != BULK or b.n <= 0:
+            continue
+        common = b.fields
+        if any(type(v) is not int or v < 0 for v in common.values()):
+            continue
+        key = (pid, tid, name, cat, tuple(b.cols), tuple(common), b.starts is None or b.ends is None)
+        groups.setdefault(key, []).append((ts_ns, b))
+    out: dict[int, bytes] = {}
+    env_s = "".join(f"{k}: {sanitize_value(v)}; " for k, v in env.items())
+    for (pid, tid, name, cat, col_keys, common_keys, shared), entries in groups.items():
+        keys = col_keys + common_keys
+        if "dur" in keys or _plan(keys) is None or not _ENV_KEYS.isdisjoint(keys) or env.keys() != _ENV_KEYS:
+            continue  # collisions, env overrides: the careful per-entry path
+        try:
+            sizes = [b.n for _, b in entries]
+            n = sum(sizes)
+            if shared:
+                shares = np.array([max(0, b.t1 - t0) // b.n for t0, b in entries], dtype=np.int64)
+                t0s = np.array([t0 for t0, _ in entries], dtype=np.int64) + off
+                first = np.cumsum(sizes) - sizes
+                k = np.arange(n, dtype=np.int64) - np.repeat(first, sizes)
+                durs = np.repeat(shares, sizes)
+                ts = np.repeat(t0s, sizes) + k * durs
+            else:
+                starts = np.concatenate([np.asarray(b.starts, dtype=np.int64) for _, b in entries])
+                ends = np.concatenate([np.asarray(b.ends, dtype=np.int64) for _, b in entries])
+                ts = starts + off
+                durs = np.maximum(ends - starts, 0)
+            cols = []
+            for c in col_keys:
+                v = np.concatenate([np.asarray(b.cols[c]) for _, b in entries])
+                if v.dtype.kind not in "iu" or len(v) != n or (len(v) and v.min() < 0):
+                    raise ValueError(c)
+                cols.append(v.astype(np.int64, copy=False))
+            for c in common_keys:
+                cols.append(np.repeat(np.array([b.fields[c] for _, b in entries], dtype=np.int64), sizes))
+        except (ValueError, TypeError, OverflowError):
+            continue
+        # the line as segments: constant text, or (values, width, zero_pad) rendered column-wise
+        us, frac = ts // 1000, ts % 1000
+        segs: list[Any] = ["ts: "]
+        hi = us // 100_000_000
+        if len(hi) and int(hi.min()) == int(hi.max()) and int(hi[0]) > 0:  # leading digits shared by all
+            segs += [str(int(hi[0])), (us % 100_000_000, 8, True)]
+        else:
+            segs.append((us, _width(us), False))
+        segs += [".", (frac, 3, True), f"; pid: {pid}; tid: {tid}; {_head(name, cat)}"]
+        sep = ""
+        for c, v in zip(keys, cols):
+            segs += [sep + sanitize_key(c), (v, _width(v), False)]
+            sep = "; "
+        dus, dfrac = durs // 1000, durs % 1000
+        segs += [sep + "dur: ", (dus, _width(dus), False), ".", (dfrac, 3, True), f"; s: t; {env_s}ph: X;\n"]
+        template = bytearray()
+        fills = []
+        for seg in segs:
+            if type(seg) is str:
+                template += seg.encode("utf-8", "replace")
+            else:
+                fills.append((len(template), *seg))
+                template += b"0" * seg[1]
+        m = np.empty((n, len(template)), dtype=np.uint8)
+        m[:] = np.frombuffer(bytes(template), dtype=np.uint8)
+        for col, v, width, zero_pad in fills:
+            _put_digits(m, col, v, width, zero_pad)
+        row = 0
+        for (_t0, b), size in zip(entries, sizes):
+            out[id(b)] = m[row : row + size].tobytes()
+            row += size
+    return out
 
 
 def open_log(path: str) -> int:
@@ -215,10 +432,12 @@ class LitracerFileSink:
         """Encode and append ``batch``; raises OSError after counting what was lost."""
         if self.fd is None:
             raise OSError(errno.EBADF, f"trace log {self.path!r} is closed")
-        data = encode(batch).encode("utf-8", "replace")
+        data = encode_bytes(batch)
+        lead = 0
         if self._broken_line:
             data = b"\n" + data
-        n_events = len(batch.events)
+            lead = 1
+        n_events = events_represented(batch.events)
         view = memoryview(data)
         pos = 0
         while pos < len(data):
@@ -228,23 +447,46 @@ class LitracerFileSink:
             try:
                 n = os.write(self.fd, view[pos:end])
             except OSError:
-                self._lost(data, pos, n_events)
+                self._lost(data, pos, n_events, lead)
                 raise
             if n < end - pos:
-                self._lost(data, pos + n, n_events)
+                done = pos + n
+                partial = done - (data.rfind(b"\n", 0, done) + 1)
+                if partial and self._remove_tail(partial):
+                    done -= partial
+                self._lost(data, done, n_events, lead)
                 raise OSError(errno.ENOSPC, f"short write to trace log {self.path!r} ({n} of {end - pos} bytes)")
             pos = end
             self._broken_line = False
         self.written_events += n_events
         self.written_bytes += len(data)
 
-    def _lost(self, data: bytes, pos: int, n_events: int) -> None:
-        lost = min(n_events, data.count(b"\n", pos))
+    def _remove_tail(self, length: int) -> bool:
+        """Cut the last ``length`` bytes (a line cut short by a full disk) off the file, if they are ours.
+
+        Only when the file still ends where our write ended (nobody appended since); best effort.
+        """
+        try:
+            assert self.fd is not None
+            end = os.lseek(self.fd, 0, os.SEEK_CUR)
+            if os.fstat(self.fd).st_size != end or length > end:
+                return False
+            os.ftruncate(self.fd, end - length)
+            return True
+        except (OSError, AssertionError):
+            return False
+
+    def _lost(self, data: bytes, pos: int, n_events: int, lead: int = 0) -> None:
+        """Count what of ``data`` (``pos`` bytes of it in the file) was written and what was lost."""
+        lost = data.count(b"\n", max(pos, lead))
+        cut = data[data.rfind(b"\n", 0, pos) + 1 : pos]
+        if lost and _READABLE_CUT.search(cut):
+            lost -= 1  # cut after its ph value: parsers read this line whole, so it was written
+        lost = min(n_events, lost)
         self.dropped_events += lost
         self.written_events += max(0, n_events - lost)
         self.written_bytes += pos
-        if pos > 0 and data[pos - 1 : pos] != b"\n":
-            self._broken_line = True
+        self._broken_line = pos > 0 and data[pos - 1 : pos] != b"\n"
 
     def force_flush(self) -> None:
         """Nothing is held back: every export is written immediately."""

@@ -1,0 +1,14 @@
+"""``litdata.streaming.parallel`` at the same path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    # resolved on use, like the other compat modules (keeps `import streamscope.streaming.parallel` light)
+    if name == "ParallelStreamingDataset":
+        from streamscope.stream.parallel import ParallelStreamingDataset
+
+        return ParallelStreamingDataset
+    raise AttributeError(f"module 'streamscope.streaming.parallel' has no attribute {name!r}")

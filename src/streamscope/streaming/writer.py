@@ -1,0 +1,253 @@
+"""``litdata.streaming.writer.BinaryWriter`` at the same path: LitData's writer API over streamscope's ChunkWriter.
+
+The chunk files are written by :class:`streamscope.format.writer.ChunkWriter`, byte-identical to LitData's.
+This class adds LitData's bookkeeping around it: the writer's rank (``DATA_OPTIMIZER_GLOBAL_RANK``, else
+``global_rank * num_dataloader_workers + worker_id``), the per-rank ``{rank}.index.json`` written by
+:meth:`BinaryWriter.done`, and :meth:`BinaryWriter.merge` into ``index.json``.
+
+Differences from LitData 0.2.68: indexes must be added in consecutive order (LitData buffers out-of-order
+indexes until the gap fills); ``merge`` waits at most ``timeout`` seconds for the other ranks' index files
+(LitData waits forever) and raises :class:`~streamscope._core.errors.FormatError` naming what is missing;
+``follow_tensor_dimension`` and ``msg_queue`` are accepted and unused; no ``save_checkpoint``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from typing import Any
+
+from streamscope import events as ev
+from streamscope._core.errors import FormatError
+from streamscope.format.writer import ChunkWriter
+
+__all__ = ["BinaryWriter"]
+
+_INDEX_FILENAME = "index.json"
+
+
+def _natural_key(name: str) -> list[Any]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def _world_size_and_rank() -> tuple[int, int]:
+    try:
+        import torch.distributed as dist  # noqa: PLC0415
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_world_size(), dist.get_rank()
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    return int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", os.environ.get("GLOBAL_RANK", "0")))
+
+
+def _worker() -> tuple[int, int]:
+    """(worker id, number of DataLoader workers); (0, 1) outside a DataLoader worker."""
+    try:
+        from torch.utils.data import get_worker_info  # noqa: PLC0415
+    except ImportError:  # pragma: no cover
+        return 0, 1
+    info = get_worker_info()
+    return (0, 1) if info is None else (info.id, info.num_workers)
+
+
+class BinaryWriter:
+    """Write samples into LitData chunk files and index files in ``cache_dir`` (LitData's signature).
+
+    Args:
+        cache_dir: directory receiving the chunks and index files (created if missing).
+        chunk_size: max items per chunk (max tokens for TokensLoader); exactly one of chunk_size/chunk_bytes.
+        chunk_bytes: max bytes per chunk (int, or a string such as "64MB", decimal units).
+        compression: None, "zstd" or "zstd:N".
+        encryption: a key from ``streamscope.utilities.encryption`` (sample or chunk level).
+        follow_tensor_dimension: accepted for compatibility (unused).
+        serializers: extra serializers by name, tried before the built-ins.
+        chunk_index: index of the first chunk file (default 0).
+        item_loader: ``PyTreeLoader()`` (default) or ``TokensLoader()``.
+        msg_queue: accepted for compatibility (unused).
+    """
+
+    def __init__(
+        self,
+        cache_dir: str,
+        chunk_size: int | None = None,
+        chunk_bytes: int | str | None = None,
+        compression: str | None = None,
+        encryption: Any | None = None,
+        follow_tensor_dimension: bool = True,
+        serializers: dict[str, Any] | None = None,
+        chunk_index: int | None = None,
+        item_loader: Any | None = None,
+        msg_queue: Any | None = None,
+    ) -> None:
+        if cache_dir is None:
+            raise FileNotFoundError("BinaryWriter needs a cache_dir")
+        os.makedirs(cache_dir, exist_ok=True)
+        if (chunk_size is None and chunk_bytes is None) or (chunk_size and chunk_bytes):
+            raise ValueError("Either one of the `chunk_size` or the `chunk_bytes` need to be provided.")
+        self._cache_dir = str(cache_dir)
+        self._chunk_size = chunk_size
+        self._chunk_bytes = chunk_bytes
+        self._compression = compression
+        self._encryption = encryption
+        self._follow_tensor_dimension = follow_tensor_dimension
+        self._serializers = serializers
+        self._first_chunk_index = chunk_index or 0
+        self._item_loader = item_loader
+        self.msg_queue = msg_queue
+        self._rank: int | None = None
+        self._writer: ChunkWriter | None = None
+        self._is_done = False
+        # validate the arguments now (LitData raises in its constructor too)
+        self._make_writer(rank=0)
+        self._writer = None
+
+    def _make_writer(self, rank: int) -> ChunkWriter:
+        return ChunkWriter(
+            self._cache_dir,
+            chunk_size=self._chunk_size,
+            chunk_bytes=self._chunk_bytes,
+            compression=self._compression,
+            item_loader=self._item_loader,
+            serializers=self._serializers,
+            rank=rank,
+            chunk_index=self._first_chunk_index,
+            encryption=self._encryption,
+        )
+
+    @property
+    def writer(self) -> ChunkWriter:
+        """The underlying format-layer writer (created on first use, once the rank is known)."""
+        if self._writer is None:
+            self._writer = self._make_writer(self.rank)
+        return self._writer
+
+    @property
+    def rank(self) -> int:
+        """``DATA_OPTIMIZER_GLOBAL_RANK`` if set, else ``global_rank * num_workers + worker_id``."""
+        if self._rank is None:
+            env = os.getenv("DATA_OPTIMIZER_GLOBAL_RANK")
+            if env:
+                self._rank = int(env)
+            else:
+                _, global_rank = _world_size_and_rank()
+                worker_id, num_workers = _worker()
+                self._rank = global_rank * num_workers + worker_id
+        return self._rank
+
+    @property
+    def filled(self) -> bool:
+        """True once ``done()`` ran or the directory already holds ``index.json``."""
+        return self._is_done or os.path.exists(os.path.join(self._cache_dir, _INDEX_FILENAME))
+
+    def get_config(self) -> dict[str, Any]:
+        """The index ``config`` of what has been written (``data_format``/``data_spec`` None before any item)."""
+        if self._writer is not None and self._writer.config is not None:
+            return dict(self._writer.config)
+        return {
+            "compression": self._compression,
+            "chunk_size": self._chunk_size,
+            "chunk_bytes": self.writer.chunk_bytes_limit,
+            "data_format": None,
+            "data_spec": None,
+            "encryption": self._encryption.state_dict() if self._encryption is not None else None,
+            "item_loader": self.writer.item_loader.name,
+        }
+
+    def get_chunk_filename(self) -> str:
+        """``chunk-{rank}-{index}[.{compression}].bin`` of the next chunk."""
+        return self.writer.filename()
+
+    def __setitem__(self, index: int, items: Any) -> None:
+        self.add_item(index, items)
+
+    def add_item(self, index: int, items: Any) -> str | None:
+        """Serialize sample ``items`` at ``index`` (consecutive); returns a chunk's path when one was written."""
+        closed = self.writer.add_item(index, items)
+        return os.path.join(self._cache_dir, closed[-1]["filename"]) if closed else None
+
+    def write_chunks_index(self) -> str:
+        """Write ``{rank}.index.json`` (nothing, and ``""``, when no chunk was written)."""
+        chunks = self.writer.chunks
+        if not chunks:
+            return ""
+        path = os.path.join(self._cache_dir, f"{self.rank}.{_INDEX_FILENAME}")
+        with open(path, "w") as f:
+            json.dump({"chunks": chunks, "config": self.get_config()}, f, sort_keys=True)
+        return path
+
+    def done(self) -> list[str]:
+        """Write the last chunk and this rank's index file; returns the paths of the chunks written now."""
+        if self.filled:
+            return []
+        with ev.span("chunk_write", "read", rank=self.rank):
+            closed = self.writer.done()
+        self.write_chunks_index()
+        self._is_done = True
+        return [os.path.join(self._cache_dir, c["filename"]) for c in closed]
+
+    def merge(self, num_workers: int = 1, node_rank: int | None = None, timeout: float = 600.0) -> None:
+        """Merge every rank's index file into ``index.json`` (rank 0), or wait for it (other ranks).
+
+        Args:
+            num_workers: writers per process; rank 0 waits for ``world_size * num_workers`` index files.
+            node_rank: write ``{node_rank}-index.json`` instead of ``index.json`` (multi-node).
+            timeout: seconds to wait for the other ranks (streamscope addition; LitData waits forever).
+
+        Raises:
+            FormatError: the index files did not all appear in time, or their configs differ.
+        """
+        num_workers = num_workers or 1
+        final = os.path.join(self._cache_dir, _INDEX_FILENAME)
+        deadline = time.monotonic() + timeout
+        if self.rank != 0:
+            while not os.path.exists(final):
+                if time.monotonic() > deadline:
+                    raise FormatError(f"rank {self.rank}: {final!r} did not appear within {timeout:.0f} s")
+                time.sleep(0.01)
+            return
+        world_size, _ = _world_size_and_rank()
+        expected = world_size * num_workers
+        while True:
+            names = os.listdir(self._cache_dir)
+            if _INDEX_FILENAME in names:
+                return
+            parts = [n for n in names if n.endswith(_INDEX_FILENAME)]
+            if len(parts) >= expected:
+                break
+            if time.monotonic() > deadline:
+                raise FormatError(
+                    f"{self._cache_dir!r}: {len(parts)} of {expected} per-rank index files after {timeout:.0f} s "
+                    f"(found {sorted(parts)}); a rank that wrote no chunk writes none"
+                )
+            time.sleep(0.01)
+        self._merge_no_wait(node_rank=node_rank)
+
+    def _merge_no_wait(self, node_rank: int | None = None, existing_index: dict[str, Any] | None = None) -> None:
+        names = [n for n in os.listdir(self._cache_dir) if n.endswith(_INDEX_FILENAME)]
+        chunks: list[dict[str, Any]] = []
+        config: dict[str, Any] | None = None
+        if existing_index is not None:
+            chunks.extend(existing_index["chunks"])
+            config = existing_index["config"]
+        with ev.span("index_merge", "read", files=len(names)):
+            for name in sorted(names, key=_natural_key):
+                path = os.path.join(self._cache_dir, name)
+                with open(path) as f:
+                    data = json.load(f)
+                if config is None:
+                    config = data["config"]
+                elif config != data["config"]:
+                    raise FormatError(f"{path!r}: config {data['config']} differs from the other ranks' {config}")
+                chunks.extend(data["chunks"])
+                os.remove(path)
+            if node_rank is None:
+                out, doc = _INDEX_FILENAME, {"chunks": chunks, "config": config, "updated_at": str(time.time())}
+            else:
+                out, doc = f"{node_rank}-{_INDEX_FILENAME}", {"chunks": chunks, "config": config}
+            tmp = os.path.join(self._cache_dir, f".{out}.tmp.{os.getpid()}")
+            with open(tmp, "w") as f:
+                json.dump(doc, f, sort_keys=True)
+            os.replace(tmp, os.path.join(self._cache_dir, out))
