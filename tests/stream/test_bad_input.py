@@ -84,6 +84,8 @@ def test_bad_arguments(tmp_path):
     with pytest.raises(DatasetError, match="subsample"):
         StreamingDataset(d, subsample=0)
     with pytest.raises(TypeError):
+        StreamingDataset(d)[1.5]
+    with pytest.raises(KeyError, match="keys/"):  # str indices are keys (LitData: get_by_key); no sidecar here
         StreamingDataset(d)["0"]
     with pytest.raises(DatasetError, match="drop_last=True"):
         StreamingDataLoader(StreamingDataset(d, drop_last=True), batch_size=64)

@@ -180,3 +180,16 @@ def test_s3_index_and_stream(tmp_path: Any, s3_server: Any) -> None:
     assert list(ds) == rows
     loader = StreamingDataLoader(ds, batch_size=5, num_workers=2)
     assert [i for b in loader for i in b["id"].tolist()] == [r["id"] for r in rows]
+
+
+def test_keys_over_parquet_and_pattern_subsets(pq_dir: tuple[str, list[dict[str, Any]]]) -> None:
+    from streamscope._core.errors import SampleKeyError
+    from streamscope.stream.keys import build_keys_index
+
+    d, rows = pq_dir
+    build_keys_index(d, lambda r: r["text"], verbose=False)
+    assert StreamingDataset(d)["t15"] == rows[15]
+    part = StreamingDataset(os.path.join(d, "part-[12].parquet"), item_loader=ParquetLoader())
+    assert part.get_by_key("t15") == rows[15] and part["t20"] == rows[20]
+    with pytest.raises(SampleKeyError, match="leaves out"):
+        part.get_by_key("t3")

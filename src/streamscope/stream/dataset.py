@@ -493,10 +493,12 @@ class StreamingDataset(Resumable, IterableDataset):
             return chunks
         from fnmatch import fnmatch
 
-        kept = [c for c in chunks if fnmatch(c["filename"], pattern)]
-        if not kept:
+        positions = [i for i, c in enumerate(chunks) if fnmatch(c["filename"], pattern)]
+        if not positions:
             raise DatasetError(f"no chunk of {self.input_dir!r} matches {pattern!r}")
-        return kept
+        # keys/ sidecars address chunks of the whole index: keep the way back for get_by_key
+        self._key_layout = ([int(c["chunk_size"]) for c in chunks], positions)
+        return [chunks[i] for i in positions]
 
     def get_by_key(self, key: Any) -> Any:
         """The sample whose key (``key_fn`` of ``optimize``/``build_keys_index``) is ``key``.
@@ -527,16 +529,25 @@ class StreamingDataset(Resumable, IterableDataset):
         if found is None:
             raise SampleKeyError(f"no sample of {self.input_dir!r} has key {key!r}")
         gidx, chunk, offset = found
-        starts = np.concatenate([[0], np.cumsum(np.asarray(self.chunk_sizes, dtype=np.int64))])
+        layout = getattr(self, "_key_layout", None)
+        sizes = layout[0] if layout is not None else self.chunk_sizes
+        starts = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
         if chunk < 0:  # a sidecar without chunk columns: locate the global index in chunk order
             chunk = int(np.searchsorted(starts, gidx, side="right")) - 1
             offset = gidx
-        item = offset - int(starts[chunk]) if 0 <= chunk < len(self.chunk_sizes) else -1
-        if not 0 <= item < (self.chunk_sizes[chunk] if 0 <= chunk < len(self.chunk_sizes) else 0):
+        if not (0 <= chunk < len(sizes) and 0 <= offset - int(starts[chunk]) < sizes[chunk]):
             raise DatasetIndexError(
                 f"key {key!r} points at sample {gidx} (chunk {chunk}, offset {offset}) outside {self.input_dir!r}: "
                 "the keys/ index is stale, rebuild it with build_keys_index(..., overwrite=True)"
             )
+        item = offset - int(starts[chunk])
+        if layout is not None:  # a `dir/pattern.parquet` input reads a subset of the index's chunks
+            if chunk not in layout[1]:
+                raise SampleKeyError(
+                    f"key {key!r} is in chunk {chunk} of {self.input_dir!r}, which the input pattern "
+                    f"{self._parquet_pattern!r} leaves out"
+                )
+            chunk = layout[1].index(chunk)
         return self._decode(self._get_reader().open(chunk), item)
 
     def _collator(self) -> ColumnCollator | BlockCollator:
