@@ -102,8 +102,21 @@ def test_stale_index_is_reported(tmp_path: Any) -> None:
         StreamingDataset(d).get_by_key("s25")
 
 
+class _ByKey:
+    """A map-style dataset that looks samples up by key (module level: spawned workers unpickle it)."""
+
+    def __init__(self, ds: Any) -> None:
+        self.ds = ds
+
+    def __len__(self) -> int:
+        return 20
+
+    def __getitem__(self, i: int) -> int:
+        return self.ds.get_by_key(f"s{19 - i}")["index"]
+
+
 def test_dataset_with_key_index_pickles_and_works_in_workers(tmp_path: Any) -> None:
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import DataLoader
 
     d = write_dataset(str(tmp_path / "ds"), 20, chunk_size=6)
     build_keys_index(d, _name, verbose=False)
@@ -112,14 +125,7 @@ def test_dataset_with_key_index_pickles_and_works_in_workers(tmp_path: Any) -> N
     clone = pickle.loads(pickle.dumps(ds))
     assert clone["s19"]["index"] == 19
 
-    class ByKey(Dataset):
-        def __len__(self) -> int:
-            return 20
-
-        def __getitem__(self, i: int) -> int:
-            return ds.get_by_key(f"s{19 - i}")["index"]
-
-    got = [int(x) for b in DataLoader(ByKey(), batch_size=5, num_workers=2) for x in b]
+    got = [int(x) for b in DataLoader(_ByKey(ds), batch_size=5, num_workers=2) for x in b]
     assert got == list(range(19, -1, -1))
 
 
