@@ -29,7 +29,7 @@ from streamscope._core.errors import DatasetError
 from streamscope.stream.combined_plan import BATCHING_METHODS, CombinedPlan, make_combined_plan
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
-from streamscope.stream.plan import EpochPlan, make_plan
+from streamscope.stream.plan import EpochPlan, member_plan
 from streamscope.stream.resume import Resumable
 
 __all__ = ["CombinedStreamingDataset"]
@@ -150,27 +150,7 @@ class CombinedStreamingDataset(Resumable, IterableDataset):
 
     def _sub_plan(self, i: int, epoch: int) -> EpochPlan:
         """Dataset ``i``'s own order on this rank: every sample once, rank slices as in its own plan."""
-        key = (i, epoch)
-        plan = self._sub.get(key)
-        if plan is None:
-            d = self._datasets[i]
-            if len(self._sub) > 4 * len(self._datasets):
-                self._sub.clear()
-            plan = make_plan(
-                d.chunk_sizes,
-                world_size=self.world_size,
-                rank=self.rank,
-                batch_size=1,
-                drop_last=False,
-                shuffle=d.shuffle,
-                seed=d.seed,
-                epoch=epoch,
-                shuffle_buffer=d.shuffle_buffer,
-                regions=d.regions,
-                equal_batches=False,
-            )
-            self._sub[key] = plan
-        return plan
+        return member_plan(self._sub, self._datasets, i, epoch, self.world_size, self.rank)
 
     def plan(self, epoch: int | None = None, batch_size: int | None = None) -> CombinedPlan:
         """The combined plan of this rank for ``epoch`` (cached)."""

@@ -48,7 +48,7 @@ from streamscope import events as ev
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, PlanError, StateDictError
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
-from streamscope.stream.plan import EpochPlan, ResumeState, make_plan
+from streamscope.stream.plan import EpochPlan, ResumeState, member_plan
 from streamscope.stream.resume import Resumable
 
 __all__ = ["ParallelPlan", "ParallelStreamingDataset"]
@@ -276,27 +276,7 @@ class ParallelStreamingDataset(Resumable, IterableDataset):
 
     def _sub_plan(self, i: int, epoch: int) -> EpochPlan:
         """Dataset ``i``'s own order of ``epoch`` on this rank: every sample once, as in its own plan."""
-        key = (i, epoch)
-        plan = self._sub.get(key)
-        if plan is None:
-            d = self._datasets[i]
-            if len(self._sub) > 4 * len(self._datasets):
-                self._sub.clear()
-            plan = make_plan(
-                d.chunk_sizes,
-                world_size=self.world_size,
-                rank=self.rank,
-                batch_size=1,
-                drop_last=False,
-                shuffle=d.shuffle,
-                seed=d.seed,
-                epoch=epoch,
-                shuffle_buffer=d.shuffle_buffer,
-                regions=d.regions,
-                equal_batches=False,
-            )
-            self._sub[key] = plan
-        return plan
+        return member_plan(self._sub, self._datasets, i, epoch, self.world_size, self.rank)
 
     def _epoch_positions(self) -> int:
         """Stream positions of one epoch on this rank."""

@@ -911,3 +911,31 @@ def check_state(state: ResumeState | Mapping[str, Any], plan: EpochPlan) -> None
     if not diffs:
         diffs.append(f"fingerprint: saved {st.fingerprint!r}, now {plan.fingerprint!r}")
     raise StateDictError("the saved state does not match this dataset configuration: " + "; ".join(diffs))
+
+
+def member_plan(
+    cache: dict[tuple[int, int], EpochPlan], datasets: Sequence[Any], i: int, epoch: int, world_size: int, rank: int
+) -> EpochPlan:
+    """Member dataset ``i``'s own order of ``epoch`` on this rank (every sample once, rank slices as in its own
+    plan), cached in ``cache`` by ``(i, epoch)``: how Combined and Parallel datasets walk their members."""
+    key = (i, epoch)
+    plan = cache.get(key)
+    if plan is None:
+        d = datasets[i]
+        if len(cache) > 4 * len(datasets):
+            cache.clear()
+        plan = make_plan(
+            d.chunk_sizes,
+            world_size=world_size,
+            rank=rank,
+            batch_size=1,
+            drop_last=False,
+            shuffle=d.shuffle,
+            seed=d.seed,
+            epoch=epoch,
+            shuffle_buffer=d.shuffle_buffer,
+            regions=d.regions,
+            equal_batches=False,
+        )
+        cache[key] = plan
+    return plan
