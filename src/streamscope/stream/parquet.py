@@ -209,28 +209,7 @@ class ParquetChunkReader(ChunkReader):
         super().__init__(chunks, local_dir, cache, depth)
         self._loader = loader
 
-    def open(self, chunk: int) -> OpenChunk:
-        """The opened Parquet file of ``chunk`` (fetched and leased first when it comes from the cache)."""
-        oc = self._open.get(chunk)
-        if oc is not None:
-            self._open.move_to_end(chunk)
-            return oc
-        entry = self.chunks[chunk]
-        if self.cache is None:
-            assert self.local_dir is not None
-            path = os.path.join(self.local_dir, entry["filename"])
-        elif self._prefetcher is not None and chunk in self._sched_pos:
-            path = self._prefetcher.get(self._sched_pos[chunk])
-        else:
-            path = self.cache.acquire(chunk)
-            self._leased.add(chunk)
-        pc: ParquetChunk = self._loader.open_chunk(path, int(entry["chunk_size"]), chunk)
-        oc = OpenChunk(chunk, pc, None)  # type: ignore[arg-type]
-        self._open[chunk] = oc
-        while len(self._open) > self._max_open:
-            old, oldc = self._open.popitem(last=False)
-            oldc.close()
-            if old in self._leased and self.cache is not None and self._prefetcher is None:
-                self._leased.discard(old)
-                self.cache.release(old)
-        return oc
+    def _open_file(self, chunk: int, path: str, num_items: int) -> OpenChunk:
+        """The opened Parquet file of ``chunk`` (the reader fetches, leases and evicts as for any chunk)."""
+        pc: ParquetChunk = self._loader.open_chunk(path, num_items, chunk)
+        return OpenChunk(chunk, pc, None)  # type: ignore[arg-type]

@@ -111,8 +111,7 @@ class ChunkReader:
         else:
             path = self.cache.acquire(chunk)
             self._leased.add(chunk)
-        cf = ChunkFile(path, expected_items=int(entry["chunk_size"]))
-        oc = OpenChunk(chunk, cf, chunk_view(cf.buffer, cf.num_items, path))
+        oc = self._open_file(chunk, path, int(entry["chunk_size"]))
         self._open[chunk] = oc
         while len(self._open) > self._max_open:
             old, oldc = self._open.popitem(last=False)
@@ -121,6 +120,11 @@ class ChunkReader:
                 self._leased.discard(old)
                 self.cache.release(old)
         return oc
+
+    def _open_file(self, chunk: int, path: str, num_items: int) -> OpenChunk:
+        """Open the local file of ``chunk`` (subclasses read other file kinds)."""
+        cf = ChunkFile(path, expected_items=num_items)
+        return OpenChunk(chunk, cf, chunk_view(cf.buffer, cf.num_items, path))
 
     def close(self) -> None:
         """Unmap every chunk and drop random-access leases."""
