@@ -30,7 +30,7 @@ from streamscope.stream.combined_plan import BATCHING_METHODS, CombinedPlan, mak
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
 from streamscope.stream.plan import EpochPlan, member_plan
-from streamscope.stream.resume import Resumable
+from streamscope.stream.resume import Resumable, member_identity_diffs
 
 __all__ = ["CombinedStreamingDataset"]
 
@@ -281,16 +281,9 @@ class CombinedStreamingDataset(Resumable, IterableDataset):
         }
 
     def _check_identity(self, state: dict[str, Any]) -> list[str]:
-        mine = self._identity()
-        diffs = []
-        for key in ("seed", "weights", "iterate_over_all", "batching_method", "world_size"):
-            if key in state and state[key] != mine[key]:
-                diffs.append(f"{key}: saved {state[key]!r}, now {mine[key]!r}")
-        saved = state.get("datasets")
-        if isinstance(saved, dict):
-            if len(saved) != len(self._datasets):
-                diffs.append(f"number of datasets: saved {len(saved)}, now {len(self._datasets)}")
-            else:
-                for i, d in enumerate(self._datasets):
-                    diffs += [f"dataset {i} {x}" for x in d._check_identity(saved.get(str(i), {}))]
-        return diffs
+        return member_identity_diffs(
+            state,
+            self._identity(),
+            ("seed", "weights", "iterate_over_all", "batching_method", "world_size"),
+            self._datasets,
+        )

@@ -49,7 +49,7 @@ from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, Pl
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
 from streamscope.stream.plan import EpochPlan, ResumeState, member_plan
-from streamscope.stream.resume import Resumable
+from streamscope.stream.resume import Resumable, member_identity_diffs
 
 __all__ = ["ParallelPlan", "ParallelStreamingDataset"]
 
@@ -460,16 +460,6 @@ class ParallelStreamingDataset(Resumable, IterableDataset):
         }
 
     def _check_identity(self, state: dict[str, Any]) -> list[str]:
-        mine = self._identity()
-        diffs = []
-        for key in ("length", "seed", "resume", "reset_rngs", "world_size"):
-            if key in state and state[key] != mine[key]:
-                diffs.append(f"{key}: saved {state[key]!r}, now {mine[key]!r}")
-        saved = state.get("datasets")
-        if isinstance(saved, dict):
-            if len(saved) != len(self._datasets):
-                diffs.append(f"number of datasets: saved {len(saved)}, now {len(self._datasets)}")
-            else:
-                for i, d in enumerate(self._datasets):
-                    diffs += [f"dataset {i} {x}" for x in d._check_identity(saved.get(str(i), {}))]
-        return diffs
+        return member_identity_diffs(
+            state, self._identity(), ("length", "seed", "resume", "reset_rngs", "world_size"), self._datasets
+        )

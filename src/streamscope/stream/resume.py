@@ -168,3 +168,19 @@ class Resumable:
     def reset_state_dict(self) -> None:
         """Forget a loaded, not yet used state."""
         self._pending = None
+
+
+def member_identity_diffs(
+    state: dict[str, Any], mine: dict[str, Any], keys: tuple[str, ...], datasets: list[Any]
+) -> list[str]:
+    """What differs between a saved wrapper state and this wrapper (Combined, Parallel): its own ``keys``, then
+    the number of member datasets and each member's identity."""
+    diffs = [f"{k}: saved {state[k]!r}, now {mine[k]!r}" for k in keys if k in state and state[k] != mine[k]]
+    saved = state.get("datasets")
+    if isinstance(saved, dict):
+        if len(saved) != len(datasets):
+            diffs.append(f"number of datasets: saved {len(saved)}, now {len(datasets)}")
+        else:
+            for i, d in enumerate(datasets):
+                diffs += [f"dataset {i} {x}" for x in d._check_identity(saved.get(str(i), {}))]
+    return diffs
