@@ -78,7 +78,7 @@ def test_main_process_events_reach_the_log(tmp_path):
 
 def _child(n):
     for i in range(n):
-        with ev.span("read", "read", chunk=i):
+        with ev.span("download", "download", chunk=i):
             pass
 
 
@@ -229,7 +229,7 @@ def test_timestamps_are_monotonic_per_thread(tmp_path):
     def work():
         together.wait()
         for i in range(200):
-            with ev.span("read", "read", chunk=i):
+            with ev.span("download", "download", chunk=i):
                 pass
         together.wait()  # all alive at once: distinct thread idents
 

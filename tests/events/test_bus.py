@@ -35,6 +35,7 @@ def test_span_records_begin_and_end_with_updated_fields():
 
 
 def test_span_end_on_exception_and_generator_close():
+    ev.COMPACT.clear()  # B/E pairs everywhere (trace_compact_categories="")
     ev.ACTIVE.update({"read", "download"})
     with pytest.raises(KeyError), ev.span("read", "read", chunk=0):
         raise KeyError("k")
@@ -154,9 +155,9 @@ def test_sink_plugins_and_errors_never_reach_the_data_path(capsys, monkeypatch):
     monkeypatch.setenv("STREAMSCOPE_TRACE_SINKS", "tests.events.test_bus:_ListSink, nowhere.module:Nope")
     _ListSink.batches = []
     ev.add_sink(_BadSink)
-    ev.configure(trace={"read"})
+    ev.configure(trace={"download"})
     for _ in range(3):
-        with ev.span("read", "read", chunk=1):
+        with ev.span("download", "download", chunk=1):
             pass
     ev.flush()
     ev.flush()
@@ -169,6 +170,7 @@ def test_sink_plugins_and_errors_never_reach_the_data_path(capsys, monkeypatch):
 
 def test_compact_spans_are_one_complete_event():
     ev.ACTIVE.update({"sample", "read"})
+    ev.COMPACT.clear()
     ev.COMPACT.add("sample")
     try:
         with ev.span("sample", "sample", chunk=1, index=7) as f:

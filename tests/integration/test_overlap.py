@@ -16,13 +16,15 @@ CHUNKS = 12
 
 
 def _spans(events: list, name: str) -> list[tuple[int, int, dict]]:
-    """(begin_ns, end_ns, fields) of every ``name`` span (B/E matched per pid and thread)."""
+    """(begin_ns, end_ns, fields) of every ``name`` span (B/E matched per pid and thread, or complete X)."""
     open_: dict[tuple[int, int], list] = {}
     out = []
-    for ph, n, _cat, ts, pid, tid, fields in events:
+    for ph, n, _cat, ts, pid, tid, fields in ev.expand(events):
         if n != name:
             continue
-        if ph == "B":
+        if ph == "X":
+            out.append((ts, ts + int(fields["dur"] * 1000), fields))
+        elif ph == "B":
             open_.setdefault((pid, tid), []).append((ts, fields))
         elif ph == "E" and open_.get((pid, tid)):
             t0, f0 = open_[(pid, tid)].pop()

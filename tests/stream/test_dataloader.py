@@ -130,19 +130,37 @@ def test_not_a_streaming_dataset():
         StreamingDataLoader([1, 2, 3], batch_size=2)
 
 
-def test_batch_and_stall_spans(ds_dir):
+@pytest.mark.parametrize("compact", [True, False])
+def test_batch_and_stall_spans(ds_dir, compact):
     ev.drain()
+    saved = set(ev.COMPACT)
+    ev.COMPACT.clear()
+    if compact:  # the default: one complete event per batch, recorded in bulk
+        ev.COMPACT.update({"batch", "stall"})
     ev.ACTIVE.update({"batch", "stall"})
     try:
         for _ in StreamingDataLoader(StreamingDataset(ds_dir), batch_size=50):
             pass
+        for k, _ in enumerate(StreamingDataLoader(StreamingDataset(ds_dir), batch_size=50)):
+            if k == 1:
+                break  # the batch the loop left is recorded too
     finally:
         ev.ACTIVE.difference_update({"batch", "stall"})
+        ev.COMPACT.clear()
+        ev.COMPACT.update(saved)
     events = ev.drain()
-    batch_b = [e for e in events if e[1] == "batch" and e[0] == "B"]
-    stall_b = [e for e in events if e[1] == "stall" and e[0] == "B"]
-    assert [e[6]["batch"] for e in batch_b] == [0, 1, 2]
-    assert len(stall_b) == 4  # one wait per batch plus the wait that ended the epoch
+    assert bool([e for e in events if e[0] == ev.BULK]) == compact
+    events = ev.expand(events)
+    start = "X" if compact else "B"
+    batch_b = [e for e in events if e[1] == "batch" and e[0] == start]
+    stall_b = [e for e in events if e[1] == "stall" and e[0] == start]
+    assert [e[6]["batch"] for e in batch_b] == [0, 1, 2, 0, 1]
+    assert len(stall_b) == 4 + 2  # one wait per batch plus the wait that ended the epoch; 2 in the left epoch
+    if compact:
+        assert all(e[6]["dur"] >= 0 and e[6]["epoch"] >= 1 for e in batch_b + stall_b)
+    else:
+        ends = [e for e in events if e[1] == "batch" and e[0] == "E"]
+        assert [e[6]["batch"] for e in ends] == [0, 1, 2, 0, 1] and all(e[3] >= b[3] for b, e in zip(batch_b, ends))
 
 
 def test_worker_batches_equal_default_collate(tmp_path):

@@ -18,7 +18,7 @@ from streamscope import events as ev
 from streamscope.events import EventBatch
 from streamscope.events.bus import BULK, STATE, Bulk, expand, record_bulk
 from streamscope.events.metrics import Aggregator
-from streamscope.trace.litracer import LitracerFileSink, _bulk_lines, _render_bulks, encode
+from streamscope.trace.litracer import LitracerFileSink, _bulk_lines, _bulk_ts, _render_bulks, encode
 from tests.support.litracer_parser import LitracerParser, check_line, check_log
 from tests.support.tracing import clean_tracer  # noqa: F401
 
@@ -92,7 +92,9 @@ def test_each_records_measured_times_and_the_failing_call():
     # each line carries its own measured begin and duration
     assert _ns(text, "ts")[:3] == [OFF + s for s in b.starts]
     assert _ns(text, "dur")[:3] == [x - s for s, x in zip(b.starts, b.ends)]
-    assert evs[3]["args"]["exception"] == "KeyError" and evs[3]["args"]["item"] == "3"
+    # in ts order: the failing (third) call began after the two recorded before it
+    assert [e["args"]["item"] for e in evs] == ["0", "1", "2", "1", "2", "3"]
+    assert evs[5]["args"]["exception"] == "KeyError"
 
 
 def test_bad_bulk_calls_never_raise():
@@ -182,14 +184,16 @@ def test_vectorised_lines_equal_the_reference_rendering_and_parse(events):
     got = encode(_batch(events))
     parsed = check_log(got)
     rendered = _render_bulks(events, OFF, ENV)
-    ref_lines = []
+    ref_lines: list[tuple[int, str]] = []  # (ts ns, line) in recording order
     for e in events:
         if e[0] == BULK:
             mid = f"pid: {e[4]}; tid: {e[5]}; name: sample; cat: sample; cname: generic_work; "
-            ref_lines.append(_bulk_lines(e[3] + OFF, OFF, mid, e[6], ENV))
+            lines = _bulk_lines(e[3] + OFF, OFF, mid, e[6], ENV).splitlines(keepends=True)
+            ref_lines += zip(_bulk_ts(e[3] + OFF, OFF, e[6]).tolist(), lines)
         else:
-            ref_lines.append(encode(_batch([e])))
-    ref = check_log("".join(ref_lines))
+            ref_lines.append((e[3] + OFF, encode(_batch([e]))))
+    ref_lines.sort(key=lambda x: x[0])  # stable: a file holds its lines in ts order
+    ref = check_log("".join(line for _, line in ref_lines))
     assert [_norm(e) for e in parsed] == [_norm(e) for e in ref]
     assert len(parsed) == sum(e[6].n if e[0] == BULK else 1 for e in events)
     # expand() gives sinks the same events as plain tuples

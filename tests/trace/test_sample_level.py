@@ -63,8 +63,9 @@ def test_batch_path_records_each_sample_once_with_the_batch_interval(img_dir, tm
     assert all(int(e["args"]["batched"]) == len(v) for v in by_batch.values() for e in v)
     spans = {}
     for e in evs:
-        if e["name"] == "decode_batch":
-            spans.setdefault((e["pid"], int(e["args"]["batch"])), []).append(e["ts"])
+        if e["name"] == "decode_batch":  # one complete event per batch (a bulk-recorded series)
+            assert e["ph"] == "X" and (e["pid"], int(e["args"]["batch"])) not in spans
+            spans[(e["pid"], int(e["args"]["batch"]))] = (e["ts"], e["ts"] + e["dur"])
     for key, v in by_batch.items():
         begin, end = spans[key]
         assert begin - 1 <= min(e["ts"] for e in v) and max(e["ts"] + e.get("dur", 0) for e in v) <= end + 1

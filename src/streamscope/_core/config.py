@@ -171,11 +171,12 @@ knob(
 )
 knob(
     "trace_compact_categories",
-    "sample",
+    "sample,batch,stall,read",
     "comma list",
     ("STREAMSCOPE_TRACE_COMPACT",),
-    "Categories whose spans are written as one complete X event (with dur) instead of a B/E pair; "
-    "empty for LitData's B/E pairs everywhere.",
+    "Categories whose spans are written as one complete X event (with dur) instead of a B/E pair (the "
+    "loader's per-batch batch/stall/decode_batch events are then also recorded in bulk, off the loop's "
+    "hot path); empty for LitData's B/E pairs everywhere.",
 )
 knob(
     "trace_sinks",

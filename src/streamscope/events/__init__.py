@@ -15,6 +15,12 @@ Contract for call sites (stable; the recorder and sinks behind it may change):
 * ``counter(name, cat, value, **fields)`` records a counter sample (``C``), e.g. bytes in flight; metrics
   turn these into gauges.
 * ``emit(ph, name, cat, **fields)`` records any phase.
+* ``series(name, cat, keys, **fields)`` is for spans a loop records once per iteration (the loader's
+  ``batch`` and ``stall``, a worker's ``decode_batch``): ``t0 = s.begin()`` before the work and
+  ``s.end(t0, *values)`` after it, with one integer per name in ``keys``. When ``cat`` is in ``COMPACT`` the
+  events are kept as columns and handed to the buffer as one bulk entry every quarter second or so (see
+  :class:`~streamscope.events.bus.Series`): the loop pays a clock read and a few list appends per event.
+  Otherwise each ``end`` records a ``B``/``E`` pair. An inactive category returns a series that does nothing.
 * ``bulk(name, cat, t0, chunk=..., item=..., **fields)`` records, in ONE buffer entry, one complete event
   per element of the integer columns for things done together in one call that began at ``t0 = now()``
   (e.g. the samples of a batch collated column-wise): each event gets an even share of the measured
@@ -49,11 +55,13 @@ from streamscope.events.bus import (
     Bulk,
     CompleteSpan,
     Event,
+    Series,
     Span,
     expand,
     record,
     record_at,
     record_bulk,
+    seal_series,
     take,
 )
 from streamscope.events.metrics import MetricsSnapshot, SpanStats
@@ -92,6 +100,7 @@ __all__ = [
     "now",
     "remove_sink",
     "shutdown",
+    "series",
     "span",
     "vocab",
 ]
@@ -112,6 +121,38 @@ def span(name: str, cat: str, **fields: Any) -> Span | Any:
     if cat in COMPACT:
         return CompleteSpan(name, cat, fields)
     return Span(name, cat, fields)
+
+
+class _NullSeries:
+    """What :func:`series` returns for an inactive category: no clock read, nothing recorded."""
+
+    __slots__ = ()
+
+    def begin(self) -> int:
+        """Nothing is recorded: returns 0."""
+        return 0
+
+    def end(self, t0: int, *values: int) -> None:
+        """Nothing: the category is not recorded."""
+
+    def seal(self) -> None:
+        """Nothing is pending."""
+
+    def finish(self) -> None:
+        """Nothing is pending."""
+
+
+NULL_SERIES = _NullSeries()
+
+
+def series(name: str, cat: str, keys: tuple[str, ...], **fields: Any) -> Series | _NullSeries:
+    """A :class:`Series` of complete ``name`` events with integer columns ``keys`` and constant ``fields``.
+
+    Use it from one thread: ``t0 = s.begin()`` ... ``s.end(t0, *values)`` per event.
+    """
+    if cat not in ACTIVE:
+        return NULL_SERIES
+    return Series(name, cat, tuple(keys), fields, cat in COMPACT)
 
 
 #: CLOCK_MONOTONIC nanoseconds: the clock of every event (pass ``now()`` as ``t0`` to :func:`bulk`).
@@ -254,7 +295,7 @@ def add_sink(factory: SinkFactory) -> None:
         if factory not in RECORDER.factories:
             RECORDER.factories.append(factory)
         if RECORDER.sinks is not None:
-            RECORDER._flush_locked()
+            RECORDER._flush_locked(hold=False)
             RECORDER._shutdown_sinks()
 
 
@@ -262,13 +303,14 @@ def remove_sink(factory: SinkFactory) -> None:
     """Unregister a sink factory added with :func:`add_sink` (its instance is shut down)."""
     with RECORDER.lock:
         if factory in RECORDER.factories:
-            RECORDER._flush_locked()
+            RECORDER._flush_locked(hold=False)
             RECORDER.factories.remove(factory)
             RECORDER._shutdown_sinks()
 
 
 def flush() -> None:
-    """Hand everything buffered in this process to the sinks and metrics now."""
+    """Hand everything buffered in this process (and the calling thread's series) to the sinks and metrics now."""
+    seal_series()
     RECORDER.flush()
     for _spec, sink in RECORDER.sinks or []:
         try:
@@ -287,5 +329,5 @@ def metrics_snapshot() -> MetricsSnapshot:
     return RECORDER.snapshot_all()
 
 
-_ = BUF, LEVELS, CNAMES, Bulk, BULK, expand  # re-exported names
+_ = Series, BUF, LEVELS, CNAMES, Bulk, BULK, expand  # re-exported names
 configure_from_env()

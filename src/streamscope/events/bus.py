@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from typing import Any
 
@@ -109,10 +110,12 @@ def record_bulk(
     fields: dict[str, Any],
     starts: list[int] | None = None,
     ends: list[int] | None = None,
+    tid: int | None = None,
 ) -> None:
     """Append one :data:`BULK` entry for ``len(first column)`` events (a full buffer drops and counts them all).
 
     Without ``starts``/``ends`` the events share the interval ``[t0, t1]`` and get ``batched: n``.
+    ``tid`` defaults to the calling thread.
     """
     n = len(next(iter(cols.values()))) if starts is None else len(starts)
     if n <= 0:
@@ -121,10 +124,132 @@ def record_bulk(
         fields["batched"] = n
     if len(BUF) + STATE.bulk + n <= STATE.cap:  # the bound counts the events an entry stands for
         STATE.bulk += n - 1
-        BUF.append((BULK, name, cat, t0, STATE.pid, _ident(), Bulk(n, t1, cols, starts, ends, fields)))
+        tid = _ident() if tid is None else tid
+        BUF.append((BULK, name, cat, t0, STATE.pid, tid, Bulk(n, t1, cols, starts, ends, fields)))
     else:
         with STATE.drop_lock:
             STATE.dropped += n
+
+
+#: A series hands what it holds to the buffer once its first pending event is this old (ns) ...
+SERIES_SEAL_NS = 250_000_000
+#: ... or once it holds this many events.
+SERIES_SEAL_EVENTS = 512
+#: Series of this process (weak): sealed by every flush and at exit.
+SERIES: weakref.WeakSet[Series] = weakref.WeakSet()
+
+
+class Series:
+    """Complete events of one name and category from one thread, e.g. the ``batch`` spans of a loop.
+
+    ``t0 = s.begin()`` before the work and ``s.end(t0, *values)`` after it (one integer per column named in
+    ``keys``) cost a clock read and a few list appends. Pending events are handed to the buffer as ONE
+    :data:`BULK` entry (measured begin/end per event, the constant ``fields`` on every event) when the
+    oldest is :data:`SERIES_SEAL_NS` old or :data:`SERIES_SEAL_EVENTS` are pending, on :meth:`seal`, on
+    every flush (from any thread: a lock guards the columns) and at process exit. While an event is open
+    (begun, not ended) the recorder holds back the events its thread records after its begin, so each
+    thread's events reach the sinks in begin order.
+
+    With ``compact=False`` each ``end`` records a ``B``/``E`` pair instead (LitData's form).
+    A forked child never writes its parent's pending events.
+    """
+
+    __slots__ = (
+        "name", "cat", "keys", "fields", "compact", "tid", "pid", "lock", "opened", "starts", "ends", "rows",
+        "__weakref__",
+    )  # fmt: skip
+
+    def __init__(self, name: str, cat: str, keys: tuple[str, ...], fields: dict[str, Any], compact: bool) -> None:
+        self.name = name
+        self.cat = cat
+        self.keys = keys
+        self.fields = fields
+        self.compact = compact
+        self.tid = _ident()
+        self.pid = STATE.pid
+        self.lock = threading.Lock()
+        self.opened = -1  # begin (ns) of the open event, -1 when none is open
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.rows: list[tuple[int, ...]] = []  # the column values of each pending event
+        if compact:
+            SERIES.add(self)
+
+    def begin(self) -> int:
+        """Open an event now; returns its begin (pass it to :meth:`end`)."""
+        self.opened = t0 = _mono()
+        return t0
+
+    def end(self, t0: int, *values: int) -> None:
+        """Close the event that began at ``t0`` now, with one integer per column."""
+        t1 = _mono()
+        if not self.compact:
+            self.opened = -1
+            f = dict(self.fields)
+            f.update(zip(self.keys, values))
+            pid, tid = STATE.pid, self.tid
+            if len(BUF) + 1 < STATE.cap:
+                BUF.append(("B", self.name, self.cat, t0, pid, tid, f))
+                BUF.append(("E", self.name, self.cat, t1, pid, tid, f))
+            else:
+                _drop()
+                _drop()
+            return
+        with self.lock:
+            self.opened = -1
+            starts = self.starts
+            starts.append(t0)
+            self.ends.append(t1)
+            self.rows.append(values)
+            if t1 - starts[0] < SERIES_SEAL_NS and len(starts) < SERIES_SEAL_EVENTS:
+                return
+        self.seal()
+
+    def finish(self) -> None:
+        """The owner is done with the series: an event left open is dropped, the pending ones are sealed."""
+        self.opened = -1
+        self.seal()
+
+    def seal(self) -> None:
+        """Hand the pending events to the buffer now (nothing when there are none)."""
+        with self.lock:
+            starts, ends, rows = self.starts, self.ends, self.rows
+            if not starts:
+                return
+            self.starts, self.ends, self.rows = [], [], []
+            if self.pid != STATE.pid:
+                return  # the parent's events, inherited by fork: not ours to write
+            cols = dict(zip(self.keys, map(list, zip(*rows))))
+            if len(cols) != len(self.keys) or any(len(r) != len(self.keys) for r in rows):
+                with STATE.drop_lock:  # a call-site bug must not reach the sinks: drop and count
+                    STATE.dropped += len(starts)
+                return
+            record_bulk(self.name, self.cat, starts[0], ends[-1], cols, dict(self.fields), starts, ends, self.tid)
+
+
+def seal_series(any_thread: bool = False) -> None:
+    """Seal the pending series of the calling thread (of every thread with ``any_thread``)."""
+    me = _ident()
+    for s in list(SERIES):
+        if any_thread or s.tid == me:
+            s.seal()
+
+
+#: Complete spans (:class:`CompleteSpan`) entered and not yet exited: id(span) -> (tid, begin ns).
+OPEN_X: dict[int, tuple[int, int]] = {}
+
+
+def open_horizons() -> dict[int, int]:
+    """Per thread, the earliest begin (ns) of a complete event still open there (series and spans)."""
+    out: dict[int, int] = {}
+    for tid, t0 in list(OPEN_X.values()):
+        if t0 < out.get(tid, t0 + 1):
+            out[tid] = t0
+    for s in list(SERIES):
+        t0 = s.opened
+        if t0 >= 0 and s.pid == STATE.pid and t0 < out.get(s.tid, t0 + 1):
+            out[s.tid] = t0
+    return out
 
 
 def expand(events: list[Event]) -> list[Event]:
@@ -213,11 +338,13 @@ class CompleteSpan:
         self.fields = fields
 
     def __enter__(self) -> dict[str, Any]:
-        self.t0 = _mono()
+        self.t0 = t0 = _mono()
+        OPEN_X[id(self)] = (_ident(), t0)
         return self.fields
 
     def __exit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
         t0 = self.t0
+        OPEN_X.pop(id(self), None)
         fields = self.fields
         if et is not None and et is not GeneratorExit:
             fields["exception"] = et.__name__
@@ -290,6 +417,8 @@ def after_fork_in_child() -> None:
     """Fresh buffer and counters in a forked child: the parent's unflushed events are not ours to write."""
     BUF.clear()
     OPEN.clear()
+    SERIES.clear()  # the parent's pending series events are the parent's
+    OPEN_X.clear()
     STATE.bulk = 0
     STATE.pid = os.getpid()
     STATE.dropped = 0

@@ -19,6 +19,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from streamscope._core.procs import pid_alive
 from streamscope.events.bus import BULK, Bulk, Event
 
@@ -28,6 +30,7 @@ BUCKETS_S: tuple[float, ...] = (
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
 _BOUNDS_NS = tuple(int(b * 1e9) for b in BUCKETS_S)
+_BOUNDS = np.array(_BOUNDS_NS, dtype=np.int64)
 #: Epoch-category spans around a training loop: LitData's ``dataloader`` and streamscope's ``epoch``.
 _LOOP_SPANS = frozenset({"dataloader", "epoch"})
 
@@ -69,6 +72,19 @@ class SpanStats:
         if s > self.max_s:
             self.max_s = s
         self.buckets[bisect.bisect_left(_BOUNDS_NS, dur_ns)] += 1
+
+    def observe_many_ns(self, durs_ns: np.ndarray) -> None:
+        """:meth:`observe_ns` for every element of an int64 array (negative values count as 0)."""
+        if not len(durs_ns):
+            return
+        d = np.maximum(durs_ns, 0)
+        self.count += len(d)
+        self.total_s += int(d.sum()) / 1e9
+        self.max_s = max(self.max_s, int(d.max()) / 1e9)
+        counts = np.bincount(np.searchsorted(_BOUNDS, d, side="left"), minlength=len(self.buckets))
+        for k, c in enumerate(counts.tolist()):
+            if c:
+                self.buckets[k] += c
 
     def merge(self, other: SpanStats) -> None:
         self.count += other.count
@@ -178,6 +194,8 @@ class Aggregator:
                     st.errors += 1
             elif ph == BULK:
                 self._add_bulk(self._kind(cat, name), ts, fields)  # type: ignore[arg-type]
+                if cat == "batch" and name == "batch":  # the loop's batch series (events.series)
+                    self._bulk_loop(tid, fields)  # type: ignore[arg-type]
                 extra += fields.n - 1  # type: ignore[union-attr]
             elif ph == "C":
                 v = fields.get("value", 0) if fields else 0
@@ -199,6 +217,19 @@ class Aggregator:
         elif cat == "epoch" and name in _LOOP_SPANS:
             self._loop_mark[tid] = ts
 
+    def _bulk_loop(self, tid: int, b: Bulk) -> None:
+        """Data-wait bookkeeping for a bulk entry of ``batch`` spans (measured begin/end each)."""
+        if b.starts is None or b.ends is None:
+            return
+        mark = self._loop_mark.pop(tid, None)
+        starts = np.asarray(b.starts, dtype=np.int64)
+        ends = np.asarray(b.ends, dtype=np.int64)
+        waits = starts[1:] - ends[:-1]
+        if mark is not None:
+            waits = np.concatenate(([starts[0] - mark], waits))
+        self._stats("batch/data_wait").observe_many_ns(waits)
+        self._loop_mark[tid] = int(ends[-1])
+
     @staticmethod
     def _add_bulk(st: SpanStats, t0: int, b: Bulk) -> None:
         """Fold the ``n`` complete events of a bulk entry into ``st`` (durations as the sink writes them)."""
@@ -208,9 +239,11 @@ class Aggregator:
             st.total_s += share * b.n / 1e9
             st.max_s = max(st.max_s, share / 1e9)
             st.buckets[bisect.bisect_left(_BOUNDS_NS, share)] += b.n
-        else:
+        elif b.n < 16:
             for s, e in zip(b.starts, b.ends):
                 st.observe_ns(max(0, e - s))
+        else:
+            st.observe_many_ns(np.asarray(b.ends, dtype=np.int64) - np.asarray(b.starts, dtype=np.int64))
         items = b.fields.get("items", b.fields.get("size"))
         if items is not None:
             st.items += _num(items) * b.n

@@ -33,7 +33,17 @@ from typing import Any
 from streamscope._core import config
 from streamscope._core.procs import pid_alive
 from streamscope.events import context, vocab
-from streamscope.events.bus import ACTIVE, COMPACT, OPEN, STATE, Event, close_open_spans, take
+from streamscope.events.bus import (
+    ACTIVE,
+    COMPACT,
+    OPEN,
+    STATE,
+    Event,
+    close_open_spans,
+    open_horizons,
+    seal_series,
+    take,
+)
 from streamscope.events.bus import after_fork_in_child as _bus_after_fork
 from streamscope.events.metrics import Aggregator, MetricsSnapshot, merge, read_snapshots, write_snapshot
 from streamscope.events.sinks import EventBatch, Sink, SinkFactory, parse_specs, resolve
@@ -42,6 +52,8 @@ METRICS_DIR_ENV = "STREAMSCOPE_METRICS_DIR"
 ANCHOR_ENV = "STREAMSCOPE_TRACE_CLOCK_ANCHOR"
 #: Sink used when tracing is on and no sink is named (a dotted path: ``events`` does not import ``trace``).
 DEFAULT_SINK = "streamscope.trace.litracer:LitracerFileSink"
+#: Events are held back behind a complete event still open in their thread for at most this long (ns).
+HOLD_MAX_NS = 30_000_000_000
 
 
 class Recorder:
@@ -59,6 +71,7 @@ class Recorder:
         self.lock = threading.RLock()
         self.agg = Aggregator()
         self.sinks: list[tuple[str, Sink]] | None = None
+        self.held: list[Event] = []  # events kept for the next flush (see _hold_back)
         self.sink_errors = 0
         self.reported: set[str] = set()
         self.thread: threading.Thread | None = None
@@ -85,7 +98,7 @@ class Recorder:
         """Set what is recorded and start (or keep) the flusher. Never raises for sink problems."""
         with self.lock:
             if self.started and self.sinks is not None:
-                self._flush_locked()
+                self._flush_locked(hold=False)
                 self._shutdown_sinks()
             self.trace_cats = frozenset(trace_cats)
             self.metric_cats = frozenset(metric_cats)
@@ -107,7 +120,7 @@ class Recorder:
                 self.started = True
                 self._start_thread()
             elif self.started:  # switched off: write what we have, stop the flusher
-                self._flush_locked()
+                self._flush_locked(hold=False)
                 self._shutdown_sinks()
                 self.stop.set()
 
@@ -187,9 +200,15 @@ class Recorder:
         with self.lock:
             self._flush_locked(repair=True)
 
-    def _flush_locked(self, final: bool = False, repair: bool = False) -> None:
+    def _flush_locked(self, final: bool = False, repair: bool = False, hold: bool = True) -> None:
         open_now = OPEN.copy()
+        seal_series(any_thread=True)
         events = take()
+        if self.held:
+            events = self.held + events
+            self.held = []
+        if hold and not final and events:
+            events = self._hold_back(events)
         self._last_take = len(events)
         if events:
             self.agg.add(events)
@@ -200,6 +219,27 @@ class Recorder:
         if self.owner and (final or repair):
             self._repair_dead_workers()
         self._publish(open_now, final)
+
+    def _hold_back(self, events: list[Event]) -> list[Event]:
+        """Keep for the next flush the events a thread recorded after the begin of a complete event still open
+        there (its ``X`` is written when it ends): so every thread's events reach the sinks in begin order.
+
+        A horizon older than :data:`HOLD_MAX_NS` is ignored (a span abandoned without exit must not hold its
+        thread's events back for ever).
+        """
+        horizons = open_horizons()
+        if not horizons:
+            return events
+        oldest = time.monotonic_ns() - HOLD_MAX_NS
+        horizons = {tid: t0 for tid, t0 in horizons.items() if t0 >= oldest}
+        if not horizons:
+            return events
+        out: list[Event] = []
+        held = self.held
+        for e in events:
+            h = horizons.get(e[5])
+            (out if h is None or e[3] < h else held).append(e)
+        return out
 
     def _export(self, events: list[Event]) -> None:
         if not events:

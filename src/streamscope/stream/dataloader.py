@@ -196,24 +196,38 @@ class StreamingDataLoader(DataLoader):
         done = False
         try:
             with ev.span("epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches):
-                while True:
-                    for j, batch in reorder.ready():
-                        self.batches_consumed = j + 1
-                        self.num_samples_yielded += plan.batch_len(j)
-                        self._latest_worker_idx = j % workers
-                        with ev.span("batch", "batch", epoch=epoch, batch=j, rank=plan.rank):
+                # One event per batch each: the time the loop held the batch, and its wait for the next one.
+                spans = ev.series("batch", "batch", ("batch",), epoch=epoch, rank=plan.rank)
+                stalls = ev.series("stall", "stall", ("batch",), epoch=epoch)
+                t0 = j = -1
+                try:
+                    while True:
+                        for j, batch in reorder.ready():
+                            self.batches_consumed = j + 1
+                            self.num_samples_yielded += plan.batch_len(j)
+                            self._latest_worker_idx = j % workers
+                            t0 = spans.begin()
                             yield batch
-                    if self.num_workers > 0 and reorder.expected >= plan.num_batches and not reorder.pending():
-                        done = True  # every batch of the plan arrived: no need to wait for the workers' stop
-                        break
-                    if arenas is not None:
-                        arenas.release_dropped()  # arenas of batches the loop has dropped go back to the workers
-                    try:
-                        with ev.span("stall", "stall", epoch=epoch, batch=reorder.expected):
+                            spans.end(t0, j)
+                            t0 = -1
+                        if self.num_workers > 0 and reorder.expected >= plan.num_batches and not reorder.pending():
+                            done = True  # every batch of the plan arrived: no need to wait for the workers' stop
+                            break
+                        if arenas is not None:
+                            arenas.release_dropped()  # arenas of batches the loop has dropped go back to the workers
+                        w0 = stalls.begin()
+                        try:
                             item = next(it)
-                    except StopIteration:
-                        break
-                    reorder.add(item)
+                        except StopIteration:
+                            break
+                        finally:
+                            stalls.end(w0, reorder.expected)
+                        reorder.add(item)
+                finally:
+                    if t0 >= 0:
+                        spans.end(t0, j)  # the loop left during this batch (break, exception)
+                    spans.finish()
+                    stalls.finish()
                 if reorder.pending() or reorder.expected != plan.num_batches:
                     raise DatasetError(
                         f"epoch {epoch} ended after batch {reorder.expected - 1} of {plan.num_batches} with "

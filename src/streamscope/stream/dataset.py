@@ -596,25 +596,28 @@ class StreamingDataset(Resumable, IterableDataset):
             and not self._overrides_getitem()
             and self._collator().supported
         )
+        # One event per batch at level "chunk": lets the stall report tell decoding from idle workers.
+        decodes = ev.series("decode_batch", "read", ("batch", "items"))
         try:
             for k, j in enumerate(batch_ids):
                 ci, ii = plan.batch_arrays(j)
-                # One span per batch at level "chunk": lets the stall report tell decoding from idle workers.
-                with ev.span("decode_batch", "read", batch=j, items=len(ci)):
-                    batch: Any = None
-                    if fast:
-                        groups = self._groups(reader, ci, ii)
-                        t0 = ev.now()  # the chunks are open: the interval is the samples' decoding
-                        batch = self._collator().collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
-                        if batch is not None and "sample" in ev.ACTIVE:  # decoded together: one bulk entry
-                            ev.bulk("sample", "sample", t0, chunk=ci, item=ii, batch=j)
-                    if batch is None:
-                        samples = self._samples(reader, ci, ii)
-                        batch = samples if not collate else (collate_fn or default_collate)(samples)
+                d0 = decodes.begin()
+                batch: Any = None
+                if fast:
+                    groups = self._groups(reader, ci, ii)
+                    t0 = ev.now()  # the chunks are open: the interval is the samples' decoding
+                    batch = self._collator().collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
+                    if batch is not None and "sample" in ev.ACTIVE:  # decoded together: one bulk entry
+                        ev.bulk("sample", "sample", t0, chunk=ci, item=ii, batch=j)
+                if batch is None:
+                    samples = self._samples(reader, ci, ii)
+                    batch = samples if not collate else (collate_fn or default_collate)(samples)
+                decodes.end(d0, j, len(ci))
                 yield j, batch
                 for c in releases.get(k, ()):
                     reader.finished_with(c)
         finally:
+            decodes.finish()
             reader.stop()
 
     def _groups(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[tuple[Any, np.ndarray, np.ndarray]]:

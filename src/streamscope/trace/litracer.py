@@ -33,7 +33,10 @@ with the entry's integer columns (``chunk``, ``item``) first, then its common fi
 Bulk lines are built from one ``%`` template per entry (every constant part sanitized once) and joined.
 
 ``ts`` is CLOCK_MONOTONIC plus one anchor shared by the processes of a run (see ``EventBatch``), so it is
-monotonic per thread and comparable across processes. ``tid`` is ``threading.get_ident()`` like LitData.
+monotonic per thread and comparable across processes. Each write holds its lines in ``ts`` order (complete
+events are recorded when they end, so the recording order is not always the begin order), and the recorder
+holds back a thread's events behind a complete event still open there, so every thread's timestamps are
+monotonic in the file. ``tid`` is ``threading.get_ident()`` like LitData.
 """
 
 from __future__ import annotations
@@ -195,6 +198,8 @@ def encode_bytes(batch: EventBatch) -> bytes:
     tails: dict[str, str] = {}
     rendered = _render_bulks(batch.events, off, env) if any(e[0] == BULK for e in batch.events) else {}
     chunks: list[bytes] = []
+    line_ts: list[int] = []  # ts of every line, in file order
+    unordered = False  # an X or bulk entry was recorded at its end, after events that began later
     for ph, name, cat, ts_ns, pid, tid, fields in batch.events:
         t = ts_ns + off
         mid = mids.get((pid, tid, name, cat))
@@ -203,12 +208,18 @@ def encode_bytes(batch: EventBatch) -> bytes:
         if ph == BULK:
             got = rendered.get(id(fields))
             if got is None:
-                got = _bulk_lines(t, off, mid, fields, env).encode("utf-8", "replace")  # type: ignore[arg-type]
+                text = _bulk_lines(t, off, mid, fields, env).encode("utf-8", "replace")  # type: ignore[arg-type]
+                got = (text, _bulk_ts(t, off, fields))  # type: ignore[arg-type]
             if parts:
                 chunks.append("".join(parts).encode("utf-8", "replace"))
                 parts.clear()
-            chunks.append(got)
+            chunks.append(got[0])
+            line_ts.extend(got[1].tolist())
+            unordered = True
             continue
+        line_ts.append(t)
+        if ph == "X":
+            unordered = True
         if fields:
             keys = tuple(fields)
             tpl = tpls[keys] if keys in tpls else _args_tpl(keys)
@@ -233,9 +244,37 @@ def encode_bytes(batch: EventBatch) -> bytes:
             tail = tails[ph] = f"; s: t; {env_all}ph: {ph if ph in _PHASES else sv(ph)};\n"
         ext(("ts: ", str(t // 1000), frac[t % 1000], mid, args, dur, tail))
     if not chunks:
-        return "".join(parts).encode("utf-8", "replace")
-    chunks.append("".join(parts).encode("utf-8", "replace"))
-    return b"".join(chunks)
+        data = "".join(parts).encode("utf-8", "replace")
+    else:
+        chunks.append("".join(parts).encode("utf-8", "replace"))
+        data = b"".join(chunks)
+    return _in_begin_order(data, line_ts) if unordered else data
+
+
+def _in_begin_order(data: bytes, line_ts: list[int]) -> bytes:
+    """The lines of ``data`` ordered by ``ts`` (stable: events with one ts keep their recording order).
+
+    Complete events are recorded when they end, bulk entries when a whole batch or series is done, so the
+    recording order can put an event after others that began later; in ts order every thread's timestamps
+    are monotonic in the file, as readers that match B/E per thread expect.
+    """
+    ts = np.array(line_ts, dtype=np.int64)
+    if len(ts) < 2 or not (ts[1:] < ts[:-1]).any():
+        return data
+    lines = data.split(b"\n")
+    if len(lines) != len(ts) + 1:  # cannot happen (one line per event, values never hold a newline): keep as is
+        return data
+    order = np.argsort(ts, kind="stable").tolist()
+    lines.pop()
+    return b"\n".join([lines[i] for i in order]) + b"\n"
+
+
+def _bulk_ts(t0: int, off: int, b: Bulk) -> np.ndarray:
+    """Epoch-ns ``ts`` of each event of a bulk entry that began at ``t0`` (epoch ns)."""
+    if b.starts is None or b.ends is None:
+        share = max(0, b.t1 + off - t0) // b.n
+        return t0 + np.arange(b.n, dtype=np.int64) * share
+    return np.asarray(b.starts, dtype=np.int64) + off
 
 
 def _int_strs(v: Any) -> list[str]:
@@ -258,15 +297,13 @@ def _bulk_lines(t0: int, off: int, mid: str, b: Bulk, env: dict[str, int]) -> st
         raise ValueError(f"bulk {mid!r}: columns of unequal length, expected {n}")
     common = {k: v for k, v in b.fields.items() if k not in cols and k != "dur"}
     args, _dur, env_s = _careful("X", common, env)
+    ts = _bulk_ts(t0, off, b)
     if b.starts is None or b.ends is None:
         share = max(0, b.t1 + off - t0) // n
-        ts = t0 + np.arange(n, dtype=np.int64) * share
         durs = None
         end = f"; {args}dur: {share // 1000}{_FRAC[share % 1000]}s: t; {env_s}ph: X;\n"
     else:
-        starts = np.asarray(b.starts, dtype=np.int64)
-        ts = starts + off
-        durs = np.maximum(np.asarray(b.ends, dtype=np.int64) - starts, 0)
+        durs = np.maximum(np.asarray(b.ends, dtype=np.int64) - (ts - off), 0)
         end = f"; {args}dur: "
     slots: list[Any] = ["ts: ", list(map(str, (ts // 1000).tolist())), [_FRAC[x] for x in (ts % 1000).tolist()]]
     sep = mid
@@ -310,8 +347,8 @@ def _width(v: np.ndarray) -> int:
     return len(str(int(v.max()))) if len(v) else 1
 
 
-def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> dict[int, bytes]:
-    """Lines of the bulk entries of ``events`` rendered together, per ``id(bulk)``.
+def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> dict[int, tuple[bytes, np.ndarray]]:
+    """Lines of the bulk entries of ``events`` rendered together, and their ``ts``, per ``id(bulk)``.
 
     Entries of one shape (process, thread, name, category, field keys, timing kind) whose values are all
     non-negative ints are rendered in ONE pass: a uint8 matrix with a row per event and a block of columns
@@ -327,7 +364,7 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> dict[int,
             continue
         key = (pid, tid, name, cat, tuple(b.cols), tuple(common), b.starts is None or b.ends is None)
         groups.setdefault(key, []).append((ts_ns, b))
-    out: dict[int, bytes] = {}
+    out: dict[int, tuple[bytes, np.ndarray]] = {}
     env_s = "".join(f"{k}: {sanitize_value(v)}; " for k, v in env.items())
     for (pid, tid, name, cat, col_keys, common_keys, shared), entries in groups.items():
         keys = col_keys + common_keys
@@ -387,7 +424,7 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> dict[int,
             _put_digits(m, col, v, width, zero_pad)
         row = 0
         for (_t0, b), size in zip(entries, sizes):
-            out[id(b)] = m[row : row + size].tobytes()
+            out[id(b)] = (m[row : row + size].tobytes(), ts[row : row + size])
             row += size
     return out
 

@@ -1,0 +1,226 @@
+"""Series: per-iteration spans recorded as columns, the recorder's hold-back, and the file's ts order."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from streamscope import events as ev
+from streamscope.api.tracing import enable_tracer, flush_tracer
+from streamscope.events import bus
+from streamscope.events.bus import BULK, SERIES, open_horizons
+from streamscope.events.metrics import Aggregator
+from tests.support.litracer_parser import check_log
+from tests.support.tracing import clean_tracer  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("clean_tracer")
+
+
+def _compact(*cats: str) -> None:
+    ev.COMPACT.clear()
+    ev.COMPACT.update(cats)
+
+
+def test_inactive_category_gives_a_series_that_records_nothing():
+    s = ev.series("batch", "batch", ("batch",), epoch=1)
+    t0 = s.begin()
+    s.end(t0, 0)
+    s.finish()
+    assert t0 == 0 and ev.drain() == [] and not open_horizons()
+
+
+def test_compact_series_is_one_bulk_entry_with_measured_times():
+    _compact("batch")
+    ev.ACTIVE.add("batch")
+    s = ev.series("batch", "batch", ("batch",), epoch=3, rank=0)
+    spans = []
+    for j in range(5):
+        t0 = s.begin()
+        spans.append(t0)
+        s.end(t0, j)
+    assert ev.drain() == []  # pending in the series, not one tuple per event
+    s.finish()
+    (entry,) = ev.drain()
+    assert entry[0] == BULK and entry[1:3] == ("batch", "batch") and entry[3] == spans[0]
+    b = entry[6]
+    assert b.n == 5 and b.cols == {"batch": [0, 1, 2, 3, 4]} and b.fields == {"epoch": 3, "rank": 0}
+    assert b.starts == spans and all(e >= s0 for s0, e in zip(b.starts, b.ends))
+    plain = ev.expand([entry])
+    assert [(e[0], e[6]["batch"], e[6]["epoch"]) for e in plain] == [("X", j, 3) for j in range(5)]
+
+
+def test_series_seals_itself_by_count(monkeypatch):
+    monkeypatch.setattr(bus, "SERIES_SEAL_EVENTS", 4)
+    _compact("stall")
+    ev.ACTIVE.add("stall")
+    s = ev.series("stall", "stall", ("batch",))
+    for j in range(10):
+        s.end(s.begin(), j)
+    sealed = ev.drain()
+    assert [e[6].n for e in sealed] == [4, 4]  # the last two wait for the next seal
+    s.finish()
+    assert [e[6].cols["batch"] for e in ev.drain()] == [[8, 9]]
+
+
+def test_series_seals_itself_by_age(monkeypatch):
+    monkeypatch.setattr(bus, "SERIES_SEAL_NS", 1_000_000)  # 1 ms
+    _compact("stall")
+    ev.ACTIVE.add("stall")
+    s = ev.series("stall", "stall", ("batch",))
+    s.end(s.begin(), 0)
+    time.sleep(0.005)
+    s.end(s.begin(), 1)
+    assert [e[6].cols["batch"] for e in ev.drain()] == [[0, 1]]
+    s.finish()
+
+
+def test_non_compact_series_records_begin_end_pairs():
+    _compact()
+    ev.ACTIVE.add("batch")
+    s = ev.series("batch", "batch", ("batch", "items"), epoch=1)
+    s.end(s.begin(), 7, 64)
+    b, e = ev.drain()
+    assert (b[0], e[0]) == ("B", "E") and b[6] == e[6] == {"epoch": 1, "batch": 7, "items": 64} and e[3] >= b[3]
+
+
+def test_wrong_number_of_values_is_dropped_and_counted():
+    _compact("batch")
+    ev.ACTIVE.add("batch")
+    s = ev.series("batch", "batch", ("batch", "items"))
+    s.end(s.begin(), 1)  # one value for two columns: a call-site bug
+    before = ev.dropped()
+    s.finish()
+    assert ev.drain() == [] and ev.dropped() == before + 1
+
+
+def test_flush_seals_series_of_other_threads_safely():
+    """The flusher seals a series while its owner keeps adding: every event lands exactly once."""
+    _compact("batch")
+    ev.ACTIVE.add("batch")
+    made: list = []
+    stop = threading.Event()
+
+    def loop() -> None:
+        s = ev.series("batch", "batch", ("batch",))
+        made.append(s)
+        j = 0
+        while not stop.is_set() or j < 2000:
+            s.end(s.begin(), j)
+            j += 1
+        s.finish()
+        made.append(j)
+
+    t = threading.Thread(target=loop)
+    t.start()
+    got: list = []
+    while t.is_alive():
+        bus.seal_series(any_thread=True)
+        got += ev.drain()
+        stop.set()
+    got += ev.drain()
+    ids = [j for e in got for j in e[6].cols["batch"]]
+    assert ids == list(range(made[1]))
+
+
+def test_open_series_holds_back_its_threads_later_events(tmp_path):
+    """An event that begins inside an open series event is written after it, never before: ts order per thread."""
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log), flush_interval=3600)
+    s = ev.series("decode_batch", "read", ("batch",))
+    t0 = s.begin()
+    with ev.span("download", "download", chunk=1):
+        pass
+    assert open_horizons() == {threading.get_ident(): t0}
+    ev.flush()  # the download began after the open decode_batch: held back
+    assert not log.exists() or log.read_text() == ""
+    s.end(t0, 0)
+    s.finish()
+    evs = check_log(log.read_text()) if log.exists() else []
+    assert evs == []  # nothing flushed since
+    flush_tracer()
+    evs = check_log(log.read_text())
+    assert [(e["name"], e["ph"]) for e in evs] == [("decode_batch", "X"), ("download", "B"), ("download", "E")]
+    assert [e["ts"] for e in evs] == sorted(e["ts"] for e in evs)
+
+
+def test_a_horizon_older_than_the_hold_limit_holds_nothing(tmp_path, monkeypatch):
+    from streamscope.events import recorder
+
+    monkeypatch.setattr(recorder, "HOLD_MAX_NS", 0)
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log), flush_interval=3600)
+    s = ev.series("decode_batch", "read", ("batch",))
+    s.begin()  # abandoned: never ended
+    with ev.span("download", "download", chunk=1):
+        pass
+    flush_tracer()
+    assert [e["name"] for e in check_log(log.read_text())] == ["download", "download"]
+    s.finish()
+    assert not open_horizons()
+
+
+def test_open_complete_span_holds_back_nested_events(tmp_path):
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log), flush_interval=3600)
+    with ev.span("mmap", "read", chunk=0):  # "read" is compact by default: one X at exit
+        with ev.span("download", "download", chunk=0):
+            pass
+        flush_tracer()
+        assert log.read_text() == ""
+    flush_tracer()
+    evs = check_log(log.read_text())
+    assert [(e["name"], e["ph"]) for e in evs] == [("mmap", "X"), ("download", "B"), ("download", "E")]
+
+
+def test_loader_log_is_in_ts_order_per_thread(tmp_path):
+    """A real epoch: the series of batch, stall and decode_batch interleave in the file by ts."""
+    from streamscope.stream.dataloader import StreamingDataLoader
+    from streamscope.stream.dataset import StreamingDataset
+    from tests.stream._data import image_sample, write_dataset
+
+    d = write_dataset(str(tmp_path / "img"), 40, image_sample, chunk_size=8)
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log))
+    n = sum(len(b["label"]) for b in StreamingDataLoader(StreamingDataset(d), batch_size=4))
+    flush_tracer()
+    evs = check_log(log.read_text())
+    assert n == 40
+    last: dict[int, float] = {}
+    for e in evs:
+        assert e["ts"] >= last.get(e["tid"], 0.0), e
+        last[e["tid"]] = e["ts"]
+    names = [e["name"] for e in evs if e["name"] in ("stall", "decode_batch", "batch")]
+    assert names[:6] == ["stall", "decode_batch", "batch"] * 2  # the loop's order, not one series after another
+    assert names.count("batch") == 10 and names.count("decode_batch") == 10 and names.count("stall") == 11
+    assert not SERIES or all(s.opened < 0 for s in SERIES)
+
+
+def test_batch_series_data_wait_equals_the_begin_end_form():
+    """batch/data_wait from a bulk series is the same as from B/E pairs of the same times."""
+    starts = [100, 300, 700, 1000]
+    ends = [200, 450, 800, 1300]
+    tid = 5
+    be = Aggregator()
+    evs: list = [("B", "epoch", "epoch", 0, 1, tid, {})]
+    for s, e in zip(starts, ends):
+        evs += [("B", "batch", "batch", s, 1, tid, {}), ("E", "batch", "batch", e, 1, tid, {})]
+    be.add(evs)
+    bulk = Aggregator()
+    bulk.add(
+        [
+            ("B", "epoch", "epoch", 0, 1, tid, {}),
+            (BULK, "batch", "batch", 100, 1, tid, bus.Bulk(2, 450, {"batch": [0, 1]}, starts[:2], ends[:2], {})),
+            (BULK, "batch", "batch", 700, 1, tid, bus.Bulk(2, 1300, {"batch": [2, 3]}, starts[2:], ends[2:], {})),
+        ]
+    )
+    for key in ("batch/batch", "batch/data_wait"):
+        a, b = be.spans.get(key), bulk.spans.get(key)
+        assert a is not None and b is not None, key
+        assert (a.count, a.buckets, round(a.total_s, 12), a.max_s) == (
+            b.count,
+            b.buckets,
+            round(b.total_s, 12),
+            b.max_s,
+        )
