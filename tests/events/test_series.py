@@ -95,33 +95,33 @@ def test_wrong_number_of_values_is_dropped_and_counted():
     assert ev.drain() == [] and ev.dropped() == before + 1
 
 
-def test_flush_seals_series_of_other_threads_safely():
-    """The flusher seals a series while its owner keeps adding: every event lands exactly once."""
-    _compact("batch")
-    ev.ACTIVE.add("batch")
-    made: list = []
-    stop = threading.Event()
+def test_pending_events_of_another_threads_series_hold_its_later_events_back(tmp_path):
+    """The flusher never touches another thread's columns: it holds that thread's later events back instead."""
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log), flush_interval=3600)
+    step = [threading.Event() for _ in range(3)]
 
-    def loop() -> None:
-        s = ev.series("batch", "batch", ("batch",))
-        made.append(s)
-        j = 0
-        while not stop.is_set() or j < 2000:
-            s.end(s.begin(), j)
-            j += 1
+    def owner() -> None:
+        s = ev.series("decode_batch", "read", ("batch",))
+        s.end(s.begin(), 0)  # pending in the series
+        with ev.span("download", "download", chunk=0):
+            pass
+        step[0].set()
+        step[1].wait(10)
         s.finish()
-        made.append(j)
+        step[2].set()
 
-    t = threading.Thread(target=loop)
+    t = threading.Thread(target=owner)
     t.start()
-    got: list = []
-    while t.is_alive():
-        bus.seal_series(any_thread=True)
-        got += ev.drain()
-        stop.set()
-    got += ev.drain()
-    ids = [j for e in got for j in e[6].cols["batch"]]
-    assert ids == list(range(made[1]))
+    assert step[0].wait(10)
+    ev.flush()  # from this thread: the owner's download began after its pending decode_batch
+    assert not log.exists() or log.read_text() == ""
+    step[1].set()
+    assert step[2].wait(10)
+    t.join()
+    ev.flush()
+    evs = check_log(log.read_text())
+    assert [(e["name"], e["ph"]) for e in evs] == [("decode_batch", "X"), ("download", "B"), ("download", "E")]
 
 
 def test_open_series_holds_back_its_threads_later_events(tmp_path):

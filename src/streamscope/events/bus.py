@@ -135,7 +135,7 @@ def record_bulk(
 SERIES_SEAL_NS = 250_000_000
 #: ... or once it holds this many events.
 SERIES_SEAL_EVENTS = 512
-#: Series of this process (weak): sealed by every flush and at exit.
+#: Series of this process (weak): their horizons hold events back; sealed at exit.
 SERIES: weakref.WeakSet[Series] = weakref.WeakSet()
 
 
@@ -143,20 +143,20 @@ class Series:
     """Complete events of one name and category from one thread, e.g. the ``batch`` spans of a loop.
 
     ``t0 = s.begin()`` before the work and ``s.end(t0, *values)`` after it (one integer per column named in
-    ``keys``) cost a clock read and a few list appends. Pending events are handed to the buffer as ONE
-    :data:`BULK` entry (measured begin/end per event, the constant ``fields`` on every event) when the
-    oldest is :data:`SERIES_SEAL_NS` old or :data:`SERIES_SEAL_EVENTS` are pending, on :meth:`seal`, on
-    every flush (from any thread: a lock guards the columns) and at process exit. While an event is open
-    (begun, not ended) the recorder holds back the events its thread records after its begin, so each
-    thread's events reach the sinks in begin order.
+    ``keys``) cost two clock reads and a few list appends. The owning thread hands the pending events to the
+    buffer as ONE :data:`BULK` entry (measured begin/end per event, the constant ``fields`` on every event)
+    when the oldest is :data:`SERIES_SEAL_NS` old or :data:`SERIES_SEAL_EVENTS` are pending, on :meth:`seal`
+    / :meth:`finish`, and on a flush it calls (``flush_tracer``); the exit hook seals what is left. Only the
+    owner touches the columns, so there is no lock. Until they are sealed, the pending events and the open
+    one (begun, not ended) hold back, in the recorder, the events their thread records later
+    (:func:`open_horizons`), so each thread's events reach the sinks in begin order.
 
     With ``compact=False`` each ``end`` records a ``B``/``E`` pair instead (LitData's form).
     A forked child never writes its parent's pending events.
     """
 
     __slots__ = (
-        "name", "cat", "keys", "fields", "compact", "tid", "pid", "lock", "opened", "starts", "ends", "rows",
-        "__weakref__",
+        "name", "cat", "keys", "fields", "compact", "tid", "pid", "opened", "starts", "ends", "rows", "__weakref__",
     )  # fmt: skip
 
     def __init__(self, name: str, cat: str, keys: tuple[str, ...], fields: dict[str, Any], compact: bool) -> None:
@@ -167,13 +167,11 @@ class Series:
         self.compact = compact
         self.tid = _ident()
         self.pid = STATE.pid
-        self.lock = threading.Lock()
         self.opened = -1  # begin (ns) of the open event, -1 when none is open
         self.starts: list[int] = []
         self.ends: list[int] = []
         self.rows: list[tuple[int, ...]] = []  # the column values of each pending event
-        if compact:
-            SERIES.add(self)
+        SERIES.add(self)
 
     def begin(self) -> int:
         """Open an event now; returns its begin (pass it to :meth:`end`)."""
@@ -183,27 +181,25 @@ class Series:
     def end(self, t0: int, *values: int) -> None:
         """Close the event that began at ``t0`` now, with one integer per column."""
         t1 = _mono()
-        if not self.compact:
-            self.opened = -1
-            f = dict(self.fields)
-            f.update(zip(self.keys, values))
-            pid, tid = STATE.pid, self.tid
-            if len(BUF) + 1 < STATE.cap:
-                BUF.append(("B", self.name, self.cat, t0, pid, tid, f))
-                BUF.append(("E", self.name, self.cat, t1, pid, tid, f))
-            else:
-                _drop()
-                _drop()
-            return
-        with self.lock:
-            self.opened = -1
+        if self.compact:
             starts = self.starts
             starts.append(t0)
             self.ends.append(t1)
             self.rows.append(values)
-            if t1 - starts[0] < SERIES_SEAL_NS and len(starts) < SERIES_SEAL_EVENTS:
-                return
-        self.seal()
+            self.opened = -1
+            if t1 - starts[0] >= SERIES_SEAL_NS or len(starts) >= SERIES_SEAL_EVENTS:
+                self.seal()
+            return
+        self.opened = -1
+        f = dict(self.fields)
+        f.update(zip(self.keys, values))
+        pid, tid = STATE.pid, self.tid
+        if len(BUF) + 1 < STATE.cap:
+            BUF.append(("B", self.name, self.cat, t0, pid, tid, f))
+            BUF.append(("E", self.name, self.cat, t1, pid, tid, f))
+        else:
+            _drop()
+            _drop()
 
     def finish(self) -> None:
         """The owner is done with the series: an event left open is dropped, the pending ones are sealed."""
@@ -211,24 +207,32 @@ class Series:
         self.seal()
 
     def seal(self) -> None:
-        """Hand the pending events to the buffer now (nothing when there are none)."""
-        with self.lock:
-            starts, ends, rows = self.starts, self.ends, self.rows
-            if not starts:
-                return
-            self.starts, self.ends, self.rows = [], [], []
-            if self.pid != STATE.pid:
-                return  # the parent's events, inherited by fork: not ours to write
-            cols = dict(zip(self.keys, map(list, zip(*rows))))
-            if len(cols) != len(self.keys) or any(len(r) != len(self.keys) for r in rows):
-                with STATE.drop_lock:  # a call-site bug must not reach the sinks: drop and count
-                    STATE.dropped += len(starts)
-                return
-            record_bulk(self.name, self.cat, starts[0], ends[-1], cols, dict(self.fields), starts, ends, self.tid)
+        """Hand the pending events to the buffer now (nothing when there are none). Owner thread only."""
+        starts, ends, rows = self.starts, self.ends, self.rows
+        if not starts:
+            return
+        self.starts, self.ends, self.rows = [], [], []
+        if self.pid != STATE.pid:
+            return  # the parent's events, inherited by fork: not ours to write
+        cols = dict(zip(self.keys, map(list, zip(*rows))))
+        if len(cols) != len(self.keys) or any(len(r) != len(self.keys) for r in rows):
+            with STATE.drop_lock:  # a call-site bug must not reach the sinks: drop and count
+                STATE.dropped += len(starts)
+            return
+        record_bulk(self.name, self.cat, starts[0], ends[-1], cols, dict(self.fields), starts, ends, self.tid)
+
+    def horizon(self) -> int:
+        """Begin (ns) of the oldest event not yet in the buffer (pending or open), -1 when none."""
+        opened = self.opened
+        try:
+            first = self.starts[0]  # read from another thread: a stale list only holds back more
+        except IndexError:
+            return opened
+        return first if opened < 0 or first < opened else opened
 
 
 def seal_series(any_thread: bool = False) -> None:
-    """Seal the pending series of the calling thread (of every thread with ``any_thread``)."""
+    """Seal the pending series of the calling thread (of every thread with ``any_thread``: at exit only)."""
     me = _ident()
     for s in list(SERIES):
         if any_thread or s.tid == me:
@@ -246,7 +250,7 @@ def open_horizons() -> dict[int, int]:
         if t0 < out.get(tid, t0 + 1):
             out[tid] = t0
     for s in list(SERIES):
-        t0 = s.opened
+        t0 = s.horizon()
         if t0 >= 0 and s.pid == STATE.pid and t0 < out.get(s.tid, t0 + 1):
             out[s.tid] = t0
     return out

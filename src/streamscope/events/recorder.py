@@ -202,7 +202,6 @@ class Recorder:
 
     def _flush_locked(self, final: bool = False, repair: bool = False, hold: bool = True) -> None:
         open_now = OPEN.copy()
-        seal_series(any_thread=True)
         events = take()
         if self.held:
             events = self.held + events
@@ -351,6 +350,7 @@ class Recorder:
             self.closed = True
             try:
                 close_open_spans()
+                seal_series(any_thread=True)  # the loops are over: whatever their threads left pending
                 self._flush_locked(final=True)
                 for _spec, sink in self.sinks or []:
                     try:
