@@ -197,8 +197,8 @@ def encode_bytes(batch: EventBatch) -> bytes:
     mids: dict[tuple[int, int, str, str], str] = {}
     tails: dict[str, str] = {}
     rendered = _render_bulks(batch.events, off, env) if any(e[0] == BULK for e in batch.events) else {}
-    chunks: list[bytes] = []
-    line_ts: list[int] = []  # ts of every line, in file order
+    runs: list[tuple[Any, bytes]] = []  # (ts of each line, the lines): plain-event runs and bulk entries
+    run_ts: list[int] = []  # ts of the lines in ``parts``
     unordered = False  # an X or bulk entry was recorded at its end, after events that began later
     for ph, name, cat, ts_ns, pid, tid, fields in batch.events:
         t = ts_ns + off
@@ -211,13 +211,13 @@ def encode_bytes(batch: EventBatch) -> bytes:
                 text = _bulk_lines(t, off, mid, fields, env).encode("utf-8", "replace")  # type: ignore[arg-type]
                 got = (text, _bulk_ts(t, off, fields))  # type: ignore[arg-type]
             if parts:
-                chunks.append("".join(parts).encode("utf-8", "replace"))
+                runs.append((run_ts, "".join(parts).encode("utf-8", "replace")))
                 parts.clear()
-            chunks.append(got[0])
-            line_ts.extend(got[1].tolist())
+                run_ts = []
+            runs.append((got[1], got[0]))
             unordered = True
             continue
-        line_ts.append(t)
+        run_ts.append(t)
         if ph == "X":
             unordered = True
         if fields:
@@ -243,30 +243,55 @@ def encode_bytes(batch: EventBatch) -> bytes:
         if tail is None:
             tail = tails[ph] = f"; s: t; {env_all}ph: {ph if ph in _PHASES else sv(ph)};\n"
         ext(("ts: ", str(t // 1000), frac[t % 1000], mid, args, dur, tail))
-    if not chunks:
-        data = "".join(parts).encode("utf-8", "replace")
-    else:
-        chunks.append("".join(parts).encode("utf-8", "replace"))
-        data = b"".join(chunks)
-    return _in_begin_order(data, line_ts) if unordered else data
+    if parts:
+        runs.append((run_ts, "".join(parts).encode("utf-8", "replace")))
+    if not unordered:
+        return b"".join([r[1] for r in runs])
+    return _in_begin_order(runs)
 
 
-def _in_begin_order(data: bytes, line_ts: list[int]) -> bytes:
-    """The lines of ``data`` ordered by ``ts`` (stable: events with one ts keep their recording order).
+def _in_begin_order(runs: list[tuple[Any, bytes]]) -> bytes:
+    """The lines of ``runs`` (each: the ts of its lines, its lines) joined in ts order.
 
-    Complete events are recorded when they end, bulk entries when a whole batch or series is done, so the
-    recording order can put an event after others that began later; in ts order every thread's timestamps
-    are monotonic in the file, as readers that match B/E per thread expect.
+    Complete events are recorded when they end and bulk entries when a whole batch or series is done, so the
+    recording order is not always the begin order; in ts order every thread's timestamps are monotonic in
+    the file, as readers that match B/E per thread expect. Runs whose lines are in order are kept whole
+    (a batch's sample events stay one block) unless another run's line falls inside them; the sort is
+    stable (events with one ts keep their recording order).
     """
-    ts = np.array(line_ts, dtype=np.int64)
-    if len(ts) < 2 or not (ts[1:] < ts[:-1]).any():
-        return data
+    items: list[_Item] = []
+    for ts, data in runs:
+        if not len(ts):
+            continue
+        a = np.asarray(ts, dtype=np.int64)
+        if len(a) == 1 or not (a[1:] < a[:-1]).any():
+            items.append((int(a[0]), int(a[-1]), data, a))
+        else:
+            items += _lines(a, data)
+    while True:
+        items.sort(key=_first)
+        split = {k for k in range(len(items) - 1) if items[k][1] > items[k + 1][0]}
+        if not split:  # a single line never overlaps the next item: this ends after each run is split once
+            return b"".join([item[2] for item in items])
+        out: list[_Item] = []
+        for k, item in enumerate(items):
+            out += _lines(item[3], item[2]) if k in split else (item,)
+        items = out
+
+
+#: A run of lines in ts order: (first ts, last ts, the lines, ts of each line).
+_Item = tuple[int, int, bytes, Any]
+
+
+def _first(item: _Item) -> int:
+    return item[0]
+
+
+def _lines(ts: np.ndarray, data: bytes) -> list[_Item]:
+    """One item per line of ``data`` (``ts`` holds their ts, one per line)."""
     lines = data.split(b"\n")
-    if len(lines) != len(ts) + 1:  # cannot happen (one line per event, values never hold a newline): keep as is
-        return data
-    order = np.argsort(ts, kind="stable").tolist()
     lines.pop()
-    return b"\n".join([lines[i] for i in order]) + b"\n"
+    return [(t, t, line + b"\n", (t,)) for t, line in zip(ts.tolist(), lines)]
 
 
 def _bulk_ts(t0: int, off: int, b: Bulk) -> np.ndarray:
