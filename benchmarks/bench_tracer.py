@@ -25,8 +25,9 @@ Parts, each side by side with LitData 0.2.68 in the same run:
    (``rounds_*``) and ``off_*_spread`` (slowest / fastest tracer-off round) is the noise floor of the run.
    Ratios are tracer-level / tracer-off. The load average at start and end is recorded.
 
-3. ``--ab-rounds N``: streamscope at num_workers 0 in one process, off/chunk/sample epochs alternating in
-   rotated order (process CPU and wall, epoch + flush), min and median per level.
+3. ``--ab-rounds N``: streamscope in one process per ``--ab-workers`` value (default 0 and 2), off/chunk/sample
+   epochs alternating in rotated order (CPU of the process and its workers, and wall: epoch + flush + the
+   workers' exit), min and median per level.
 
 Writes ``benchmarks/results/bench_tracer.json``.
 """
@@ -308,31 +309,39 @@ def run_child(lib: str, level: str, workers: int, data_dir: str, tmp: str, sampl
 
 
 AB_CHILD = r"""
-import json, os, statistics, sys, tempfile, time
+import json, multiprocessing, os, resource, statistics, sys, tempfile, time
 import streamscope as S
-data_dir, rounds = sys.argv[1], int(sys.argv[2])
+data_dir, rounds, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 log = tempfile.mktemp(suffix=".log")
+def cpu():  # this process and its reaped DataLoader workers
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + c.ru_utime + c.ru_stime
 def epoch():
-    for _ in S.StreamingDataLoader(S.StreamingDataset(data_dir), batch_size=64, num_workers=0):
+    for _ in S.StreamingDataLoader(S.StreamingDataset(data_dir), batch_size=64, num_workers=workers):
         pass
+def settle():  # the epoch's workers have exited (their last events written) and are reaped
+    while multiprocessing.active_children():
+        time.sleep(0.002)
 levels = ["off", "chunk", "sample"]
 res = {lv: [] for lv in levels}
-S.enable_tracer("sample", log_file=log); epoch(); S.flush_tracer(); S.enable_tracer("off", log_file=log); epoch()
+S.enable_tracer("sample", log_file=log); epoch(); S.flush_tracer(wait_workers=60); settle()
+S.enable_tracer("off", log_file=log); epoch(); settle()
 for r in range(rounds):
     for lv in levels[r % 3:] + levels[:r % 3]:  # rotated order: no level always runs after another
         S.enable_tracer(lv, log_file=log, flush_interval=5)
-        c, w = time.process_time(), time.perf_counter()
+        c, w = cpu(), time.perf_counter()
         epoch()
         if lv != "off":
-            S.flush_tracer()
-        res[lv].append((time.process_time() - c, time.perf_counter() - w))
+            S.flush_tracer(wait_workers=60)  # the tracer's own writing, workers' too, is part of its cost
+        settle()
+        res[lv].append((cpu() - c, time.perf_counter() - w))
         S.enable_tracer("off", log_file=log)
         if os.path.getsize(log) > 200e6:
             os.remove(log)
-out = {"rounds": rounds, "loadavg": [round(x, 2) for x in os.getloadavg()]}
+out = {"rounds": rounds, "workers": workers, "loadavg": [round(x, 2) for x in os.getloadavg()]}
 for lv in levels:
-    cpu = [x[0] for x in res[lv]]; wall = [x[1] for x in res[lv]]
-    out[lv] = {"cpu_min": round(min(cpu), 4), "cpu_median": round(statistics.median(cpu), 4),
+    cpu_s = [x[0] for x in res[lv]]; wall = [x[1] for x in res[lv]]
+    out[lv] = {"cpu_min": round(min(cpu_s), 4), "cpu_median": round(statistics.median(cpu_s), 4),
                "wall_min": round(min(wall), 4), "wall_median": round(statistics.median(wall), 4)}
 for lv in ("chunk", "sample"):
     for k in ("cpu_min", "cpu_median", "wall_min", "wall_median"):
@@ -343,15 +352,20 @@ print(json.dumps(out))
 """
 
 
-def in_process_ab(data_dir: str, rounds: int) -> dict[str, Any]:
-    """streamscope at num_workers=0 in ONE process: off/chunk/sample epochs alternating in rotated order.
+def in_process_ab(data_dir: str, rounds: int, workers: int = 0) -> dict[str, Any]:
+    """streamscope in ONE process: off/chunk/sample epochs alternating in rotated order.
 
-    Process CPU time (every thread, so the flusher too) and wall time of an epoch plus its flush; min and
-    median per level. Less exposed to process-start noise than the subprocess-per-configuration part.
+    CPU time of the process and its reaped DataLoader workers (every thread, so the flushers too) and wall
+    time of an epoch plus its flush (and, with workers, until they have exited); min and median per level.
+    Less exposed to process-start noise than the subprocess-per-configuration part.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
     r = subprocess.run(
-        [sys.executable, "-c", AB_CHILD, data_dir, str(rounds)], env=env, capture_output=True, text=True, timeout=1800
+        [sys.executable, "-c", AB_CHILD, data_dir, str(rounds), str(workers)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     if r.returncode != 0:
         return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
@@ -367,7 +381,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--libs", default="litdata,streamscope,streamscope_per_sample")
     ap.add_argument("--skip-micro", action="store_true")
-    ap.add_argument("--ab-rounds", type=int, default=0, help="also run the in-process w0 A/B with this many rounds")
+    ap.add_argument("--ab-rounds", type=int, default=0, help="also run the in-process A/B with this many rounds")
+    ap.add_argument("--ab-workers", default="0,2", help="num_workers values of the in-process A/B")
     args = ap.parse_args()
 
     import streamscope
@@ -428,8 +443,10 @@ def main() -> None:
                 print(f"{lib} workers={workers}: {json.dumps(row)}", flush=True)
         result["read"] = read
         if args.ab_rounds:
-            result["in_process_ab_w0"] = in_process_ab(data_dir, args.ab_rounds)
-            print(f"in-process A/B w0: {json.dumps(result['in_process_ab_w0'])}", flush=True)
+            for workers in [int(w) for w in args.ab_workers.split(",") if w]:
+                got = in_process_ab(data_dir, args.ab_rounds, workers)
+                result[f"in_process_ab_w{workers}"] = got
+                print(f"in-process A/B w{workers}: {json.dumps(got)}", flush=True)
     result["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "bench_tracer.json"), "w") as f:
