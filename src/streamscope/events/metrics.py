@@ -296,24 +296,43 @@ class MetricsSnapshot:
         return d
 
 
+#: Parsed snapshots by path, with the (inode, mtime, size) they were read at: a run with non-persistent workers
+#: leaves two files per epoch, read at every flush of the main process; unchanged files are not parsed again
+#: (every write is a new file renamed into place, so a rewrite always has a new inode).
+_SNAP_CACHE: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+
+
 def read_snapshots(directory: str) -> dict[int, dict[str, Any]]:
-    """Every ``<pid>.json`` snapshot in ``directory`` (unreadable or half-written files are skipped)."""
+    """Every ``<pid>.json`` snapshot in ``directory`` (unreadable or half-written files are skipped).
+
+    A file unchanged since it was last read (same inode, mtime and size) is not parsed again.
+    """
     out: dict[int, dict[str, Any]] = {}
     try:
-        names = os.listdir(directory)
+        entries = list(os.scandir(directory))
     except OSError:
         return out
-    for n in names:
+    for e in entries:
+        n = e.name
         if not n.endswith(".json"):
             continue
         try:
             pid = int(n[:-5])
-            with open(os.path.join(directory, n), encoding="utf-8") as f:
+            st = e.stat()
+            key = (st.st_ino, st.st_mtime_ns, st.st_size)
+            hit = _SNAP_CACHE.get(e.path)
+            if hit is not None and hit[0] == key:
+                out[pid] = hit[1]
+                continue
+            with open(e.path, encoding="utf-8") as f:
                 snap = json.load(f)
         except (ValueError, OSError):
             continue
         if isinstance(snap, dict):
             out[pid] = snap
+            if len(_SNAP_CACHE) > 100_000:
+                _SNAP_CACHE.clear()
+            _SNAP_CACHE[e.path] = (key, snap)
     return out
 
 

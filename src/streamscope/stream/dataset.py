@@ -619,6 +619,10 @@ class StreamingDataset(Resumable, IterableDataset):
         finally:
             decodes.finish()
             reader.stop()
+            if ev.ACTIVE and get_worker_info() is not None:
+                # A worker whose share of the epoch is done hands its events to the sinks now, while the loop
+                # still consumes the batches it queued: its exit (on the epoch's critical path) is then short.
+                ev.flush()
 
     def _groups(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[tuple[Any, np.ndarray, np.ndarray]]:
         n = len(ci)
