@@ -336,7 +336,7 @@ for r in range(rounds):
         settle()
         res[lv].append((cpu() - c, time.perf_counter() - w))
         S.enable_tracer("off", log_file=log)
-        if os.path.getsize(log) > 200e6:
+        if os.path.exists(log) and os.path.getsize(log) > 200e6:
             os.remove(log)
 out = {"rounds": rounds, "workers": workers, "loadavg": [round(x, 2) for x in os.getloadavg()]}
 for lv in levels:
