@@ -53,13 +53,27 @@ def test_plain_dataloader_every_sample_once(two_dirs, num_workers):
     assert len(ds) == 52
 
 
+def test_plain_passes_move_to_the_next_epoch(two_dirs):
+    """Iterated directly, a complete pass moves to the next epoch (reshuffled), as StreamingDataset does."""
+    ds = _combined(two_dirs)
+    first = [int(x["index"]) for x in ds]
+    assert ds.current_epoch == 2
+    second = [int(x["index"]) for x in ds]
+    assert sorted(first) == sorted(second) == list(range(37)) + list(range(1000, 1015))
+    assert first != second
+    fresh = _combined(two_dirs)
+    fresh.set_epoch(2)
+    assert [int(x["index"]) for x in fresh] == second  # the second pass is epoch 2's order
+
+
 def test_weights_and_stop_at_first(two_dirs):
     ds = _combined(two_dirs, weights=[0.1, 0.9], iterate_over_all=False)
+    n = len(ds)  # this epoch's length (a complete pass moves to the next epoch, whose draws differ)
     got = [int(x["index"]) for x in ds]
     from_b = sum(1 for x in got if x >= 1000)
     assert from_b == 15  # b is drawn most and runs out first: the epoch stops there
     assert len(got) - from_b < 15
-    assert len(got) == len(set(got)) == len(ds)
+    assert len(got) == len(set(got)) == n
 
 
 def test_loader_order_and_resume_with_other_workers(two_dirs, loader_accepts_combined):

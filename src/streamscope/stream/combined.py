@@ -24,7 +24,6 @@ import numpy as np
 from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
-from streamscope import events as ev
 from streamscope._core.errors import DatasetError
 from streamscope.stream.combined_plan import BATCHING_METHODS, CombinedPlan, make_combined_plan
 from streamscope.stream.dataset import StreamingDataset
@@ -256,17 +255,7 @@ class CombinedStreamingDataset(Resumable, IterableDataset):
                 mode["epoch"], mode["start"], w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"]
             )
             return
-        if self._pending is not None:
-            epoch, start = self._pending
-            self._pending = None
-            self.current_epoch = epoch
-        else:
-            epoch, start = self.current_epoch, 0
-        with ev.span("combined", "epoch", epoch=epoch, worker=w.worker_id, rank=self.rank):
-            for _, samples in self.iter_batches(
-                epoch, start, w.worker_id, w.num_workers, self.batch_size, None, collate=False
-            ):
-                yield from samples
+        yield from self._plain_pass("combined", w.worker_id, w.num_workers, self.rank)
 
     # --- state -------------------------------------------------------------------------------------
 

@@ -670,19 +670,7 @@ class StreamingDataset(Resumable, IterableDataset):
             else:
                 yield from grouped(batches, group_bytes, mode.get("arena_flags"), w.worker_id)
             return
-        if self._pending is not None:
-            epoch, start = self._pending
-            self._pending = None
-            self.current_epoch = epoch
-        else:
-            epoch, start = self.current_epoch, 0
-        with ev.span("epoch", "epoch", epoch=epoch, worker=w.worker_id, rank=self.rank):
-            for _, samples in self.iter_batches(
-                epoch, start, w.worker_id, w.num_workers, self.batch_size, None, collate=False
-            ):
-                yield from samples
-        # A complete pass moves to the next epoch, so a plain loop reshuffles each pass (as LitData does).
-        self.current_epoch = epoch + 1
+        yield from self._plain_pass("epoch", w.worker_id, w.num_workers, self.rank)
 
     # --- state -------------------------------------------------------------------------------------
 

@@ -44,7 +44,6 @@ import torch
 from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
-from streamscope import events as ev
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, PlanError, StateDictError
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
@@ -406,19 +405,7 @@ class ParallelStreamingDataset(Resumable, IterableDataset):
                 epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"]
             )
             return
-        if self._pending is not None:
-            epoch, start = self._pending
-            self._pending = None
-            self.current_epoch = epoch
-        else:
-            epoch, start = self.current_epoch, 0
-        with ev.span("parallel", "epoch", epoch=epoch, worker=w.worker_id, rank=self.rank):
-            for _, items in self.iter_batches(
-                epoch, start, w.worker_id, w.num_workers, self.batch_size, None, collate=False
-            ):
-                yield from items
-        # a complete pass moves to the next epoch (the next pass continues the stream when cycling with resume)
-        self.current_epoch = epoch + 1
+        yield from self._plain_pass("parallel", w.worker_id, w.num_workers, self.rank)
 
     # --- state -------------------------------------------------------------------------------------
 

@@ -18,8 +18,10 @@ epoch continues with a full next epoch (see ``_litdata_resume_position`` for how
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from streamscope import events as ev
 from streamscope._core.errors import StateDictError
 from streamscope.stream.plan import batches_from_samples, check_state, resume_point
 
@@ -39,6 +41,38 @@ class Resumable:
 
     def plan(self, epoch: int | None = None, batch_size: int | None = None) -> Any:  # pragma: no cover
         raise NotImplementedError
+
+    def iter_batches(
+        self,
+        epoch: int,
+        start_batch: int,
+        worker_id: int,
+        num_workers: int,
+        batch_size: int,
+        collate_fn: Callable[[list[Any]], Any] | None,
+        collate: bool = True,
+    ) -> Iterator[tuple[int, Any]]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _plain_pass(self, span: str, worker_id: int, num_workers: int, rank: int) -> Iterator[Any]:
+        """The samples of one pass over this worker's batches outside a StreamingDataLoader.
+
+        The pass starts where a loaded state left off (else at the start of ``current_epoch``); a complete
+        pass moves to the next epoch, so the next pass reshuffles (LitData's datasets advance their epoch when
+        a pass ends). The pass is one ``span`` of category ``epoch``.
+        """
+        if self._pending is not None:
+            epoch, start = self._pending
+            self._pending = None
+            self.current_epoch = epoch
+        else:
+            epoch, start = self.current_epoch, 0
+        with ev.span(span, "epoch", epoch=epoch, worker=worker_id, rank=rank):
+            for _, samples in self.iter_batches(
+                epoch, start, worker_id, num_workers, self.batch_size, None, collate=False
+            ):
+                yield from samples
+        self.current_epoch = epoch + 1
 
     def _check_identity(self, state: dict[str, Any]) -> list[str]:  # pragma: no cover
         raise NotImplementedError
