@@ -146,9 +146,7 @@ def test_open_series_holds_back_its_threads_later_events(tmp_path):
 
 
 def test_a_horizon_older_than_the_hold_limit_holds_nothing(tmp_path, monkeypatch):
-    from streamscope.events import recorder
-
-    monkeypatch.setattr(recorder, "HOLD_MAX_NS", 0)
+    monkeypatch.setenv("STREAMSCOPE_TRACE_HOLD_MAX", "0")
     log = tmp_path / "t.log"
     enable_tracer("chunk", log_file=str(log), flush_interval=3600)
     s = ev.series("decode_batch", "read", ("batch",))
@@ -224,3 +222,11 @@ def test_batch_series_data_wait_equals_the_begin_end_form():
             round(b.total_s, 12),
             b.max_s,
         )
+
+
+def test_bad_tracer_knob_values_fall_back_to_their_defaults(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("STREAMSCOPE_TRACE_SERIES_INTERVAL", "soon")
+    monkeypatch.setenv("STREAMSCOPE_TRACE_HOLD_MAX", "0.5")
+    enable_tracer("chunk", log_file=str(tmp_path / "t.log"))
+    assert bus.SERIES_SEAL_NS == 250_000_000 and ev.RECORDER.hold_max_ns == 500_000_000
+    assert "STREAMSCOPE_TRACE_SERIES_INTERVAL='soon'" in capsys.readouterr().err

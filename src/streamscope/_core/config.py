@@ -170,6 +170,22 @@ knob(
     "Per-process event buffer bound; events beyond it are dropped and counted.",
 )
 knob(
+    "trace_series_interval",
+    0.25,
+    "s",
+    ("STREAMSCOPE_TRACE_SERIES_INTERVAL",),
+    "A loop's per-batch events (batch, stall, decode_batch) are kept as columns and handed to the buffer in "
+    "bulk once the oldest is this old (or 512 are pending): the delay before sinks and metrics see them.",
+)
+knob(
+    "trace_hold_max",
+    30.0,
+    "s",
+    ("STREAMSCOPE_TRACE_HOLD_MAX",),
+    "Events a thread records after the begin of a complete event still open there are held back (so each "
+    "thread's lines are in ts order) for at most this long.",
+)
+knob(
     "trace_compact_categories",
     "sample,batch,stall,read",
     "comma list",

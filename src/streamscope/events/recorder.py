@@ -32,7 +32,7 @@ from typing import Any
 
 from streamscope._core import config
 from streamscope._core.procs import pid_alive
-from streamscope.events import context, vocab
+from streamscope.events import bus, context, vocab
 from streamscope.events.bus import (
     ACTIVE,
     COMPACT,
@@ -52,8 +52,6 @@ METRICS_DIR_ENV = "STREAMSCOPE_METRICS_DIR"
 ANCHOR_ENV = "STREAMSCOPE_TRACE_CLOCK_ANCHOR"
 #: Sink used when tracing is on and no sink is named (a dotted path: ``events`` does not import ``trace``).
 DEFAULT_SINK = "streamscope.trace.litracer:LitracerFileSink"
-#: Events are held back behind a complete event still open in their thread for at most this long (ns).
-HOLD_MAX_NS = 30_000_000_000
 
 
 class Recorder:
@@ -72,6 +70,7 @@ class Recorder:
         self.agg = Aggregator()
         self.sinks: list[tuple[str, Sink]] | None = None
         self.held: list[Event] = []  # events kept for the next flush (see _hold_back)
+        self.hold_max_ns = 30_000_000_000
         self.sink_errors = 0
         self.reported: set[str] = set()
         self.thread: threading.Thread | None = None
@@ -105,8 +104,10 @@ class Recorder:
             if flush_interval is not None:
                 self.flush_interval = max(0.01, float(flush_interval))
             else:
-                self.flush_interval = max(0.01, float(config.get("trace_flush_interval")))
-            STATE.cap = max(1, int(config.get("trace_buffer_events")))
+                self.flush_interval = max(0.01, self._knob("trace_flush_interval"))
+            STATE.cap = max(1, int(self._knob("trace_buffer_events")))
+            bus.SERIES_SEAL_NS = max(0, int(self._knob("trace_series_interval") * 1e9))
+            self.hold_max_ns = max(0, int(self._knob("trace_hold_max") * 1e9))
             wanted = self.trace_cats | self.metric_cats
             compact = _compact_cats()
             COMPACT.difference_update(COMPACT - compact)
@@ -123,6 +124,14 @@ class Recorder:
                 self._flush_locked(hold=False)
                 self._shutdown_sinks()
                 self.stop.set()
+
+    def _knob(self, name: str) -> float:
+        """A numeric tracer knob; a bad environment value is reported once and its default used."""
+        try:
+            return float(config.get(name))
+        except Exception as exc:
+            self._report(f"knob:{name}", f"{exc}; using the default {config.KNOBS[name].default!r}")
+            return float(config.KNOBS[name].default)
 
     def _late_repair(self) -> None:
         """Runs after multiprocessing terminated the daemonic children (DataLoader workers) at exit."""
@@ -223,13 +232,13 @@ class Recorder:
         """Keep for the next flush the events a thread recorded after the begin of a complete event still open
         there (its ``X`` is written when it ends): so every thread's events reach the sinks in begin order.
 
-        A horizon older than :data:`HOLD_MAX_NS` is ignored (a span abandoned without exit must not hold its
+        A horizon older than the ``trace_hold_max`` knob is ignored (a span abandoned without exit must not hold its
         thread's events back for ever).
         """
         horizons = open_horizons()
         if not horizons:
             return events
-        oldest = time.monotonic_ns() - HOLD_MAX_NS
+        oldest = time.monotonic_ns() - self.hold_max_ns
         horizons = {tid: t0 for tid, t0 in horizons.items() if t0 >= oldest}
         if not horizons:
             return events
@@ -371,12 +380,12 @@ class Recorder:
     def after_fork_in_child(self) -> None:
         """Fresh state in a forked child; restart the flusher if anything is active."""
         trace, metric, interval = self.trace_cats, self.metric_cats, self.flush_interval
-        offset, mdir, was_started = self.offset_ns, self.metrics_dir, self.started
+        offset, mdir, was_started, hold = self.offset_ns, self.metrics_dir, self.started, self.hold_max_ns
         self._reset()
         _bus_after_fork()
         context.after_fork_in_child()
         self.trace_cats, self.metric_cats, self.flush_interval = trace, metric, interval
-        self.offset_ns, self.metrics_dir = offset, mdir
+        self.offset_ns, self.metrics_dir, self.hold_max_ns = offset, mdir, hold
         if was_started and (trace or metric):
             self.started = True
             self._start_thread()
