@@ -289,9 +289,8 @@ def _first(item: _Item) -> int:
 
 def _lines(ts: np.ndarray, data: bytes) -> list[_Item]:
     """One item per line of ``data`` (``ts`` holds their ts, one per line)."""
-    lines = data.split(b"\n")
-    lines.pop()
-    return [(t, t, line + b"\n", (t,)) for t, line in zip(ts.tolist(), lines)]
+    t = ts.tolist()
+    return list(zip(t, t, data.splitlines(keepends=True), t))
 
 
 def _bulk_ts(t0: int, off: int, b: Bulk) -> np.ndarray:
