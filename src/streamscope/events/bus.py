@@ -137,6 +137,14 @@ SERIES_SEAL_NS = 250_000_000
 SERIES_SEAL_EVENTS = 512
 #: Series of this process (weak): their horizons hold events back; sealed at exit.
 SERIES: weakref.WeakSet[Series] = weakref.WeakSet()
+#: Guards SERIES: a WeakSet iterates in Python code, so another thread's add could break an iteration.
+_SERIES_LOCK = threading.Lock()
+
+
+def live_series() -> list[Series]:
+    """The series of this process still referenced (a snapshot, safe from any thread)."""
+    with _SERIES_LOCK:
+        return list(SERIES)
 
 
 class Series:
@@ -171,7 +179,8 @@ class Series:
         self.starts: list[int] = []
         self.ends: list[int] = []
         self.rows: list[tuple[int, ...]] = []  # the column values of each pending event
-        SERIES.add(self)
+        with _SERIES_LOCK:
+            SERIES.add(self)
 
     def begin(self) -> int:
         """Open an event now; returns its begin (pass it to :meth:`end`)."""
@@ -234,7 +243,7 @@ class Series:
 def seal_series(any_thread: bool = False) -> None:
     """Seal the pending series of the calling thread (of every thread with ``any_thread``: at exit only)."""
     me = _ident()
-    for s in list(SERIES):
+    for s in live_series():
         if any_thread or s.tid == me:
             s.seal()
 
@@ -249,7 +258,7 @@ def open_horizons() -> dict[int, int]:
     for tid, t0 in list(OPEN_X.values()):
         if t0 < out.get(tid, t0 + 1):
             out[tid] = t0
-    for s in list(SERIES):
+    for s in live_series():
         t0 = s.horizon()
         if t0 >= 0 and s.pid == STATE.pid and t0 < out.get(s.tid, t0 + 1):
             out[s.tid] = t0
@@ -421,6 +430,8 @@ def after_fork_in_child() -> None:
     """Fresh buffer and counters in a forked child: the parent's unflushed events are not ours to write."""
     BUF.clear()
     OPEN.clear()
+    global _SERIES_LOCK
+    _SERIES_LOCK = threading.Lock()  # another thread of the parent may have held it at fork
     SERIES.clear()  # the parent's pending series events are the parent's
     OPEN_X.clear()
     STATE.bulk = 0
