@@ -308,10 +308,13 @@ def remove_sink(factory: SinkFactory) -> None:
             RECORDER._shutdown_sinks()
 
 
-def flush() -> None:
-    """Hand everything buffered in this process (and the calling thread's series) to the sinks and metrics now."""
+def flush(publish: bool = True) -> None:
+    """Hand everything buffered in this process (and the calling thread's series) to the sinks and metrics now.
+
+    ``publish=False``: the process's metrics snapshot file is left to the flusher's next tick or to exit.
+    """
     seal_series()
-    RECORDER.flush()
+    RECORDER.flush(publish)
     for _spec, sink in RECORDER.sinks or []:
         try:
             sink.force_flush()

@@ -201,15 +201,16 @@ class Recorder:
 
     # --- flushing ------------------------------------------------------------------------------------
 
-    def flush(self) -> None:
+    def flush(self, publish: bool = True) -> None:
         """Take everything buffered, aggregate it, export it, publish the snapshot (synchronously).
 
         In the process that owns the run this also closes the spans of dead workers (see module doc).
+        ``publish=False`` leaves the metrics snapshot to the next tick or to exit.
         """
         with self.lock:
-            self._flush_locked(repair=True)
+            self._flush_locked(repair=True, publish=publish)
 
-    def _flush_locked(self, final: bool = False, repair: bool = False, hold: bool = True) -> None:
+    def _flush_locked(self, final: bool = False, repair: bool = False, hold: bool = True, publish: bool = True) -> None:
         open_now = OPEN.copy()
         events = take()
         if self.held:
@@ -226,7 +227,8 @@ class Recorder:
                 self._export(traced)
         if self.owner and (final or repair):
             self._repair_dead_workers()
-        self._publish(open_now, final)
+        if publish or final:
+            self._publish(open_now, final)
 
     def _hold_back(self, events: list[Event]) -> list[Event]:
         """Keep for the next flush the events a thread recorded after the begin of a complete event still open

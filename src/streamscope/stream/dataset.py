@@ -622,7 +622,8 @@ class StreamingDataset(Resumable, IterableDataset):
             if ev.ACTIVE and get_worker_info() is not None:
                 # A worker whose share of the epoch is done hands its events to the sinks now, while the loop
                 # still consumes the batches it queued: its exit (on the epoch's critical path) is then short.
-                ev.flush()
+                # (Its metrics snapshot is written at exit, final, a moment later.)
+                ev.flush(publish=False)
 
     def _groups(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[tuple[Any, np.ndarray, np.ndarray]]:
         n = len(ci)
