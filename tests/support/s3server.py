@@ -41,6 +41,7 @@ _USER = "streamscope-test"
 _LOG_REQUESTS = os.environ.get("STREAMSCOPE_S3SERVER_LOG", "") == "1"  # one stderr line per request
 # "cheroot" (default when installed: keep-alive, thread pool) or "werkzeug" (moto's own dev server)
 _SERVER = os.environ.get("STREAMSCOPE_S3SERVER", "cheroot")
+_THREADS = int(os.environ.get("STREAMSCOPE_S3SERVER_THREADS", "16"))  # cheroot worker threads
 
 
 # --------------------------------------------------------------------------------------------------
@@ -426,7 +427,9 @@ def _cheroot_server(app: Any, cert: str | None, key: str | None) -> Any:  # prag
             return env
 
     wsgi.Server.wsgi_version = (1, 0)
-    server = wsgi.Server(("127.0.0.1", 0), app, numthreads=16, max=64, request_queue_size=128, timeout=30)
+    server = wsgi.Server(
+        ("127.0.0.1", 0), app, numthreads=_THREADS, max=max(64, _THREADS), request_queue_size=128, timeout=30
+    )
     server.gateway = _Gateway
     if cert:
         from cheroot.ssl.builtin import BuiltinSSLAdapter
