@@ -431,6 +431,9 @@ def _cheroot_server(app: Any, cert: str | None, key: str | None) -> Any:  # prag
         ("127.0.0.1", 0), app, numthreads=_THREADS, max=max(64, _THREADS), request_queue_size=128, timeout=30
     )
     server.gateway = _Gateway
+    # cheroot keeps at most 10 idle keep-alive connections by default and answers "Connection: close" past
+    # that; a loader keeps 64-128 connections open, so lift the limit (idle ones still expire after timeout)
+    server.keep_alive_conn_limit = 4096
     if cert:
         from cheroot.ssl.builtin import BuiltinSSLAdapter
 
