@@ -426,7 +426,6 @@ def _cheroot_server(app: Any, cert: str | None, key: str | None) -> Any:  # prag
                 _sys.stderr.write(f"{env['REQUEST_METHOD']} {env.get('REQUEST_URI', '')}\n")
             return env
 
-    wsgi.Server.wsgi_version = (1, 0)
     server = wsgi.Server(
         ("127.0.0.1", 0), app, numthreads=_THREADS, max=max(64, _THREADS), request_queue_size=128, timeout=30
     )
