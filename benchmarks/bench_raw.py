@@ -26,8 +26,8 @@ Besides files/s and the client's CPU per file, each row records the CPU per file
 and of the fault proxy (this process's threads), ``*_server_cores``: the cores moto kept busy at that rate,
 and for the proxied source the requests and client connections per file the proxy saw (both engines must
 make one GET per file). The server is moto's app behind cheroot (keep-alive, see
-``tests/support/s3server.py``): about 1.5-2 ms CPU per 100 KB GET under one GIL, so moto alone allows
-roughly 500-650 GETs/s, and with the proxy (~0.5 ms/file) and either client (0.5-1 ms/file) the whole rig
+``tests/support/s3server.py``): about 1.5-2.7 ms CPU per 100 KB GET under one GIL, so moto alone allows
+roughly 400-650 GETs/s, and with the proxy (~0.5 ms/file) and either client (0.5-1 ms/file) the whole rig
 needs about 3 ms of CPU per file: on this 2-core machine that caps both engines near the same rate, lower
 still when other work shares the cores. The ratio then measures client CPU per file and latency hiding,
 within that shared ceiling (see ``load`` in the output).

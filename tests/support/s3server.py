@@ -14,8 +14,8 @@ The server is moto's WSGI app (moto's S3 logic, SigV4 checks and bucket state, u
 (HTTP/1.1 keep-alive, a pool of threads) when cheroot is installed, else by werkzeug's dev server as moto's own
 ``moto_server`` does (``STREAMSCOPE_S3SERVER=werkzeug`` forces it). The dev server opens a connection and a
 thread for every request and moto looks up the backend for the Host header by listing its package folder each
-time; with keep-alive and that lookup remembered per host a 100 KB GET costs the server about 1.5 ms of CPU
-instead of 4.5-5.9 ms, so one moto process no longer caps a benchmark near 200 GETs/s.
+time; with keep-alive and that lookup remembered per host a 100 KB GET costs the server 1.5-2.7 ms of CPU
+instead of 4.4-5.9 ms, so one moto process no longer caps a benchmark near 200 GETs/s.
 ``STREAMSCOPE_S3SERVER_LOG=1`` writes one stderr line per request (:attr:`S3Server.log`); off by default.
 
 Run directly (``python tests/support/s3server.py [--cert C --key K]``) it is the server process itself:
