@@ -23,10 +23,14 @@ first; the row keeps the best rate of each engine and every round's ratio (the s
 (streamscope / LitData) and writes ``benchmarks/results/bench_raw.json``.
 
 Besides files/s and the client's CPU per file, each row records the CPU per file of the moto server process
-and of the fault proxy (this process's threads), and ``*_server_cores``: the cores moto kept busy at that
-rate. moto serves every request on a new connection and thread under one GIL (about 3-4 ms CPU per 100 KB
-GET here), so a server near 1 core, or a machine whose 2 cores are already saturated by other work, caps
-both engines at the same rate: the ratio then measures the rig, not the loaders.
+and of the fault proxy (this process's threads), ``*_server_cores``: the cores moto kept busy at that rate,
+and for the proxied source the requests and client connections per file the proxy saw (both engines must
+make one GET per file). The server is moto's app behind cheroot (keep-alive, see
+``tests/support/s3server.py``): about 1.5-2.7 ms CPU per 100 KB GET under one GIL, so moto alone allows
+roughly 400-650 GETs/s, and with the proxy (~0.5 ms/file) and either client (0.5-1 ms/file) the whole rig
+needs about 3 ms of CPU per file: on this 2-core machine that caps both engines near the same rate, lower
+still when other work shares the cores. The ratio then measures client CPU per file and latency hiding,
+within that shared ceiling (see ``load`` in the output).
 """
 
 from __future__ import annotations
@@ -122,13 +126,14 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_child(spec: dict[str, Any], server_pid: int | None = None) -> dict[str, Any]:
+def run_child(spec: dict[str, Any], server_pid: int | None = None, proxy: Any = None) -> dict[str, Any]:
     """Measure in a fresh process, so neither engine inherits state (obstore, threads) from the other.
 
     Also records the CPU the S3 server process (``server_pid``) and this process (the fault proxy's threads
     live here; nothing else runs here meanwhile) spent during the measurement, per file.
     """
     env = dict(os.environ)
+    c0 = dict(proxy.counts) if proxy is not None else {}
     s0 = proc_cpu_s(server_pid) if server_pid else 0.0
     p0 = time.process_time()
     out = subprocess.run(
@@ -141,6 +146,9 @@ def run_child(spec: dict[str, Any], server_pid: int | None = None) -> dict[str, 
             got["proxy_cpu_ms_per_file"] = 1000.0 * (time.process_time() - p0) / files
             if server_pid:
                 got["server_cpu_ms_per_file"] = 1000.0 * (proc_cpu_s(server_pid) - s0) / files
+            if proxy is not None:
+                for key in ("requests", "connections"):
+                    got[f"proxy_{key}_per_file"] = (proxy.counts[key] - c0.get(key, 0)) / files
             return got
         if line.startswith("NOTE"):
             print(line)
@@ -174,6 +182,7 @@ def main() -> None:
     try:
         endpoints: dict[str, tuple[str, dict[str, Any]]] = {}
         server_pid: int | None = None
+        proxy: Any = None
         if "local" in sources:
             root = Path(tmp) / "local"
             for rel, data in files:
@@ -217,12 +226,24 @@ def main() -> None:
                     for name in order:
                         spec = {"engine": name, "url": url, "opts": opts, "cache": cache, "files": args.files}
                         spec.update(workers=w, batch=args.batch, repeats=args.repeats)
-                        runs[name].append(run_child(spec, server_pid if src.startswith("s3") else None))
+                        runs[name].append(
+                            run_child(
+                                spec,
+                                server_pid if src.startswith("s3") else None,
+                                proxy if src == "s3+20ms" else None,
+                            )
+                        )
                 for name, got in runs.items():
                     rates = [statistics.median(g["rates"]) for g in got]
                     row[name] = max(rates)
                     row[f"{name}_rounds"] = rates
-                    for key in ("cpu_ms_per_file", "server_cpu_ms_per_file", "proxy_cpu_ms_per_file"):
+                    for key in (
+                        "cpu_ms_per_file",
+                        "server_cpu_ms_per_file",
+                        "proxy_cpu_ms_per_file",
+                        "proxy_requests_per_file",
+                        "proxy_connections_per_file",
+                    ):
                         if key in got[0]:
                             row[f"{name}_{key}"] = statistics.median(g[key] for g in got)
                 row["ratio"] = row["streamscope"] / row["litdata"]

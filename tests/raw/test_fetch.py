@@ -165,3 +165,104 @@ def test_sweep_orphans_of_dead_processes(tmp_path: Path):
     os.utime(mine, (old, old))
     assert sweep_orphans(str(tmp_path)) == 1
     assert not orphan.exists() and mine.exists() and fresh.exists()
+
+
+class GatedStore(FlakyStore):
+    """GETs of the keys in ``gates`` wait until their event is set."""
+
+    def __init__(self, root: str, gates: dict[str, threading.Event]) -> None:
+        super().__init__(root)
+        self.gates = gates
+
+    def get(self, key: str) -> bytes:
+        self._hit(key, 0, None)
+        gate = self.gates.get(key)
+        if gate is not None:
+            assert gate.wait(10), f"gate of {key} never opened"
+        return LocalStore.get(self, key)
+
+
+def _requested(store: FlakyStore) -> set[int]:
+    with store._lock:
+        return {int(k.rsplit("f", 1)[1].split(".")[0]) for k, _, _ in store.calls}
+
+
+@pytest.mark.parametrize("when_left", [-1, 1000])
+def test_lookahead_starts_near_the_end_of_the_batch(tmp_path: Path, when_left: int):
+    from streamscope._core import config
+
+    data = make_folder(tmp_path, 16, size=100)
+    ds = StreamingRawDataset(str(data), cache_dir=str(tmp_path / "c"), max_prefetch=4, max_concurrent_downloads=16)
+    keys = sorted(ds.source.key_of(f.path) for f in ds.files)
+    gates = {k: threading.Event() for k in keys[:8]}
+    store = as_remote(ds, GatedStore(str(data.resolve()), gates))
+    config.set_value("raw_lookahead_when_left", when_left)
+    out: list[list[bytes]] = []
+    worker = threading.Thread(target=lambda: out.append(ds.__getitems__(list(range(8)))))
+    try:
+        worker.start()
+        for k in keys[:4]:  # 8 -> 4 still in flight
+            gates[k].set()
+        time.sleep(0.3)
+        requested = _requested(store)
+        if when_left < 0:
+            # depth 4: the look-ahead (items 8-11) goes out once at most 4 of the batch are in flight
+            deadline = time.monotonic() + 5
+            while not {8, 9, 10, 11} <= requested and time.monotonic() < deadline:
+                time.sleep(0.01)
+                requested = _requested(store)
+        assert {8, 9, 10, 11} <= requested
+        assert not worker.is_alive() or len(out) == 0
+    finally:
+        for g in gates.values():
+            g.set()
+        worker.join(10)
+        config.reset("raw_lookahead_when_left")
+    assert [file_id(b) for b in out[0]] == list(range(8))
+    assert sorted(ds._ahead) == [8, 9, 10, 11]
+
+
+def test_lookahead_waits_while_most_of_the_batch_is_in_flight(tmp_path: Path):
+    data = make_folder(tmp_path, 16, size=100)
+    ds = StreamingRawDataset(str(data), cache_dir=str(tmp_path / "c"), max_prefetch=4, max_concurrent_downloads=16)
+    keys = sorted(ds.source.key_of(f.path) for f in ds.files)
+    gates = {k: threading.Event() for k in keys[:8]}
+    store = as_remote(ds, GatedStore(str(data.resolve()), gates))
+    out: list[list[bytes]] = []
+    worker = threading.Thread(target=lambda: out.append(ds.__getitems__(list(range(8)))))
+    try:
+        worker.start()
+        for k in keys[:3]:  # 5 of 8 still in flight: more than the depth of 4
+            gates[k].set()
+        time.sleep(0.3)
+        assert _requested(store) == set(range(8))  # the batch only, no look-ahead yet
+        gates[keys[3]].set()  # 4 left: the look-ahead starts while they are still in flight
+        deadline = time.monotonic() + 5
+        while not {8, 9, 10, 11} <= _requested(store) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert {8, 9, 10, 11} <= _requested(store)
+        assert worker.is_alive()
+    finally:
+        for g in gates.values():
+            g.set()
+        worker.join(10)
+    assert [file_id(b) for b in out[0]] == list(range(8))
+
+
+def test_countdown_settles_at_the_mark_or_on_failure():
+    from concurrent.futures import Future
+
+    from streamscope.raw.runtime import countdown
+
+    futs: list[Future[int]] = [Future() for _ in range(5)]
+    mark = countdown(futs, 2)
+    futs[0].set_result(0)
+    futs[1].set_result(1)
+    assert not mark.done()
+    futs[2].set_result(2)
+    assert mark.done() and mark.result() is None
+    failing: list[Future[int]] = [Future() for _ in range(5)]
+    mark = countdown(failing, 0)
+    failing[3].set_exception(ValueError("x"))
+    assert mark.done()
+    assert countdown([], 0).done()

@@ -180,3 +180,33 @@ def test_main_process_switches_to_obstore_and_forks_still_work(s3_server, tmp_pa
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["main"] == got["fork"] == list(range(20))
     assert got["prefer"] is True and got["backend"] == "obstore"
+
+
+def test_test_server_keeps_connections_and_moto_semantics(s3_server):
+    """The rig the raw benchmark runs on: keep-alive, SigV4 still checked, metadata names as moto keeps them."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    import botocore.exceptions
+
+    client = s3_server.boto3_client()
+    client.put_object(Bucket=s3_server.bucket, Key="m/obj", Body=b"x" * 1000, Metadata={"my_key": "u", "plain": "p"})
+    meta = client.head_object(Bucket=s3_server.bucket, Key="m/obj")["Metadata"]
+    assert meta == {"my_key": "u", "plain": "p"}
+    bad = s3_server.boto3_client()
+    bad._request_signer._credentials.secret_key = "wrong"  # noqa: SLF001 - a wrong key must be refused
+    with pytest.raises(botocore.exceptions.ClientError, match="SignatureDoesNotMatch"):
+        bad.get_object(Bucket=s3_server.bucket, Key="m/obj")
+    # two anonymous requests on one TCP connection: the server keeps it open (both are refused: no signature)
+    parts = urlsplit(s3_server.endpoint_url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    try:
+        for _ in range(2):
+            conn.request("GET", f"/{s3_server.bucket}/m/obj")
+            resp = conn.getresponse()
+            resp.read()
+            assert resp.status == 403
+            assert resp.getheader("Connection", "").lower() != "close"
+            assert conn.sock is not None
+    finally:
+        conn.close()

@@ -19,7 +19,8 @@ measures the client, not the proxy:
 many faults; ``on_fault(kind, method, path)`` runs after a truncation was delivered (tests use it to change
 the object mid-download); ``peak_in_flight`` is the most requests it was answering at once. The Host header is forwarded unchanged,
 so SigV4 signatures made for the proxy's address verify at the upstream. ``counts`` says how many requests
-were seen and how many of each fault were injected.
+were seen (``requests``, ``requests_<METHOD>``, client ``connections`` accepted) and how many of each fault
+were injected.
 
 :class:`GarbageServer` answers every request with ``200`` and random bytes (or a configurable body).
 """
@@ -377,6 +378,7 @@ class FaultProxy:
     ) -> None:
         """Serve one client connection: requests one after another (keep-alive), each through the faults."""
         writers.add(writer)
+        self._count("connections")
         sock = writer.get_extra_info("socket")
         upstream = _Upstream(self.upstream_host, self.upstream_port)
         try:

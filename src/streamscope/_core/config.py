@@ -432,6 +432,16 @@ knob(
     live=True,
 )
 knob(
+    "raw_lookahead_when_left",
+    -1,
+    "items",
+    ("STREAMSCOPE_RAW_LOOKAHEAD_WHEN_LEFT",),
+    "Raw-file look-ahead GETs start once at most this many items of the current batch are still in flight, "
+    "so a server that answers in arrival order works on them across the next batch's round trip. -1 = the "
+    "look-ahead depth; a large number = together with the batch. Read at every batch.",
+    live=True,
+)
+knob(
     "raw_io_threads",
     256,
     "threads",

@@ -40,7 +40,7 @@ from streamscope.raw.planning import (
     effective_prefetch,
     median_size,
 )
-from streamscope.raw.runtime import IORuntime, gather, runtime, then
+from streamscope.raw.runtime import IORuntime, countdown, gather, runtime, then
 from streamscope.raw.source import Source
 
 logger = logging.getLogger(__name__)
@@ -274,9 +274,15 @@ class StreamingRawDataset(Dataset):
         self.prefetch_misses += misses
         if "prefetch" in ev.ACTIVE:
             ev.instant("prefetch", "prefetch", hits=hits, misses=misses, items=len(futures))
-        self._schedule_ahead(rt, indices)
+        # The look-ahead starts once at most `left` of this batch's files are still in flight: requests are
+        # served about in the order they arrive, so look-ahead sent with the batch is served within the
+        # batch and the server sits idle for one round trip when the next batch's misses go out; sent near
+        # the batch's end it is served across that gap (and nothing it fetches is held longer than needed).
+        left = int(config.get("raw_lookahead_when_left"))
+        if left < 0:
+            left = self.prefetch_depth()
         with ev.span("read", "read", items=len(indices)):
-            results = self._wait(futures)
+            results = self._wait(futures, lambda: self._schedule_ahead(rt, indices), left)
         return [results[i] for i in indices]
 
     def _maybe_prefer_obstore(self, batch_len: int) -> None:
@@ -366,21 +372,58 @@ class StreamingRawDataset(Dataset):
         if scheduled and "prefetch" in ev.ACTIVE:
             ev.instant("prefetch_scheduled", "prefetch", items=scheduled, first=wanted[0])
 
-    def _wait(self, futures: dict[int, Future[Any]]) -> dict[int, Any]:
+    def _wait(
+        self, futures: dict[int, Future[Any]], near_end: Callable[[], None] | None = None, left: int = 0
+    ) -> dict[int, Any]:
+        """Wait for a batch's items; ``near_end()`` runs once at most ``left`` of them are unfinished."""
         sizes = [m.size for i in futures for m in self._files_of(i)]
         budget = batch_budget(sizes, self.download_timeout, float(config.get("raw_min_throughput")))
         deadline = None if budget is None else time.monotonic() + budget
         hedges = self._hedges(futures.values())
         pending = set(futures.values())
+        near = None if near_end is None else countdown(list(pending), left)
+        fired = False
+
+        def once() -> None:
+            nonlocal fired
+            if near_end is not None and not fired:
+                fired = True
+                near_end()
+
+        try:
+            self._wait_pending(futures, pending, hedges, deadline, budget, near, once)
+        finally:
+            once()  # a failed or timed-out batch still plans ahead, as a fine one does
+        return {i: f.result() for i, f in futures.items()}
+
+    def _wait_pending(
+        self,
+        futures: dict[int, Future[Any]],
+        pending: set[Future[Any]],
+        hedges: list[Hedge],
+        deadline: float | None,
+        budget: float | None,
+        near: Future[None] | None,
+        near_end: Callable[[], None],
+    ) -> None:
         while pending:
+            if near is not None and near.done():
+                near = None
+                near_end()
             now = time.monotonic()
             timeout = None if deadline is None else max(0.0, deadline - now)
             live_hedges = [h for h in hedges if not h.fired and not h.result.done()]
             if live_hedges:
                 next_fire = min(h.deadline for h in live_hedges)
                 timeout = max(0.0, next_fire - now) if timeout is None else min(timeout, max(0.0, next_fire - now))
-            # wake only for a failure, all done, the next hedge due, or the deadline (not per completion)
-            done, pending = wait(pending, timeout=timeout, return_when=FIRST_EXCEPTION)
+            # wake only for a failure, the look-ahead point, all done, the next hedge due, or the deadline
+            # (not per completion)
+            if near is not None and not near.done():
+                wait((near,), timeout=timeout)
+                done = {f for f in pending if f.done()}
+                pending -= done
+            else:
+                done, pending = wait(pending, timeout=timeout, return_when=FIRST_EXCEPTION)
             for f in done:
                 if not f.cancelled() and f.exception() is not None:
                     raise f.exception()  # type: ignore[misc]  # the first failure ends the batch (the rest finish unseen)
@@ -396,7 +439,6 @@ class StreamingRawDataset(Dataset):
                 raise RawDownloadTimeoutError(
                     f"{len(late)} file(s) did not arrive within the batch budget of {budget:.1f} s, e.g. {late[:3]}"
                 )
-        return {i: f.result() for i, f in futures.items()}
 
     @staticmethod
     def _hedges(futures: Any) -> list[Hedge]:

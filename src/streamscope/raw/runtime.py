@@ -202,6 +202,28 @@ def gather(futures: Sequence[Future[Any]]) -> Future[list[Any]]:
     return out
 
 
+def countdown(futures: Sequence[Future[Any]], left: int) -> Future[None]:
+    """A future that settles (with None) once at most ``left`` of ``futures`` are unfinished, or one fails."""
+    out: Future[None] = Future()
+    out.set_running_or_notify_cancel()
+    remaining = [len(futures)]
+    if remaining[0] <= left:
+        out.set_result(None)
+        return out
+    lock = threading.Lock()
+
+    def done(f: Future[Any]) -> None:
+        with lock:
+            remaining[0] -= 1
+            now_left = remaining[0]
+        if now_left <= left or f.cancelled() or f.exception() is not None:
+            _settle(out, result=None)
+
+    for f in futures:
+        f.add_done_callback(done)
+    return out
+
+
 def then(fut: Future[Any], fn: Callable[[Any], T]) -> Future[T]:
     """A future of ``fn(fut.result())``; ``fn`` runs in the thread that completes ``fut``."""
     out: Future[T] = Future()
