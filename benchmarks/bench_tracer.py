@@ -27,7 +27,8 @@ Parts, each side by side with LitData 0.2.68 in the same run:
 
 3. ``--ab-rounds N``: streamscope in one process per ``--ab-workers`` value (default 0 and 2), off/chunk/sample
    epochs alternating in rotated order (CPU of the process and its workers, and wall: epoch + flush + the
-   workers' exit), min and median per level.
+   workers' exit), min and median per level, and the median over rounds of the level's epoch divided by the
+   off epoch of the same round (``*_paired_median``: adjacent epochs share the machine's load of the moment).
 
 Writes ``benchmarks/results/bench_tracer.json``.
 """
@@ -346,6 +347,10 @@ for lv in levels:
 for lv in ("chunk", "sample"):
     for k in ("cpu_min", "cpu_median", "wall_min", "wall_median"):
         out[f"{lv}_over_off_{k}"] = round(out[lv][k] / out["off"][k], 3)
+for lv in ("chunk", "sample"):  # per round, the level's epoch over the off epoch of the same round
+    for i, k in ((0, "cpu"), (1, "wall")):
+        ratios = [a[i] / b[i] for a, b in zip(res[lv], res["off"])]
+        out[f"{lv}_over_off_{k}_paired_median"] = round(statistics.median(ratios), 3)
 offs = sorted(x[0] for x in res["off"])
 out["off_cpu_quartile_spread"] = round(offs[3 * len(offs) // 4] / offs[len(offs) // 4], 3)
 print(json.dumps(out))
