@@ -255,42 +255,37 @@ def _in_begin_order(runs: list[tuple[Any, bytes]]) -> bytes:
 
     Complete events are recorded when they end and bulk entries when a whole batch or series is done, so the
     recording order is not always the begin order; in ts order every thread's timestamps are monotonic in
-    the file, as readers that match B/E per thread expect. Runs whose lines are in order are kept whole
-    (a batch's sample events stay one block) unless another run's line falls inside them; the sort is
-    stable (events with one ts keep their recording order).
+    the file, as readers that match B/E per thread expect. The sort is stable (events with one ts keep their
+    recording order) and done on the ts alone; the output is then cut into the longest pieces that are
+    consecutive lines of one run (a batch's sample events stay one piece), so the per-line Python work is
+    only for lines that really interleave.
     """
-    items: list[_Item] = []
-    for ts, data in runs:
-        if not len(ts):
+    lens = [len(ts) for ts, _ in runs]
+    if not sum(lens):
+        return b""
+    ts_all = np.concatenate([np.asarray(ts, dtype=np.int64) for ts, _ in runs])
+    if not (ts_all[1:] < ts_all[:-1]).any():
+        return b"".join([data for _, data in runs])
+    order = np.argsort(ts_all, kind="stable")
+    counts = np.asarray(lens)
+    run_of = np.repeat(np.arange(len(runs)), counts)[order]
+    line_of = order - np.repeat(np.cumsum(counts) - counts, counts)[order]
+    cut = np.flatnonzero((run_of[1:] != run_of[:-1]) | (line_of[1:] != line_of[:-1] + 1)) + 1
+    firsts = np.concatenate(([0], cut))
+    lasts = np.concatenate((cut, [len(order)])) - 1
+    bounds: dict[int, list[int]] = {}  # run -> byte offset of each line start, and the end
+    pieces = []
+    for r, a, b in zip(run_of[firsts].tolist(), line_of[firsts].tolist(), line_of[lasts].tolist()):
+        data = runs[r][1]
+        if a == 0 and b == lens[r] - 1:
+            pieces.append(data)  # the whole run in one piece
             continue
-        a = np.asarray(ts, dtype=np.int64)
-        if len(a) == 1 or not (a[1:] < a[:-1]).any():
-            items.append((int(a[0]), int(a[-1]), data, a))
-        else:
-            items += _lines(a, data)
-    while True:
-        items.sort(key=_first)
-        split = {k for k in range(len(items) - 1) if items[k][1] > items[k + 1][0]}
-        if not split:  # a single line never overlaps the next item: this ends after each run is split once
-            return b"".join([item[2] for item in items])
-        out: list[_Item] = []
-        for k, item in enumerate(items):
-            out += _lines(item[3], item[2]) if k in split else (item,)
-        items = out
-
-
-#: A run of lines in ts order: (first ts, last ts, the lines, ts of each line).
-_Item = tuple[int, int, bytes, Any]
-
-
-def _first(item: _Item) -> int:
-    return item[0]
-
-
-def _lines(ts: np.ndarray, data: bytes) -> list[_Item]:
-    """One item per line of ``data`` (``ts`` holds their ts, one per line)."""
-    t = ts.tolist()
-    return list(zip(t, t, data.splitlines(keepends=True), t))
+        o = bounds.get(r)
+        if o is None:
+            nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1
+            o = bounds[r] = [0, *nl.tolist()]
+        pieces.append(data[o[a] : o[b + 1]])
+    return b"".join(pieces)
 
 
 def _bulk_ts(t0: int, off: int, b: Bulk) -> np.ndarray:
