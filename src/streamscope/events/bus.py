@@ -153,8 +153,8 @@ class Series:
     ``t0 = s.begin()`` before the work and ``s.end(t0, *values)`` after it (one integer per column named in
     ``keys``) cost two clock reads and a few list appends. The owning thread hands the pending events to the
     buffer as ONE :data:`BULK` entry (measured begin/end per event, the constant ``fields`` on every event)
-    when the oldest is :data:`SERIES_SEAL_NS` old or :data:`SERIES_SEAL_EVENTS` are pending, on :meth:`seal`
-    / :meth:`finish`, and on a flush it calls (``flush_tracer``); the exit hook seals what is left. Only the
+    at the first ``end`` :data:`SERIES_SEAL_NS` after the last seal or once :data:`SERIES_SEAL_EVENTS` are
+    pending, on :meth:`seal` / :meth:`finish`, and on a flush it calls (``flush_tracer``); the exit hook seals what is left. Only the
     owner touches the columns, so there is no lock. Until they are sealed, the pending events and the open
     one (begun, not ended) hold back, in the recorder, the events their thread records later
     (:func:`open_horizons`), so each thread's events reach the sinks in begin order.
@@ -164,7 +164,7 @@ class Series:
     """
 
     __slots__ = (
-        "name", "cat", "keys", "fields", "compact", "tid", "pid", "opened", "starts", "ends", "rows", "__weakref__",
+        "name", "cat", "keys", "fields", "compact", "tid", "pid", "opened", "rows", "due", "__weakref__",
     )  # fmt: skip
 
     def __init__(self, name: str, cat: str, keys: tuple[str, ...], fields: dict[str, Any], compact: bool) -> None:
@@ -176,9 +176,8 @@ class Series:
         self.tid = _ident()
         self.pid = STATE.pid
         self.opened = -1  # begin (ns) of the open event, -1 when none is open
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-        self.rows: list[tuple[int, ...]] = []  # the column values of each pending event
+        self.rows: list[tuple[int, int, tuple[int, ...]]] = []  # pending events: (begin, end, column values)
+        self.due = _mono() + SERIES_SEAL_NS  # seal at the first end after this (ns)
         with _SERIES_LOCK:
             SERIES.add(self)
 
@@ -191,12 +190,10 @@ class Series:
         """Close the event that began at ``t0`` now, with one integer per column."""
         t1 = _mono()
         if self.compact:
-            starts = self.starts
-            starts.append(t0)
-            self.ends.append(t1)
-            self.rows.append(values)
+            rows = self.rows
+            rows.append((t0, t1, values))
             self.opened = -1
-            if t1 - starts[0] >= SERIES_SEAL_NS or len(starts) >= SERIES_SEAL_EVENTS:
+            if t1 >= self.due or len(rows) >= SERIES_SEAL_EVENTS:
                 self.seal()
             return
         self.opened = -1
@@ -217,16 +214,18 @@ class Series:
 
     def seal(self) -> None:
         """Hand the pending events to the buffer now (nothing when there are none). Owner thread only."""
-        starts, ends, rows = self.starts, self.ends, self.rows
-        if not starts:
+        rows = self.rows
+        self.due = _mono() + SERIES_SEAL_NS
+        if not rows:
             return
-        self.starts, self.ends, self.rows = [], [], []
+        self.rows = []
         if self.pid != STATE.pid:
             return  # the parent's events, inherited by fork: not ours to write
-        cols = dict(zip(self.keys, map(list, zip(*rows))))
-        if len(cols) != len(self.keys) or any(len(r) != len(self.keys) for r in rows):
+        starts, ends, values = map(list, zip(*rows))
+        cols = dict(zip(self.keys, map(list, zip(*values))))
+        if len(cols) != len(self.keys) or any(len(v) != len(self.keys) for v in values):
             with STATE.drop_lock:  # a call-site bug must not reach the sinks: drop and count
-                STATE.dropped += len(starts)
+                STATE.dropped += len(rows)
             return
         record_bulk(self.name, self.cat, starts[0], ends[-1], cols, dict(self.fields), starts, ends, self.tid)
 
@@ -234,7 +233,7 @@ class Series:
         """Begin (ns) of the oldest event not yet in the buffer (pending or open), -1 when none."""
         opened = self.opened
         try:
-            first = self.starts[0]  # read from another thread: a stale list only holds back more
+            first = self.rows[0][0]  # read from another thread: a stale list only holds back more
         except IndexError:
             return opened
         return first if opened < 0 or first < opened else opened
