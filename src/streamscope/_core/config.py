@@ -175,7 +175,7 @@ knob(
     "s",
     ("STREAMSCOPE_TRACE_SERIES_INTERVAL",),
     "A loop's per-batch events (batch, stall, decode_batch) are kept as columns and handed to the buffer in "
-    "bulk once the oldest is this old (or 512 are pending): the delay before sinks and metrics see them.",
+    "bulk about this often (or once 512 are pending): the delay before sinks and metrics see them.",
 )
 knob(
     "trace_hold_max",
