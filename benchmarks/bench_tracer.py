@@ -30,6 +30,10 @@ Parts, each side by side with LitData 0.2.68 in the same run:
    workers' exit), min and median per level, and the median over rounds of the level's epoch divided by the
    off epoch of the same round (``*_paired_median``: adjacent epochs share the machine's load of the moment).
 
+4. ``--attribution-rounds N``: num_workers=0, chunk and sample level: the time spent inside the recorder's
+   entry points (and the final flush) over the rest of the same epoch (see :func:`attribution`): robust to
+   the machine's speed drifting between epochs, which the A/B ratios are not.
+
 Writes ``benchmarks/results/bench_tracer.json``.
 """
 
@@ -377,6 +381,91 @@ def in_process_ab(data_dir: str, rounds: int, workers: int = 0) -> dict[str, Any
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+ATTR_CHILD = r"""
+import json, statistics, sys, tempfile, time
+import streamscope as S
+from streamscope import events as ev
+from streamscope.events import bus
+data_dir, rounds, level = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+log = tempfile.mktemp(suffix=".log")
+pc = time.perf_counter_ns
+acc = {"ns": 0, "calls": 0}
+def wrap(owner, name):
+    f = getattr(owner, name)
+    def timed(*a, **k):
+        t = pc()
+        try:
+            return f(*a, **k)
+        finally:
+            acc["ns"] += pc() - t
+            acc["calls"] += 1
+    setattr(owner, name, timed)
+# every entry point of the recorder a read epoch reaches, and the final flush (encoding and writing); none of
+# them calls another (Series.seal runs inside end, finish and the flush, so it is not wrapped itself)
+for owner, name in ((bus.Series, "begin"), (bus.Series, "end"), (bus.Series, "finish"),
+                    (bus.CompleteSpan, "__enter__"), (bus.CompleteSpan, "__exit__"), (bus.Span, "__enter__"),
+                    (bus.Span, "__exit__"), (ev, "bulk"), (ev, "each"), (S, "flush_tracer")):
+    wrap(owner, name)
+def noop():
+    pass
+probe = {"ns": 0}
+def timed_noop():  # the wrapper's own cost, to subtract per call
+    t = pc()
+    try:
+        return noop()
+    finally:
+        probe["ns"] += pc() - t
+n = 200_000
+t = pc()
+for _ in range(n):
+    timed_noop()
+per_call = (pc() - t) / n - 0.0
+t = pc()
+for _ in range(n):
+    noop()
+per_call -= (pc() - t) / n  # what the wrapper adds beyond a plain call
+def epoch():
+    for _ in S.StreamingDataLoader(S.StreamingDataset(data_dir), batch_size=64, num_workers=0):
+        pass
+shares = []
+S.enable_tracer(level, log_file=log, flush_interval=5)
+epoch(); S.flush_tracer()
+for _ in range(rounds):
+    acc["ns"] = acc["calls"] = 0
+    t = pc()
+    epoch(); S.flush_tracer()
+    total = pc() - t
+    inside = acc["ns"] - acc["calls"] * per_call  # tracer time, wrapper overhead removed
+    outside = total - acc["calls"] * per_call - inside
+    shares.append(inside / outside)
+print(json.dumps({"level": level, "rounds": rounds, "calls_per_epoch": acc["calls"],
+                  "wrapper_ns_per_call": round(per_call, 1),
+                  "tracer_over_rest_median": round(statistics.median(shares), 4),
+                  "tracer_over_rest_min": round(min(shares), 4), "tracer_over_rest_max": round(max(shares), 4)}))
+"""
+
+
+def attribution(data_dir: str, rounds: int, level: str) -> dict[str, Any]:
+    """Tracer time inside a num_workers=0 epoch over the rest of it, measured in the same epoch.
+
+    Every recorder entry point the read path reaches (series, spans, bulk/each, and the final flush with its
+    encoding and writing) is timed; the timing wrapper's own cost is measured and removed. Both numbers
+    come from the same epoch, so a machine whose speed drifts between epochs (this one does, by up to 40 %)
+    scales both alike. Not counted: any effect of the tracer on the cache behaviour of the rest of the loop.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
+    r = subprocess.run(
+        [sys.executable, "-c", ATTR_CHILD, data_dir, str(rounds), level],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    if r.returncode != 0:
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=20_000)
@@ -388,6 +477,7 @@ def main() -> None:
     ap.add_argument("--skip-micro", action="store_true")
     ap.add_argument("--ab-rounds", type=int, default=0, help="also run the in-process A/B with this many rounds")
     ap.add_argument("--ab-workers", default="0,2", help="num_workers values of the in-process A/B")
+    ap.add_argument("--attribution-rounds", type=int, default=0, help="also time the tracer inside w0 epochs")
     args = ap.parse_args()
 
     import streamscope
@@ -447,6 +537,11 @@ def main() -> None:
                 read[f"{lib}/workers={workers}"] = row
                 print(f"{lib} workers={workers}: {json.dumps(row)}", flush=True)
         result["read"] = read
+        if args.attribution_rounds:
+            for level in ("chunk", "sample"):
+                got = attribution(data_dir, args.attribution_rounds, level)
+                result[f"attribution_w0_{level}"] = got
+                print(f"attribution w0 {level}: {json.dumps(got)}", flush=True)
         if args.ab_rounds:
             for workers in [int(w) for w in args.ab_workers.split(",") if w]:
                 got = in_process_ab(data_dir, args.ab_rounds, workers)

@@ -16,8 +16,9 @@ Contract for call sites (stable; the recorder and sinks behind it may change):
   turn these into gauges.
 * ``emit(ph, name, cat, **fields)`` records any phase.
 * ``series(name, cat, keys, **fields)`` is for spans a loop records once per iteration (the loader's
-  ``batch`` and ``stall``, a worker's ``decode_batch``): ``t0 = s.begin()`` before the work and
-  ``s.end(t0, *values)`` after it, with one integer per name in ``keys``. When ``cat`` is in ``COMPACT`` the
+  ``batch`` and ``stall``, a worker's ``decode_batch``): ``t0 = s.begin()`` (or, in the hottest loops,
+  ``s.opened = t0 = now()``: the same without a call) before the work and ``s.end(t0, *values)`` after it,
+  with one integer per name in ``keys``. When ``cat`` is in ``COMPACT`` the
   events are kept as columns and handed to the buffer as one bulk entry every quarter second or so (see
   :class:`~streamscope.events.bus.Series`): the loop pays a clock read and a few list appends per event.
   Otherwise each ``end`` records a ``B``/``E`` pair. An inactive category returns a series that does nothing.
@@ -124,9 +125,9 @@ def span(name: str, cat: str, **fields: Any) -> Span | Any:
 
 
 class _NullSeries:
-    """What :func:`series` returns for an inactive category: no clock read, nothing recorded."""
+    """What :func:`series` returns for an inactive category: nothing recorded."""
 
-    __slots__ = ()
+    __slots__ = ("opened",)
 
     def begin(self) -> int:
         """Nothing is recorded: returns 0."""
@@ -143,6 +144,7 @@ class _NullSeries:
 
 
 NULL_SERIES = _NullSeries()
+NULL_SERIES.opened = -1
 
 
 def series(name: str, cat: str, keys: tuple[str, ...], **fields: Any) -> Series | _NullSeries:

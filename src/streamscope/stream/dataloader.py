@@ -199,6 +199,7 @@ class StreamingDataLoader(DataLoader):
                 # One event per batch each: the time the loop held the batch, and its wait for the next one.
                 spans = ev.series("batch", "batch", ("batch",), epoch=epoch, rank=plan.rank)
                 stalls = ev.series("stall", "stall", ("batch",), epoch=epoch)
+                now = ev.now  # s.opened = now(): Series.begin without a call, once per batch each
                 t0 = j = -1
                 try:
                     while True:
@@ -206,7 +207,7 @@ class StreamingDataLoader(DataLoader):
                             self.batches_consumed = j + 1
                             self.num_samples_yielded += plan.batch_len(j)
                             self._latest_worker_idx = j % workers
-                            t0 = spans.begin()
+                            spans.opened = t0 = now()
                             yield batch
                             spans.end(t0, j)
                             t0 = -1
@@ -215,7 +216,7 @@ class StreamingDataLoader(DataLoader):
                             break
                         if arenas is not None:
                             arenas.release_dropped()  # arenas of batches the loop has dropped go back to the workers
-                        w0 = stalls.begin()
+                        stalls.opened = w0 = now()
                         try:
                             item = next(it)
                         except StopIteration:
