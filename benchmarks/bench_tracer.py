@@ -295,22 +295,21 @@ class SynthDataset(IterableDataset):
                 yield out
 
 
+def _json_child(code: str, args: list[str], timeout: float, **extra_env: str) -> dict[str, Any]:
+    """Run ``code`` in a fresh Python with tracer variables scrubbed; its last stdout line is the JSON result."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
+    env.update(extra_env)
+    r = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 def run_child(lib: str, level: str, workers: int, data_dir: str, tmp: str, samples: int) -> dict[str, Any]:
     log = os.path.join(tmp, f"{lib}_{level}_{workers}.log")
     if os.path.exists(log):
         os.remove(log)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
-    env["BENCH_DIR"] = HERE
-    r = subprocess.run(
-        [sys.executable, "-c", CHILD, lib, level, str(workers), data_dir, log, str(samples)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if r.returncode != 0:
-        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return _json_child(CHILD, [lib, level, str(workers), data_dir, log, str(samples)], 900, BENCH_DIR=HERE)
 
 
 AB_CHILD = r"""
@@ -368,17 +367,7 @@ def in_process_ab(data_dir: str, rounds: int, workers: int = 0) -> dict[str, Any
     time of an epoch plus its flush (and, with workers, until they have exited); min and median per level.
     Less exposed to process-start noise than the subprocess-per-configuration part.
     """
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
-    r = subprocess.run(
-        [sys.executable, "-c", AB_CHILD, data_dir, str(rounds), str(workers)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    if r.returncode != 0:
-        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return _json_child(AB_CHILD, [data_dir, str(rounds), str(workers)], 1800)
 
 
 ATTR_CHILD = r"""
@@ -453,17 +442,7 @@ def attribution(data_dir: str, rounds: int, level: str) -> dict[str, Any]:
     come from the same epoch, so a machine whose speed drifts between epochs (this one does, by up to 40 %)
     scales both alike. Not counted: any effect of the tracer on the cache behaviour of the rest of the loop.
     """
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
-    r = subprocess.run(
-        [sys.executable, "-c", ATTR_CHILD, data_dir, str(rounds), level],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    if r.returncode != 0:
-        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return _json_child(ATTR_CHILD, [data_dir, str(rounds), level], 1800)
 
 
 def main() -> None:

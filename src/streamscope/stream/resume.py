@@ -42,17 +42,9 @@ class Resumable:
     def plan(self, epoch: int | None = None, batch_size: int | None = None) -> Any:  # pragma: no cover
         raise NotImplementedError
 
-    def iter_batches(
-        self,
-        epoch: int,
-        start_batch: int,
-        worker_id: int,
-        num_workers: int,
-        batch_size: int,
-        collate_fn: Callable[[list[Any]], Any] | None,
-        collate: bool = True,
-    ) -> Iterator[tuple[int, Any]]:  # pragma: no cover
-        raise NotImplementedError
+    #: ``(epoch, start_batch, worker_id, num_workers, batch_size, collate_fn, collate=True)`` ->
+    #: ``(batch_number, batch)`` for this worker's batches (provided by the dataset class).
+    iter_batches: Callable[..., Iterator[tuple[int, Any]]]
 
     def _plain_pass(self, span: str, worker_id: int, num_workers: int, rank: int) -> Iterator[Any]:
         """The samples of one pass over this worker's batches outside a StreamingDataLoader.
