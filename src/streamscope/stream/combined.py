@@ -28,13 +28,14 @@ from streamscope._core.errors import DatasetError
 from streamscope.stream.combined_plan import BATCHING_METHODS, CombinedPlan, make_combined_plan
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
+from streamscope.stream.members import MemberSetters
 from streamscope.stream.plan import EpochPlan, member_plan
 from streamscope.stream.resume import Resumable, member_identity_diffs
 
 __all__ = ["CombinedStreamingDataset"]
 
 
-class CombinedStreamingDataset(Resumable, IterableDataset):
+class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
     """Iterate several :class:`StreamingDataset` objects as one, mixing them by weight.
 
     Args:
@@ -117,33 +118,10 @@ class CombinedStreamingDataset(Resumable, IterableDataset):
         for d in self._datasets:
             d.set_epoch(current_epoch)
 
-    def set_shuffle(self, shuffle: bool) -> None:
-        """Shuffle every dataset (or not)."""
-        for d in self._datasets:
-            d.set_shuffle(shuffle)
+    def _forget_plans(self) -> None:
+        """Drop the combined and per-member plans (rebuilt where they are used)."""
         self._plans.clear()
         self._sub.clear()
-
-    def set_drop_last(self, drop_last: bool) -> None:
-        """Keep only full batches."""
-        self.drop_last = bool(drop_last)
-        for d in self._datasets:
-            d.set_drop_last(drop_last)
-        self._plans.clear()
-
-    def set_batch_size(self, batch_size: int) -> None:
-        """Samples per batch (one number for all datasets)."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise DatasetError(f"batch_size must be an int >= 1 for a CombinedStreamingDataset, got {batch_size!r}")
-        self.batch_size = batch_size
-        for d in self._datasets:
-            d.set_batch_size(batch_size)
-
-    def set_num_workers(self, num_workers: int) -> None:
-        """DataLoader workers (the order does not depend on it)."""
-        self.num_workers = int(num_workers)
-        for d in self._datasets:
-            d.set_num_workers(num_workers)
 
     # --- plans -------------------------------------------------------------------------------------
 

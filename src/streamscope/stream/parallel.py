@@ -47,6 +47,7 @@ from torch.utils.data._utils.collate import default_collate
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, PlanError, StateDictError
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
+from streamscope.stream.members import MemberSetters
 from streamscope.stream.plan import EpochPlan, ResumeState, member_plan
 from streamscope.stream.resume import Resumable, member_identity_diffs
 
@@ -132,7 +133,7 @@ def _rngs(seed: int, rank: int, key: Sequence[int]) -> dict[str, Any]:
     }
 
 
-class ParallelStreamingDataset(Resumable, IterableDataset):
+class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
     """Stream several :class:`StreamingDataset` objects side by side: each item holds one sample of each.
 
     Args:
@@ -226,32 +227,6 @@ class ParallelStreamingDataset(Resumable, IterableDataset):
         """Epoch of the next iteration (ignored while a loaded state is pending)."""
         if self._pending is None:
             self.current_epoch = int(current_epoch)
-
-    def set_shuffle(self, shuffle: bool) -> None:
-        """Shuffle every dataset (or not)."""
-        for d in self._datasets:
-            d.set_shuffle(shuffle)
-        self._sub.clear()
-
-    def set_drop_last(self, drop_last: bool) -> None:
-        """Keep only full batches."""
-        self.drop_last = bool(drop_last)
-        for d in self._datasets:
-            d.set_drop_last(drop_last)
-
-    def set_batch_size(self, batch_size: int) -> None:
-        """Samples per batch."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise DatasetError(f"batch_size must be an int >= 1 for a ParallelStreamingDataset, got {batch_size!r}")
-        self.batch_size = batch_size
-        for d in self._datasets:
-            d.set_batch_size(batch_size)
-
-    def set_num_workers(self, num_workers: int) -> None:
-        """DataLoader workers (the order does not depend on it)."""
-        self.num_workers = int(num_workers)
-        for d in self._datasets:
-            d.set_num_workers(num_workers)
 
     def get_all_lens(self) -> list[int]:
         """Samples per dataset on this rank (one pass)."""
