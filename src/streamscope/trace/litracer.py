@@ -284,6 +284,8 @@ def _in_begin_order(runs: list[tuple[Any, bytes]]) -> bytes:
         if o is None:
             nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1
             o = bounds[r] = [0, *nl.tolist()]
+            if len(o) != lens[r] + 1:  # not one line per event (cannot happen: values never hold a newline)
+                return b"".join([d for _, d in runs])
         pieces.append(data[o[a] : o[b + 1]])
     return b"".join(pieces)
 
