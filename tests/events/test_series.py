@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -26,7 +25,9 @@ def _compact(*cats: str) -> None:
 def test_inactive_category_gives_a_series_that_records_nothing():
     s = ev.series("batch", "batch", ("batch",), epoch=1)
     t0 = s.begin()
-    s.end(t0, 0)
+    s.end(0)
+    s.mark(ev.now())
+    s.put(1)
     s.finish()
     assert t0 == 0 and ev.drain() == [] and not open_horizons()
 
@@ -37,50 +38,85 @@ def test_compact_series_is_one_bulk_entry_with_measured_times():
     s = ev.series("batch", "batch", ("batch",), epoch=3, rank=0)
     spans = []
     for j in range(5):
-        t0 = s.begin()
-        spans.append(t0)
-        s.end(t0, j)
+        if j % 2:
+            spans.append(s.begin())
+            s.end(j)
+        else:  # the hot loops' form: no method call
+            t0 = ev.now()
+            spans.append(t0)
+            s.mark(t0)
+            s.mark(ev.now())
+            s.put(j)
     assert ev.drain() == []  # pending in the series, not one tuple per event
     s.finish()
     (entry,) = ev.drain()
     assert entry[0] == BULK and entry[1:3] == ("batch", "batch") and entry[3] == spans[0]
     b = entry[6]
-    assert b.n == 5 and b.cols == {"batch": [0, 1, 2, 3, 4]} and b.fields == {"epoch": 3, "rank": 0}
-    assert b.starts == spans and all(e >= s0 for s0, e in zip(b.starts, b.ends))
+    assert b.n == 5 and list(b.cols) == ["batch"] and b.fields == {"epoch": 3, "rank": 0}
+    assert b.cols["batch"].tolist() == [0, 1, 2, 3, 4]
+    assert b.starts.tolist() == spans and (b.ends >= b.starts).all()
     plain = ev.expand([entry])
     assert [(e[0], e[6]["batch"], e[6]["epoch"]) for e in plain] == [("X", j, 3) for j in range(5)]
 
 
-def test_series_seals_itself_by_count(monkeypatch):
-    monkeypatch.setattr(bus, "SERIES_SEAL_EVENTS", 4)
+def test_a_take_hands_over_only_complete_events():
     _compact("stall")
     ev.ACTIVE.add("stall")
     s = ev.series("stall", "stall", ("batch",))
-    for j in range(10):
-        s.end(s.begin(), j)
-    sealed = ev.drain()
-    assert [e[6].n for e in sealed] == [4, 4]  # the last two wait for the next seal
-    s.finish()
-    assert [e[6].cols["batch"] for e in ev.drain()] == [[8, 9]]
+    s.begin()
+    s.end(0)
+    s.begin()
+    s.mark(ev.now())  # ended, its value not yet put
+    s.take()
+    assert [e[6].cols["batch"].tolist() for e in ev.drain()] == [[0]]
+    assert s.horizon() >= 0  # the ended event without its value still holds its thread back
+    s.put(1)
+    s.begin()  # open
+    s.take()
+    assert [e[6].cols["batch"].tolist() for e in ev.drain()] == [[1]]
+    s.finish()  # drops the open one
+    assert ev.drain() == [] and s.horizon() == -1
 
 
-def test_series_seals_itself_by_age(monkeypatch):
-    monkeypatch.setattr(bus, "SERIES_SEAL_NS", 1_000_000)  # 1 ms
+def test_takes_from_another_thread_lose_and_repeat_nothing():
+    """The owner appends while another thread takes (as the flusher does): every event arrives once, in order."""
     _compact("stall")
     ev.ACTIVE.add("stall")
-    s = ev.series("stall", "stall", ("batch",))
-    s.end(s.begin(), 0)
-    time.sleep(0.005)
-    s.end(s.begin(), 1)
-    assert [e[6].cols["batch"] for e in ev.drain()] == [[0, 1]]
+    s = ev.series("stall", "stall", ("batch", "items"))
+    n = 20_000
+    stop = threading.Event()
+
+    def owner() -> None:
+        mark, put, now = s.mark, s.put, ev.now
+        for j in range(n):
+            mark(now())
+            mark(now())
+            put(j)
+            put(j % 7)
+        stop.set()
+
+    entries: list = []
+    t = threading.Thread(target=owner)
+    t.start()
+    while not stop.is_set():
+        s.take()
+        entries += ev.drain()
+    t.join()
     s.finish()
+    entries += ev.drain()
+    assert len(entries) > 1  # the takes really interleaved with the appends
+    assert [j for e in entries for j in e[6].cols["batch"].tolist()] == list(range(n))
+    assert all((e[6].cols["items"] == e[6].cols["batch"] % 7).all() for e in entries)
+    assert all((e[6].ends >= e[6].starts).all() for e in entries)
 
 
 def test_non_compact_series_records_begin_end_pairs():
     _compact()
     ev.ACTIVE.add("batch")
     s = ev.series("batch", "batch", ("batch", "items"), epoch=1)
-    s.end(s.begin(), 7, 64)
+    s.begin()
+    s.end(7, 64)
+    s.take()
     b, e = ev.drain()
     assert (b[0], e[0]) == ("B", "E") and b[6] == e[6] == {"epoch": 1, "batch": 7, "items": 64} and e[3] >= b[3]
 
@@ -89,21 +125,23 @@ def test_wrong_number_of_values_is_dropped_and_counted():
     _compact("batch")
     ev.ACTIVE.add("batch")
     s = ev.series("batch", "batch", ("batch", "items"))
-    s.end(s.begin(), 1)  # one value for two columns: a call-site bug
     before = ev.dropped()
+    s.begin()
+    s.end(1)  # one value for two columns: a call-site bug
     s.finish()
     assert ev.drain() == [] and ev.dropped() == before + 1
 
 
-def test_pending_events_of_another_threads_series_hold_its_later_events_back(tmp_path):
-    """The flusher never touches another thread's columns: it holds that thread's later events back instead."""
+def test_a_flush_from_another_thread_takes_the_pending_series_events(tmp_path):
+    """A flush on any thread (the flusher's) takes another thread's complete series events, in ts order."""
     log = tmp_path / "t.log"
     enable_tracer("chunk", log_file=str(log), flush_interval=3600)
     step = [threading.Event() for _ in range(3)]
 
     def owner() -> None:
         s = ev.series("decode_batch", "read", ("batch",))
-        s.end(s.begin(), 0)  # pending in the series
+        s.begin()
+        s.end(0)  # pending in the series
         with ev.span("download", "download", chunk=0):
             pass
         step[0].set()
@@ -114,13 +152,13 @@ def test_pending_events_of_another_threads_series_hold_its_later_events_back(tmp
     t = threading.Thread(target=owner)
     t.start()
     assert step[0].wait(10)
-    ev.flush()  # from this thread: the owner's download began after its pending decode_batch
-    assert not log.exists() or log.read_text() == ""
+    ev.flush()  # from this thread
+    evs = check_log(log.read_text())
     step[1].set()
     assert step[2].wait(10)
     t.join()
     ev.flush()
-    evs = check_log(log.read_text())
+    assert check_log(log.read_text()) == evs  # nothing was left behind
     assert [(e["name"], e["ph"]) for e in evs] == [("decode_batch", "X"), ("download", "B"), ("download", "E")]
 
 
@@ -135,7 +173,7 @@ def test_open_series_holds_back_its_threads_later_events(tmp_path):
     assert open_horizons() == {threading.get_ident(): t0}
     ev.flush()  # the download began after the open decode_batch: held back
     assert not log.exists() or log.read_text() == ""
-    s.end(t0, 0)
+    s.end(0)
     s.finish()
     evs = check_log(log.read_text()) if log.exists() else []
     assert evs == []  # nothing flushed since
@@ -192,7 +230,7 @@ def test_loader_log_is_in_ts_order_per_thread(tmp_path):
     names = [e["name"] for e in evs if e["name"] in ("stall", "decode_batch", "batch")]
     assert names[:6] == ["stall", "decode_batch", "batch"] * 2  # the loop's order, not one series after another
     assert names.count("batch") == 10 and names.count("decode_batch") == 10 and names.count("stall") == 11
-    assert not SERIES or all(s.opened < 0 for s in SERIES)
+    assert not SERIES or all(s.horizon() < 0 for s in SERIES)
 
 
 def test_batch_series_data_wait_equals_the_begin_end_form():
@@ -225,8 +263,8 @@ def test_batch_series_data_wait_equals_the_begin_end_form():
 
 
 def test_bad_tracer_knob_values_fall_back_to_their_defaults(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("STREAMSCOPE_TRACE_SERIES_INTERVAL", "soon")
+    monkeypatch.setenv("STREAMSCOPE_TRACE_BUFFER_EVENTS", "many")
     monkeypatch.setenv("STREAMSCOPE_TRACE_HOLD_MAX", "0.5")
     enable_tracer("chunk", log_file=str(tmp_path / "t.log"))
-    assert bus.SERIES_SEAL_NS == 250_000_000 and ev.RECORDER.hold_max_ns == 500_000_000
-    assert "STREAMSCOPE_TRACE_SERIES_INTERVAL='soon'" in capsys.readouterr().err
+    assert bus.STATE.cap == 200_000 and ev.RECORDER.hold_max_ns == 500_000_000
+    assert "STREAMSCOPE_TRACE_BUFFER_EVENTS='many'" in capsys.readouterr().err

@@ -170,14 +170,6 @@ knob(
     "Per-process event buffer bound; events beyond it are dropped and counted.",
 )
 knob(
-    "trace_series_interval",
-    0.25,
-    "s",
-    ("STREAMSCOPE_TRACE_SERIES_INTERVAL",),
-    "A loop's per-batch events (batch, stall, decode_batch) are kept as columns and handed to the buffer in "
-    "bulk about this often (or once 512 are pending): the delay before sinks and metrics see them.",
-)
-knob(
     "trace_hold_max",
     30.0,
     "s",

@@ -16,12 +16,12 @@ Contract for call sites (stable; the recorder and sinks behind it may change):
   turn these into gauges.
 * ``emit(ph, name, cat, **fields)`` records any phase.
 * ``series(name, cat, keys, **fields)`` is for spans a loop records once per iteration (the loader's
-  ``batch`` and ``stall``, a worker's ``decode_batch``): ``t0 = s.begin()`` (or, in the hottest loops,
-  ``s.opened = t0 = now()``: the same without a call) before the work and ``s.end(t0, *values)`` after it,
-  with one integer per name in ``keys``. When ``cat`` is in ``COMPACT`` the
-  events are kept as columns and handed to the buffer as one bulk entry every quarter second or so (see
-  :class:`~streamscope.events.bus.Series`): the loop pays a clock read and a few list appends per event.
-  Otherwise each ``end`` records a ``B``/``E`` pair. An inactive category returns a series that does nothing.
+  ``batch`` and ``stall``, a worker's ``decode_batch``): ``s.mark(now())`` when an event begins, and
+  ``s.mark(now()); s.put(value)`` when it ends (an int for one name in ``keys``, else a tuple of ints); or
+  ``s.begin()`` / ``s.end(*values)``, a call each. The loop pays clock reads and list appends, nothing
+  else (see :class:`~streamscope.events.bus.Series`); the recorder takes the complete events at every flush
+  and hands them on as one bulk entry when ``cat`` is in ``COMPACT``, else as ``B``/``E`` pairs. An
+  inactive category returns a series that records nothing.
 * ``bulk(name, cat, t0, chunk=..., item=..., **fields)`` records, in ONE buffer entry, one complete event
   per element of the integer columns for things done together in one call that began at ``t0 = now()``
   (e.g. the samples of a batch collated column-wise): each event gets an even share of the measured
@@ -62,7 +62,6 @@ from streamscope.events.bus import (
     record,
     record_at,
     record_bulk,
-    seal_series,
     take,
 )
 from streamscope.events.metrics import MetricsSnapshot, SpanStats
@@ -124,19 +123,26 @@ def span(name: str, cat: str, **fields: Any) -> Span | Any:
     return Span(name, cat, fields)
 
 
+def _discard(_value: Any) -> None:
+    """What an inactive series' ``mark`` and ``put`` do: nothing."""
+
+
 class _NullSeries:
     """What :func:`series` returns for an inactive category: nothing recorded."""
 
-    __slots__ = ("opened",)
+    __slots__ = ()
+
+    mark = staticmethod(_discard)
+    put = staticmethod(_discard)
 
     def begin(self) -> int:
         """Nothing is recorded: returns 0."""
         return 0
 
-    def end(self, t0: int, *values: int) -> None:
+    def end(self, *values: int) -> None:
         """Nothing: the category is not recorded."""
 
-    def seal(self) -> None:
+    def take(self) -> None:
         """Nothing is pending."""
 
     def finish(self) -> None:
@@ -144,13 +150,13 @@ class _NullSeries:
 
 
 NULL_SERIES = _NullSeries()
-NULL_SERIES.opened = -1
 
 
 def series(name: str, cat: str, keys: tuple[str, ...], **fields: Any) -> Series | _NullSeries:
     """A :class:`Series` of complete ``name`` events with integer columns ``keys`` and constant ``fields``.
 
-    Use it from one thread: ``t0 = s.begin()`` ... ``s.end(t0, *values)`` per event.
+    Use it from one thread: ``s.mark(now())`` ... ``s.mark(now()); s.put(value)`` per event, or
+    ``s.begin()`` ... ``s.end(*values)``.
     """
     if cat not in ACTIVE:
         return NULL_SERIES
@@ -311,11 +317,10 @@ def remove_sink(factory: SinkFactory) -> None:
 
 
 def flush(publish: bool = True) -> None:
-    """Hand everything buffered in this process (and the calling thread's series) to the sinks and metrics now.
+    """Hand everything buffered in this process (its series' complete events too) to the sinks and metrics now.
 
     ``publish=False``: the process's metrics snapshot file is left to the flusher's next tick or to exit.
     """
-    seal_series()
     RECORDER.flush(publish)
     for _spec, sink in RECORDER.sinks or []:
         try:

@@ -24,6 +24,8 @@ import weakref
 from collections import deque
 from typing import Any
 
+import numpy as np
+
 Event = tuple[str, str, str, int, int, int, dict[str, Any]]
 
 #: Active category names; mutated in place, never rebound.
@@ -75,7 +77,8 @@ class Bulk:
         n: number of events.
         t1: end (CLOCK_MONOTONIC ns) of the interval that began at the entry's ``ts_ns``.
         cols: field name -> ``n`` integers (a list or a 1-D integer array; nobody mutates it).
-        starts, ends: per-event measured begin/end (ns), or None when the events shared one interval.
+        starts, ends: per-event measured begin/end (ns; lists or int64 arrays), or None when the events shared
+            one interval.
         fields: fields common to every event (``batched: n`` is added to shared-interval events).
     """
 
@@ -86,8 +89,8 @@ class Bulk:
         n: int,
         t1: int,
         cols: dict[str, Any],
-        starts: list[int] | None,
-        ends: list[int] | None,
+        starts: Any,
+        ends: Any,
         fields: dict[str, Any],
     ) -> None:
         self.n = n
@@ -108,8 +111,8 @@ def record_bulk(
     t1: int,
     cols: dict[str, Any],
     fields: dict[str, Any],
-    starts: list[int] | None = None,
-    ends: list[int] | None = None,
+    starts: Any = None,
+    ends: Any = None,
     tid: int | None = None,
 ) -> None:
     """Append one :data:`BULK` entry for ``len(first column)`` events (a full buffer drops and counts them all).
@@ -131,11 +134,7 @@ def record_bulk(
             STATE.dropped += n
 
 
-#: A series hands what it holds to the buffer once its first pending event is this old (ns) ...
-SERIES_SEAL_NS = 250_000_000
-#: ... or once it holds this many events.
-SERIES_SEAL_EVENTS = 512
-#: Series of this process (weak): their horizons hold events back; sealed at exit.
+#: Series of this process (weak): their horizons hold events back; taken at every flush and at exit.
 SERIES: weakref.WeakSet[Series] = weakref.WeakSet()
 #: Guards SERIES: a WeakSet iterates in Python code, so another thread's add could break an iteration.
 _SERIES_LOCK = threading.Lock()
@@ -150,22 +149,40 @@ def live_series() -> list[Series]:
 class Series:
     """Complete events of one name and category from one thread, e.g. the ``batch`` spans of a loop.
 
-    ``t0 = s.begin()`` before the work and ``s.end(t0, *values)`` after it (one integer per column named in
-    ``keys``) cost two clock reads and a few list appends. The owning thread hands the pending events to the
-    buffer as ONE :data:`BULK` entry (measured begin/end per event, the constant ``fields`` on every event)
-    at the first ``end`` :data:`SERIES_SEAL_NS` after the last seal or once :data:`SERIES_SEAL_EVENTS` are
-    pending, on :meth:`seal` / :meth:`finish`, and on a flush it calls (``flush_tracer``); the exit hook seals what is left. Only the
-    owner touches the columns, so there is no lock. Until they are sealed, the pending events and the open
-    one (begun, not ended) hold back, in the recorder, the events their thread records later
-    (:func:`open_horizons`), so each thread's events reach the sinks in begin order.
+    The owner thread records with appends to two lists and no call of ours::
 
-    With ``compact=False`` each ``end`` records a ``B``/``E`` pair instead (LitData's form).
+        mark, put = s.mark, s.put        # once, before the loop
+        mark(now())                      # the event begins
+        ...
+        mark(now()); put(j)              # it ends; then one put per name in ``keys``, in order
+
+    ``s.begin()`` / ``s.end(*values)`` do the same with a call each. ``marks`` holds begin, end, begin, end,
+    ...: an odd length means an event is open; ``vals`` holds ``len(keys)`` ints per ended event. Any thread
+    may :meth:`take` the complete events (the recorder does at every flush, ``flush_tracer`` too, and the exit
+    hook): the owner only appends at the end and a take only removes a prefix of complete events, so under
+    the GIL no lock is needed. A take hands them to the buffer as ONE :data:`BULK` entry (measured begin/end
+    per event as int64 arrays, the constant ``fields`` on every event), or as ``B``/``E`` pairs when
+    ``compact`` is False (LitData's form). Until taken, the pending events and the open one hold back, in the
+    recorder, the events their thread records later (:func:`open_horizons`), so each thread's events reach
+    the sinks in begin order. Values must be ints: a take that meets anything else drops its events, counted.
+
     A forked child never writes its parent's pending events.
     """
 
     __slots__ = (
-        "name", "cat", "keys", "fields", "compact", "tid", "pid", "opened", "rows", "due", "__weakref__",
-    )  # fmt: skip
+        "name",
+        "cat",
+        "keys",
+        "fields",
+        "compact",
+        "tid",
+        "pid",
+        "marks",
+        "vals",
+        "mark",
+        "put",
+        "__weakref__",
+    )
 
     def __init__(self, name: str, cat: str, keys: tuple[str, ...], fields: dict[str, Any], compact: bool) -> None:
         self.name = name
@@ -175,79 +192,85 @@ class Series:
         self.compact = compact
         self.tid = _ident()
         self.pid = STATE.pid
-        self.opened = -1  # begin (ns) of the open event, -1 when none is open
-        self.rows: list[tuple[int, int, tuple[int, ...]]] = []  # pending events: (begin, end, column values)
-        self.due = _mono() + SERIES_SEAL_NS  # seal at the first end after this (ns)
+        self.marks: list[int] = []  # begin, end, begin, end, ... (ns); odd length: an event is open
+        self.vals: list[int] = []  # len(keys) values per ended event
+        self.mark = self.marks.append
+        self.put = self.vals.append
         with _SERIES_LOCK:
             SERIES.add(self)
 
     def begin(self) -> int:
-        """Open an event now; returns its begin (pass it to :meth:`end`).
-
-        Hot loops may write ``s.opened = t0 = now()`` instead: the same without a method call.
-        """
-        self.opened = t0 = _mono()
+        """Open an event now; returns its begin (ns)."""
+        t0 = _mono()
+        self.marks.append(t0)
         return t0
 
-    def end(self, t0: int, *values: int) -> None:
-        """Close the event that began at ``t0`` now, with one integer per column."""
+    def end(self, *values: int) -> None:
+        """Close the open event now, with one integer per column (a wrong count drops it, counted)."""
         t1 = _mono()
-        if self.compact:
-            rows = self.rows
-            rows.append((t0, t1, values))
-            self.opened = -1
-            if t1 >= self.due or len(rows) >= SERIES_SEAL_EVENTS:
-                self.seal()
+        if len(values) != len(self.keys) or len(self.marks) % 2 == 0:
+            if len(self.marks) % 2:
+                self.marks.pop()
+            _drop()
             return
-        self.opened = -1
-        f = dict(self.fields)
-        f.update(zip(self.keys, values))
-        pid, tid = STATE.pid, self.tid
-        if len(BUF) + 1 < STATE.cap:
-            BUF.append(("B", self.name, self.cat, t0, pid, tid, f))
-            BUF.append(("E", self.name, self.cat, t1, pid, tid, f))
-        else:
-            _drop()
-            _drop()
+        self.vals.extend(values)
+        self.marks.append(t1)
 
     def finish(self) -> None:
-        """The owner is done with the series: an event left open is dropped, the pending ones are sealed."""
-        self.opened = -1
-        self.seal()
+        """The owner is done with the series: an event left open is dropped, the complete ones are taken."""
+        if len(self.marks) % 2:
+            self.marks.pop()
+        self.take()
 
-    def seal(self) -> None:
-        """Hand the pending events to the buffer now (nothing when there are none). Owner thread only."""
-        rows = self.rows
-        self.due = _mono() + SERIES_SEAL_NS
-        if not rows:
+    def take(self) -> None:
+        """Hand the complete events to the buffer now (nothing when there are none). Any thread."""
+        marks, vals, k = self.marks, self.vals, len(self.keys)
+        n = min(len(marks) // 2, len(vals) // k)
+        if n <= 0:
             return
-        self.rows = []
+        times_l, values_l = marks[: 2 * n], vals[: k * n]
+        del marks[: 2 * n]  # a prefix only: the owner may have appended meanwhile
+        del vals[: k * n]
         if self.pid != STATE.pid:
             return  # the parent's events, inherited by fork: not ours to write
-        starts, ends, values = map(list, zip(*rows))
-        cols = dict(zip(self.keys, map(list, zip(*values))))
-        if len(cols) != len(self.keys) or set(map(len, values)) != {len(self.keys)}:
-            with STATE.drop_lock:  # a call-site bug must not reach the sinks: drop and count
-                STATE.dropped += len(rows)
+        try:
+            times = np.array(times_l, dtype=np.int64)
+            values = np.array(values_l, dtype=np.int64).reshape(n, k)
+        except (TypeError, ValueError, OverflowError):  # a call-site bug must not reach the sinks
+            with STATE.drop_lock:
+                STATE.dropped += n
             return
-        record_bulk(self.name, self.cat, starts[0], ends[-1], cols, dict(self.fields), starts, ends, self.tid)
+        starts, ends = times[0::2], times[1::2]
+        cols = {key: values[:, i] for i, key in enumerate(self.keys)}
+        if self.compact:
+            record_bulk(
+                self.name, self.cat, int(starts[0]), int(ends[-1]), cols, dict(self.fields), starts, ends, self.tid
+            )
+            return
+        pid, tid = STATE.pid, self.tid
+        rows = values.tolist()
+        for (t0, t1), row in zip(times.reshape(n, 2).tolist(), rows):
+            f = dict(self.fields)
+            f.update(zip(self.keys, row))
+            if len(BUF) + 1 < STATE.cap:
+                BUF.append(("B", self.name, self.cat, t0, pid, tid, f))
+                BUF.append(("E", self.name, self.cat, t1, pid, tid, f))
+            else:
+                _drop()
+                _drop()
 
     def horizon(self) -> int:
         """Begin (ns) of the oldest event not yet in the buffer (pending or open), -1 when none."""
-        opened = self.opened
         try:
-            first = self.rows[0][0]  # read from another thread: a stale list only holds back more
+            return self.marks[0]  # read from another thread: a stale value only holds back more
         except IndexError:
-            return opened
-        return first if opened < 0 or first < opened else opened
+            return -1
 
 
-def seal_series(any_thread: bool = False) -> None:
-    """Seal the pending series of the calling thread (of every thread with ``any_thread``: at exit only)."""
-    me = _ident()
+def take_series() -> None:
+    """Hand the complete events of every series of this process to the buffer (any thread)."""
     for s in live_series():
-        if any_thread or s.tid == me:
-            s.seal()
+        s.take()
 
 
 #: Complete spans (:class:`CompleteSpan`) entered and not yet exited: id(span) -> (tid, begin ns).
@@ -283,7 +306,8 @@ def expand(events: list[Event]) -> list[Event]:
             share = max(0, b.t1 - t0) // b.n
             times = [(t0 + k * share, share) for k in range(b.n)]
         else:
-            times = [(s, max(0, x - s)) for s, x in zip(b.starts, b.ends)]
+            starts, ends = (v.tolist() if hasattr(v, "tolist") else v for v in (b.starts, b.ends))
+            times = [(s, max(0, x - s)) for s, x in zip(starts, ends)]
         for k, (ts, dur) in enumerate(times):
             f = {c: v[k] for c, v in cols}
             f.update(b.fields)

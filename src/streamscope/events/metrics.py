@@ -240,13 +240,15 @@ class Aggregator:
             st.max_s = max(st.max_s, share / 1e9)
             st.buckets[bisect.bisect_left(_BOUNDS_NS, share)] += b.n
         elif b.n < 16:
-            for s, e in zip(b.starts, b.ends):
+            for s, e in zip(*(v.tolist() if hasattr(v, "tolist") else v for v in (b.starts, b.ends))):
                 st.observe_ns(max(0, e - s))
         else:
             st.observe_many_ns(np.asarray(b.ends, dtype=np.int64) - np.asarray(b.starts, dtype=np.int64))
         items = b.fields.get("items", b.fields.get("size"))
         if items is not None:
             st.items += _num(items) * b.n
+        elif "items" in b.cols:  # a series' per-event item counts (decode_batch)
+            st.items += int(np.sum(b.cols["items"]))
         if "bytes" in b.fields:
             st.bytes += _num(b.fields["bytes"]) * b.n
 

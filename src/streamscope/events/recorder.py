@@ -32,7 +32,7 @@ from typing import Any
 
 from streamscope._core import config
 from streamscope._core.procs import pid_alive
-from streamscope.events import bus, context, vocab
+from streamscope.events import context, vocab
 from streamscope.events.bus import (
     ACTIVE,
     COMPACT,
@@ -41,8 +41,8 @@ from streamscope.events.bus import (
     Event,
     close_open_spans,
     open_horizons,
-    seal_series,
     take,
+    take_series,
 )
 from streamscope.events.bus import after_fork_in_child as _bus_after_fork
 from streamscope.events.metrics import Aggregator, MetricsSnapshot, merge, read_snapshots, write_snapshot
@@ -106,7 +106,6 @@ class Recorder:
             else:
                 self.flush_interval = max(0.01, self._knob("trace_flush_interval"))
             STATE.cap = max(1, int(self._knob("trace_buffer_events")))
-            bus.SERIES_SEAL_NS = max(0, int(self._knob("trace_series_interval") * 1e9))
             self.hold_max_ns = max(0, int(self._knob("trace_hold_max") * 1e9))
             wanted = self.trace_cats | self.metric_cats
             compact = _compact_cats()
@@ -212,6 +211,7 @@ class Recorder:
 
     def _flush_locked(self, final: bool = False, repair: bool = False, hold: bool = True, publish: bool = True) -> None:
         open_now = OPEN.copy()
+        take_series()  # the loops' complete events join the buffer
         events = take()
         if self.held:
             events = self.held + events
@@ -361,7 +361,6 @@ class Recorder:
             self.closed = True
             try:
                 close_open_spans()
-                seal_series(any_thread=True)  # the loops are over: whatever their threads left pending
                 self._flush_locked(final=True)
                 for _spec, sink in self.sinks or []:
                     try:

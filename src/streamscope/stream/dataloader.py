@@ -199,34 +199,44 @@ class StreamingDataLoader(DataLoader):
                 # One event per batch each: the time the loop held the batch, and its wait for the next one.
                 spans = ev.series("batch", "batch", ("batch",), epoch=epoch, rank=plan.rank)
                 stalls = ev.series("stall", "stall", ("batch",), epoch=epoch)
-                now = ev.now  # s.opened = now(): Series.begin without a call, once per batch each
-                t0 = j = -1
+                on = "batch" in ev.ACTIVE or "stall" in ev.ACTIVE  # else no clock reads at all
+                now, mark, put, wait, waited = ev.now, spans.mark, spans.put, stalls.mark, stalls.put
+                held = False  # a batch event is open (the loop holds batch j)
+                j = -1
                 try:
                     while True:
                         for j, batch in reorder.ready():
                             self.batches_consumed = j + 1
                             self.num_samples_yielded += plan.batch_len(j)
                             self._latest_worker_idx = j % workers
-                            spans.opened = t0 = now()
+                            if on:
+                                mark(now())
+                                held = True
                             yield batch
-                            spans.end(t0, j)
-                            t0 = -1
+                            if on:
+                                mark(now())
+                                put(j)
+                                held = False
                         if self.num_workers > 0 and reorder.expected >= plan.num_batches and not reorder.pending():
                             done = True  # every batch of the plan arrived: no need to wait for the workers' stop
                             break
                         if arenas is not None:
                             arenas.release_dropped()  # arenas of batches the loop has dropped go back to the workers
-                        stalls.opened = w0 = now()
+                        if on:
+                            wait(now())
                         try:
                             item = next(it)
                         except StopIteration:
                             break
                         finally:
-                            stalls.end(w0, reorder.expected)
+                            if on:
+                                wait(now())
+                                waited(reorder.expected)
                         reorder.add(item)
                 finally:
-                    if t0 >= 0:
-                        spans.end(t0, j)  # the loop left during this batch (break, exception)
+                    if held:
+                        mark(now())  # the loop left during this batch (break, exception)
+                        put(j)
                     spans.finish()
                     stalls.finish()
                 if reorder.pending() or reorder.expected != plan.num_batches:

@@ -598,10 +598,13 @@ class StreamingDataset(Resumable, IterableDataset):
         )
         # One event per batch at level "chunk": lets the stall report tell decoding from idle workers.
         decodes = ev.series("decode_batch", "read", ("batch", "items"))
+        on = "read" in ev.ACTIVE
+        now, mark, put = ev.now, decodes.mark, decodes.put
         try:
             for k, j in enumerate(batch_ids):
                 ci, ii = plan.batch_arrays(j)
-                decodes.opened = d0 = ev.now()  # decodes.begin() without the call
+                if on:
+                    mark(now())
                 batch: Any = None
                 if fast:
                     groups = self._groups(reader, ci, ii)
@@ -612,7 +615,10 @@ class StreamingDataset(Resumable, IterableDataset):
                 if batch is None:
                     samples = self._samples(reader, ci, ii)
                     batch = samples if not collate else (collate_fn or default_collate)(samples)
-                decodes.end(d0, j, len(ci))
+                if on:
+                    mark(now())
+                    put(j)
+                    put(len(ci))
                 yield j, batch
                 for c in releases.get(k, ()):
                     reader.finished_with(c)

@@ -183,7 +183,8 @@ def encode_bytes(batch: EventBatch) -> bytes:
 
     Plain events are assembled as string pieces (constant heads and tails cached per process, thread, name
     and category) and joined; bulk entries are rendered together, column-wise with numpy
-    (:func:`_render_bulks`), and spliced in at their place, so the file keeps recording order.
+    (:func:`_render_bulks`). Without complete events the lines keep their recording order; with them, they
+    are written in ts order (:func:`_in_begin_order`).
     """
     env = batch.env
     env_all = "".join(f"{k}: {sanitize_value(v)}; " for k, v in env.items())
@@ -196,8 +197,8 @@ def encode_bytes(batch: EventBatch) -> bytes:
     std_env = env.keys() == _ENV_KEYS
     mids: dict[tuple[int, int, str, str], str] = {}
     tails: dict[str, str] = {}
-    rendered = _render_bulks(batch.events, off, env) if any(e[0] == BULK for e in batch.events) else {}
-    runs: list[tuple[Any, bytes]] = []  # (ts of each line, the lines): plain-event runs and bulk entries
+    bulk_runs, done = _render_bulks(batch.events, off, env) if any(e[0] == BULK for e in batch.events) else ([], set())
+    runs: list[_Run] = []  # plain events (one run), bulk entries rendered one by one, the vectorised ones
     run_ts: list[int] = []  # ts of the lines in ``parts``
     unordered = False  # an X or bulk entry was recorded at its end, after events that began later
     for ph, name, cat, ts_ns, pid, tid, fields in batch.events:
@@ -206,16 +207,10 @@ def encode_bytes(batch: EventBatch) -> bytes:
         if mid is None:
             mid = mids[(pid, tid, name, cat)] = f"pid: {pid}; tid: {tid}; {_head(name, cat)}"
         if ph == BULK:
-            got = rendered.get(id(fields))
-            if got is None:
-                text = _bulk_lines(t, off, mid, fields, env).encode("utf-8", "replace")  # type: ignore[arg-type]
-                got = (text, _bulk_ts(t, off, fields))  # type: ignore[arg-type]
-            if parts:
-                runs.append((run_ts, "".join(parts).encode("utf-8", "replace")))
-                parts.clear()
-                run_ts = []
-            runs.append((got[1], got[0]))
             unordered = True
+            if id(fields) not in done:
+                text = _bulk_lines(t, off, mid, fields, env).encode("utf-8", "replace")  # type: ignore[arg-type]
+                runs.append((_bulk_ts(t, off, fields), text, 0))  # type: ignore[arg-type]
             continue
         run_ts.append(t)
         if ph == "X":
@@ -243,51 +238,66 @@ def encode_bytes(batch: EventBatch) -> bytes:
         if tail is None:
             tail = tails[ph] = f"; s: t; {env_all}ph: {ph if ph in _PHASES else sv(ph)};\n"
         ext(("ts: ", str(t // 1000), frac[t % 1000], mid, args, dur, tail))
-    if parts:
-        runs.append((run_ts, "".join(parts).encode("utf-8", "replace")))
     if not unordered:
-        return b"".join([r[1] for r in runs])
-    return _in_begin_order(runs)
+        return "".join(parts).encode("utf-8", "replace")
+    if parts:
+        runs.insert(0, (run_ts, "".join(parts).encode("utf-8", "replace"), 0))
+    return _in_begin_order(runs + bulk_runs)
 
 
-def _in_begin_order(runs: list[tuple[Any, bytes]]) -> bytes:
-    """The lines of ``runs`` (each: the ts of its lines, its lines) joined in ts order.
+#: A run of lines for :func:`_in_begin_order`: the ts of each line, the lines (bytes or a 1-D byte buffer), and
+#: where each line starts in them (one width for all, an array of offsets, or 0: found by the newlines).
+_Run = tuple[Any, Any, Any]
+
+
+def _in_begin_order(runs: list[_Run]) -> bytes:
+    """The lines of ``runs`` joined in ts order.
 
     Complete events are recorded when they end and bulk entries when a whole batch or series is done, so the
     recording order is not always the begin order; in ts order every thread's timestamps are monotonic in
-    the file, as readers that match B/E per thread expect. The sort is stable (events with one ts keep their
-    recording order) and done on the ts alone; the output is then cut into the longest pieces that are
-    consecutive lines of one run (a batch's sample events stay one piece), so the per-line Python work is
-    only for lines that really interleave.
+    the file, as readers that match B/E per thread expect. The sort is stable (events with one ts keep the
+    order of the runs) and done on the ts alone; the output is the longest pieces of consecutive lines of one
+    run (a batch's sample events, a loop's side-by-side series stay one piece), cut with byte offsets. A run
+    whose lines do not all end in a newline (cannot happen: values never hold one) makes the batch keep the
+    order of its runs.
     """
-    lens = [len(ts) for ts, _ in runs]
-    if not sum(lens):
+    lens = [len(r[0]) for r in runs]
+    total = sum(lens)
+    if not total:
         return b""
-    ts_all = np.concatenate([np.asarray(ts, dtype=np.int64) for ts, _ in runs])
+    ts_all = np.concatenate([np.asarray(r[0], dtype=np.int64) for r in runs])
     if not (ts_all[1:] < ts_all[:-1]).any():
-        return b"".join([data for _, data in runs])
+        return b"".join([r[1] for r in runs])
     order = np.argsort(ts_all, kind="stable")
-    counts = np.asarray(lens)
-    run_of = np.repeat(np.arange(len(runs)), counts)[order]
-    line_of = order - np.repeat(np.cumsum(counts) - counts, counts)[order]
-    cut = np.flatnonzero((run_of[1:] != run_of[:-1]) | (line_of[1:] != line_of[:-1] + 1)) + 1
-    firsts = np.concatenate(([0], cut))
-    lasts = np.concatenate((cut, [len(order)])) - 1
-    bounds: dict[int, list[int]] = {}  # run -> byte offset of each line start, and the end
-    pieces = []
-    for r, a, b in zip(run_of[firsts].tolist(), line_of[firsts].tolist(), line_of[lasts].tolist()):
-        data = runs[r][1]
-        if a == 0 and b == lens[r] - 1:
-            pieces.append(data)  # the whole run in one piece
+    run_of = np.repeat(np.arange(len(runs)), lens)
+    cut = np.flatnonzero((order[1:] != order[:-1] + 1) | (run_of[order[1:]] != run_of[order[:-1]])) + 1
+    starts = np.empty(total + 1, dtype=np.int64)  # where each line starts in its run
+    row = 0
+    for (_ts, data, where), n in zip(runs, lens):
+        if not n:
             continue
-        o = bounds.get(r)
-        if o is None:
+        if type(where) is int and where and len(data) == where * n:
+            starts[row : row + n] = np.arange(0, len(data), where)
+        elif type(where) is not int and len(where) == n:
+            starts[row : row + n] = where
+        else:
             nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1
-            o = bounds[r] = [0, *nl.tolist()]
-            if len(o) != lens[r] + 1:  # not one line per event (cannot happen: values never hold a newline)
-                return b"".join([d for _, d in runs])
-        pieces.append(data[o[a] : o[b + 1]])
-    return b"".join(pieces)
+            if len(nl) != n or nl[-1] != len(data):
+                return b"".join([r[1] for r in runs])
+            starts[row] = 0
+            starts[row + 1 : row + n] = nl[:-1]
+        row += n
+    ends = np.empty(total, dtype=np.int64)  # where each line ends in its run: the next line's start, or the run's end
+    ends[:-1] = starts[1:total]
+    last = np.cumsum(lens) - 1
+    full = [i for i, n in enumerate(lens) if n]
+    ends[last[full]] = [len(runs[i][1]) for i in full]
+    firsts = order[np.concatenate(([0], cut))]
+    lasts = order[np.concatenate((cut - 1, [total - 1]))]
+    views = [memoryview(r[1]) for r in runs]
+    return b"".join(
+        [views[r][a:b] for r, a, b in zip(run_of[firsts].tolist(), starts[firsts].tolist(), ends[lasts].tolist())]
+    )
 
 
 def _bulk_ts(t0: int, off: int, b: Bulk) -> np.ndarray:
@@ -344,37 +354,139 @@ def _bulk_lines(t0: int, off: int, mid: str, b: Bulk, env: dict[str, int]) -> st
     return "".join(parts)
 
 
-def _put_digits(m: np.ndarray, col: int, v: np.ndarray, width: int, zero_pad: bool) -> None:
-    """Write the decimal digits of non-negative ``v`` (all < 10**width) into ``m[:, col:col+width]``.
+def _cells(fmt: str, blank_zero: bool = False) -> np.ndarray:
+    text = "".join("    " if blank_zero and i == 0 else format(i, fmt) for i in range(10_000))
+    return np.frombuffer(text.encode(), dtype=np.uint32)
 
-    Right-aligned; leading positions are ``0`` with ``zero_pad`` (the inside of a number) or spaces
-    (a whole value: every Litracer parser trims values). Digits are computed one vector division per digit
-    into a contiguous (width, N) block, which is then copied into the rows once.
+
+#: Four ASCII digits for each of 0..9999 as one uint32 cell (bytes in text order), in three regions:
+#: zero-padded (``"0007"``), space-padded (``"   7"``), and space-padded with 0 blank (``"    "``: a leading
+#: cell of a longer number that is all zeros).
+_LUT = np.concatenate([_cells("04d"), _cells("4d"), _cells("4d", blank_zero=True)])
+_ZERO, _SPACED, _BLANK = 0, 10_000, 20_000
+#: A number's digits above this place that every row shares are written once, as constant text (a ts).
+_SHARED_PLACE = 10**12
+
+
+class _Layout:
+    """Where the digits of each number go in a line template (see :func:`_render_rows`); cached per shape.
+
+    Number ``k`` has ``levels`` cells, most significant first, at cell columns ``k * levels ..``; its digits
+    are one contiguous run of the cells' bytes, copied to the template in one or two slices (the decimal
+    point of a ``dec3`` number splits it).
     """
-    x = v.astype(np.uint32 if width <= 9 else np.uint64)
-    block = np.empty((width, len(v)), dtype=np.uint8)
-    for j in range(width - 1, -1, -1):
-        q = x // 10
-        np.subtract(x, q * 10, out=block[j], casting="unsafe")
+
+    __slots__ = ("template", "levels", "region", "dynamic", "copies")
+
+    def __init__(self, parts: tuple[Any, ...]) -> None:
+        levels = max(-(-p[0] // 4) for p in parts if type(p) is tuple)
+        template = bytearray()
+        region = [_ZERO] * (levels * sum(type(p) is tuple for p in parts))
+        dynamic: list[tuple[list[int], int]] = []  # (cells top first, region of an all-zero last cell)
+        copies: list[tuple[int, int, int]] = []  # (first byte in the cells, last + 1, first column in the line)
+        k = 0
+        for p in parts:
+            if type(p) is str:
+                template += p.encode("utf-8", "replace")
+                continue
+            digits, dec3, varies = p
+            cells = -(-digits // 4)
+            top = (k + 1) * levels - cells  # the number's most significant cell
+            first = 4 * (k + 1) * levels - digits  # byte of its first digit
+            col = len(template)
+            if dec3:
+                copies += [(first, first + digits - 3, col), (first + digits - 3, first + digits, col + digits - 2)]
+                template += b"0" * (digits - 3) + b".000"
+            else:
+                copies.append((first, first + digits, col))
+                template += b"0" * digits
+            if varies:
+                region[top] = _BLANK if cells > 1 else _SPACED
+                if cells > 1:  # a dec3 number's last cell holds its units and decimals: always zero-padded
+                    dynamic.append((list(range(top, top + cells)), _ZERO if dec3 else _SPACED))
+            k += 1
+        self.template = np.frombuffer(bytes(template), dtype=np.uint8)
+        self.levels = levels
+        self.region = np.array(region, dtype=np.int64)
+        self.dynamic = dynamic
+        self.copies = copies
+
+
+_layouts: dict[tuple[Any, ...], _Layout] = {}
+
+
+def _render_rows(n: int, segs: list[Any]) -> np.ndarray:
+    """``n`` lines as a uint8 matrix (a row per line): ``segs`` are constant text or ``(values, dec3)`` numbers.
+
+    A number is an int, right-aligned and space-padded to its column's widest value, or with ``dec3`` a count
+    of ns written as µs with three decimals (``12.345``). Digits shared by every row (the leading digits of a
+    timestamp) are constant text. All digits of all rows come from one look-up in :data:`_LUT`, four digits
+    per cell, into a layout cached per shape: a group costs a fixed handful of vector operations however many
+    numbers its lines hold (groups are small, a series' events since the last flush, so fixed costs dominate).
+
+    Raises:
+        ValueError: a negative value.
+    """
+    values = np.stack([seg[0] for seg in segs if type(seg) is not str], axis=1)
+    tops, bottoms = values.max(axis=0).tolist(), values.min(axis=0).tolist()
+    if min(bottoms) < 0:
+        raise ValueError("negative value")
+    parts: list[Any] = []
+    k = 0
+    for seg in segs:
+        if type(seg) is str:
+            parts.append(seg)
+            continue
+        dec3 = seg[1]
+        top, bottom = tops[k], bottoms[k]
+        shared = top // _SHARED_PLACE
+        if shared and shared == bottom // _SHARED_PLACE:
+            parts.append(str(shared))
+            values[:, k] -= shared * _SHARED_PLACE
+            parts.append((12, dec3, False))
+        else:
+            digits = max(4 if dec3 else 1, len(str(top)))
+            parts.append((digits, dec3, max(4 if dec3 else 1, len(str(bottom))) != digits))
+        k += 1
+    key = tuple(parts)
+    layout = _layouts.get(key)
+    if layout is None:
+        layout = _Layout(key)
+        if len(_layouts) < 1024:
+            _layouts[key] = layout
+    levels = layout.levels
+    cells = np.empty((n, k, levels), dtype=np.int64)
+    x = values
+    for j in range(levels - 1, -1, -1):  # the least significant cell is the last one of its number
+        q = x // 10_000
+        np.subtract(x, q * 10_000, out=cells[:, :, j])
         x = q
-    block += 48
-    if not zero_pad:
-        for j in range(width - 1):
-            np.putmask(block[j], v < 10 ** (width - 1 - j), 32)
-    m[:, col : col + width] = block.T
+    c = cells.reshape(n, k * levels)
+    for cols, low in layout.dynamic:  # a cell is blank (spaced if last) while all cells before it are zero
+        nonzero = c[:, cols[0]] != 0
+        for j in cols[1:]:
+            add = np.where(nonzero, _ZERO, low if j == cols[-1] else _BLANK)
+            nonzero |= c[:, j] != 0
+            c[:, j] += add
+    c += layout.region
+    chars = np.take(_LUT, c).view(np.uint8)
+    m = np.empty((n, len(layout.template)), dtype=np.uint8)
+    m[:] = layout.template
+    for a, b, col in layout.copies:
+        m[:, col : col + b - a] = chars[:, a:b]
+    return m
 
 
-def _width(v: np.ndarray) -> int:
-    return len(str(int(v.max()))) if len(v) else 1
-
-
-def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> dict[int, tuple[bytes, np.ndarray]]:
-    """Lines of the bulk entries of ``events`` rendered together, and their ``ts``, per ``id(bulk)``.
+def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> tuple[list[_Run], set[int]]:
+    """The bulk entries of ``events`` rendered together, as runs for :func:`_in_begin_order`, and the ids of
+    the entries they hold.
 
     Entries of one shape (process, thread, name, category, field keys, timing kind) whose values are all
-    non-negative ints are rendered in ONE pass: a uint8 matrix with a row per event and a block of columns
-    per constant or number, numbers right-aligned with space padding. Entries of any other shape are left
-    out (the caller renders them one by one with :func:`_bulk_lines`).
+    non-negative ints are rendered in ONE pass (:func:`_render_rows`); their lines all have one width, numbers
+    right-aligned with space padding. The groups of one thread whose lines take turns (a loop's ``stall``,
+    ``decode_batch`` and ``batch`` series) are then laid side by side, a row per turn, so they come out in
+    ts order as one block (:func:`_side_by_side`). Entries of any other shape are left out (the caller renders
+    them one by one with :func:`_bulk_lines`).
     """
     groups: dict[tuple[Any, ...], list[tuple[int, Bulk]]] = {}
     for ph, name, cat, ts_ns, pid, tid, b in events:
@@ -385,15 +497,20 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> dict[int,
             continue
         key = (pid, tid, name, cat, tuple(b.cols), tuple(common), b.starts is None or b.ends is None)
         groups.setdefault(key, []).append((ts_ns, b))
-    out: dict[int, tuple[bytes, np.ndarray]] = {}
+    done: set[int] = set()
+    by_thread: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]] = {}  # (ts, lines matrix) per group
+    if not groups or env.keys() != _ENV_KEYS:
+        return [], done
     env_s = "".join(f"{k}: {sanitize_value(v)}; " for k, v in env.items())
     for (pid, tid, name, cat, col_keys, common_keys, shared), entries in groups.items():
         keys = col_keys + common_keys
-        if "dur" in keys or _plan(keys) is None or not _ENV_KEYS.isdisjoint(keys) or env.keys() != _ENV_KEYS:
+        plan = _plan_cache[keys] if keys in _plan_cache else _plan(keys)
+        if "dur" in keys or plan is None or not _ENV_KEYS.isdisjoint(keys):
             continue  # collisions, env overrides: the careful per-entry path
+        sizes = [b.n for _, b in entries]
+        n = sum(sizes)
+        segs: list[Any] = []
         try:
-            sizes = [b.n for _, b in entries]
-            n = sum(sizes)
             if shared:
                 shares = np.array([max(0, b.t1 - t0) // b.n for t0, b in entries], dtype=np.int64)
                 t0s = np.array([t0 for t0, _ in entries], dtype=np.int64) + off
@@ -402,52 +519,86 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> dict[int,
                 durs = np.repeat(shares, sizes)
                 ts = np.repeat(t0s, sizes) + k * durs
             else:
-                starts = np.concatenate([np.asarray(b.starts, dtype=np.int64) for _, b in entries])
-                ends = np.concatenate([np.asarray(b.ends, dtype=np.int64) for _, b in entries])
+                one = len(entries) == 1
+                b0 = entries[0][1]
+                starts = (
+                    np.asarray(b0.starts, dtype=np.int64)
+                    if one
+                    else np.concatenate([np.asarray(b.starts, dtype=np.int64) for _, b in entries])
+                )
+                ends = (
+                    np.asarray(b0.ends, dtype=np.int64)
+                    if one
+                    else np.concatenate([np.asarray(b.ends, dtype=np.int64) for _, b in entries])
+                )
                 ts = starts + off
                 durs = np.maximum(ends - starts, 0)
-            cols = []
+            sep = ""
             for c in col_keys:
                 v = np.concatenate([np.asarray(b.cols[c]) for _, b in entries])
-                if v.dtype.kind not in "iu" or len(v) != n or (len(v) and v.min() < 0):
+                if v.dtype.kind not in "iu" or len(v) != n:
                     raise ValueError(c)
-                cols.append(v.astype(np.int64, copy=False))
+                segs += [sep + sanitize_key(c), (v.astype(np.int64, copy=False), False)]
+                sep = "; "
             for c in common_keys:
-                cols.append(np.repeat(np.array([b.fields[c] for _, b in entries], dtype=np.int64), sizes))
+                vals = [b.fields[c] for _, b in entries]
+                if all(x == vals[0] for x in vals):
+                    segs.append(f"{sep}{sanitize_key(c)}{vals[0]}")  # the same on every line: constant text
+                else:
+                    segs += [sep + sanitize_key(c), (np.repeat(np.array(vals, dtype=np.int64), sizes), False)]
+                sep = "; "
+            segs = ["ts: ", (ts, True), f"; pid: {pid}; tid: {tid}; {_head(name, cat)}", *segs]
+            segs += [sep + "dur: ", (durs, True), f"; s: t; {env_s}ph: X;\n"]
+            m = _render_rows(n, segs)
         except (ValueError, TypeError, OverflowError):
             continue
-        # the line as segments: constant text, or (values, width, zero_pad) rendered column-wise
-        us, frac = ts // 1000, ts % 1000
-        segs: list[Any] = ["ts: "]
-        hi = us // 100_000_000
-        if len(hi) and int(hi.min()) == int(hi.max()) and int(hi[0]) > 0:  # leading digits shared by all
-            segs += [str(int(hi[0])), (us % 100_000_000, 8, True)]
-        else:
-            segs.append((us, _width(us), False))
-        segs += [".", (frac, 3, True), f"; pid: {pid}; tid: {tid}; {_head(name, cat)}"]
-        sep = ""
-        for c, v in zip(keys, cols):
-            segs += [sep + sanitize_key(c), (v, _width(v), False)]
-            sep = "; "
-        dus, dfrac = durs // 1000, durs % 1000
-        segs += [sep + "dur: ", (dus, _width(dus), False), ".", (dfrac, 3, True), f"; s: t; {env_s}ph: X;\n"]
-        template = bytearray()
-        fills = []
-        for seg in segs:
-            if type(seg) is str:
-                template += seg.encode("utf-8", "replace")
-            else:
-                fills.append((len(template), *seg))
-                template += b"0" * seg[1]
-        m = np.empty((n, len(template)), dtype=np.uint8)
-        m[:] = np.frombuffer(bytes(template), dtype=np.uint8)
-        for col, v, width, zero_pad in fills:
-            _put_digits(m, col, v, width, zero_pad)
+        done.update(id(b) for _, b in entries)
+        segments = by_thread.setdefault((pid, tid), [])
         row = 0
-        for (_t0, b), size in zip(entries, sizes):
-            out[id(b)] = (m[row : row + size].tobytes(), ts[row : row + size])
+        for size in sizes:  # one segment per entry: a series' events of one take
+            segments.append((ts[row : row + size], m[row : row + size]))
             row += size
-    return out
+    runs: list[_Run] = []
+    for segments in by_thread.values():
+        segments.sort(key=lambda g: int(g[0][0]))
+        cluster = [segments[0]]
+        end = int(cluster[0][0][-1])
+        for seg in segments[1:]:  # segments whose time spans overlap may take turns
+            if int(seg[0][0]) > end:
+                runs += _side_by_side(cluster)
+                cluster = []
+            cluster.append(seg)
+            end = max(end, int(seg[0][-1]))
+        runs += _side_by_side(cluster)
+    return runs, done
+
+
+def _side_by_side(groups: list[tuple[np.ndarray, np.ndarray]]) -> list[_Run]:
+    """Runs of rendered segments of one thread whose time spans overlap; segments whose lines take turns
+    become one block of rows.
+
+    Segments with about the same number of lines (at most 2 apart, e.g. a loop's last ``stall`` after its last
+    ``batch``) are tried together: ordered by their first ts, their first ``n`` lines (``n`` the smallest
+    count) must take turns in ts order (row ``j`` of each, then row ``j + 1`` of each). If so, those rows are
+    laid side by side into one matrix whose bytes are already in ts order; the rest are runs of their own.
+    """
+    runs: list[_Run] = []
+    groups = sorted(groups, key=lambda g: len(g[0]))
+    while groups:
+        n = len(groups[0][0])
+        take = [g for g in groups if len(g[0]) <= n + 2]
+        groups = groups[len(take) :]
+        if len(take) > 1 and n > 0:
+            take.sort(key=lambda g: int(g[0][0]))
+            ts = np.stack([g[0][:n] for g in take], axis=1).reshape(-1)
+            if not (ts[1:] < ts[:-1]).any():
+                widths = [g[1].shape[1] for g in take]
+                row = sum(widths)
+                starts = (np.arange(n)[:, None] * row + np.cumsum([0, *widths[:-1]])).reshape(-1)
+                runs.append((ts, np.hstack([g[1][:n] for g in take]).reshape(-1).data, starts))
+                take = [(g[0][n:], g[1][n:]) for g in take if len(g[0]) > n]
+        runs += [(g[0], g[1].reshape(-1).data, g[1].shape[1]) for g in take]  # views: no copy until the join
+    return runs
 
 
 def open_log(path: str) -> int:
