@@ -366,33 +366,46 @@ _LUT = np.concatenate([_cells("04d"), _cells("4d"), _cells("4d", blank_zero=True
 _ZERO, _SPACED, _BLANK = 0, 10_000, 20_000
 #: A number's digits above this place that every row shares are written once, as constant text (a ts).
 _SHARED_PLACE = 10**12
+_INT64_MAX = 2**63 - 1
 
 
 class _Layout:
     """Where the digits of each number go in a line template (see :func:`_render_rows`); cached per shape.
 
-    Number ``k`` has ``levels`` cells, most significant first, at cell columns ``k * levels ..``; its digits
-    are one contiguous run of the cells' bytes, copied to the template in one or two slices (the decimal
-    point of a ``dec3`` number splits it).
+    The numbers' cells (four digits each, most significant first) are laid end to end: cell ``c`` holds the
+    digits of number ``field[c]`` at ``10**(4i) .. 10**(4i+3)`` (``div[c] = 10**(4i)``). Its look-up region
+    is chosen per row by comparing the number with ``lo`` and ``hi``: below ``lo`` the cell is all leading
+    (blank), below ``hi`` it holds the first significant digit (space-padded), else zero-padded. A number's
+    digits are one contiguous run of the cells' bytes; ``copies`` are the slices that place them (the decimal
+    point of a ``dec3`` number splits one), ``src``/``dst`` the same as byte indexes.
     """
 
-    __slots__ = ("template", "levels", "region", "dynamic", "copies")
+    __slots__ = ("template", "field", "div", "lo", "hi", "copies", "src", "dst")
 
     def __init__(self, parts: tuple[Any, ...]) -> None:
-        levels = max(-(-p[0] // 4) for p in parts if type(p) is tuple)
         template = bytearray()
-        region = [_ZERO] * (levels * sum(type(p) is tuple for p in parts))
-        dynamic: list[tuple[list[int], int]] = []  # (cells top first, region of an all-zero last cell)
+        field: list[int] = []
+        div: list[int] = []
+        lo: list[int] = []
+        hi: list[int] = []
         copies: list[tuple[int, int, int]] = []  # (first byte in the cells, last + 1, first column in the line)
         k = 0
         for p in parts:
             if type(p) is str:
                 template += p.encode("utf-8", "replace")
                 continue
-            digits, dec3, varies = p
+            digits, dec3, padded = p
             cells = -(-digits // 4)
-            top = (k + 1) * levels - cells  # the number's most significant cell
-            first = 4 * (k + 1) * levels - digits  # byte of its first digit
+            first = 4 * (len(field) + cells) - digits  # byte of the number's first digit in the cells
+            for i in range(cells - 1, -1, -1):
+                field.append(k)
+                div.append(10 ** (4 * i))
+                if padded or (dec3 and i == 0):  # zero-padded: a ts below its shared digits, a dec3's units cell
+                    lo.append(-1)
+                    hi.append(-1)
+                else:
+                    lo.append(10 ** (4 * i) if i else -1)
+                    hi.append(min(10 ** (4 * i + 4), _INT64_MAX))  # every int64 is below 10**20
             col = len(template)
             if dec3:
                 copies += [(first, first + digits - 3, col), (first + digits - 3, first + digits, col + digits - 2)]
@@ -400,19 +413,20 @@ class _Layout:
             else:
                 copies.append((first, first + digits, col))
                 template += b"0" * digits
-            if varies:
-                region[top] = _BLANK if cells > 1 else _SPACED
-                if cells > 1:  # a dec3 number's last cell holds its units and decimals: always zero-padded
-                    dynamic.append((list(range(top, top + cells)), _ZERO if dec3 else _SPACED))
             k += 1
         self.template = np.frombuffer(bytes(template), dtype=np.uint8)
-        self.levels = levels
-        self.region = np.array(region, dtype=np.int64)
-        self.dynamic = dynamic
+        self.field = np.array(field, dtype=np.intp)
+        self.div = np.array(div, dtype=np.int64)[:, None]
+        self.lo = np.array(lo, dtype=np.int64)[:, None]
+        self.hi = np.array(hi, dtype=np.int64)[:, None]
         self.copies = copies
+        self.src = np.concatenate([np.arange(a, b) for a, b, _ in copies])
+        self.dst = np.concatenate([np.arange(c, c + b - a) for a, b, c in copies])
 
 
 _layouts: dict[tuple[Any, ...], _Layout] = {}
+#: Rows rendered per block by :func:`_render_rows`.
+_ROWS = 1024
 
 
 def _render_rows(n: int, segs: list[Any]) -> np.ndarray:
@@ -427,53 +441,49 @@ def _render_rows(n: int, segs: list[Any]) -> np.ndarray:
     Raises:
         ValueError: a negative value.
     """
-    values = np.stack([seg[0] for seg in segs if type(seg) is not str], axis=1)
-    tops, bottoms = values.max(axis=0).tolist(), values.min(axis=0).tolist()
+    values = np.stack([seg[0] for seg in segs if type(seg) is not str])  # a row per number: contiguous
+    tops, bottoms = values.max(axis=1).tolist(), values.min(axis=1).tolist()
     if min(bottoms) < 0:
         raise ValueError("negative value")
     parts: list[Any] = []
+    shift = [0] * len(tops)
     k = 0
     for seg in segs:
         if type(seg) is str:
             parts.append(seg)
             continue
         dec3 = seg[1]
-        top, bottom = tops[k], bottoms[k]
-        shared = top // _SHARED_PLACE
-        if shared and shared == bottom // _SHARED_PLACE:
+        shared = tops[k] // _SHARED_PLACE
+        if shared and shared == bottoms[k] // _SHARED_PLACE:
             parts.append(str(shared))
-            values[:, k] -= shared * _SHARED_PLACE
-            parts.append((12, dec3, False))
+            shift[k] = shared * _SHARED_PLACE
+            parts.append((12, dec3, True))
         else:
-            digits = max(4 if dec3 else 1, len(str(top)))
-            parts.append((digits, dec3, max(4 if dec3 else 1, len(str(bottom))) != digits))
+            parts.append((max(4 if dec3 else 1, len(str(tops[k]))), dec3, False))
         k += 1
+    if any(shift):
+        values -= np.array(shift, dtype=np.int64)[:, None]
     key = tuple(parts)
     layout = _layouts.get(key)
     if layout is None:
         layout = _Layout(key)
         if len(_layouts) < 1024:
             _layouts[key] = layout
-    levels = layout.levels
-    cells = np.empty((n, k, levels), dtype=np.int64)
-    x = values
-    for j in range(levels - 1, -1, -1):  # the least significant cell is the last one of its number
-        q = x // 10_000
-        np.subtract(x, q * 10_000, out=cells[:, :, j])
-        x = q
-    c = cells.reshape(n, k * levels)
-    for cols, low in layout.dynamic:  # a cell is blank (spaced if last) while all cells before it are zero
-        nonzero = c[:, cols[0]] != 0
-        for j in cols[1:]:
-            add = np.where(nonzero, _ZERO, low if j == cols[-1] else _BLANK)
-            nonzero |= c[:, j] != 0
-            c[:, j] += add
-    c += layout.region
-    chars = np.take(_LUT, c).view(np.uint8)
     m = np.empty((n, len(layout.template)), dtype=np.uint8)
     m[:] = layout.template
-    for a, b, col in layout.copies:
-        m[:, col : col + b - a] = chars[:, a:b]
+    for r in range(0, n, _ROWS):  # blocks of rows: small temporaries, reused by the allocator (no page faults)
+        v = values[layout.field, r : r + _ROWS]  # a row per cell
+        cells = v // layout.div % 10_000
+        region = np.add(v < layout.hi, v < layout.lo, dtype=np.int64)
+        region *= _SPACED  # 0: zero-padded, 1: space-padded, 2: blank (the regions are 10_000 apart)
+        cells += region
+        chars = np.take(_LUT, cells.T).view(np.uint8)  # a row per line
+        if n <= _ROWS:
+            m[:, layout.dst] = chars[:, layout.src]  # two calls; slow per row, so big groups use slices
+        else:
+            block = m[r : r + _ROWS]
+            for a, b, col in layout.copies:
+                block[:, col : col + b - a] = chars[:, a:b]
     return m
 
 
