@@ -25,14 +25,18 @@ Parts, each side by side with LitData 0.2.68 in the same run:
    (``rounds_*``) and ``off_*_spread`` (slowest / fastest tracer-off round) is the noise floor of the run.
    Ratios are tracer-level / tracer-off. The load average at start and end is recorded.
 
-3. ``--ab-rounds N``: streamscope in one process per ``--ab-workers`` value (default 0 and 2), off/chunk/sample
-   epochs alternating in rotated order (CPU of the process and its workers, and wall: epoch + flush + the
-   workers' exit), min and median per level, and the median over rounds of the level's epoch divided by the
-   off epoch of the same round (``*_paired_median``: adjacent epochs share the machine's load of the moment).
+3. ``--ab-rounds N``: streamscope in one process per ``--ab-workers`` value (default 0 and 2) and per traced
+   level (chunk, sample): off and level epochs alternating (CPU of the process and its workers, and wall:
+   epoch + flush + the workers' exit), min and median per level, and the median over rounds of the level's
+   epoch divided by the off epoch of the same round (``*_paired_median``: adjacent epochs share the
+   machine's load of the moment). Every traced epoch ends with ``flush_tracer()`` (the strict measure).
+   ``--ab-block K`` adds the same with K epochs per timed unit and one flush at its end: a training run's
+   steady state, where the flusher writes about once a second.
 
 4. ``--attribution-rounds N``: num_workers=0, chunk and sample level: the time spent inside the recorder's
-   entry points (and the final flush) over the rest of the same epoch (see :func:`attribution`): robust to
-   the machine's speed drifting between epochs, which the A/B ratios are not.
+   entry points and the final flush over the rest of the same epoch (see :func:`attribution`): robust to
+   the machine's speed drifting between epochs, which the A/B ratios are not, but it does not see the loop's
+   inline series appends (a clock read and a list append per boundary, no call to wrap): a lower bound.
 
 Writes ``benchmarks/results/bench_tracer.json``.
 """
@@ -315,7 +319,7 @@ def run_child(lib: str, level: str, workers: int, data_dir: str, tmp: str, sampl
 AB_CHILD = r"""
 import json, multiprocessing, os, resource, statistics, sys, tempfile, time
 import streamscope as S
-data_dir, rounds, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+data_dir, rounds, workers, level, block = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 log = tempfile.mktemp(suffix=".log")
 def cpu():  # this process and its reaped DataLoader workers
     c = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -326,48 +330,50 @@ def epoch():
 def settle():  # the epoch's workers have exited (their last events written) and are reaped
     while multiprocessing.active_children():
         time.sleep(0.002)
-levels = ["off", "chunk", "sample"]
+levels = ["off", level]
 res = {lv: [] for lv in levels}
-S.enable_tracer("sample", log_file=log); epoch(); S.flush_tracer(wait_workers=60); settle()
+S.enable_tracer(level, log_file=log); epoch(); S.flush_tracer(wait_workers=60); settle()
 S.enable_tracer("off", log_file=log); epoch(); settle()
 for r in range(rounds):
-    for lv in levels[r % 3:] + levels[:r % 3]:  # rotated order: no level always runs after another
+    for lv in levels[r % 2:] + levels[:r % 2]:  # alternating order: neither level always runs first
         S.enable_tracer(lv, log_file=log, flush_interval=5)
         c, w = cpu(), time.perf_counter()
-        epoch()
+        for _ in range(block):  # the tracer's flusher ticks on its own meanwhile (every second)
+            epoch()
         if lv != "off":
             S.flush_tracer(wait_workers=60)  # the tracer's own writing, workers' too, is part of its cost
         settle()
-        res[lv].append((cpu() - c, time.perf_counter() - w))
+        res[lv].append(((cpu() - c) / block, (time.perf_counter() - w) / block))
         S.enable_tracer("off", log_file=log)
         if os.path.exists(log) and os.path.getsize(log) > 200e6:
             os.remove(log)
-out = {"rounds": rounds, "workers": workers, "loadavg": [round(x, 2) for x in os.getloadavg()]}
+out = {"rounds": rounds, "workers": workers, "epochs_per_flush": block, "loadavg": [round(x, 2) for x in os.getloadavg()]}
 for lv in levels:
     cpu_s = [x[0] for x in res[lv]]; wall = [x[1] for x in res[lv]]
     out[lv] = {"cpu_min": round(min(cpu_s), 4), "cpu_median": round(statistics.median(cpu_s), 4),
                "wall_min": round(min(wall), 4), "wall_median": round(statistics.median(wall), 4)}
-for lv in ("chunk", "sample"):
-    for k in ("cpu_min", "cpu_median", "wall_min", "wall_median"):
-        out[f"{lv}_over_off_{k}"] = round(out[lv][k] / out["off"][k], 3)
-for lv in ("chunk", "sample"):  # per round, the level's epoch over the off epoch of the same round
-    for i, k in ((0, "cpu"), (1, "wall")):
-        ratios = [a[i] / b[i] for a, b in zip(res[lv], res["off"])]
-        out[f"{lv}_over_off_{k}_paired_median"] = round(statistics.median(ratios), 3)
+for k in ("cpu_min", "cpu_median", "wall_min", "wall_median"):
+    out[f"{level}_over_off_{k}"] = round(out[level][k] / out["off"][k], 3)
+for i, k in ((0, "cpu"), (1, "wall")):  # per round, the level's time over the off time of the same round
+    ratios = [a[i] / b[i] for a, b in zip(res[level], res["off"])]
+    out[f"{level}_over_off_{k}_paired_median"] = round(statistics.median(ratios), 4)
 offs = sorted(x[0] for x in res["off"])
 out["off_cpu_quartile_spread"] = round(offs[3 * len(offs) // 4] / offs[len(offs) // 4], 3)
 print(json.dumps(out))
 """
 
 
-def in_process_ab(data_dir: str, rounds: int, workers: int = 0) -> dict[str, Any]:
-    """streamscope in ONE process: off/chunk/sample epochs alternating in rotated order.
+def in_process_ab(data_dir: str, rounds: int, workers: int = 0, level: str = "chunk", block: int = 1) -> dict[str, Any]:
+    """streamscope in ONE process: ``off`` and ``level`` alternating, ``block`` epochs per timed unit.
 
-    CPU time of the process and its reaped DataLoader workers (every thread, so the flushers too) and wall
-    time of an epoch plus its flush (and, with workers, until they have exited); min and median per level.
-    Less exposed to process-start noise than the subprocess-per-configuration part.
+    One level per process, so neither sees the other's after-effects (a sample-level epoch leaves tens of
+    MB of log behind it). CPU time of the process and its reaped DataLoader workers (every thread, so the
+    flushers too) and wall time of ``block`` epochs plus one flush (and, with workers, until they have
+    exited), per epoch; min and median per level, and the median over rounds of the level's time over the
+    off time of the same round. ``block=1`` flushes after every epoch (the strict measure); a larger block
+    is a training run's steady state, where the flusher writes about once a second.
     """
-    return _json_child(AB_CHILD, [data_dir, str(rounds), str(workers)], 1800)
+    return _json_child(AB_CHILD, [data_dir, str(rounds), str(workers), level, str(block)], 3600)
 
 
 ATTR_CHILD = r"""
@@ -456,6 +462,7 @@ def main() -> None:
     ap.add_argument("--skip-micro", action="store_true")
     ap.add_argument("--ab-rounds", type=int, default=0, help="also run the in-process A/B with this many rounds")
     ap.add_argument("--ab-workers", default="0,2", help="num_workers values of the in-process A/B")
+    ap.add_argument("--ab-block", type=int, default=0, help="also run the A/B with this many epochs per flush")
     ap.add_argument("--attribution-rounds", type=int, default=0, help="also time the tracer inside w0 epochs")
     args = ap.parse_args()
 
@@ -522,10 +529,14 @@ def main() -> None:
                 result[f"attribution_w0_{level}"] = got
                 print(f"attribution w0 {level}: {json.dumps(got)}", flush=True)
         if args.ab_rounds:
+            blocks = [1] + ([args.ab_block] if args.ab_block > 1 else [])
             for workers in [int(w) for w in args.ab_workers.split(",") if w]:
-                got = in_process_ab(data_dir, args.ab_rounds, workers)
-                result[f"in_process_ab_w{workers}"] = got
-                print(f"in-process A/B w{workers}: {json.dumps(got)}", flush=True)
+                for level in ("chunk", "sample"):
+                    for block in blocks:
+                        got = in_process_ab(data_dir, args.ab_rounds, workers, level, block)
+                        key = f"in_process_ab_w{workers}_{level}" + (f"_block{block}" if block > 1 else "")
+                        result[key] = got
+                        print(f"in-process A/B w{workers} {level} block={block}: {json.dumps(got)}", flush=True)
     result["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "bench_tracer.json"), "w") as f:
