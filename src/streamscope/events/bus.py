@@ -138,6 +138,9 @@ def record_bulk(
 SERIES: weakref.WeakSet[Series] = weakref.WeakSet()
 #: Guards SERIES: a WeakSet iterates in Python code, so another thread's add could break an iteration.
 _SERIES_LOCK = threading.Lock()
+#: Held while a take cuts a series' lists (two takers, e.g. the flusher and the owner's finish, must not both
+#: cut the same prefix).
+_TAKE_LOCK = threading.Lock()
 
 
 def live_series() -> list[Series]:
@@ -170,19 +173,8 @@ class Series:
     """
 
     __slots__ = (
-        "name",
-        "cat",
-        "keys",
-        "fields",
-        "compact",
-        "tid",
-        "pid",
-        "marks",
-        "vals",
-        "mark",
-        "put",
-        "__weakref__",
-    )
+        "name", "cat", "keys", "fields", "compact", "tid", "pid", "marks", "vals", "mark", "put", "__weakref__",
+    )  # fmt: skip
 
     def __init__(self, name: str, cat: str, keys: tuple[str, ...], fields: dict[str, Any], compact: bool) -> None:
         self.name = name
@@ -225,17 +217,18 @@ class Series:
     def take(self) -> None:
         """Hand the complete events to the buffer now (nothing when there are none). Any thread."""
         marks, vals, k = self.marks, self.vals, len(self.keys)
-        n = min(len(marks) // 2, len(vals) // k)
-        if n <= 0:
-            return
-        times_l, values_l = marks[: 2 * n], vals[: k * n]
-        del marks[: 2 * n]  # a prefix only: the owner may have appended meanwhile
-        del vals[: k * n]
+        with _TAKE_LOCK:  # takers exclude each other (the owner's appends need no lock)
+            n = min(len(marks) // 2, len(vals) // k)
+            if n <= 0:
+                return
+            times_l, values_l = marks[: 2 * n], vals[: k * n]
+            del marks[: 2 * n]  # a prefix only: the owner may have appended meanwhile
+            del vals[: k * n]
         if self.pid != STATE.pid:
             return  # the parent's events, inherited by fork: not ours to write
         try:
-            times = np.array(times_l, dtype=np.int64)
-            values = np.array(values_l, dtype=np.int64).reshape(n, k)
+            times = np.fromiter(times_l, dtype=np.int64, count=2 * n)
+            values = np.fromiter(values_l, dtype=np.int64, count=k * n).reshape(n, k)
         except (TypeError, ValueError, OverflowError):  # a call-site bug must not reach the sinks
             with STATE.drop_lock:
                 STATE.dropped += n
@@ -456,8 +449,9 @@ def after_fork_in_child() -> None:
     """Fresh buffer and counters in a forked child: the parent's unflushed events are not ours to write."""
     BUF.clear()
     OPEN.clear()
-    global _SERIES_LOCK
+    global _SERIES_LOCK, _TAKE_LOCK
     _SERIES_LOCK = threading.Lock()  # another thread of the parent may have held it at fork
+    _TAKE_LOCK = threading.Lock()
     SERIES.clear()  # the parent's pending series events are the parent's
     OPEN_X.clear()
     STATE.bulk = 0

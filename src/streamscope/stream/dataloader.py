@@ -201,6 +201,8 @@ class StreamingDataLoader(DataLoader):
                 stalls = ev.series("stall", "stall", ("batch",), epoch=epoch)
                 on = "batch" in ev.ACTIVE or "stall" in ev.ACTIVE  # else no clock reads at all
                 now, mark, put, wait, waited = ev.now, spans.mark, spans.put, stalls.mark, stalls.put
+                # the last boundary: a batch ends where the next stall begins, a stall where its batch begins
+                t = now() if on else 0
                 held = False  # a batch event is open (the loop holds batch j)
                 j = -1
                 try:
@@ -210,11 +212,12 @@ class StreamingDataLoader(DataLoader):
                             self.num_samples_yielded += plan.batch_len(j)
                             self._latest_worker_idx = j % workers
                             if on:
-                                mark(now())
+                                mark(t)
                                 held = True
                             yield batch
                             if on:
-                                mark(now())
+                                t = now()
+                                mark(t)
                                 put(j)
                                 held = False
                         if self.num_workers > 0 and reorder.expected >= plan.num_batches and not reorder.pending():
@@ -223,14 +226,15 @@ class StreamingDataLoader(DataLoader):
                         if arenas is not None:
                             arenas.release_dropped()  # arenas of batches the loop has dropped go back to the workers
                         if on:
-                            wait(now())
+                            wait(t)
                         try:
                             item = next(it)
                         except StopIteration:
                             break
                         finally:
                             if on:
-                                wait(now())
+                                t = now()
+                                wait(t)
                                 waited(reorder.expected)
                         reorder.add(item)
                 finally:
