@@ -30,7 +30,10 @@ with the entry's integer columns (``chunk``, ``item``) first, then its common fi
   interval of the call divided evenly by ``n`` (integer ns). The durations of a batch's sample events sum to
   its measured decode time (up to < n ns of rounding); no per-sample timing is claimed beyond that.
 
-Bulk lines are built from one ``%`` template per entry (every constant part sanitized once) and joined.
+Bulk lines of one shape are rendered together with numpy (:func:`_render_rows`: a constant template per
+shape, every digit from one look-up table, numbers right-aligned with spaces, so a shape's lines have one
+width); a shape it cannot take (values that are not non-negative ints, colliding keys) is rendered per entry
+from ``%`` templates (:func:`_bulk_lines`).
 
 ``ts`` is CLOCK_MONOTONIC plus one anchor shared by the processes of a run (see ``EventBatch``), so it is
 monotonic per thread and comparable across processes. Each write holds its lines in ``ts`` order (complete
@@ -354,16 +357,25 @@ def _bulk_lines(t0: int, off: int, mid: str, b: Bulk, env: dict[str, int]) -> st
     return "".join(parts)
 
 
-def _cells(fmt: str, blank_zero: bool = False) -> np.ndarray:
-    text = "".join("    " if blank_zero and i == 0 else format(i, fmt) for i in range(10_000))
-    return np.frombuffer(text.encode(), dtype=np.uint32)
+def _cells(spaced: bool, blank_zero: bool = False) -> np.ndarray:
+    """0..9999 as four ASCII digits each, one uint32 per number: zero-padded, or leading zeros as spaces
+    (``spaced``), and with ``blank_zero`` 0 as four spaces."""
+    v = np.arange(10_000)
+    chars = (np.stack([v // 1000, v // 100 % 10, v // 10 % 10, v % 10], axis=1) + 48).astype(np.uint8)
+    if spaced:
+        lead = chars[:, :3]
+        lead[np.logical_and.accumulate(lead == 48, axis=1)] = 32
+    if blank_zero:
+        chars[0] = 32
+    return chars.reshape(-1).view(np.uint32)
 
 
 #: Four ASCII digits for each of 0..9999 as one uint32 cell (bytes in text order), in three regions:
 #: zero-padded (``"0007"``), space-padded (``"   7"``), and space-padded with 0 blank (``"    "``: a leading
 #: cell of a longer number that is all zeros).
-_LUT = np.concatenate([_cells("04d"), _cells("4d"), _cells("4d", blank_zero=True)])
-_ZERO, _SPACED, _BLANK = 0, 10_000, 20_000
+_LUT = np.concatenate([_cells(False), _cells(True), _cells(True, blank_zero=True)])
+#: Offset of the space-padded region (the blank region follows at twice this).
+_SPACED = 10_000
 #: A number's digits above this place that every row shares are written once, as constant text (a ts).
 _SHARED_PLACE = 10**12
 _INT64_MAX = 2**63 - 1
@@ -492,11 +504,11 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> tuple[lis
     the entries they hold.
 
     Entries of one shape (process, thread, name, category, field keys, timing kind) whose values are all
-    non-negative ints are rendered in ONE pass (:func:`_render_rows`); their lines all have one width, numbers
-    right-aligned with space padding. The groups of one thread whose lines take turns (a loop's ``stall``,
-    ``decode_batch`` and ``batch`` series) are then laid side by side, a row per turn, so they come out in
-    ts order as one block (:func:`_side_by_side`). Entries of any other shape are left out (the caller renders
-    them one by one with :func:`_bulk_lines`).
+    non-negative ints form a group, rendered in ONE pass (:func:`_render_rows`); its lines all have one width,
+    numbers right-aligned with space padding. Groups of one thread whose lines take turns (a loop's ``stall``,
+    ``decode_batch`` and ``batch`` series, see :func:`_turns`) are rendered as one, a row per turn holding one
+    line of each, so they come out in ts order as one block. Entries of any other shape are left out (the
+    caller renders them one by one with :func:`_bulk_lines`).
     """
     groups: dict[tuple[Any, ...], list[tuple[int, Bulk]]] = {}
     for ph, name, cat, ts_ns, pid, tid, b in events:
@@ -508,7 +520,8 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> tuple[lis
         key = (pid, tid, name, cat, tuple(b.cols), tuple(common), b.starts is None or b.ends is None)
         groups.setdefault(key, []).append((ts_ns, b))
     done: set[int] = set()
-    by_thread: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]] = {}  # (ts, lines matrix) per group
+    prepared: list[tuple[list[Any], np.ndarray]] = []  # per group: its line segments and ts
+    by_thread: dict[tuple[int, int], list[tuple[np.ndarray, int, int]]] = {}  # (ts, group, first row) per entry
     if not groups or env.keys() != _ENV_KEYS:
         return [], done
     env_s = "".join(f"{k}: {sanitize_value(v)}; " for k, v in env.items())
@@ -517,98 +530,181 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> tuple[lis
         plan = _plan_cache[keys] if keys in _plan_cache else _plan(keys)
         if "dur" in keys or plan is None or not _ENV_KEYS.isdisjoint(keys):
             continue  # collisions, env overrides: the careful per-entry path
-        sizes = [b.n for _, b in entries]
-        n = sum(sizes)
-        segs: list[Any] = []
         try:
-            if shared:
-                shares = np.array([max(0, b.t1 - t0) // b.n for t0, b in entries], dtype=np.int64)
-                t0s = np.array([t0 for t0, _ in entries], dtype=np.int64) + off
-                first = np.cumsum(sizes) - sizes
-                k = np.arange(n, dtype=np.int64) - np.repeat(first, sizes)
-                durs = np.repeat(shares, sizes)
-                ts = np.repeat(t0s, sizes) + k * durs
-            else:
-                one = len(entries) == 1
-                b0 = entries[0][1]
-                starts = (
-                    np.asarray(b0.starts, dtype=np.int64)
-                    if one
-                    else np.concatenate([np.asarray(b.starts, dtype=np.int64) for _, b in entries])
-                )
-                ends = (
-                    np.asarray(b0.ends, dtype=np.int64)
-                    if one
-                    else np.concatenate([np.asarray(b.ends, dtype=np.int64) for _, b in entries])
-                )
-                ts = starts + off
-                durs = np.maximum(ends - starts, 0)
-            sep = ""
-            for c in col_keys:
-                v = np.concatenate([np.asarray(b.cols[c]) for _, b in entries])
-                if v.dtype.kind not in "iu" or len(v) != n:
-                    raise ValueError(c)
-                segs += [sep + sanitize_key(c), (v.astype(np.int64, copy=False), False)]
-                sep = "; "
-            for c in common_keys:
-                vals = [b.fields[c] for _, b in entries]
-                if all(x == vals[0] for x in vals):
-                    segs.append(f"{sep}{sanitize_key(c)}{vals[0]}")  # the same on every line: constant text
-                else:
-                    segs += [sep + sanitize_key(c), (np.repeat(np.array(vals, dtype=np.int64), sizes), False)]
-                sep = "; "
-            segs = ["ts: ", (ts, True), f"; pid: {pid}; tid: {tid}; {_head(name, cat)}", *segs]
-            segs += [sep + "dur: ", (durs, True), f"; s: t; {env_s}ph: X;\n"]
-            m = _render_rows(n, segs)
+            segs, ts = _group_segments(entries, off, pid, tid, name, cat, col_keys, common_keys, shared, env_s)
         except (ValueError, TypeError, OverflowError):
             continue
         done.update(id(b) for _, b in entries)
+        g = len(prepared)
+        prepared.append((segs, ts))
         segments = by_thread.setdefault((pid, tid), [])
         row = 0
-        for size in sizes:  # one segment per entry: a series' events of one take
-            segments.append((ts[row : row + size], m[row : row + size]))
-            row += size
+        for _, b in entries:  # one segment per entry: a series' events of one take
+            segments.append((ts[row : row + b.n], g, row))
+            row += b.n
     runs: list[_Run] = []
+    rest: list[list[np.ndarray]] = [[] for _ in prepared]  # per group: its rows not in a block
     for segments in by_thread.values():
-        segments.sort(key=lambda g: int(g[0][0]))
+        segments.sort(key=lambda seg: int(seg[0][0]))
         cluster = [segments[0]]
         end = int(cluster[0][0][-1])
-        for seg in segments[1:]:  # segments whose time spans overlap may take turns
-            if int(seg[0][0]) > end:
-                runs += _side_by_side(cluster)
+        for seg in segments[1:] + [None]:  # segments whose time spans overlap may take turns
+            if seg is None or int(seg[0][0]) > end:
+                for members, n, ts in _turns(cluster, rest):
+                    try:
+                        runs.append(_render_block(members, n, ts, prepared))
+                    except (ValueError, TypeError, OverflowError):
+                        for g, r0 in members:
+                            rest[g].append(np.arange(r0, r0 + n))
                 cluster = []
-            cluster.append(seg)
-            end = max(end, int(seg[0][-1]))
-        runs += _side_by_side(cluster)
+            if seg is not None:
+                cluster.append(seg)
+                end = max(end, int(seg[0][-1]))
+    for (segs, ts), rows in zip(prepared, rest):
+        if not rows:
+            continue
+        idx = np.concatenate(rows)
+        if len(idx) == len(ts) and (idx == np.arange(len(ts))).all():
+            pick = segs  # the whole group
+        else:
+            pick = [seg if type(seg) is str else (seg[0][idx], seg[1]) for seg in segs]
+        if len(idx) > _FEW:
+            try:
+                m = _render_rows(len(idx), pick)
+                runs.append((ts[idx], m.reshape(-1).data, m.shape[1]))  # a view: no copy until the join
+                continue
+            except (ValueError, TypeError, OverflowError):
+                pass  # a negative value: formatted line by line
+        runs.append((ts[idx], _render_few(len(idx), pick), 0))
     return runs, done
 
 
-def _side_by_side(groups: list[tuple[np.ndarray, np.ndarray]]) -> list[_Run]:
-    """Runs of rendered segments of one thread whose time spans overlap; segments whose lines take turns
-    become one block of rows.
+#: Up to this many lines of a group are formatted one by one (a handful of vector operations costs more).
+_FEW = 4
 
-    Segments with about the same number of lines (at most 2 apart, e.g. a loop's last ``stall`` after its last
-    ``batch``) are tried together: ordered by their first ts, their first ``n`` lines (``n`` the smallest
-    count) must take turns in ts order (row ``j`` of each, then row ``j + 1`` of each). If so, those rows are
-    laid side by side into one matrix whose bytes are already in ts order; the rest are runs of their own.
+
+def _group_segments(
+    entries: list[tuple[int, Bulk]],
+    off: int,
+    pid: int,
+    tid: int,
+    name: str,
+    cat: str,
+    col_keys: tuple[str, ...],
+    common_keys: tuple[str, ...],
+    shared: bool,
+    env_s: str,
+) -> tuple[list[Any], np.ndarray]:
+    """The line segments (constant text and ``(values, dec3)`` numbers) of a group of bulk entries, and ts.
+
+    Raises:
+        ValueError, TypeError, OverflowError: a column that is not integers (the caller's careful path).
     """
-    runs: list[_Run] = []
-    groups = sorted(groups, key=lambda g: len(g[0]))
-    while groups:
-        n = len(groups[0][0])
-        take = [g for g in groups if len(g[0]) <= n + 2]
-        groups = groups[len(take) :]
-        if len(take) > 1 and n > 0:
-            take.sort(key=lambda g: int(g[0][0]))
-            ts = np.stack([g[0][:n] for g in take], axis=1).reshape(-1)
+    sizes = [b.n for _, b in entries]
+    n = sum(sizes)
+    if shared:
+        shares = np.array([max(0, b.t1 - t0) // b.n for t0, b in entries], dtype=np.int64)
+        t0s = np.array([t0 for t0, _ in entries], dtype=np.int64) + off
+        first = np.cumsum(sizes) - sizes
+        k = np.arange(n, dtype=np.int64) - np.repeat(first, sizes)
+        durs = np.repeat(shares, sizes)
+        ts = np.repeat(t0s, sizes) + k * durs
+    else:
+        one = len(entries) == 1
+        b0 = entries[0][1]
+        starts = (
+            np.asarray(b0.starts, dtype=np.int64)
+            if one
+            else np.concatenate([np.asarray(b.starts, dtype=np.int64) for _, b in entries])
+        )
+        ends = (
+            np.asarray(b0.ends, dtype=np.int64)
+            if one
+            else np.concatenate([np.asarray(b.ends, dtype=np.int64) for _, b in entries])
+        )
+        ts = starts + off
+        durs = np.maximum(ends - starts, 0)
+    segs: list[Any] = []
+    sep = ""
+    for c in col_keys:
+        v = np.concatenate([np.asarray(b.cols[c]) for _, b in entries])
+        if v.dtype.kind not in "iu" or len(v) != n:
+            raise ValueError(c)
+        segs += [sep + sanitize_key(c), (v.astype(np.int64, copy=False), False)]
+        sep = "; "
+    for c in common_keys:
+        vals = [b.fields[c] for _, b in entries]
+        if all(x == vals[0] for x in vals):
+            segs.append(f"{sep}{sanitize_key(c)}{vals[0]}")  # the same on every line: constant text
+        else:
+            segs += [sep + sanitize_key(c), (np.repeat(np.array(vals, dtype=np.int64), sizes), False)]
+        sep = "; "
+    segs = ["ts: ", (ts, True), f"; pid: {pid}; tid: {tid}; {_head(name, cat)}", *segs]
+    segs += [sep + "dur: ", (durs, True), f"; s: t; {env_s}ph: X;\n"]
+    return segs, ts
+
+
+def _turns(
+    cluster: list[tuple[np.ndarray, int, int]], rest: list[list[np.ndarray]]
+) -> list[tuple[list[tuple[int, int]], int, np.ndarray]]:
+    """Which rows of a cluster of segments (one thread, overlapping time spans) take turns.
+
+    Segments of distinct groups with about the same number of lines (at most 2 apart, e.g. a loop's last
+    ``stall`` after its last ``batch``) are tried together: ordered by their first ts, their first ``n`` lines
+    (``n`` the smallest count) must take turns in ts order (row ``j`` of each, then row ``j + 1`` of each).
+    Returns the blocks: ((group, first row) of each member in turn order, ``n``, the ts of the lines in
+    order); every other row is added to ``rest``.
+    """
+    blocks = []
+    pending = sorted(cluster, key=lambda seg: len(seg[0]))
+    while pending:
+        n = len(pending[0][0])
+        take = [seg for seg in pending if len(seg[0]) <= n + 2]
+        pending = pending[len(take) :]
+        groups = {seg[1] for seg in take}
+        if len(take) > 1 and len(groups) == len(take) and n > 0:
+            take.sort(key=lambda seg: int(seg[0][0]))
+            ts = np.stack([seg[0][:n] for seg in take], axis=1).reshape(-1)
             if not (ts[1:] < ts[:-1]).any():
-                widths = [g[1].shape[1] for g in take]
-                row = sum(widths)
-                starts = (np.arange(n)[:, None] * row + np.cumsum([0, *widths[:-1]])).reshape(-1)
-                runs.append((ts, np.hstack([g[1][:n] for g in take]).reshape(-1).data, starts))
-                take = [(g[0][n:], g[1][n:]) for g in take if len(g[0]) > n]
-        runs += [(g[0], g[1].reshape(-1).data, g[1].shape[1]) for g in take]  # views: no copy until the join
-    return runs
+                blocks.append(([(g, r0) for _, g, r0 in take], n, ts))
+                take = [(t[n:], g, r0 + n) for t, g, r0 in take if len(t) > n]
+        for ts_, g, r0 in take:
+            rest[g].append(np.arange(r0, r0 + len(ts_)))
+    return blocks
+
+
+def _render_block(
+    members: list[tuple[int, int]], n: int, ts: np.ndarray, prepared: list[tuple[list[Any], np.ndarray]]
+) -> _Run:
+    """One run of ``n`` rows, each the next line of every member group in turn (ONE :func:`_render_rows`)."""
+    segs: list[Any] = []
+    for g, r0 in members:
+        segs += [seg if type(seg) is str else (seg[0][r0 : r0 + n], seg[1]) for seg in prepared[g][0]]
+    m = _render_rows(n, segs)
+    ends = np.flatnonzero(m[0] == 10) + 1  # where each member's line ends within a row
+    if len(ends) != len(members) or ends[-1] != m.shape[1]:
+        raise ValueError("a constant part holds a newline")
+    starts = (np.arange(n)[:, None] * m.shape[1] + np.concatenate(([0], ends[:-1]))).reshape(-1)
+    return ts, m.reshape(-1).data, starts
+
+
+def _render_few(n: int, segs: list[Any]) -> bytes:
+    """``n`` lines formatted one by one (no padding): for a few leftover lines of a group."""
+    cols = [seg if type(seg) is str else seg[0].tolist() for seg in segs]
+    dec3 = [type(seg) is not str and seg[1] for seg in segs]
+    lines = []
+    for r in range(n):
+        parts = []
+        for col, d in zip(cols, dec3):
+            if type(col) is str:
+                parts.append(col)
+            elif d:
+                v = col[r]
+                parts.append(f"{v // 1000}{_FRAC[v % 1000][:4]}")
+            else:
+                parts.append(str(col[r]))
+        lines.append("".join(parts))
+    return "".join(lines).encode("utf-8", "replace")
 
 
 def open_log(path: str) -> int:
