@@ -17,7 +17,7 @@ Contract for call sites (stable; the recorder and sinks behind it may change):
 * ``emit(ph, name, cat, **fields)`` records any phase.
 * ``series(name, cat, keys, **fields)`` is for spans a loop records once per iteration (the loader's
   ``batch`` and ``stall``, a worker's ``decode_batch``): ``s.mark(now())`` when an event begins, and
-  ``s.mark(now()); s.put(value)`` when it ends (an int for one name in ``keys``, else a tuple of ints); or
+  ``s.mark(now()); s.put(value)`` when it ends (one ``put`` of an int per name in ``keys``, in order); or
   ``s.begin()`` / ``s.end(*values)``, a call each. The loop pays clock reads and list appends, nothing
   else (see :class:`~streamscope.events.bus.Series`); the recorder takes the complete events at every flush
   and hands them on as one bulk entry when ``cat`` is in ``COMPACT``, else as ``B``/``E`` pairs. An
@@ -155,8 +155,8 @@ NULL_SERIES = _NullSeries()
 def series(name: str, cat: str, keys: tuple[str, ...], **fields: Any) -> Series | _NullSeries:
     """A :class:`Series` of complete ``name`` events with integer columns ``keys`` and constant ``fields``.
 
-    Use it from one thread: ``s.mark(now())`` ... ``s.mark(now()); s.put(value)`` per event, or
-    ``s.begin()`` ... ``s.end(*values)``.
+    Use it from one thread: ``s.mark(now())`` ... ``s.mark(now()); s.put(value)`` (a ``put`` per key) per
+    event, or ``s.begin()`` ... ``s.end(*values)``.
     """
     if cat not in ACTIVE:
         return NULL_SERIES
