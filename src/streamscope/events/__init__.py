@@ -58,6 +58,7 @@ from streamscope.events.bus import (
     Event,
     Series,
     Span,
+    as_list,
     expand,
     record,
     record_at,
@@ -210,8 +211,7 @@ def each(
     opening the chunk, which has its own spans). A call that raises gets its own ``X`` event with field
     ``exception``; the events of the calls before it are recorded, and the exception propagates.
     """
-    cl = chunk.tolist() if hasattr(chunk, "tolist") else list(chunk)
-    il = item.tolist() if hasattr(item, "tolist") else list(item)
+    cl, il = as_list(chunk), as_list(item)
     if cat not in ACTIVE:
         if prepare is None:
             return [fn(c, i) for c, i in zip(cl, il)]

@@ -283,6 +283,11 @@ def open_horizons() -> dict[int, int]:
     return out
 
 
+def as_list(values: Any) -> list[Any]:
+    """A bulk entry's column or start/end times as a list of Python ints (they are lists or int64 arrays)."""
+    return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
 def expand(events: list[Event]) -> list[Event]:
     """``events`` with every :data:`BULK` entry replaced by its plain ``X`` events (in order)."""
     if not any(e[0] == BULK for e in events):
@@ -294,13 +299,12 @@ def expand(events: list[Event]) -> list[Event]:
             continue
         _ph, name, cat, t0, pid, tid, b = e
         assert isinstance(b, Bulk)
-        cols = [(k, v.tolist() if hasattr(v, "tolist") else list(v)) for k, v in b.cols.items()]
+        cols = [(k, as_list(v)) for k, v in b.cols.items()]
         if b.starts is None or b.ends is None:
             share = max(0, b.t1 - t0) // b.n
             times = [(t0 + k * share, share) for k in range(b.n)]
         else:
-            starts, ends = (v.tolist() if hasattr(v, "tolist") else v for v in (b.starts, b.ends))
-            times = [(s, max(0, x - s)) for s, x in zip(starts, ends)]
+            times = [(s, max(0, x - s)) for s, x in zip(as_list(b.starts), as_list(b.ends))]
         for k, (ts, dur) in enumerate(times):
             f = {c: v[k] for c, v in cols}
             f.update(b.fields)

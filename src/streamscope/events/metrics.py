@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from streamscope._core.procs import pid_alive
-from streamscope.events.bus import BULK, Bulk, Event
+from streamscope.events.bus import BULK, Bulk, Event, as_list
 
 #: Upper bounds (seconds) of the latency histogram buckets; a last bucket holds everything above.
 BUCKETS_S: tuple[float, ...] = (
@@ -240,7 +240,7 @@ class Aggregator:
             st.max_s = max(st.max_s, share / 1e9)
             st.buckets[bisect.bisect_left(_BOUNDS_NS, share)] += b.n
         elif b.n < 16:
-            for s, e in zip(*(v.tolist() if hasattr(v, "tolist") else v for v in (b.starts, b.ends))):
+            for s, e in zip(as_list(b.starts), as_list(b.ends)):
                 st.observe_ns(max(0, e - s))
         else:
             st.observe_many_ns(np.asarray(b.ends, dtype=np.int64) - np.asarray(b.starts, dtype=np.int64))

@@ -583,6 +583,13 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> tuple[lis
 _FEW = 4
 
 
+def _joined(parts: list[Any], dtype: Any = None) -> np.ndarray:
+    """The entries' columns (lists or arrays) as one array; a single array is used as it is."""
+    if len(parts) == 1:
+        return np.asarray(parts[0], dtype=dtype)
+    return np.concatenate([np.asarray(p, dtype=dtype) for p in parts])
+
+
 def _group_segments(
     entries: list[tuple[int, Bulk]],
     off: int,
@@ -610,24 +617,13 @@ def _group_segments(
         durs = np.repeat(shares, sizes)
         ts = np.repeat(t0s, sizes) + k * durs
     else:
-        one = len(entries) == 1
-        b0 = entries[0][1]
-        starts = (
-            np.asarray(b0.starts, dtype=np.int64)
-            if one
-            else np.concatenate([np.asarray(b.starts, dtype=np.int64) for _, b in entries])
-        )
-        ends = (
-            np.asarray(b0.ends, dtype=np.int64)
-            if one
-            else np.concatenate([np.asarray(b.ends, dtype=np.int64) for _, b in entries])
-        )
+        starts = _joined([b.starts for _, b in entries], np.int64)
         ts = starts + off
-        durs = np.maximum(ends - starts, 0)
+        durs = np.maximum(_joined([b.ends for _, b in entries], np.int64) - starts, 0)
     segs: list[Any] = []
     sep = ""
     for c in col_keys:
-        v = np.concatenate([np.asarray(b.cols[c]) for _, b in entries])
+        v = _joined([b.cols[c] for _, b in entries])
         if v.dtype.kind not in "iu" or len(v) != n:
             raise ValueError(c)
         segs += [sep + sanitize_key(c), (v.astype(np.int64, copy=False), False)]
