@@ -21,6 +21,7 @@ from streamscope.storage import open_store
 from streamscope.stream.dataloader import StreamingDataLoader
 from streamscope.stream.dataset import StreamingDataset
 from tests.stream._data import write_dataset
+from tests.support.tracing import clean_tracer  # noqa: F401
 
 
 def make_cache(src: str, cache_dir: str, budget: int, compression: str | None = None) -> ChunkCache:
@@ -200,7 +201,9 @@ def test_tiny_budget_slow_worker_never_loses_a_chunk(http_root, tmp_path):
         assert sorted(got) == list(range(120))
 
 
+@pytest.mark.usefixtures("clean_tracer")
 def test_download_delete_read_are_traced(http_root, tmp_path):
+    """(clean_tracer: a flusher left running by an earlier test in this process would take the events.)"""
     from streamscope import events as ev
 
     root, url = http_root

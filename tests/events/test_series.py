@@ -150,6 +150,23 @@ def test_wrong_number_of_values_is_dropped_and_counted():
     assert ev.drain() == [] and ev.dropped() == before + 1
 
 
+def test_a_value_that_is_not_an_int_is_dropped_and_counted_at_the_take():
+    """The loop appends without checks; the take refuses what is not an int, counts it, and keeps going."""
+    _compact("batch")
+    ev.ACTIVE.add("batch")
+    s = ev.series("batch", "batch", ("batch",))
+    before = ev.dropped()
+    s.mark(ev.now())
+    s.mark(ev.now())
+    s.put("seven")  # a call-site bug
+    s.take()
+    assert ev.drain() == [] and ev.dropped() == before + 1
+    s.begin()
+    s.end(8)  # the series still works
+    s.finish()
+    assert [e[6].cols["batch"].tolist() for e in ev.drain()] == [[8]]
+
+
 def test_a_flush_from_another_thread_takes_the_pending_series_events(tmp_path):
     """A flush on any thread (the flusher's) takes another thread's complete series events, in ts order."""
     log = tmp_path / "t.log"
