@@ -88,3 +88,55 @@ def test_data_wait_from_compact_batch_spans():
     wait = agg.spans["batch/data_wait"]
     assert wait.count == 2 and abs(wait.total_s - 0.005) < 1e-9
     assert agg.spans["batch/batch"].count == 2 and abs(agg.spans["batch/batch"].total_s - 0.003) < 1e-9
+
+
+def _bulk_ev(name, cat, starts_ms, ends_ms, tid=1, **cols):
+    from streamscope.events.bus import BULK, Bulk
+
+    starts = [int(x * MS) for x in starts_ms]
+    ends = [int(x * MS) for x in ends_ms]
+    b = Bulk(len(starts), ends[-1], {k: list(v) for k, v in cols.items()}, starts, ends, {})
+    return (BULK, name, cat, starts[0], 100, tid, b)
+
+
+def _stats(agg):
+    return {k: (v.count, v.buckets, round(v.total_s, 12), v.max_s, v.items) for k, v in agg.spans.items()}
+
+
+def test_bulk_entries_fold_in_batches_like_one_at_a_time(monkeypatch):
+    """Bulk entries wait to be folded until the stats are read (or many are pending): the result is the same
+    as folding each entry as it comes, including the batch series' data waits across entries and epochs."""
+    import streamscope.events.metrics as m
+
+    def feed(agg):
+        t = 0.0
+        for _ in range(3):
+            agg.add([_ev("B", "epoch", "epoch", t)])
+            for part in range(4):
+                n = 1 + 7 * part  # entries of 1, 8, 15 and 22 events: both sides of the plain-loop cut
+                starts = [t + 1 + 3 * k for k in range(n)]
+                ends = [s + 1 + k % 3 for k, s in enumerate(starts)]
+                agg.add(
+                    [
+                        _bulk_ev("batch", "batch", starts, ends, batch=range(n)),
+                        _bulk_ev("decode_batch", "read", starts, ends, batch=range(n), items=[64] * n),
+                    ]
+                )
+                t = ends[-1]
+            agg.add([_ev("E", "epoch", "epoch", t + 1)])
+            t += 2
+
+    lazy = Aggregator()
+    feed(lazy)
+    assert lazy._pending and lazy.events == 3 * 2 + 3 * 2 * (1 + 8 + 15 + 22)
+    eager = Aggregator()
+    monkeypatch.setattr(m, "_FOLD_ENTRIES", 0)  # fold after every add
+    feed(eager)
+    assert not eager._pending
+    got, want = _stats(lazy), _stats(eager)
+    assert not lazy._pending
+    assert got == want
+    assert want["batch/data_wait"][0] == 3 * (1 + 8 + 15 + 22)  # one wait per batch, the first after the epoch begin
+    assert want["read/decode_batch"][4] == 64 * 3 * (1 + 8 + 15 + 22)
+    snap = lazy.snapshot(1)
+    assert snap["spans"]["batch/batch"]["count"] == 3 * (1 + 8 + 15 + 22)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from streamscope._core.procs import pid_alive
-from streamscope.events.bus import BULK, Bulk, Event, as_list
+from streamscope.events.bus import BULK, Bulk, Event
 
 #: Upper bounds (seconds) of the latency histogram buckets; a last bucket holds everything above.
 BUCKETS_S: tuple[float, ...] = (
@@ -33,6 +33,10 @@ _BOUNDS_NS = tuple(int(b * 1e9) for b in BUCKETS_S)
 _BOUNDS = np.array(_BOUNDS_NS, dtype=np.int64)
 #: Epoch-category spans around a training loop: LitData's ``dataloader`` and streamscope's ``epoch``.
 _LOOP_SPANS = frozenset({"dataloader", "epoch"})
+#: Bulk entries are folded into the stats in batches (see :meth:`Aggregator.fold`): when this many of their
+#: events or this many entries are pending, or when the stats are read.
+_FOLD_EVENTS = 200_000
+_FOLD_ENTRIES = 256
 
 
 @dataclass
@@ -97,6 +101,22 @@ class SpanStats:
         self.buckets = [a + b for a, b in zip(self.buckets, other.buckets)]
 
 
+def _ints(parts: list[Any]) -> np.ndarray:
+    """Columns (int64 arrays or lists of ints) as one int64 array."""
+    if len(parts) == 1:
+        return np.asarray(parts[0], dtype=np.int64)
+    return np.concatenate([np.asarray(p, dtype=np.int64) for p in parts])
+
+
+def _observe_all(st: SpanStats, starts: np.ndarray, ends: np.ndarray) -> None:
+    """Durations ``ends - starts`` into ``st``: a few in a plain loop, more with one vector operation each."""
+    if len(starts) < 16:
+        for s, e in zip(starts.tolist(), ends.tolist()):
+            st.observe_ns(max(0, e - s))
+    else:
+        st.observe_many_ns(ends - starts)
+
+
 def _num(v: Any) -> int:
     if isinstance(v, bool):
         return int(v)
@@ -108,21 +128,36 @@ def _num(v: Any) -> int:
 
 
 class Aggregator:
-    """Per-process aggregation of events; used from the flusher thread only (or under its lock)."""
+    """Per-process aggregation of events; used from the flusher thread only (or under its lock).
+
+    Plain events are folded in as they are added. Bulk entries (the loops' series, batches of samples) are
+    kept until their stats are read (:attr:`spans`, :meth:`snapshot`) or enough of them are pending, and then
+    folded together, a few vector operations per kind of span: a flush that runs after every epoch then does
+    not pay for them each time.
+    """
 
     def __init__(self) -> None:
-        self.spans: dict[str, SpanStats] = {}
+        self._spans: dict[str, SpanStats] = {}
         self.instants: dict[str, int] = {}
         self.gauges: dict[str, float] = {}
         self.events = 0
         self._begins: dict[tuple[int, str, str], list[int]] = {}
         self._loop_mark: dict[int, int] = {}
         self._kinds: dict[tuple[str, str], SpanStats] = {}
+        self._pending: list[tuple[SpanStats, int, Bulk]] = []  # bulk entries not folded yet
+        self._pending_waits: list[tuple[int | None, Bulk]] = []  # batch series: (previous loop mark, entry)
+        self._pending_n = 0
+
+    @property
+    def spans(self) -> dict[str, SpanStats]:
+        """``"cat/name"`` -> :class:`SpanStats`, with every pending bulk entry folded in."""
+        self.fold()
+        return self._spans
 
     def _stats(self, key: str) -> SpanStats:
-        st = self.spans.get(key)
+        st = self._spans.get(key)
         if st is None:
-            st = self.spans[key] = SpanStats()
+            st = self._spans[key] = SpanStats()
         return st
 
     def _kind(self, cat: str, name: str) -> SpanStats:
@@ -193,10 +228,11 @@ class Aggregator:
                 if "exception" in fields:
                     st.errors += 1
             elif ph == BULK:
-                self._add_bulk(self._kind(cat, name), ts, fields)  # type: ignore[arg-type]
+                self._pending.append((kinds.get((cat, name)) or self._kind(cat, name), ts, fields))  # type: ignore[arg-type]
                 if cat == "batch" and name == "batch":  # the loop's batch series (events.series)
                     self._bulk_loop(tid, fields)  # type: ignore[arg-type]
                 extra += fields.n - 1  # type: ignore[union-attr]
+                self._pending_n += fields.n  # type: ignore[union-attr]
             elif ph == "C":
                 v = fields.get("value", 0) if fields else 0
                 try:
@@ -207,6 +243,8 @@ class Aggregator:
                 key = f"{cat}/{name}"
                 self.instants[key] = self.instants.get(key, 0) + 1
         self.events += len(events) + extra
+        if self._pending_n > _FOLD_EVENTS or len(self._pending) > _FOLD_ENTRIES:
+            self.fold()
 
     def _loop_begin(self, cat: str, name: str, tid: int, ts: int) -> None:
         """Data-wait bookkeeping at the begin of a ``batch`` or loop span."""
@@ -218,42 +256,52 @@ class Aggregator:
             self._loop_mark[tid] = ts
 
     def _bulk_loop(self, tid: int, b: Bulk) -> None:
-        """Data-wait bookkeeping for a bulk entry of ``batch`` spans (measured begin/end each)."""
-        if b.starts is None or b.ends is None:
+        """Data-wait bookkeeping for a bulk entry of ``batch`` spans (measured begin/end each): the waits are
+        computed when the entry is folded, the loop mark moves now."""
+        if b.starts is None or b.ends is None or not b.n:
             return
-        mark = self._loop_mark.pop(tid, None)
-        starts = np.asarray(b.starts, dtype=np.int64)
-        ends = np.asarray(b.ends, dtype=np.int64)
-        waits = starts[1:] - ends[:-1]
-        if mark is not None:
-            waits = np.concatenate(([starts[0] - mark], waits))
-        self._stats("batch/data_wait").observe_many_ns(waits)
-        self._loop_mark[tid] = int(ends[-1])
+        self._pending_waits.append((self._loop_mark.pop(tid, None), b))
+        self._loop_mark[tid] = int(b.ends[-1])
 
-    @staticmethod
-    def _add_bulk(st: SpanStats, t0: int, b: Bulk) -> None:
-        """Fold the ``n`` complete events of a bulk entry into ``st`` (durations as the sink writes them)."""
-        if b.starts is None or b.ends is None:
-            share = max(0, b.t1 - t0) // b.n
-            st.count += b.n
-            st.total_s += share * b.n / 1e9
-            st.max_s = max(st.max_s, share / 1e9)
-            st.buckets[bisect.bisect_left(_BOUNDS_NS, share)] += b.n
-        elif b.n < 16:
-            for s, e in zip(as_list(b.starts), as_list(b.ends)):
-                st.observe_ns(max(0, e - s))
-        else:
-            st.observe_many_ns(np.asarray(b.ends, dtype=np.int64) - np.asarray(b.starts, dtype=np.int64))
-        items = b.fields.get("items", b.fields.get("size"))
-        if items is not None:
-            st.items += _num(items) * b.n
-        elif "items" in b.cols:  # a series' per-event item counts (decode_batch)
-            st.items += int(np.sum(b.cols["items"]))
-        if "bytes" in b.fields:
-            st.bytes += _num(b.fields["bytes"]) * b.n
+    def fold(self) -> None:
+        """Fold the pending bulk entries into the stats: per kind of span, their durations in one array."""
+        if not self._pending and not self._pending_waits:
+            return
+        pending, self._pending = self._pending, []
+        waits, self._pending_waits = self._pending_waits, []
+        self._pending_n = 0
+        measured: dict[int, tuple[SpanStats, list[Any], list[Any]]] = {}
+        for st, t0, b in pending:
+            if b.starts is None or b.ends is None:
+                share = max(0, b.t1 - t0) // b.n
+                st.count += b.n
+                st.total_s += share * b.n / 1e9
+                st.max_s = max(st.max_s, share / 1e9)
+                st.buckets[bisect.bisect_left(_BOUNDS_NS, share)] += b.n
+            else:
+                _, starts, ends = measured.setdefault(id(st), (st, [], []))
+                starts.append(b.starts)
+                ends.append(b.ends)
+            items = b.fields.get("items", b.fields.get("size"))
+            if items is not None:
+                st.items += _num(items) * b.n
+            elif "items" in b.cols:  # a series' per-event item counts (decode_batch)
+                st.items += int(np.sum(b.cols["items"]))
+            if "bytes" in b.fields:
+                st.bytes += _num(b.fields["bytes"]) * b.n
+        for st, starts, ends in measured.values():
+            _observe_all(st, _ints(starts), _ints(ends))
+        if waits:
+            gaps = []
+            for mark, b in waits:
+                starts, ends = _ints([b.starts]), _ints([b.ends])
+                if mark is not None:
+                    gaps.append(starts[:1] - mark)
+                gaps.append(starts[1:] - ends[:-1])
+            self._stats("batch/data_wait").observe_many_ns(np.concatenate(gaps))
 
     def snapshot(self, pid: int, **extra: Any) -> dict[str, Any]:
-        """JSON-able snapshot of this process."""
+        """JSON-able snapshot of this process (pending bulk entries folded in)."""
         return {
             "pid": pid,
             "events": self.events,
