@@ -317,7 +317,7 @@ def run_child(lib: str, level: str, workers: int, data_dir: str, tmp: str, sampl
 
 
 AB_CHILD = r"""
-import json, multiprocessing, os, resource, statistics, sys, tempfile, time
+import json, multiprocessing, os, random, resource, statistics, sys, tempfile, time
 import streamscope as S
 data_dir, rounds, workers, level, block = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 log = tempfile.mktemp(suffix=".log")
@@ -340,10 +340,12 @@ for r in range(rounds):
         c, w = cpu(), time.perf_counter()
         for _ in range(block):  # the tracer's flusher ticks on its own meanwhile (every second)
             epoch()
+        f = time.perf_counter()
         if lv != "off":
             S.flush_tracer(wait_workers=60)  # the tracer's own writing, workers' too, is part of its cost
         settle()
-        res[lv].append(((cpu() - c) / block, (time.perf_counter() - w) / block))
+        end = time.perf_counter()
+        res[lv].append(((cpu() - c) / block, (end - w) / block, (end - f) / block))
         S.enable_tracer("off", log_file=log)
         if os.path.exists(log) and os.path.getsize(log) > 200e6:
             os.remove(log)
@@ -354,9 +356,18 @@ for lv in levels:
                "wall_min": round(min(wall), 4), "wall_median": round(statistics.median(wall), 4)}
 for k in ("cpu_min", "cpu_median", "wall_min", "wall_median"):
     out[f"{level}_over_off_{k}"] = round(out[level][k] / out["off"][k], 3)
+rng = random.Random(0)
+def ci95(ratios):  # bootstrap interval of the median of the paired ratios
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
+    return [round(meds[50], 4), round(meds[1949], 4)]
 for i, k in ((0, "cpu"), (1, "wall")):  # per round, the level's time over the off time of the same round
     ratios = [a[i] / b[i] for a, b in zip(res[level], res["off"])]
     out[f"{level}_over_off_{k}_paired_median"] = round(statistics.median(ratios), 4)
+    out[f"{level}_over_off_{k}_paired_median_ci95"] = ci95(ratios)
+# the wall time from the end of the last epoch to the end of the flush (and, with workers, their exit), over the
+# off time of the same round: the flush's share; the rest of the ratio is spent inside the epochs
+out[f"{level}_flush_over_off_wall_paired_median"] = round(
+    statistics.median([a[2] / b[1] for a, b in zip(res[level], res["off"])]), 4)
 offs = sorted(x[0] for x in res["off"])
 out["off_cpu_quartile_spread"] = round(offs[3 * len(offs) // 4] / offs[len(offs) // 4], 3)
 print(json.dumps(out))
@@ -370,8 +381,11 @@ def in_process_ab(data_dir: str, rounds: int, workers: int = 0, level: str = "ch
     MB of log behind it). CPU time of the process and its reaped DataLoader workers (every thread, so the
     flushers too) and wall time of ``block`` epochs plus one flush (and, with workers, until they have
     exited), per epoch; min and median per level, and the median over rounds of the level's time over the
-    off time of the same round. ``block=1`` flushes after every epoch (the strict measure); a larger block
-    is a training run's steady state, where the flusher writes about once a second.
+    off time of the same round, with a 95 % bootstrap interval of that median (this machine's epochs run at
+    two speeds, so a single round's ratio is noisy). ``block=1`` flushes after every epoch (the strict
+    measure); a larger block is a training run's steady state, where the flusher writes about once a second.
+    Also the flush's own share: the wall time from the end of the last epoch to the end of the flush, over
+    the off time of the same round.
     """
     return _json_child(AB_CHILD, [data_dir, str(rounds), str(workers), level, str(block)], 3600)
 
