@@ -288,6 +288,13 @@ def as_list(values: Any) -> list[Any]:
     return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
+def joined(parts: list[Any], dtype: Any = None) -> np.ndarray:
+    """Several bulk entries' columns or times (lists or arrays) as one array; a single array is used as it is."""
+    if len(parts) == 1:
+        return np.asarray(parts[0], dtype=dtype)
+    return np.concatenate([np.asarray(p, dtype=dtype) for p in parts])
+
+
 def expand(events: list[Event]) -> list[Event]:
     """``events`` with every :data:`BULK` entry replaced by its plain ``X`` events (in order)."""
     if not any(e[0] == BULK for e in events):

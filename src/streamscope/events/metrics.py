@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from streamscope._core.procs import pid_alive
-from streamscope.events.bus import BULK, Bulk, Event
+from streamscope.events.bus import BULK, Bulk, Event, joined
 
 #: Upper bounds (seconds) of the latency histogram buckets; a last bucket holds everything above.
 BUCKETS_S: tuple[float, ...] = (
@@ -99,13 +99,6 @@ class SpanStats:
         self.aborted += other.aborted
         self.errors += other.errors
         self.buckets = [a + b for a, b in zip(self.buckets, other.buckets)]
-
-
-def _ints(parts: list[Any]) -> np.ndarray:
-    """Columns (int64 arrays or lists of ints) as one int64 array."""
-    if len(parts) == 1:
-        return np.asarray(parts[0], dtype=np.int64)
-    return np.concatenate([np.asarray(p, dtype=np.int64) for p in parts])
 
 
 def _observe_all(st: SpanStats, starts: np.ndarray, ends: np.ndarray) -> None:
@@ -290,11 +283,11 @@ class Aggregator:
             if "bytes" in b.fields:
                 st.bytes += _num(b.fields["bytes"]) * b.n
         for st, starts, ends in measured.values():
-            _observe_all(st, _ints(starts), _ints(ends))
+            _observe_all(st, joined(starts, np.int64), joined(ends, np.int64))
         if waits:
             gaps = []
             for mark, b in waits:
-                starts, ends = _ints([b.starts]), _ints([b.ends])
+                starts, ends = np.asarray(b.starts, dtype=np.int64), np.asarray(b.ends, dtype=np.int64)
                 if mark is not None:
                     gaps.append(starts[:1] - mark)
                 gaps.append(starts[1:] - ends[:-1])

@@ -54,7 +54,7 @@ import numpy as np
 from streamscope._core import config
 from streamscope._core.errors import TraceConfigError
 from streamscope.events import BULK, CNAMES, Bulk, EventBatch
-from streamscope.events.bus import events_represented
+from streamscope.events.bus import events_represented, joined
 
 MAX_VALUE_CHARS = 1024
 STRUCT_FIELDS = frozenset({"name", "ph", "ts", "dur", "pid", "tid", "cat", "cname", "s", "args"})
@@ -583,13 +583,6 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> tuple[lis
 _FEW = 4
 
 
-def _joined(parts: list[Any], dtype: Any = None) -> np.ndarray:
-    """The entries' columns (lists or arrays) as one array; a single array is used as it is."""
-    if len(parts) == 1:
-        return np.asarray(parts[0], dtype=dtype)
-    return np.concatenate([np.asarray(p, dtype=dtype) for p in parts])
-
-
 def _group_segments(
     entries: list[tuple[int, Bulk]],
     off: int,
@@ -617,13 +610,13 @@ def _group_segments(
         durs = np.repeat(shares, sizes)
         ts = np.repeat(t0s, sizes) + k * durs
     else:
-        starts = _joined([b.starts for _, b in entries], np.int64)
+        starts = joined([b.starts for _, b in entries], np.int64)
         ts = starts + off
-        durs = np.maximum(_joined([b.ends for _, b in entries], np.int64) - starts, 0)
+        durs = np.maximum(joined([b.ends for _, b in entries], np.int64) - starts, 0)
     segs: list[Any] = []
     sep = ""
     for c in col_keys:
-        v = _joined([b.cols[c] for _, b in entries])
+        v = joined([b.cols[c] for _, b in entries])
         if v.dtype.kind not in "iu" or len(v) != n:
             raise ValueError(c)
         segs += [sep + sanitize_key(c), (v.astype(np.int64, copy=False), False)]
