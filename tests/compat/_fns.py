@@ -75,3 +75,11 @@ def byte_len(data: bytes) -> int:
 def batch_sum(items: list[int]) -> dict[str, Any]:
     """optimize(batch_size=3): fn receives a list of inputs."""
     return {"first": items[0], "sum": sum(items), "n": len(items)}
+
+
+def ident(i: int) -> int:
+    return i
+
+
+def plus_100(i: int) -> int:
+    return i + 100

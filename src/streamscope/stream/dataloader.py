@@ -130,14 +130,6 @@ class StreamingDataLoader(DataLoader):
         self._position[0], self._position[1] = dataset.current_epoch, 0
         # Busy flags of the workers' reusable batch arenas (stream.batching); persistent workers keep theirs.
         self._arenas = ArenaFlags(num_workers) if num_workers > 0 else None
-        dataset._batch_mode = {
-            "epoch": dataset.current_epoch,
-            "start": 0,
-            "batch_size": batch_size,
-            "collate_fn": collate_fn,
-            "position": self._position,
-            "arena_flags": self._arenas.flags if self._arenas is not None else None,
-        }
         super().__init__(
             dataset,
             batch_size=None,
@@ -154,6 +146,8 @@ class StreamingDataLoader(DataLoader):
         self._epoch_batches = 0
         self._pending: tuple[int, int] | None = None
         self._latest_worker_idx = 0
+        #: LitData's flag: True after load_state_dict() of a state saved inside an epoch, until an epoch completes.
+        self.restore = False
         self.profile_batches = profile_batches
         self.profile_skip_batches = profile_skip_batches
         self.profile_dir = profile_dir
@@ -187,7 +181,11 @@ class StreamingDataLoader(DataLoader):
             "position": self._position,
             "arena_flags": arenas.flags if arenas is not None else None,
         }
-        it = super().__iter__()
+        try:
+            it = super().__iter__()  # iter(dataset) runs here (in this process, or in the workers it starts)
+        finally:
+            # batch mode is the loader's own: the dataset iterated directly still yields plain samples
+            ds._batch_mode = None
         return self._run(it, plan, epoch, arenas)
 
     def _run(self, it: Any, plan: Any, epoch: int, arenas: ArenaFlags | None) -> Iterator[Any]:
@@ -249,6 +247,7 @@ class StreamingDataLoader(DataLoader):
                         f"{reorder.pending()} batches out of order: the DataLoader must deliver worker results in "
                         f"order (in_order=True)"
                     )
+            self.restore = False  # a complete epoch
         finally:
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None and not self.persistent_workers:
@@ -276,6 +275,7 @@ class StreamingDataLoader(DataLoader):
         else:
             epoch, consumed = max(1, self.current_epoch), self.batches_consumed
         started = self.current_epoch > 0 or self._pending is not None
+        complete = started and consumed > 0 and consumed == ds.plan(epoch, self.batch_size).num_batches
         return {
             "dataset": ds.state_dict(
                 self.num_samples_yielded, self.num_workers, self.batch_size, epoch=epoch, batches_consumed=consumed
@@ -284,13 +284,18 @@ class StreamingDataLoader(DataLoader):
             "num_samples_yielded": self.num_samples_yielded,
             "latest_worker_idx": self._latest_worker_idx,
             "batches_consumed": consumed,
+            "epoch_complete": complete,
         }
 
     def load_state_dict(self, obj: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict` output: the next iteration yields exactly the batches not yet seen.
 
+        A state saved at the end of an epoch leaves nothing of that epoch to resume: the next iteration is the
+        following epoch, from its start, over this loader's dataset even when it is not the one the state was
+        saved with (as in LitData). A state saved inside an epoch sets :attr:`restore` until an epoch completes.
+
         Raises:
-            StateDictError: the state belongs to another dataset, seed, batch size or configuration.
+            StateDictError: a mid-epoch state that belongs to another dataset, seed, batch size or configuration.
         """
         if not isinstance(obj, dict) or "dataset" not in obj:
             raise StateDictError("not a StreamingDataLoader state_dict (no 'dataset' key)")
@@ -299,6 +304,12 @@ class StreamingDataLoader(DataLoader):
             self._pending = None
             self.current_epoch = 0
             return
+        if obj.get("epoch_complete") is True:
+            epoch = int(obj["current_epoch"]) + 1
+            self._pending = (epoch, 0)
+            self.current_epoch = epoch
+            self.batches_consumed = self.num_samples_yielded = self._latest_worker_idx = 0
+            return
         saved_bs = obj["dataset"].get("batch_size", self.batch_size)
         if saved_bs != self.batch_size:
             raise StateDictError(f"the state was saved with batch_size={saved_bs}, this loader uses {self.batch_size}")
@@ -306,5 +317,6 @@ class StreamingDataLoader(DataLoader):
         self._pending = (epoch, start)
         self.current_epoch = epoch
         self.batches_consumed = start
+        self.restore = start > 0
         self.num_samples_yielded = int(obj.get("num_samples_yielded", 0)) if start else 0
         self._latest_worker_idx = int(obj.get("latest_worker_idx", 0))

@@ -656,28 +656,28 @@ class StreamingDataset(Resumable, IterableDataset):
         return out
 
     def __iter__(self) -> Iterator[Any]:
-        """Samples of this worker's batches (plain ``torch.utils.data.DataLoader`` use).
+        """Samples of this worker's batches (plain ``torch.utils.data.DataLoader`` use; ``len()`` works on the
+        iterator, as on LitData's).
 
-        Under a :class:`~streamscope.stream.dataloader.StreamingDataLoader` (batch mode) it yields
-        ``(batch_number, batch)`` pairs instead.
+        Under a :class:`~streamscope.stream.dataloader.StreamingDataLoader` (batch mode, read when ``iter()`` is
+        called: the loader sets it only while it creates its iterator) it yields ``(batch_number, batch)``
+        pairs instead.
         """
         w = WorkerEnv.detect()
         mode = self._batch_mode
-        if mode is not None:
-            position = mode.get("position")
-            epoch, start = (
-                (int(position[0]), int(position[1])) if position is not None else (mode["epoch"], mode["start"])
-            )
-            batches = self.iter_batches(
-                epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"]
-            )
-            group_bytes = int(config.get("loader_group_bytes"))
-            if get_worker_info() is None or group_bytes <= 0:
-                yield from batches
-            else:
-                yield from grouped(batches, group_bytes, mode.get("arena_flags"), w.worker_id)
-            return
-        yield from self._plain_pass("epoch", w.worker_id, w.num_workers, self.rank)
+        if mode is None:
+            return self._plain_iter("epoch", w.worker_id, w.num_workers, self.rank)
+        return self._batch_pass(mode, w)
+
+    def _batch_pass(self, mode: dict[str, Any], w: WorkerEnv) -> Iterator[Any]:
+        position = mode.get("position")
+        epoch, start = (int(position[0]), int(position[1])) if position is not None else (mode["epoch"], mode["start"])
+        batches = self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"])
+        group_bytes = int(config.get("loader_group_bytes"))
+        if get_worker_info() is None or group_bytes <= 0:
+            yield from batches
+        else:
+            yield from grouped(batches, group_bytes, mode.get("arena_flags"), w.worker_id)
 
     # --- state -------------------------------------------------------------------------------------
 
@@ -711,6 +711,17 @@ class StreamingDataset(Resumable, IterableDataset):
         self.current_epoch = 1
         self.num_workers = 1
         self.batch_size = 1
+
+    @property
+    def subsampled_files(self) -> list[str]:
+        """LitData's attribute: the chunk file of each region this dataset reads (after ``subsample`` or
+        ``train_test_split``; every chunk file otherwise), in the order of :attr:`region_of_interest`."""
+        return list(self._litdata_state()["subsampled_files"])
+
+    @property
+    def region_of_interest(self) -> list[tuple[int, int]]:
+        """LitData's attribute: the ``[start, end)`` item range read from each file of :attr:`subsampled_files`."""
+        return list(self._litdata_state()["region_of_interest"])
 
     def _litdata_state(self) -> dict[str, Any]:
         """LitData's ``subsampled_files`` and ``region_of_interest``: the (chunk file, [start, end)) list this

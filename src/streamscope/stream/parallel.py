@@ -368,19 +368,15 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
                 r.stop()
 
     def __iter__(self) -> Iterator[Any]:
-        """Tuples of this worker's batches (plain DataLoader), or ``(batch_number, batch)`` in batch mode."""
+        """Tuples of this worker's batches (plain DataLoader), or ``(batch_number, batch)`` in batch mode (read
+        when ``iter()`` is called, see :meth:`StreamingDataset.__iter__`)."""
         w = WorkerEnv.detect()
         mode = self._batch_mode
-        if mode is not None:
-            position = mode.get("position")
-            epoch, start = (
-                (int(position[0]), int(position[1])) if position is not None else (mode["epoch"], mode["start"])
-            )
-            yield from self.iter_batches(
-                epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"]
-            )
-            return
-        yield from self._plain_pass("parallel", w.worker_id, w.num_workers, self.rank)
+        if mode is None:
+            return self._plain_iter("parallel", w.worker_id, w.num_workers, self.rank)
+        position = mode.get("position")
+        epoch, start = (int(position[0]), int(position[1])) if position is not None else (mode["epoch"], mode["start"])
+        return self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"])
 
     # --- state -------------------------------------------------------------------------------------
 

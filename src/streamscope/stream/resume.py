@@ -29,6 +29,32 @@ from streamscope.stream.plan import batches_from_samples, check_state, resume_po
 LITDATA_KEYS = frozenset({"num_samples_yielded", "num_workers", "batch_size", "current_epoch", "seed", "shuffle"})
 
 
+class PassIterator:
+    """The iterator of one plain pass over a dataset, with ``len()``: the dataset's length.
+
+    LitData's ``iter(dataset)`` returns the dataset itself, so code written for it may call ``len(iter(ds))``.
+    """
+
+    __slots__ = ("_gen", "_owner")
+
+    def __init__(self, gen: Iterator[Any], owner: Any) -> None:
+        self._gen = gen
+        self._owner = owner
+
+    def __iter__(self) -> PassIterator:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._gen)
+
+    def __len__(self) -> int:
+        return len(self._owner)
+
+    def close(self) -> None:
+        """Stop the pass early (its open spans and readers are closed)."""
+        self._gen.close()  # type: ignore[attr-defined]
+
+
 class Resumable:
     """Mixin: ``resume_position``, ``load_state_dict`` and ``reset_state_dict`` over ``plan`` and
     ``_check_identity`` (provided by the dataset class)."""
@@ -45,6 +71,10 @@ class Resumable:
     #: ``(epoch, start_batch, worker_id, num_workers, batch_size, collate_fn, collate=True)`` ->
     #: ``(batch_number, batch)`` for this worker's batches (provided by the dataset class).
     iter_batches: Callable[..., Iterator[tuple[int, Any]]]
+
+    def _plain_iter(self, span: str, worker_id: int, num_workers: int, rank: int) -> PassIterator:
+        """:meth:`_plain_pass` as an iterator with ``len()``."""
+        return PassIterator(self._plain_pass(span, worker_id, num_workers, rank), self)
 
     def _plain_pass(self, span: str, worker_id: int, num_workers: int, rank: int) -> Iterator[Any]:
         """The samples of one pass over this worker's batches outside a StreamingDataLoader.

@@ -1,5 +1,7 @@
-"""``litdata.streaming.dataset`` at the same path."""
+"""``litdata.streaming.dataset`` at the same path (with ``Dir``, which LitData's module imports and code
+imports from it)."""
 
+from streamscope._core.dirs import Dir  # noqa: F401
 from streamscope.stream import StreamingDataset  # noqa: F401
 
-__all__ = ["StreamingDataset"]
+__all__ = ["Dir", "StreamingDataset"]

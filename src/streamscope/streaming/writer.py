@@ -22,8 +22,9 @@ from typing import Any
 from streamscope import events as ev
 from streamscope._core.errors import FormatError
 from streamscope.format.writer import ChunkWriter
+from streamscope.stream.parquet import index_parquet_dataset  # LitData defines it in this module
 
-__all__ = ["BinaryWriter"]
+__all__ = ["BinaryWriter", "index_parquet_dataset"]
 
 _INDEX_FILENAME = "index.json"
 
