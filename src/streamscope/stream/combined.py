@@ -13,6 +13,9 @@ under :class:`~streamscope.stream.dataloader.StreamingDataLoader` (batch mode) w
 ``(batch_number, batch)`` and the loader checks the order and counts batches for ``state_dict``. The state
 records the batch position, so resuming is exact whatever the number of workers, after datasets are
 exhausted, and with ``per_stream`` batches (unlike LitData 0.2.68, litdata-facts §8.11).
+
+As in LitData, ``set_batch_size`` also takes one batch size per dataset for ``per_stream`` batching: a batch
+drawn from dataset ``d`` then holds at most ``batch_size[d]`` samples.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ import numpy as np
 from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
-from streamscope._core.errors import DatasetError
-from streamscope.stream.combined_plan import BATCHING_METHODS, CombinedPlan, make_combined_plan
+from streamscope._core.errors import DatasetError, StateDictError
+from streamscope.stream.combined_plan import BATCHING_METHODS, CombinedPlan, check_batch_size, make_combined_plan
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
 from streamscope.stream.members import MemberSetters
@@ -41,12 +44,21 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
     Args:
         datasets: the datasets (at least one), all built in the same distributed environment.
         seed: seed of the mixing draws (each dataset keeps its own shuffle seed).
-        weights: relative sampling weight per dataset; default proportional to the datasets' sizes.
-        iterate_over_all: continue until every dataset is exhausted (weights renormalised as datasets run
-            out) or stop at the first exhausted dataset.
+        weights: relative sampling weight per dataset; default proportional to the datasets' sizes. Only
+            with ``iterate_over_all=False``: passing weights with ``iterate_over_all=True`` (the default)
+            raises :class:`~streamscope.DatasetError` (a ``ValueError``), as LitData does.
+        iterate_over_all: continue until every dataset is exhausted (draws in proportion to the datasets'
+            sizes, renormalised as datasets run out) or stop at the first exhausted dataset.
         batching_method: ``"stratified"`` (each sample drawn by weight) or ``"per_stream"`` (each batch
             from one dataset).
         force_override_state_dict: accept a state whose configuration differs (restart its epoch).
+
+    Batch size (set by the loader, or :meth:`set_batch_size`): one int for every dataset, or with
+    ``"per_stream"`` a list of one int per dataset (LitData's ``set_batch_size([b_0, b_1, ...])``): a batch
+    from dataset ``d`` then holds at most ``b_d`` samples (fewer at the dataset's end or when ranks must be
+    evened out). Iterated directly, the dataset yields its samples batch after batch, so dataset ``d``'s runs
+    are at most ``b_d`` long while other datasets are left. ``StreamingDataLoader(combined, batch_size=[2, 3])``
+    yields those batches, with exact resume (LitData's loader rejects a list: torch's batch_size check).
     """
 
     _state_kind = "combination of datasets"
@@ -75,6 +87,13 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
                 raise DatasetError(f"weights must be numbers >= 0, got {list(weights)}")
             if sum(weights) <= 0:
                 raise DatasetError(f"weights sum to zero: {list(weights)}")
+        if weights is not None and iterate_over_all:
+            raise DatasetError(
+                f"weights={list(weights)} cannot be used with iterate_over_all=True (the default), as in LitData: "
+                f"iterating over all the datasets draws them in proportion to their sizes. Pass "
+                f"iterate_over_all=False to sample by weight (the epoch then ends when a dataset is exhausted), or "
+                f"leave weights out"
+            )
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise DatasetError(f"seed must be an int >= 0, got {seed!r}")
         envs = {(d.world_size, d.rank) for d in datasets}
@@ -88,7 +107,8 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
         self.force_override_state_dict = force_override_state_dict
         self.world_size, self.rank = envs.pop()
         self.drop_last = any(d.drop_last for d in self._datasets)
-        self.batch_size = 1
+        #: samples per batch: an int, or (``"per_stream"`` only) one per dataset (see :meth:`set_batch_size`)
+        self.batch_size: Any = 1
         self.num_workers = 0
         self.current_epoch = 1
         self._pending: tuple[int, int] | None = None
@@ -118,6 +138,30 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
         for d in self._datasets:
             d.set_epoch(current_epoch)
 
+    def set_batch_size(self, batch_size: int | Sequence[int]) -> None:
+        """Samples per batch: one int for every dataset, or (``batching_method="per_stream"`` only) a list or
+        tuple of one int >= 1 per dataset, each passed on to its dataset (LitData's per-dataset batch sizes).
+
+        Raises:
+            DatasetError: (a ``ValueError``) a size that is not an int >= 1, a list whose length is not the
+                number of datasets (LitData raises ``ValueError`` too), or a list with ``"stratified"`` batching.
+        """
+        if not isinstance(batch_size, (list, tuple)):
+            super().set_batch_size(batch_size)  # type: ignore[arg-type]
+            return
+        sizes = check_batch_size(batch_size, len(self._datasets), self.batching_method, DatasetError)
+        assert isinstance(sizes, tuple)
+        self.batch_size = list(sizes) if isinstance(batch_size, list) else sizes
+        for d, b in zip(self._datasets, sizes):
+            d.set_batch_size(b)
+
+    def _plan_batch_size(self, batch_size: Any) -> int | tuple[int, ...]:
+        """``batch_size`` (None: this dataset's) as the plan cache and :func:`make_combined_plan` take it."""
+        b = self.batch_size if batch_size is None else batch_size
+        if isinstance(b, (list, tuple)):
+            return check_batch_size(b, len(self._datasets), self.batching_method, DatasetError)
+        return int(b)
+
     def _forget_plans(self) -> None:
         """Drop the combined and per-member plans (rebuilt where they are used)."""
         self._plans.clear()
@@ -129,10 +173,10 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
         """Dataset ``i``'s own order on this rank: every sample once, rank slices as in its own plan."""
         return member_plan(self._sub, self._datasets, i, epoch, self.world_size, self.rank)
 
-    def plan(self, epoch: int | None = None, batch_size: int | None = None) -> CombinedPlan:
-        """The combined plan of this rank for ``epoch`` (cached)."""
+    def plan(self, epoch: int | None = None, batch_size: int | Sequence[int] | None = None) -> CombinedPlan:
+        """The combined plan of this rank for ``epoch`` (cached); ``batch_size`` may be one per dataset."""
         epoch = self.current_epoch if epoch is None else int(epoch)
-        b = self.batch_size if batch_size is None else int(batch_size)
+        b = self._plan_batch_size(batch_size)
         key = (epoch, b, self.drop_last)
         plan = self._plans.get(key)
         if plan is None:
@@ -158,7 +202,7 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
     def __len__(self) -> int:
         return self.plan().num_samples
 
-    def get_len(self, num_workers: int = 0, batch_size: int = 1) -> int:
+    def get_len(self, num_workers: int = 0, batch_size: int | Sequence[int] = 1) -> int:
         """Samples this rank yields per epoch with this batch size (LitData signature)."""
         return self.plan(batch_size=batch_size).num_samples
 
@@ -182,7 +226,7 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
         start_batch: int,
         worker_id: int,
         num_workers: int,
-        batch_size: int,
+        batch_size: int | Sequence[int],
         collate_fn: Callable[[list[Any]], Any] | None,
         collate: bool = True,
     ) -> Iterator[tuple[int, Any]]:
@@ -225,9 +269,16 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
                 r.stop()
 
     def __iter__(self) -> Iterator[Any]:
-        """Samples of this worker's batches (plain DataLoader), or ``(batch_number, batch)`` in batch mode."""
-        w = WorkerEnv.detect()
-        mode = self._batch_mode
+        """Samples of this worker's batches (plain DataLoader), or ``(batch_number, batch)`` in batch mode.
+
+        Batch mode is read when ``iter()`` is called, not when the iterator first runs:
+        :class:`~streamscope.stream.dataloader.StreamingDataLoader` sets it only while it creates its iterator
+        (torch's single-process loader calls ``iter(dataset)`` then, and runs the iterator later).
+        """
+        return self._iter(self._batch_mode, WorkerEnv.detect())
+
+    def _iter(self, mode: dict[str, Any] | None, w: WorkerEnv) -> Iterator[Any]:
+        """The generator of :meth:`__iter__` for the batch ``mode`` captured there (None: plain samples)."""
         if mode is not None:
             yield from self.iter_batches(
                 mode["epoch"], mode["start"], w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"]
@@ -236,6 +287,59 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
         yield from self._plain_pass("combined", w.worker_id, w.num_workers, self.rank)
 
     # --- state -------------------------------------------------------------------------------------
+
+    def state_dict(
+        self,
+        num_samples_yielded: int = 0,
+        num_workers: int = 0,
+        batch_size: int | Sequence[int] = 1,
+        *,
+        epoch: int | None = None,
+        batches_consumed: int | None = None,
+    ) -> dict[str, Any]:
+        """Resume state (see :meth:`Resumable.state_dict`); ``batch_size`` may be one per dataset, recorded as a
+        list (``num_samples_yielded`` then counts the batches that begin within those samples as consumed)."""
+        if not isinstance(batch_size, (list, tuple)):
+            return super().state_dict(
+                num_samples_yielded, num_workers, batch_size, epoch=epoch, batches_consumed=batches_consumed
+            )
+        sizes = list(check_batch_size(batch_size, len(self._datasets), self.batching_method, DatasetError))
+        epoch = self.current_epoch if epoch is None else epoch
+        plan = self.plan(epoch, sizes)
+        if batches_consumed is None:
+            batches_consumed = plan.batches_started(int(num_samples_yielded))
+        return {
+            "num_samples_yielded": int(num_samples_yielded),
+            "num_workers": max(1, int(num_workers)),  # LitData records 0 workers as 1
+            "batch_size": sizes,
+            "current_epoch": int(epoch),
+            **self._identity(),
+            **self._litdata_state(),
+            "plan_state": plan.state(batches_consumed),
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Resume a plain-DataLoader iteration from :meth:`state_dict` output (per-dataset batch sizes too).
+
+        Raises:
+            StateDictError: the state belongs to another configuration (unless ``force_override_state_dict``:
+                the saved epoch then restarts, with this dataset's batch size when the saved sizes do not fit).
+        """
+        sizes = state_dict.get("batch_size") if isinstance(state_dict, dict) else None
+        if not isinstance(sizes, (list, tuple)):
+            super().load_state_dict(state_dict)
+            return
+        try:
+            b = list(check_batch_size(sizes, len(self._datasets), self.batching_method, StateDictError))
+        except StateDictError as exc:
+            if not self.force_override_state_dict:
+                raise StateDictError(f"the saved state does not fit this {self._state_kind}: {exc}") from None
+            self._pending = (max(1, int(state_dict.get("current_epoch", 1))), 0)
+            self.current_epoch = self._pending[0]
+            return
+        self.batch_size = b
+        self._pending = self.resume_position(state_dict, b)  # type: ignore[arg-type]
+        self.current_epoch = self._pending[0]
 
     def _identity(self) -> dict[str, Any]:
         return {

@@ -15,7 +15,9 @@ Batching methods (LitData's names and meaning, ``weights`` normalised, default p
 
     ``"per_stream"``: every batch is drawn from a single dataset: pick ``d`` by weight, take up to
     ``batch_size`` consecutive samples of it, then pick again among the *other* active datasets (when there
-    are others), as LitData does.
+    are others), as LitData does. ``batch_size`` may also be one size per dataset (LitData's
+    ``set_batch_size([b_0, b_1, ...])``): a batch of dataset ``d`` then holds up to ``b_d`` samples, and "full"
+    (for ``drop_last``) means ``b_d`` samples. Stratified batches mix datasets and take one size only.
 
 Unlike LitData 0.2.68 (``combined.py``, see litdata-facts §8.11) the random sequence is one per rank and
 epoch, derived from ``(seed, epoch, rank)``, not the same sequence replayed in every worker; and resume is
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -42,12 +45,53 @@ from streamscope._core.errors import PlanError, StateDictError
 from streamscope.stream.plan import ResumeState, split_batches
 from streamscope.stream.shuffle import state, uniforms
 
-__all__ = ["BATCHING_METHODS", "CombinedPlan", "make_combined_plan", "rank_counts"]
+__all__ = ["BATCHING_METHODS", "CombinedPlan", "check_batch_size", "make_combined_plan", "rank_counts"]
 
 BATCHING_METHODS = ("stratified", "per_stream")
 TAG_MIX = 0x53430004
 TAG_PER_STREAM = 0x53430005
 COMBINED_PLAN_VERSION = 1
+
+
+def check_batch_size(
+    batch_size: Any, num_datasets: int, batching_method: str, error: type[Exception] = PlanError
+) -> int | tuple[int, ...]:
+    """``batch_size`` as a combined plan takes it: one int >= 1 for every dataset, or (``"per_stream"`` only)
+    a list or tuple of one int >= 1 per dataset, returned as a tuple.
+
+    Raises:
+        error: (default :class:`PlanError`) a wrong number of sizes, a size that is not an int >= 1, or
+            per-dataset sizes with ``"stratified"`` batching (its batches mix every dataset).
+    """
+    if isinstance(batch_size, (list, tuple)):
+        sizes = list(batch_size)
+        if len(sizes) != num_datasets:
+            raise error(
+                f"batch_size has {len(sizes)} per-dataset sizes for {num_datasets} datasets ({sizes}): pass one "
+                f"size per dataset, or one int for all"
+            )
+        if any(isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < 1 for x in sizes):
+            raise error(f"every per-dataset batch size must be an int >= 1, got {sizes}")
+        if batching_method != "per_stream":
+            raise error(
+                f"per-dataset batch sizes {sizes} need batching_method='per_stream' (each batch from one dataset); "
+                f"{batching_method!r} batches mix the datasets and take one int batch_size"
+            )
+        return tuple(int(x) for x in sizes)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+        raise error(
+            f"batch_size must be an int >= 1 (or, with per_stream batching, a list of one per dataset), "
+            f"got {batch_size!r}"
+        )
+    return int(batch_size)
+
+
+def _full_batches(seq: np.ndarray, bounds: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+    """Mask of the per_stream batches holding their dataset's full batch size."""
+    lens = np.diff(bounds)
+    if not len(lens):
+        return np.zeros(0, dtype=bool)
+    return lens == np.asarray(sizes, dtype=np.int64)[seq[bounds[:-1]]]
 
 
 def rank_counts(total: int, world_size: int) -> list[int]:
@@ -93,13 +137,15 @@ def _stratified(counts: Sequence[int], w: np.ndarray, st: int, over_all: bool) -
     return seq
 
 
-def _per_stream(counts: Sequence[int], w: np.ndarray, b: int, st: int, over_all: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(dataset of every pick, batch bounds) for single-dataset batches."""
+def _per_stream(
+    counts: Sequence[int], w: np.ndarray, sizes: Sequence[int], st: int, over_all: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """(dataset of every pick, batch bounds) for single-dataset batches (``sizes``: batch size per dataset)."""
     left = [int(n) for n in counts]
     n_live = sum(1 for n in left if n > 0)
     weights = [float(x) for x in w]
-    # one draw per batch: at most ceil(n_d / b) batches per dataset
-    draws = uniforms(st, 0, sum(-(-n // b) for n in left) + 1).tolist()
+    # one draw per batch: at most ceil(n_d / b_d) batches per dataset
+    draws = uniforms(st, 0, sum(-(-n // b) for n, b in zip(left, sizes)) + 1).tolist()
     picks: list[int] = []
     takes: list[int] = []
     prev = -1
@@ -116,7 +162,7 @@ def _per_stream(counts: Sequence[int], w: np.ndarray, b: int, st: int, over_all:
             if target < acc:
                 pick = d
                 break
-        take = min(b, left[pick])
+        take = min(sizes[pick], left[pick])
         left[pick] -= take
         if left[pick] == 0:
             active.remove(pick)
@@ -169,7 +215,9 @@ class CombinedPlan:
         self.epoch = epoch
         self.num_batches = len(bounds) - 1
         self.num_samples = int(bounds[-1])
-        self.batch_size = int(config["batch_size"])
+        bs = config["batch_size"]
+        #: the batch size (an int), or one per dataset (a list, ``"per_stream"`` only)
+        self.batch_size: int | list[int] = [int(x) for x in bs] if isinstance(bs, list) else int(bs)
         self._config = config
         blob = json.dumps(config, sort_keys=True).encode()
         self.fingerprint = hashlib.sha256(blob).hexdigest()[:16]
@@ -206,6 +254,11 @@ class CombinedPlan:
             raise PlanError(f"worker_id {worker_id} out of range for num_workers={nw}")
         return iter(range(int(start_batch) + int(worker_id), self.num_batches, nw))
 
+    def batches_started(self, num_samples: int) -> int:
+        """Batches that begin within the first ``num_samples`` samples of the epoch (a partly yielded batch
+        counts as consumed, as ``ceil(num_samples / batch_size)`` does for one batch size)."""
+        return int(np.searchsorted(self._bounds[:-1], int(num_samples), side="left"))
+
     def consumed(self, start_batch: int) -> list[int]:
         """Samples of each dataset used by batches before ``start_batch`` (where each dataset resumes)."""
         end = int(self._bounds[min(max(0, start_batch), self.num_batches)])
@@ -226,7 +279,7 @@ def make_combined_plan(
     *,
     world_size: int,
     rank: int,
-    batch_size: int,
+    batch_size: int | Sequence[int],
     seed: int,
     epoch: int,
     weights: Sequence[float] | None = None,
@@ -242,7 +295,8 @@ def make_combined_plan(
             see :func:`rank_counts`, as its own plan does with ``drop_last=False``).
         world_size: Number of ranks.
         rank: This rank.
-        batch_size: Samples per batch.
+        batch_size: Samples per batch; with ``"per_stream"`` also a list of one size per dataset (a batch of
+            dataset ``d`` holds up to ``batch_size[d]`` samples, see :func:`check_batch_size`).
         seed: Non-negative seed.
         epoch: Epoch number.
         weights: Relative weight of each dataset (default: proportional to ``totals``).
@@ -260,13 +314,18 @@ def make_combined_plan(
         raise PlanError("CombinedStreamingDataset needs at least one dataset")
     if world_size < 1 or not 0 <= rank < world_size:
         raise PlanError(f"rank {rank} out of range for world_size={world_size}")
-    if batch_size < 1:
+    if isinstance(batch_size, (list, tuple)):
+        sizes = list(check_batch_size(batch_size, len(totals), batching_method))  # type: ignore[arg-type]
+        b: Any = sizes  # recorded as a list in the configuration
+    elif batch_size < 1:
         raise PlanError(f"batch_size must be >= 1, got {batch_size}")
+    else:
+        b = int(batch_size)
+        sizes = [b] * len(totals)
     if seed < 0 or epoch < 0:
         raise PlanError(f"seed and epoch must be >= 0, got seed={seed}, epoch={epoch}")
     w = _normalise(weights, totals)
     per_rank = [rank_counts(int(t), world_size) for t in totals]
-    b = int(batch_size)
 
     def counts(r: int) -> list[int]:
         # a dataset of weight 0 is never drawn: it takes no part in the epoch
@@ -275,7 +334,7 @@ def make_combined_plan(
     def picks(r: int) -> tuple[np.ndarray, np.ndarray | None]:
         if batching_method == "stratified":
             return _stratified(counts(r), w, state(TAG_MIX, seed, epoch, r), iterate_over_all), None
-        return _per_stream(counts(r), w, b, state(TAG_PER_STREAM, seed, epoch, r), iterate_over_all)
+        return _per_stream(counts(r), w, sizes, state(TAG_PER_STREAM, seed, epoch, r), iterate_over_all)
 
     empty = [r for r in range(world_size) if sum(counts(r)) == 0]
     if empty:
@@ -284,7 +343,7 @@ def make_combined_plan(
             f"{list(totals)}, weights {[round(float(x), 4) for x in w]}): use fewer ranks or more data"
         )
     # K depends on every rank. With iterate_over_all the other ranks' sizes follow from their counts alone
-    # (per_stream: each dataset gives ceil(n/b) batches, all full but its last); otherwise where each rank
+    # (per_stream: each dataset gives ceil(n/b_d) batches, all full but its last); otherwise where each rank
     # stops depends on its draws, so it is simulated (vectorised for stratified, one step per batch else).
     seq, bounds = picks(rank)
     others = None if iterate_over_all else [picks(r) if r != rank else (seq, bounds) for r in range(world_size)]
@@ -312,16 +371,18 @@ def make_combined_plan(
     else:
         assert bounds is not None
         if others is None:
-            n_batches = [sum(-(-c // b) for c in counts(r)) for r in range(world_size)]
-            n_full = [sum(c // b for c in counts(r)) for r in range(world_size)]
+            n_batches = [sum(-(-c // bb) for c, bb in zip(counts(r), sizes)) for r in range(world_size)]
+            n_full = [sum(c // bb for c, bb in zip(counts(r), sizes)) for r in range(world_size)]
         else:
             n_batches = [len(bd) - 1 for _, bd in others]  # type: ignore[arg-type]
-            n_full = [int(np.count_nonzero(np.diff(bd) == b)) for _, bd in others]  # type: ignore[arg-type]
+            n_full = [int(np.count_nonzero(_full_batches(sq, bd, sizes))) for sq, bd in others]  # type: ignore[arg-type]
         if drop_last:
             k = min(n_full)
-            keep = np.flatnonzero(np.diff(bounds) == b)[:k]
+            keep = np.flatnonzero(_full_batches(seq, bounds, sizes))[:k]
             seq = np.concatenate([seq[bounds[i] : bounds[i + 1]] for i in keep]) if k else seq[:0]
-            bounds = np.arange(k + 1, dtype=np.int64) * b
+            kept = np.diff(bounds)[keep]
+            bounds = np.zeros(k + 1, dtype=np.int64)
+            np.cumsum(kept, out=bounds[1:])
         elif iterate_over_all:
             k = max(n_batches)
             bounds = _split_to(bounds, k)
