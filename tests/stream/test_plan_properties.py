@@ -26,16 +26,19 @@ def _samples(plan, batches=None):
     return [s for j in js for s in plan.batch(j)]
 
 
-def _expected_error(n, ws, b, drop_last):
+def _expected_error(n, ws, b, drop_last, regions=False):
     if n == 0:
-        return "no samples"
+        return None if regions else "no samples"  # an empty selection of regions is an empty plan
     if n < ws:
         return "cannot feed"
     if drop_last and n < ws * b:
         return "no batch"
-    if not drop_last and b == 1 and n % ws:
-        return "batch_size=1"
     return None
+
+
+def _litdata_uneven(n, ws, b, drop_last):
+    """batch_size=1, drop_last=False, N not a multiple of world_size: LitData's unequal rank counts."""
+    return not drop_last and b == 1 and n % ws != 0
 
 
 @SETTINGS
@@ -58,8 +61,14 @@ def test_partition_invariants(sizes, ws, b, drop_last, shuffle, window, seed, ep
             _plans(sizes, ws, **kw)
         return
     plans = _plans(sizes, ws, **kw)
-    # Every rank yields the same number of batches; no batch is empty or larger than B.
-    assert len({p.num_batches for p in plans}) == 1
+    uneven = _litdata_uneven(n, ws, b, drop_last)
+    if uneven:
+        # LitData's split: ranks 0..ws-2 get floor(N / ws) samples, the last rank the rest.
+        assert [p.num_samples for p in plans] == [n // ws] * (ws - 1) + [n - (ws - 1) * (n // ws)]
+        assert [p.num_batches for p in plans] == [p.num_samples for p in plans]
+    else:
+        # Every rank yields the same number of batches; no batch is empty or larger than B.
+        assert len({p.num_batches for p in plans}) == 1
     for p in plans:
         lens = [p.batch_len(j) for j in range(p.num_batches)]
         assert all(1 <= x <= b for x in lens)
@@ -75,7 +84,7 @@ def test_partition_invariants(sizes, ws, b, drop_last, shuffle, window, seed, ep
     glob = _samples(make_plan(sizes, world_size=1, rank=0, **{**kw, "batch_size": max(b, 2), "drop_last": False}))
     assert sorted(glob) == [(c, i) for c, s in enumerate(sizes) for i in range(s)]
     ranks = [_samples(p) for p in plans]
-    assert max(map(len, ranks)) - min(map(len, ranks)) <= 1
+    assert max(map(len, ranks)) - min(map(len, ranks)) <= (ws - 1 if uneven else 1)
     joined = [s for r in ranks for s in r]
     if drop_last:
         assert len(joined) == (n // (ws * b)) * ws * b
@@ -250,7 +259,7 @@ def test_regions_partition_exactly(sr, ws, b, drop_last, shuffle, window):
     sizes, regions = sr
     n = sum(e - s for _, s, e in regions)
     kw = dict(batch_size=b, drop_last=drop_last, shuffle=shuffle, seed=8, epoch=3, shuffle_buffer=window)
-    err = _expected_error(n, ws, b, drop_last)
+    err = _expected_error(n, ws, b, drop_last, regions=True)
     if err is not None:
         with pytest.raises(PlanError, match=err):
             _plans(sizes, ws, regions=regions, **kw)

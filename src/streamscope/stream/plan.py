@@ -21,7 +21,7 @@ Order of an epoch (the *global order*, identical on every rank and independent o
 Ranks
     Rank ``r`` of ``world_size`` gets the contiguous slice ``[r*U // world_size, (r+1)*U // world_size)`` of the
     global order, where ``U`` is the number of samples used this epoch, so ranks read mostly different chunks
-    and their sample counts differ by at most one.
+    and their sample counts differ by at most one (one exception, LitData's split, below).
 
     * ``drop_last=True``: ``U = floor(N / (world_size*B)) * world_size*B`` (the first ``U`` samples of the
       order; the last ``N - U < world_size*B`` are skipped this epoch, a different set each shuffled epoch).
@@ -31,15 +31,23 @@ Ranks
       is done. A rank with fewer than ``K*B`` samples keeps as many full batches as it can while leaving at
       least one sample for each remaining batch, and spreads the rest evenly over those (B=4, K=3: 12
       samples → 4, 4, 4; 9 → 4, 4, 1; 7 → 4, 2, 1). No batch is empty and none exceeds ``B``.
+    * ``drop_last=False`` with ``batch_size=1`` and ``N`` not a multiple of ``world_size`` (e.g. iterating
+      the dataset directly in a DDP job): equal non-empty batch counts are impossible without dropping or
+      repeating samples, so the ranks follow LitData instead: ranks ``0 .. world_size-2`` get
+      ``floor(N / world_size)`` samples each and the last rank the rest (``N=1097``, two ranks: 548 and
+      549), still contiguous slices of the global order, every sample exactly once. A warning (once per
+      sample count and world size) says that a DDP loop may wait at the end of such an epoch and that
+      ``drop_last=True`` evens the ranks.
 
-    Construction fails with :class:`~streamscope._core.errors.PlanError` when a rank would get no sample
-    (``N < world_size``), when ``drop_last=True`` leaves no batch (``N < world_size*B``), and in the one
-    case where equal non-empty batch counts are impossible without dropping or repeating samples:
-    ``batch_size=1``, ``drop_last=False`` and ``N`` not a multiple of ``world_size``.
+    A selection of regions with no item (a ``0.0`` part of ``train_test_split``, a tiny ``subsample``) gives
+    an empty plan on every rank: 0 samples, 0 batches, as LitData's empty datasets. Construction fails
+    with :class:`~streamscope._core.errors.PlanError` when the dataset has no chunks or its chunks are all
+    empty, when a rank would get no sample (``0 < N < world_size``) and when ``drop_last=True`` leaves no
+    batch (``0 < N < world_size*B``).
 
     ``equal_batches=False`` (opt-out, for plans whose batches are not the training steps) keeps the rank
-    slices but cuts each rank into full batches and at most one partial last batch, so ranks may differ by
-    one batch; it also lifts the ``batch_size=1`` restriction.
+    slices ``[r*U // world_size, (r+1)*U // world_size)`` but cuts each rank into full batches and at most
+    one partial last batch, so ranks may differ by one batch.
 
 Workers
     Batches are dealt to DataLoader workers round robin from the batch the iteration starts at: starting
@@ -60,13 +68,15 @@ Differences from LitData 0.2.68 (deliberate)
     The same seed gives a different order than LitData (its order depends on the number of workers, on the
     node count and, for POSIX-fast mounts, on the filesystem type; this one does not). Chunks are never
     assigned twice (no duplicated samples in later multi-node epochs), every rank has the same number of
-    batches, and resume is an exact batch position instead of a replay of per-worker sample counts.
+    batches (except in the ``batch_size=1`` case above, where the counts are LitData's), and resume is an
+    exact batch position instead of a replay of per-worker sample counts.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -185,7 +195,33 @@ class _Layout:
         return self.full * self.b + t * self.q + min(t, self.rem)
 
 
+def _uneven_ranks(n: int, ws: int, b: int, drop_last: bool, equal_batches: bool) -> bool:
+    """True in the one case whose ranks get LitData's unequal sample counts (see the module docstring)."""
+    return not drop_last and equal_batches and b == 1 and n % ws != 0
+
+
+_WARNED_UNEVEN: set[tuple[int, int]] = set()
+
+
+def _warn_uneven(n: int, ws: int) -> None:
+    if (n, ws) in _WARNED_UNEVEN:
+        return
+    _WARNED_UNEVEN.add((n, ws))
+    base = n // ws
+    first = "rank 0 gets" if ws == 2 else f"ranks 0..{ws - 2} get"
+    warnings.warn(
+        f"drop_last=False with batch_size=1: {n} samples do not split evenly over world_size={ws} ranks, so the "
+        f"ranks get different numbers of samples ({first} {base}, rank {ws - 1} gets "
+        f"{n - (ws - 1) * base}, as in LitData). A DDP training loop can then wait at the end of the epoch for "
+        f"the rank with more batches; drop_last=True evens them ({base} per rank, {n - ws * base} skipped).",
+        UserWarning,
+        stacklevel=4,
+    )
+
+
 def _layout(n: int, ws: int, rank: int, b: int, drop_last: bool, equal_batches: bool) -> _Layout:
+    if n == 0:  # an empty selection (e.g. a 0.0 split): nothing to read on any rank
+        return _Layout(0, 0, 0, 0, 0, 0, 0, b)
     if n < ws:
         raise PlanError(
             f"{n} samples cannot feed world_size={ws} ranks: every rank needs at least one sample "
@@ -200,13 +236,12 @@ def _layout(n: int, ws: int, rank: int, b: int, drop_last: bool, equal_batches: 
             )
     else:
         used = n
-        if b == 1 and n % ws and equal_batches:
-            raise PlanError(
-                f"{n} samples cannot be split over world_size={ws} ranks into equal numbers of non-empty "
-                f"batches of batch_size=1 (the last rank would wait for a batch that never comes): set "
-                f"drop_last=True (skips {n % ws} samples per epoch) or use batch_size >= 2 (or "
-                f"equal_batches=False when this plan's batches are not the training batches)"
-            )
+        if _uneven_ranks(n, ws, b, drop_last, equal_batches):
+            # Equal non-empty batch counts are impossible: LitData's split, the last rank takes the remainder.
+            base = n // ws
+            lo = rank * base
+            hi = n if rank == ws - 1 else lo + base
+            return _Layout(used, lo, hi, hi - lo, hi - lo, 0, 0, b)
     lo = rank * used // ws
     hi = (rank + 1) * used // ws
     local = hi - lo
@@ -278,9 +313,10 @@ class EpochPlan:
         n = int(self._r_end[-1]) if len(self._r_end) else 0
         self.total_samples = n
         ws, b = world_size, batch_size
-        if n == 0:
-            what = "its chunks are all empty" if regions is None else "the selected regions (subsample) are empty"
-            raise PlanError(f"the dataset has no samples to iterate: {what}")
+        if n == 0 and regions is None:
+            raise PlanError("the dataset has no samples to iterate: its chunks are all empty")
+        # n == 0 with regions: an empty selection (a 0.0 train_test_split part, a tiny subsample) is an empty
+        # plan, as LitData's empty datasets: no batch on any rank.
         # Resumed with another world size or batch size: the epoch continues over the samples the earlier
         # runs did not consume, in global order ("virtual" positions, mapped to global ones by segments).
         self.resumed_from = [tuple(int(x) for x in h) for h in resumed_from]
@@ -311,8 +347,10 @@ class EpochPlan:
         self.num_samples = lay.hi - lay.lo
         self.num_batches = lay.k
         self._full, self._q, self._rem = lay.full, lay.q, lay.rem
+        if ws > 1 and _uneven_ranks(self.remaining_samples, ws, b, drop_last, equal_batches):
+            _warn_uneven(self.remaining_samples, ws)
 
-        self._window = WindowShuffle(n, shuffle_buffer, seed, epoch) if shuffle_buffer > 0 else None
+        self._window = WindowShuffle(n, shuffle_buffer, seed, epoch) if shuffle_buffer > 0 and n > 0 else None
         self._perms: OrderedDict[int, ArrayPermutation | IndexPermutation] = OrderedDict()
         self._perm_bytes = 0
         self.fingerprint = self._fingerprint()
@@ -615,6 +653,8 @@ class EpochPlan:
         """Samples ``a .. b-1`` of this rank's epoch sequence (all its batches concatenated), as arrays."""
         if not 0 <= a <= b <= self.num_samples:
             raise IndexError(f"samples [{a}, {b}) out of range: rank {self.rank} has {self.num_samples}")
+        if a == b:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         return self._locate_pieces(self._lo + a, self._lo + b)
 
     # -- observability ----------------------------------------------------------------------------------
@@ -627,6 +667,13 @@ class EpochPlan:
         counters (``plan_chunks_per_batch``) when that category is traced.
         """
         k = self.num_batches
+        if k == 0:
+            return {
+                "chunks_per_batch_mean": 0.0,
+                "chunks_per_batch_min": 0.0,
+                "chunks_per_batch_max": 0.0,
+                "batches_sampled": 0.0,
+            }
         picks = np.unique(np.linspace(0, k - 1, num=min(k, max(1, max_batches))).astype(np.int64))
         counts = np.array([len(np.unique(self.batch_arrays(int(j))[0])) for j in picks], dtype=np.float64)
         out = {
@@ -705,17 +752,20 @@ def make_plan(
         shuffle_buffer: Window of the cross-chunk shuffle; 0 disables it.
         regions: ``(chunk_index, start, end)`` item ranges to run over instead of whole chunks.
         equal_batches: With ``drop_last=False``, give every rank the same number of batches (the default,
-            required when the plan's batches are the DDP training steps). ``False`` splits each rank's
-            samples into full batches plus one partial batch, so ranks may differ by one batch; for plans
-            whose batches are not training steps (e.g. a plain DataLoader batching samples itself).
+            required when the plan's batches are the DDP training steps; impossible for ``batch_size=1`` and
+            a sample count that is not a multiple of ``world_size``, which gets LitData's split and a
+            warning). ``False`` splits each rank's samples into full batches plus one partial batch, so ranks
+            may differ by one batch; for plans whose batches are not training steps (e.g. a plain DataLoader
+            batching samples itself).
         resumed_from: ``(world_size, batch_size, batches_consumed)`` of earlier runs of this same epoch, oldest
             first: the plan then covers only the samples they did not consume (see :func:`resume_plan`).
 
     Returns:
-        The :class:`EpochPlan`.
+        The :class:`EpochPlan`; an empty one (0 samples, 0 batches) when ``regions`` select no item.
 
     Raises:
-        PlanError: Bad arguments, no samples, or a rank that would get no data or no batch.
+        PlanError: Bad arguments, no chunks, chunks that are all empty, or (with at least one sample) a rank
+            that would get no data or no batch.
     """
     world_size = _as_int("world_size", world_size, 1)
     rank = _as_int("rank", rank, 0, world_size - 1)

@@ -44,6 +44,10 @@ def train_test_split(
         seed: seed of the region permutation.
         shuffle: permute the regions before cutting.
 
+    Returns:
+        One dataset per split. A split that selects no sample (``0.0``, or a fraction too small for the
+        dataset) is an empty dataset: ``len()`` is 0 and iterating it yields nothing (a warning says so).
+
     Raises:
         DatasetError: a split is not a float in [0, 1], or the splits sum to more than 1.
     """
@@ -61,10 +65,14 @@ def train_test_split(
         regions = [regions[i] for i in order]
     total = sum(b - a for _, a, b in regions)
     out = []
-    for s in splits:
+    for i, s in enumerate(splits):
         count = int(total * s)
         if count == 0:
-            warnings.warn(f"split {s} of {total} samples is empty", stacklevel=2)
+            warnings.warn(
+                f"train_test_split: split {i} ({s}) of {total} samples selects no sample: that dataset is empty "
+                f"(len 0, iterating it yields nothing)",
+                stacklevel=2,
+            )
         taken, regions = _take(regions, count)
         out.append(ds.with_regions(taken))
     return out
