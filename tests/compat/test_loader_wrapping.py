@@ -120,3 +120,12 @@ def test_litdata_module_paths_of_dir_and_index_parquet_dataset() -> None:
     from streamscope.streaming import dataset, writer
 
     assert dataset.Dir is Dir and writer.index_parquet_dataset is index_parquet_dataset
+
+
+def test_a_subsample_that_selects_nothing_is_an_empty_dataset(tmp_path: Any) -> None:
+    def scenario(ld: Any) -> Any:
+        ds = ld.StreamingDataset(_ints_dir(ld, str(tmp_path), "s", 100, 10), subsample=0.001)
+        return len(ds), list(ds)
+
+    lit, ours = both(scenario)
+    assert ours == lit == (0, [])

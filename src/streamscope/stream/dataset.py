@@ -204,7 +204,8 @@ class StreamingDataset(Resumable, IterableDataset):
         dist = DistEnv.detect()
         self.world_size, self.rank = dist.world_size, dist.rank
         self.drop_last = (self.world_size > 1) if drop_last is None else bool(drop_last)
-        if self.total_items < self.world_size:
+        if self.total_items < self.world_size and not (self.total_items == 0 and self.regions is not None):
+            # (a subsample that selects nothing is an empty dataset, as in LitData)
             raise DatasetError(
                 f"{self.input_dir!r} has {self.total_items} samples, fewer than world_size={self.world_size}: "
                 f"some ranks would get no data"
