@@ -478,6 +478,8 @@ def main() -> None:
     ap.add_argument("--ab-workers", default="0,2", help="num_workers values of the in-process A/B")
     ap.add_argument("--ab-block", type=int, default=0, help="also run the A/B with this many epochs per flush")
     ap.add_argument("--attribution-rounds", type=int, default=0, help="also time the tracer inside w0 epochs")
+    ap.add_argument("--ab-levels", default="chunk,sample", help="traced levels of the in-process A/B")
+    ap.add_argument("--out", default="bench_tracer.json", help="result file name under benchmarks/results/")
     args = ap.parse_args()
 
     import streamscope
@@ -545,7 +547,7 @@ def main() -> None:
         if args.ab_rounds:
             blocks = [1] + ([args.ab_block] if args.ab_block > 1 else [])
             for workers in [int(w) for w in args.ab_workers.split(",") if w]:
-                for level in ("chunk", "sample"):
+                for level in [x for x in args.ab_levels.split(",") if x]:
                     for block in blocks:
                         got = in_process_ab(data_dir, args.ab_rounds, workers, level, block)
                         key = f"in_process_ab_w{workers}_{level}" + (f"_block{block}" if block > 1 else "")
@@ -553,7 +555,7 @@ def main() -> None:
                         print(f"in-process A/B w{workers} {level} block={block}: {json.dumps(got)}", flush=True)
     result["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", "bench_tracer.json"), "w") as f:
+    with open(os.path.join(HERE, "results", args.out), "w") as f:
         json.dump(result, f, indent=1)
 
 
