@@ -5,18 +5,30 @@
 * ``s3_https_server``: the same over https; ``ca_file`` is the throw-away CA that signed the certificate.
 * ``fault_proxy``: a :class:`~tests.support.faultproxy.FaultProxy` in front of the http server, no faults
   until configured; ``fault_proxy.s3`` is an endpoint for the same bucket as ``s3_server`` through it.
+* Every test leaves multiprocessing's start method as it found it: LitData's ``optimize``, run in-process by
+  the compat tests, sets it to ``spawn`` for the whole process, and a later test in the same xdist worker
+  would then start its DataLoader workers by spawn instead of fork.
 
 Subsystems add their own fixtures in their own ``tests/<subsystem>/conftest.py``.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.faultproxy import FaultProxy
 from tests.support.s3server import S3Endpoint, S3Server
+
+
+@pytest.fixture(autouse=True)
+def _keep_start_method() -> Iterator[None]:
+    before = multiprocessing.get_start_method(allow_none=True)
+    yield
+    if multiprocessing.get_start_method(allow_none=True) != before:
+        multiprocessing.set_start_method(before, force=True)
 
 
 @pytest.fixture(scope="session")
