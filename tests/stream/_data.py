@@ -41,3 +41,17 @@ def image_sample(i: int) -> dict[str, Any]:
 def index_of(sample: Any) -> int:
     """The sample id of a default sample (dict with "index")."""
     return int(sample["index"])
+
+
+def small_plan(sizes: list[int], **kw: Any) -> Any:
+    """``make_plan`` with the plan tests' defaults (one rank, batch 4, no shuffle, seed 42, epoch 1)."""
+    from streamscope.stream.plan import make_plan
+
+    args: dict[str, Any] = dict(world_size=1, rank=0, batch_size=4, drop_last=False, shuffle=False, seed=42, epoch=1)
+    args.update(kw)
+    return make_plan(sizes, **args)
+
+
+def plan_samples(plan: Any) -> list[Any]:
+    """Every sample of ``plan``, batch after batch."""
+    return [s for j in range(plan.num_batches) for s in plan.batch(j)]

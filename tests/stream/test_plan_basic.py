@@ -11,19 +11,16 @@ from streamscope.stream.plan import (
     ResumeState,
     batches_from_samples,
     check_state,
-    make_plan,
     resume_point,
 )
+from tests.stream._data import plan_samples, small_plan
 
 
 def _plan(sizes, **kw):
-    args = dict(world_size=1, rank=0, batch_size=4, drop_last=False, shuffle=False, seed=42, epoch=1)
-    args.update(kw)
-    return make_plan(sizes, **args)
+    return small_plan(sizes, **{"batch_size": 4, **kw})
 
 
-def _all(plan):
-    return [s for j in range(plan.num_batches) for s in plan.batch(j)]
+_all = plan_samples
 
 
 def test_no_shuffle_single_rank_is_index_order():

@@ -13,17 +13,14 @@ from streamscope.stream.dataloader import StreamingDataLoader
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.plan import make_plan, resume_plan
 from streamscope.stream.split import train_test_split
-from tests.stream._data import write_dataset
+from tests.stream._data import plan_samples, small_plan, write_dataset
 
 
 def _plan(sizes, **kw):
-    args = dict(world_size=1, rank=0, batch_size=1, drop_last=False, shuffle=False, seed=42, epoch=1)
-    args.update(kw)
-    return make_plan(sizes, **args)
+    return small_plan(sizes, **{"batch_size": 1, **kw})
 
 
-def _samples(plan):
-    return [s for j in range(plan.num_batches) for s in plan.batch(j)]
+_samples = plan_samples
 
 
 @pytest.fixture
