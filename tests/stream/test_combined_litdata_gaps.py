@@ -160,6 +160,9 @@ def test_loader_batches_have_each_datasets_size_and_resume_exactly(two_dirs):
     other = StreamingDataLoader(_combined(two_dirs, batching_method="per_stream"), batch_size=[3, 2])
     with pytest.raises(StateDictError):
         other.load_state_dict(state)
+    as_tuple = StreamingDataLoader(_combined(two_dirs, batching_method="per_stream"), batch_size=(2, 3))
+    as_tuple.load_state_dict(state)  # the same sizes given as a tuple (the state holds a list)
+    assert seen + [_ids(b) for b in as_tuple] == ref
 
 
 @pytest.mark.interop

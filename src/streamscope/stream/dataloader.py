@@ -311,7 +311,7 @@ class StreamingDataLoader(DataLoader):
             self.batches_consumed = self.num_samples_yielded = self._latest_worker_idx = 0
             return
         saved_bs = obj["dataset"].get("batch_size", self.batch_size)
-        if saved_bs != self.batch_size:
+        if _sizes(saved_bs) != _sizes(self.batch_size):  # per-dataset sizes: a tuple is saved as a list
             raise StateDictError(f"the state was saved with batch_size={saved_bs}, this loader uses {self.batch_size}")
         epoch, start = ds.resume_position(obj["dataset"], self.batch_size)
         self._pending = (epoch, start)
@@ -320,3 +320,8 @@ class StreamingDataLoader(DataLoader):
         self.restore = start > 0
         self.num_samples_yielded = int(obj.get("num_samples_yielded", 0)) if start else 0
         self._latest_worker_idx = int(obj.get("latest_worker_idx", 0))
+
+
+def _sizes(batch_size: Any) -> Any:
+    """A batch size as compared between a state and a loader: one per dataset as a list, else as it is."""
+    return list(batch_size) if isinstance(batch_size, (list, tuple)) else batch_size
