@@ -288,35 +288,17 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
 
     # --- state -------------------------------------------------------------------------------------
 
-    def state_dict(
-        self,
-        num_samples_yielded: int = 0,
-        num_workers: int = 0,
-        batch_size: int | Sequence[int] = 1,
-        *,
-        epoch: int | None = None,
-        batches_consumed: int | None = None,
-    ) -> dict[str, Any]:
-        """Resume state (see :meth:`Resumable.state_dict`); ``batch_size`` may be one per dataset, recorded as a
-        list (``num_samples_yielded`` then counts the batches that begin within those samples as consumed)."""
+    def _state_batch_size(self, batch_size: Any) -> Any:
+        """One int, or (per-dataset sizes) the checked sizes as a list, as the state records them."""
         if not isinstance(batch_size, (list, tuple)):
-            return super().state_dict(
-                num_samples_yielded, num_workers, batch_size, epoch=epoch, batches_consumed=batches_consumed
-            )
-        sizes = list(check_batch_size(batch_size, len(self._datasets), self.batching_method, DatasetError))
-        epoch = self.current_epoch if epoch is None else epoch
-        plan = self.plan(epoch, sizes)
-        if batches_consumed is None:
-            batches_consumed = plan.batches_started(int(num_samples_yielded))
-        return {
-            "num_samples_yielded": int(num_samples_yielded),
-            "num_workers": max(1, int(num_workers)),  # LitData records 0 workers as 1
-            "batch_size": sizes,
-            "current_epoch": int(epoch),
-            **self._identity(),
-            **self._litdata_state(),
-            "plan_state": plan.state(batches_consumed),
-        }
+            return int(batch_size)
+        return list(check_batch_size(batch_size, len(self._datasets), self.batching_method, DatasetError))
+
+    def _batches_started(self, plan: Any, num_samples_yielded: int, batch_size: Any) -> int:
+        """With per-dataset sizes the batches that begin within ``num_samples_yielded`` samples are consumed."""
+        if isinstance(batch_size, list):
+            return int(plan.batches_started(num_samples_yielded))
+        return super()._batches_started(plan, num_samples_yielded, batch_size)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume a plain-DataLoader iteration from :meth:`state_dict` output (per-dataset batch sizes too).

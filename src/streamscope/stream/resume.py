@@ -117,18 +117,27 @@ class Resumable:
     ) -> dict[str, Any]:
         """Resume state: LitData's keys, what defines the order (``_identity``) and the plan position."""
         epoch = self.current_epoch if epoch is None else epoch
-        plan = self.plan(epoch, batch_size)
+        b = self._state_batch_size(batch_size)
+        plan = self.plan(epoch, b)
         if batches_consumed is None:
-            batches_consumed = min(plan.num_batches, -(-int(num_samples_yielded) // int(batch_size)))
+            batches_consumed = self._batches_started(plan, int(num_samples_yielded), b)
         return {
             "num_samples_yielded": int(num_samples_yielded),
             "num_workers": max(1, int(num_workers)),  # LitData records 0 workers as 1
-            "batch_size": int(batch_size),
+            "batch_size": b,
             "current_epoch": int(epoch),
             **self._identity(),
             **self._litdata_state(),
             "plan_state": plan.state(batches_consumed),
         }
+
+    def _state_batch_size(self, batch_size: Any) -> Any:
+        """The batch size as a state records it (an int; a combination may keep one per dataset)."""
+        return int(batch_size)
+
+    def _batches_started(self, plan: Any, num_samples_yielded: int, batch_size: Any) -> int:
+        """Batches consumed once ``num_samples_yielded`` samples of ``plan`` were yielded (a partial one counts)."""
+        return min(plan.num_batches, -(-num_samples_yielded // int(batch_size)))
 
     def resume_position(self, state: dict[str, Any], batch_size: int) -> tuple[int, int]:
         """Check ``state`` against this dataset and return ``(epoch, start_batch)`` to continue from.
