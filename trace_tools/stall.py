@@ -29,7 +29,9 @@ LABELS: dict[str, str] = {
 
 
 #: Spans that decode samples whatever their category (streamscope's per-batch ``decode_batch`` is in ``read`` so
-#: that it is recorded at level "chunk").
+#: that a DataLoader worker records it at level "chunk"). With num_workers=0 the loop decodes in its own process:
+#: streamscope's ``epoch`` span then carries ``workers: 0`` and the whole epoch counts as decoding (the summary
+#: adds it to the ``sample`` class, below download, decompress and read in priority).
 DECODE_SPANS = frozenset({"decode_batch"})
 
 

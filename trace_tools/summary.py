@@ -106,6 +106,10 @@ def summarize(path: str, with_timeline: bool = True) -> Summary:
                 rl.batches.append((s.args.get("epoch", ""), s.b, e))
             elif s.cat == "epoch" and s.name in LOOP_SPAN_NAMES:
                 rl.loops.append((s.args.get("epoch", ""), s.b, e))
+                if str(s.args.get("workers", "")).strip() == "0":
+                    # num_workers=0: the loop decodes its batches itself, so its waits are decoding (where no
+                    # download, decompress or read span says otherwise)
+                    rl.activity["sample"].extend((s.b, e))
             if tl is not None and s.cat != "epoch":
                 tl.add((s.proc.label, s.cat), s.b, e)
         elif kind == "B":

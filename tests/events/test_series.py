@@ -139,6 +139,87 @@ def test_non_compact_series_records_begin_end_pairs():
     assert (b[0], e[0]) == ("B", "E") and b[6] == e[6] == {"epoch": 1, "batch": 7, "items": 64} and e[3] >= b[3]
 
 
+BATCH = ("batch", "batch", "batch", {"epoch": 2, "rank": 0})
+STALL = ("stall", "stall", "batch", {"epoch": 2})
+
+
+def _loop(tl, n: int) -> list[int]:
+    """A loop's boundaries: stall for batch j, then batch j, for j < n; the times marked."""
+    times = [ev.now()]
+    tl.mark(times[-1])
+    for j in range(n):
+        for code in (~j, j):
+            times.append(ev.now())
+            tl.mark(times[-1])
+            tl.put(code)
+    return times
+
+
+def test_timeline_is_one_bulk_entry_per_kind_back_to_back():
+    _compact("batch", "stall")
+    ev.ACTIVE.update({"batch", "stall"})
+    tl = ev.timeline(BATCH, STALL)
+    times = _loop(tl, 4)
+    assert ev.drain() == []
+    tl.finish()
+    entries = {e[1]: e for e in ev.drain()}
+    assert set(entries) == {"batch", "stall"} and all(e[0] == BULK for e in entries.values())
+    b, st = entries["batch"][6], entries["stall"][6]
+    assert b.cols["batch"].tolist() == [0, 1, 2, 3] and st.cols["batch"].tolist() == [0, 1, 2, 3]
+    assert b.fields == {"epoch": 2, "rank": 0} and st.fields == {"epoch": 2}
+    assert st.starts.tolist() == times[0:-1:2] and st.ends.tolist() == times[1::2]  # each ends where the next begins
+    assert b.starts.tolist() == times[1::2] and b.ends.tolist() == times[2::2]
+    assert entries["stall"][3] == times[0] and entries["batch"][3] == times[1]
+    plain = ev.expand(list(entries.values()))
+    assert [(e[1], e[6]["batch"]) for e in sorted(plain, key=lambda e: e[3])] == [
+        (name, j) for j in range(4) for name in ("stall", "batch")
+    ]
+
+
+def test_timeline_take_keeps_the_open_event_and_its_horizon():
+    _compact("batch", "stall")
+    ev.ACTIVE.update({"batch", "stall"})
+    tl = ev.timeline(BATCH, STALL)
+    times = _loop(tl, 2)
+    tl.take()
+    assert sum(e[6].n for e in ev.drain()) == 4
+    assert tl.horizon() == times[-1]  # the event after the last batch has begun: it holds its thread back
+    tl.mark(ev.now())  # a stall ended, its value not yet put: not taken
+    tl.take()
+    assert ev.drain() == [] and tl.horizon() == times[-1]
+    tl.put(~2)
+    tl.take()
+    ((_, name, *_rest, b),) = ev.drain()
+    assert name == "stall" and b.cols["batch"].tolist() == [2] and b.starts.tolist() == [times[-1]]
+    tl.finish()  # drops the open batch
+    assert ev.drain() == [] and tl.horizon() == -1 and not open_horizons()
+
+
+def test_timeline_writes_only_its_active_kinds_and_pairs_when_not_compact():
+    _compact("batch")
+    ev.ACTIVE.add("stall")  # batch inactive: only the stalls are written, as B/E pairs
+    tl = ev.timeline(BATCH, STALL)
+    times = _loop(tl, 3)
+    tl.finish()
+    evs = ev.drain()
+    assert [(e[0], e[1], e[6]["batch"]) for e in evs] == [(ph, "stall", j) for j in range(3) for ph in "BE"]
+    assert [e[3] for e in evs] == [t for k in range(3) for t in times[2 * k : 2 * k + 2]]
+    ev.ACTIVE.clear()
+    assert ev.timeline(BATCH, STALL) is ev.NULL_SERIES  # neither active: nothing recorded, no series
+
+
+def test_timeline_non_int_value_is_dropped_and_counted():
+    _compact("batch", "stall")
+    ev.ACTIVE.update({"batch", "stall"})
+    tl = ev.timeline(BATCH, STALL)
+    tl.mark(ev.now())
+    tl.mark(ev.now())
+    tl.put("x")  # type: ignore[arg-type]
+    before = bus.STATE.dropped
+    tl.finish()
+    assert ev.drain() == [] and bus.STATE.dropped == before + 1
+
+
 def test_wrong_number_of_values_is_dropped_and_counted():
     _compact("batch")
     ev.ACTIVE.add("batch")
@@ -246,7 +327,7 @@ def test_open_complete_span_holds_back_nested_events(tmp_path):
 
 
 def test_loader_log_is_in_ts_order_per_thread(tmp_path):
-    """A real epoch: the series of batch, stall and decode_batch interleave in the file by ts."""
+    """A real epoch: the loop's batch and stall events interleave in the file by ts."""
     from streamscope.stream.dataloader import StreamingDataLoader
     from streamscope.stream.dataset import StreamingDataset
     from tests.stream._data import image_sample, write_dataset
@@ -263,9 +344,33 @@ def test_loader_log_is_in_ts_order_per_thread(tmp_path):
         assert e["ts"] >= last.get(e["tid"], 0.0), e
         last[e["tid"]] = e["ts"]
     names = [e["name"] for e in evs if e["name"] in ("stall", "decode_batch", "batch")]
-    assert names[:6] == ["stall", "decode_batch", "batch"] * 2  # the loop's order, not one series after another
-    assert names.count("batch") == 10 and names.count("decode_batch") == 10 and names.count("stall") == 11
+    assert names[:4] == ["stall", "batch"] * 2  # the loop's order, not one kind after the other
+    # num_workers=0 at level "chunk": the stall is the decoding, no decode_batch of its own (see the next test)
+    assert names.count("batch") == 10 and names.count("decode_batch") == 0 and names.count("stall") == 11
+    (epoch,) = [e for e in evs if e["name"] == "epoch" and e["ph"] == "B"]
+    assert epoch["args"]["workers"] == "0"
     assert not SERIES or all(s.horizon() < 0 for s in SERIES)
+
+
+@pytest.mark.parametrize(("level", "workers", "decodes"), [("chunk", 2, 10), ("sample", 0, 10), ("batch", 2, 0)])
+def test_decode_batch_is_recorded_where_the_loop_does_not_decode(tmp_path, level, workers, decodes):
+    """A worker's decode_batch tells decoding from idle workers at level "chunk"; with num_workers=0 the loop's
+    stall is the decoding, so decode_batch is there only at level "sample" (around the batch's sample events)."""
+    from streamscope.stream.dataloader import StreamingDataLoader
+    from streamscope.stream.dataset import StreamingDataset
+    from tests.stream._data import image_sample, write_dataset
+
+    d = write_dataset(str(tmp_path / "img"), 40, image_sample, chunk_size=8)
+    log = tmp_path / "t.log"
+    enable_tracer(level, log_file=str(log))
+    n = sum(len(b["label"]) for b in StreamingDataLoader(StreamingDataset(d), batch_size=4, num_workers=workers))
+    flush_tracer(wait_workers=30)
+    evs = check_log(log.read_text())
+    got = [e for e in evs if e["name"] == "decode_batch"]
+    assert n == 40 and len(got) == decodes
+    assert sorted(int(e["args"]["batch"]) for e in got) == (list(range(10)) if decodes else [])
+    loop_pid = {e["pid"] for e in evs if e["name"] == "batch"}
+    assert all((e["pid"] in loop_pid) == (workers == 0) for e in got)
 
 
 def test_batch_series_data_wait_equals_the_begin_end_form():

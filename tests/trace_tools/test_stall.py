@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.tracing import clean_tracer  # noqa: F401
 from tests.trace_tools.helpers import LITDATA_LOG, STREAMSCOPE_LOG, span, write_log
 from trace_tools.stall import CLASSES, RankLog, analyse, derive_waits, recommendation, union_measure
 from trace_tools.summary import summarize
@@ -169,3 +170,37 @@ def test_decode_batch_spans_count_as_decoding():
     assert activity_class("read", "decode_batch") == "sample"
     assert activity_class("read", "mmap") == "read"
     assert activity_class("stall", "stall") is None
+
+
+def test_waits_of_a_loop_without_workers_are_its_own_decoding(tmp_path):
+    """num_workers=0: the epoch span says ``workers: 0``; its waits count as decoding, except where a download
+    (from the loop's prefetch threads) overlaps them, which ranks first."""
+    lines = [
+        *span("epoch", "epoch", 0, 5000, pid=1, epoch=1, workers=0),
+        *span("stall", "stall", 0, 1000, pid=1, batch=0),
+        *span("stall", "stall", 2000, 2400, pid=1, batch=1),
+        *span("download", "download", 0, 300, pid=1, tid=2, chunk=0),
+        *span("epoch", "epoch", 6000, 9000, pid=1, epoch=2, workers=2),  # workers: its waits are not decoding
+        *span("stall", "stall", 6000, 6500, pid=1, batch=0),
+    ]
+    (r,) = summarize(write_log(str(tmp_path / "w0.log"), lines), with_timeline=False).stalls
+    assert r.parts["download"] == 300.0 and r.parts["sample"] == 1100.0 and r.parts["idle"] == 500.0
+    assert "sample" in r.seen
+
+
+@pytest.mark.usefixtures("clean_tracer")
+def test_a_real_num_workers_0_log_attributes_its_waits_to_decoding(tmp_path):
+    from streamscope.api.tracing import enable_tracer, flush_tracer
+    from streamscope.stream.dataloader import StreamingDataLoader
+    from streamscope.stream.dataset import StreamingDataset
+    from tests.stream._data import image_sample, write_dataset
+
+    d = write_dataset(str(tmp_path / "img"), 40, image_sample, chunk_size=8)
+    log = str(tmp_path / "t.log")
+    enable_tracer("chunk", log_file=log)
+    for _ in StreamingDataLoader(StreamingDataset(d), batch_size=4):
+        pass
+    flush_tracer()
+    (r,) = summarize(log, with_timeline=False).stalls
+    assert r.waits == 11 and r.wait_us > 0
+    assert r.percent("sample") + r.percent("read") > 95.0  # the loop decoded (and opened chunks) while it waited

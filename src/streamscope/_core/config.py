@@ -183,7 +183,7 @@ knob(
     "comma list",
     ("STREAMSCOPE_TRACE_COMPACT",),
     "Categories whose spans are written as one complete X event (with dur) instead of a B/E pair (the "
-    "loader's per-batch batch/stall/decode_batch events are then also recorded in bulk, off the loop's "
+    "loader's per-batch batch/stall events and the workers' decode_batch are then also recorded in bulk, off the loop's "
     "hot path); empty for LitData's B/E pairs everywhere.",
 )
 knob(

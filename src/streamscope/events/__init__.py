@@ -15,13 +15,16 @@ Contract for call sites (stable; the recorder and sinks behind it may change):
 * ``counter(name, cat, value, **fields)`` records a counter sample (``C``), e.g. bytes in flight; metrics
   turn these into gauges.
 * ``emit(ph, name, cat, **fields)`` records any phase.
-* ``series(name, cat, keys, **fields)`` is for spans a loop records once per iteration (the loader's
-  ``batch`` and ``stall``, a worker's ``decode_batch``): ``s.mark(now())`` when an event begins, and
+* ``series(name, cat, keys, **fields)`` is for spans a loop records once per iteration (a worker's
+  ``decode_batch``): ``s.mark(now())`` when an event begins, and
   ``s.mark(now()); s.put(value)`` when it ends (one ``put`` of an int per name in ``keys``, in order); or
   ``s.begin()`` / ``s.end(*values)``, a call each. The loop pays clock reads and list appends, nothing
   else (see :class:`~streamscope.events.bus.Series`); the recorder takes the complete events at every flush
   and hands them on as one bulk entry when ``cat`` is in ``COMPACT``, else as ``B``/``E`` pairs. An
   inactive category returns a series that records nothing.
+* ``timeline(first, second)`` is for back-to-back events of two kinds (the loader's ``stall`` and
+  ``batch``: each begins where the other ended): ONE ``mark(now())`` per boundary and a ``put`` of the
+  ended event's value, ``~value`` for the second kind (see :class:`~streamscope.events.bus.Timeline`).
 * ``bulk(name, cat, t0, chunk=..., item=..., **fields)`` records, in ONE buffer entry, one complete event
   per element of the integer columns for things done together in one call that began at ``t0 = now()``
   (e.g. the samples of a batch collated column-wise): each event gets an even share of the measured
@@ -56,8 +59,10 @@ from streamscope.events.bus import (
     Bulk,
     CompleteSpan,
     Event,
+    Kind,
     Series,
     Span,
+    Timeline,
     as_list,
     expand,
     record,
@@ -162,6 +167,18 @@ def series(name: str, cat: str, keys: tuple[str, ...], **fields: Any) -> Series 
     if cat not in ACTIVE:
         return NULL_SERIES
     return Series(name, cat, tuple(keys), fields, cat in COMPACT)
+
+
+def timeline(first: Kind, second: Kind) -> Timeline | _NullSeries:
+    """A :class:`Timeline` of back-to-back events of two kinds, each ``(name, cat, column, fields)``.
+
+    Use it from one thread: ``t.mark(now())`` when the first event begins, then ``t.mark(now()); t.put(v)``
+    when an event ends and the next begins (``v`` its value for the first kind, ``~v`` for the second).
+    Nothing is recorded (no series, no clock read needed) when neither category is active.
+    """
+    if first[1] not in ACTIVE and second[1] not in ACTIVE:
+        return NULL_SERIES
+    return Timeline(first, second)
 
 
 #: CLOCK_MONOTONIC nanoseconds: the clock of every event (pass ``now()`` as ``t0`` to :func:`bulk`).
@@ -339,5 +356,5 @@ def metrics_snapshot() -> MetricsSnapshot:
     return RECORDER.snapshot_all()
 
 
-_ = Series, BUF, LEVELS, CNAMES, Bulk, BULK, expand  # re-exported names
+_ = Series, Timeline, BUF, LEVELS, CNAMES, Bulk, BULK, expand  # re-exported names
 configure_from_env()

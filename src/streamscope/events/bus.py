@@ -135,7 +135,7 @@ def record_bulk(
 
 
 #: Series of this process (weak): their horizons hold events back; taken at every flush and at exit.
-SERIES: weakref.WeakSet[Series] = weakref.WeakSet()
+SERIES: weakref.WeakSet[Series | Timeline] = weakref.WeakSet()
 #: Guards SERIES: a WeakSet iterates in Python code, so another thread's add could break an iteration.
 _SERIES_LOCK = threading.Lock()
 #: Held while a take cuts a series' lists (two takers, e.g. the flusher and the owner's finish, must not both
@@ -143,7 +143,7 @@ _SERIES_LOCK = threading.Lock()
 _TAKE_LOCK = threading.Lock()
 
 
-def live_series() -> list[Series]:
+def live_series() -> list[Series | Timeline]:
     """The series of this process still referenced (a snapshot, safe from any thread)."""
     with _SERIES_LOCK:
         return list(SERIES)
@@ -254,6 +254,109 @@ class Series:
 
     def horizon(self) -> int:
         """Begin (ns) of the oldest event not yet in the buffer (pending or open), -1 when none."""
+        try:
+            return self.marks[0]  # read from another thread: a stale value only holds back more
+        except IndexError:
+            return -1
+
+
+#: One kind of event of a :class:`Timeline`: name, category, the name of its integer column, constant fields.
+Kind = tuple[str, str, str, dict[str, Any]]
+
+
+class Timeline:
+    """Back-to-back complete events of one thread, of two kinds: a loop's ``stall`` and ``batch`` events.
+
+    Each event begins where the one before it ended, so ONE clock read marks the end of one and the begin of
+    the next (two :class:`Series` would take two appends for it). The owner thread records with appends and
+    no call of ours::
+
+        mark, put = tl.mark, tl.put      # once, before the loop
+        mark(now())                      # the first event begins
+        ...
+        mark(now()); put(v)              # an event ends, the next one begins: v >= 0 is an event of the
+                                         # first kind with value v, ~v (< 0) one of the second kind
+
+    ``marks`` holds the boundaries (one more than the ended events: the last begins the open event), ``vals``
+    one code per ended event. :meth:`take` cuts the ended events off like :meth:`Series.take` (under the GIL,
+    no lock with the owner) and hands each kind's events to the buffer as one :data:`BULK` entry with its
+    column (``batch``) and fields, or as ``B``/``E`` pairs when the kind's category is not compact. A kind
+    whose category is inactive is not written. The horizon is the begin of the oldest event not taken, so the
+    open event holds back the thread's later events as a series' does; :meth:`finish` drops it.
+    """
+
+    __slots__ = ("kinds", "on", "compact", "tid", "pid", "marks", "vals", "mark", "put", "__weakref__")
+
+    def __init__(self, first: Kind, second: Kind) -> None:
+        self.kinds = (first, second)
+        self.on = (first[1] in ACTIVE, second[1] in ACTIVE)
+        self.compact = (first[1] in COMPACT, second[1] in COMPACT)
+        self.tid = _ident()
+        self.pid = STATE.pid
+        self.marks: list[int] = []  # boundaries (ns)
+        self.vals: list[int] = []  # one code per ended event
+        self.mark = self.marks.append
+        self.put = self.vals.append
+        with _SERIES_LOCK:
+            SERIES.add(self)
+
+    def finish(self) -> None:
+        """The owner is done: the open event is dropped, the ended ones are taken."""
+        self.take()
+        with _TAKE_LOCK:
+            del self.marks[:]
+            del self.vals[:]
+
+    def take(self) -> None:
+        """Hand the ended events to the buffer now (nothing when there are none). Any thread."""
+        marks, vals = self.marks, self.vals
+        with _TAKE_LOCK:
+            n = min(len(marks) - 1, len(vals))
+            if n <= 0:
+                return
+            times_l, codes_l = marks[: n + 1], vals[:n]
+            del marks[:n]  # the boundary after the last ended event stays: it begins the open one
+            del vals[:n]
+        if self.pid != STATE.pid:
+            return  # the parent's events, inherited by fork: not ours to write
+        try:
+            times = np.fromiter(times_l, dtype=np.int64, count=n + 1)
+            codes = np.fromiter(codes_l, dtype=np.int64, count=n)
+        except (TypeError, ValueError, OverflowError):  # a call-site bug must not reach the sinks
+            with STATE.drop_lock:
+                STATE.dropped += n
+            return
+        second = codes < 0
+        pairs: list[tuple[int, int, int, Kind]] = []  # the B/E events of non-compact kinds, in order
+        for k, mask in enumerate((~second, second)):
+            if not self.on[k]:
+                continue
+            idx = np.flatnonzero(mask)
+            if not len(idx):
+                continue
+            name, cat, key, fields = self.kinds[k]
+            values = codes[idx] if k == 0 else ~codes[idx]
+            starts, ends = times[idx], times[idx + 1]
+            if self.compact[k]:
+                cols = {key: values}
+                record_bulk(name, cat, int(starts[0]), int(ends[-1]), cols, dict(fields), starts, ends, self.tid)
+            else:
+                kind = self.kinds[k]
+                pairs += [(t0, t1, v, kind) for t0, t1, v in zip(starts.tolist(), ends.tolist(), values.tolist())]
+        pairs.sort(key=lambda p: p[0])
+        pid, tid = STATE.pid, self.tid
+        for t0, t1, v, (name, cat, key, fields) in pairs:
+            f = dict(fields)
+            f[key] = v
+            if len(BUF) + 1 < STATE.cap:
+                BUF.append(("B", name, cat, t0, pid, tid, f))
+                BUF.append(("E", name, cat, t1, pid, tid, f))
+            else:
+                _drop()
+                _drop()
+
+    def horizon(self) -> int:
+        """Begin (ns) of the oldest event not yet in the buffer (ended or open), -1 when none."""
         try:
             return self.marks[0]  # read from another thread: a stale value only holds back more
         except IndexError:

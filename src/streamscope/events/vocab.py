@@ -93,6 +93,10 @@ FIELDS: dict[str, str] = {
     "error": "'Type: message' of the exception (str)",
     "aborted": "1 on an E the recorder wrote for a span its process never closed (exit, kill)",
     "value": "counter value (number) of a C event",
+    "workers": (
+        "the loader's num_workers (int), on its epoch event; 0 means the loop decodes its batches itself, so its "
+        "stalls are decoding (the stall report counts them so)"
+    ),
 }
 
 #: Keys of the rank/worker context appended to every Litracer line (computed once per process).

@@ -193,54 +193,51 @@ class StreamingDataLoader(DataLoader):
         reorder = Reorder(self.batches_consumed, arenas)
         done = False
         try:
-            with ev.span("epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches):
-                # One event per batch each: the time the loop held the batch, and its wait for the next one.
-                spans = ev.series("batch", "batch", ("batch",), epoch=epoch, rank=plan.rank)
-                stalls = ev.series("stall", "stall", ("batch",), epoch=epoch)
+            with ev.span(
+                "epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches, workers=self.num_workers
+            ):
+                # One event per batch each, back to back: the time the loop held the batch, and its wait for
+                # the next one (a stall's value is the batch it waited for). One clock read per boundary.
+                loop = ev.timeline(
+                    ("batch", "batch", "batch", {"epoch": epoch, "rank": plan.rank}),
+                    ("stall", "stall", "batch", {"epoch": epoch}),
+                )
                 on = "batch" in ev.ACTIVE or "stall" in ev.ACTIVE  # else no clock reads at all
-                now, mark, put, wait, waited = ev.now, spans.mark, spans.put, stalls.mark, stalls.put
-                # the last boundary: a batch ends where the next stall begins, a stall where its batch begins
-                t = now() if on else 0
-                held = False  # a batch event is open (the loop holds batch j)
-                j = -1
+                now, mark, put = ev.now, loop.mark, loop.put
+                if on:
+                    mark(now())
                 try:
                     while True:
                         for j, batch in reorder.ready():
                             self.batches_consumed = j + 1
                             self.num_samples_yielded += plan.batch_len(j)
                             self._latest_worker_idx = j % workers
+                            try:
+                                yield batch
+                            except BaseException:  # the loop left during this batch (break, exception)
+                                if on:
+                                    mark(now())
+                                    put(j)
+                                raise
                             if on:
-                                mark(t)
-                                held = True
-                            yield batch
-                            if on:
-                                t = now()
-                                mark(t)
+                                mark(now())
                                 put(j)
-                                held = False
                         if self.num_workers > 0 and reorder.expected >= plan.num_batches and not reorder.pending():
                             done = True  # every batch of the plan arrived: no need to wait for the workers' stop
                             break
                         if arenas is not None:
                             arenas.release_dropped()  # arenas of batches the loop has dropped go back to the workers
-                        if on:
-                            wait(t)
                         try:
                             item = next(it)
                         except StopIteration:
                             break
                         finally:
                             if on:
-                                t = now()
-                                wait(t)
-                                waited(reorder.expected)
+                                mark(now())
+                                put(~reorder.expected)
                         reorder.add(item)
                 finally:
-                    if held:
-                        mark(now())  # the loop left during this batch (break, exception)
-                        put(j)
-                    spans.finish()
-                    stalls.finish()
+                    loop.finish()
                 if reorder.pending() or reorder.expected != plan.num_batches:
                     raise DatasetError(
                         f"epoch {epoch} ended after batch {reorder.expected - 1} of {plan.num_batches} with "

@@ -597,9 +597,11 @@ class StreamingDataset(Resumable, IterableDataset):
             and not self._overrides_getitem()
             and self._collator().supported
         )
-        # One event per batch at level "chunk": lets the stall report tell decoding from idle workers.
-        decodes = ev.series("decode_batch", "read", ("batch", "items"))
-        on = "read" in ev.ACTIVE
+        # One event per batch at level "chunk" in a DataLoader worker: lets the stall report tell decoding from
+        # idle workers. With num_workers=0 the loop's own stall is the decoding (the loader's epoch event says
+        # ``workers: 0``), so it is recorded there only at level "sample", around the batch's sample events.
+        on = "read" in ev.ACTIVE and (get_worker_info() is not None or "sample" in ev.ACTIVE)
+        decodes = ev.series("decode_batch", "read", ("batch", "items")) if on else ev.NULL_SERIES
         now, mark, put = ev.now, decodes.mark, decodes.put
         try:
             for k, j in enumerate(batch_ids):
