@@ -477,6 +477,9 @@ def main() -> None:
     ap.add_argument("--ab-rounds", type=int, default=0, help="also run the in-process A/B with this many rounds")
     ap.add_argument("--ab-workers", default="0,2", help="num_workers values of the in-process A/B")
     ap.add_argument("--ab-block", type=int, default=0, help="also run the A/B with this many epochs per flush")
+    ap.add_argument(
+        "--ab-blocks", default="", help="epochs per flush of the A/B runs, a comma list (overrides --ab-block)"
+    )
     ap.add_argument("--attribution-rounds", type=int, default=0, help="also time the tracer inside w0 epochs")
     ap.add_argument("--ab-levels", default="chunk,sample", help="traced levels of the in-process A/B")
     ap.add_argument("--out", default="bench_tracer.json", help="result file name under benchmarks/results/")
@@ -546,6 +549,8 @@ def main() -> None:
                 print(f"attribution w0 {level}: {json.dumps(got)}", flush=True)
         if args.ab_rounds:
             blocks = [1] + ([args.ab_block] if args.ab_block > 1 else [])
+            if args.ab_blocks:
+                blocks = [int(b) for b in args.ab_blocks.split(",") if b]
             for workers in [int(w) for w in args.ab_workers.split(",") if w]:
                 for level in [x for x in args.ab_levels.split(",") if x]:
                     for block in blocks:

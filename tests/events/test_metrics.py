@@ -140,3 +140,16 @@ def test_bulk_entries_fold_in_batches_like_one_at_a_time(monkeypatch):
     assert want["read/decode_batch"][4] == 64 * 3 * (1 + 8 + 15 + 22)
     snap = lazy.snapshot(1)
     assert snap["spans"]["batch/batch"]["count"] == 3 * (1 + 8 + 15 + 22)
+
+
+def test_snapshot_spans_are_plain_copies_of_the_stats():
+    """A snapshot's spans are what ``dataclasses.asdict`` gives, and changing them leaves the aggregator alone."""
+    from dataclasses import asdict
+
+    agg = Aggregator()
+    agg.add([("X", "read", "read", 0, 1, 1, {"dur": 12.5, "bytes": 100}), ("I", "retry", "download", 5, 1, 1, {})])
+    snap = agg.snapshot(1)
+    assert snap["spans"] == {k: asdict(v) for k, v in agg.spans.items()} and snap["spans"]
+    (key,) = snap["spans"]
+    snap["spans"][key]["buckets"][0] += 1
+    assert snap["spans"][key]["buckets"] != agg.spans[key].buckets

@@ -298,7 +298,8 @@ class Aggregator:
         return {
             "pid": pid,
             "events": self.events,
-            "spans": {k: asdict(v) for k, v in self.spans.items()},
+            # a flat copy per span (dataclasses.asdict's deep copy costs ~30 µs a span, at every worker's exit)
+            "spans": {k: {**v.__dict__, "buckets": list(v.buckets)} for k, v in self.spans.items()},
             "instants": dict(self.instants),
             "gauges": dict(self.gauges),
             **extra,
