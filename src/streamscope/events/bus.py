@@ -149,7 +149,31 @@ def live_series() -> list[Series | Timeline]:
         return list(SERIES)
 
 
-class Series:
+def _record_pair(name: str, cat: str, t0: int, t1: int, tid: int, fields: dict[str, Any]) -> None:
+    """Append a ``B``/``E`` pair (LitData's form of a complete event), or count both as dropped."""
+    if len(BUF) + 1 < STATE.cap:
+        BUF.append(("B", name, cat, t0, STATE.pid, tid, fields))
+        BUF.append(("E", name, cat, t1, STATE.pid, tid, fields))
+    else:
+        _drop()
+        _drop()
+
+
+class _Marks:
+    """What the recorder asks of a series or timeline: its owner thread and the begin of its oldest event."""
+
+    __slots__ = ()
+    marks: list[int]
+
+    def horizon(self) -> int:
+        """Begin (ns) of the oldest event not yet in the buffer (ended or open), -1 when none."""
+        try:
+            return self.marks[0]  # read from another thread: a stale value only holds back more
+        except IndexError:
+            return -1
+
+
+class Series(_Marks):
     """Complete events of one name and category from one thread, e.g. the ``batch`` spans of a loop.
 
     The owner thread records with appends to two lists and no call of ours::
@@ -240,31 +264,18 @@ class Series:
                 self.name, self.cat, int(starts[0]), int(ends[-1]), cols, dict(self.fields), starts, ends, self.tid
             )
             return
-        pid, tid = STATE.pid, self.tid
         rows = values.tolist()
         for (t0, t1), row in zip(times.reshape(n, 2).tolist(), rows):
             f = dict(self.fields)
             f.update(zip(self.keys, row))
-            if len(BUF) + 1 < STATE.cap:
-                BUF.append(("B", self.name, self.cat, t0, pid, tid, f))
-                BUF.append(("E", self.name, self.cat, t1, pid, tid, f))
-            else:
-                _drop()
-                _drop()
-
-    def horizon(self) -> int:
-        """Begin (ns) of the oldest event not yet in the buffer (pending or open), -1 when none."""
-        try:
-            return self.marks[0]  # read from another thread: a stale value only holds back more
-        except IndexError:
-            return -1
+            _record_pair(self.name, self.cat, t0, t1, self.tid, f)
 
 
 #: One kind of event of a :class:`Timeline`: name, category, the name of its integer column, constant fields.
 Kind = tuple[str, str, str, dict[str, Any]]
 
 
-class Timeline:
+class Timeline(_Marks):
     """Back-to-back complete events of one thread, of two kinds: a loop's ``stall`` and ``batch`` events.
 
     Each event begins where the one before it ended, so ONE clock read marks the end of one and the begin of
@@ -344,23 +355,10 @@ class Timeline:
                 kind = self.kinds[k]
                 pairs += [(t0, t1, v, kind) for t0, t1, v in zip(starts.tolist(), ends.tolist(), values.tolist())]
         pairs.sort(key=lambda p: p[0])
-        pid, tid = STATE.pid, self.tid
         for t0, t1, v, (name, cat, key, fields) in pairs:
             f = dict(fields)
             f[key] = v
-            if len(BUF) + 1 < STATE.cap:
-                BUF.append(("B", name, cat, t0, pid, tid, f))
-                BUF.append(("E", name, cat, t1, pid, tid, f))
-            else:
-                _drop()
-                _drop()
-
-    def horizon(self) -> int:
-        """Begin (ns) of the oldest event not yet in the buffer (ended or open), -1 when none."""
-        try:
-            return self.marks[0]  # read from another thread: a stale value only holds back more
-        except IndexError:
-            return -1
+            _record_pair(name, cat, t0, t1, self.tid, f)
 
 
 def take_series() -> None:
