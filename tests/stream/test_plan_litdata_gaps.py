@@ -46,16 +46,8 @@ def _set_rank(monkeypatch, ws: int, rank: int) -> None:
 @pytest.mark.parametrize("shuffle,window", [(False, 0), (True, 0), (True, 5)])
 def test_empty_regions_give_an_empty_plan(regions, ws, b, drop_last, shuffle, window):
     for rank in range(ws):
-        p = _plan(
-            [5, 3],
-            regions=regions,
-            world_size=ws,
-            rank=rank,
-            batch_size=b,
-            drop_last=drop_last,
-            shuffle=shuffle,
-            shuffle_buffer=window,
-        )
+        kw = dict(world_size=ws, rank=rank, batch_size=b, drop_last=drop_last, shuffle=shuffle, shuffle_buffer=window)
+        p = _plan([5, 3], regions=regions, **kw)
         assert (p.total_samples, p.num_samples, p.num_batches) == (0, 0, 0)
         assert list(p.batches_for_worker(0, 2)) == list(p.batches_for_worker(1, 2)) == []
         assert p.num_samples_for_worker(0, 1) == 0
@@ -67,18 +59,7 @@ def test_empty_regions_give_an_empty_plan(regions, ws, b, drop_last, shuffle, wi
             p.batch(0)
         # a resume state of the empty epoch continues with (the empty) next epoch
         state = p.state(0)
-        nxt, start = resume_plan(
-            state,
-            [5, 3],
-            world_size=ws,
-            rank=rank,
-            batch_size=b,
-            drop_last=drop_last,
-            shuffle=shuffle,
-            seed=42,
-            shuffle_buffer=window,
-            regions=regions,
-        )
+        nxt, start = resume_plan(state, [5, 3], seed=42, regions=regions, **kw)
         assert (nxt.epoch, start, nxt.num_batches) == (2, 0, 0)
 
 
