@@ -200,6 +200,40 @@ def test_metrics_aggregate_two_workers_without_a_log(tmp_path):
     assert not (tmp_path / "litdata_debug.log").exists()
 
 
+@pytest.mark.slow
+def test_done_workers_are_retired_from_the_run_directory(tmp_path):
+    """Three epochs of two non-persistent workers: six done processes, counted once each, and no file left for
+    any of them (each flush then reads only the files of processes still running)."""
+    enable_metrics("chunk")
+    for _ in range(3):
+        assert sorted(int(x) for x in _loader(_Spans(10), "fork")) == list(range(10))
+    flush_tracer(wait_workers=30)
+    files = [f for f in os.listdir(ev.RECORDER.metrics_dir) if f.endswith(".json")]
+    assert files == []  # the main process writes its own snapshot only at exit
+    snap = metrics()
+    done = [p for p, s in snap.processes.items() if p != os.getpid()]
+    assert len(done) == 6 and all(snap.processes[p]["final"] and not snap.processes[p]["alive"] for p in done)
+    dl = snap.span("download")
+    assert dl.count == 30 and dl.bytes == 3000
+    assert metrics().span("download").count == 30  # reading again does not add the retired numbers twice
+
+
+def test_killed_worker_is_retired_with_its_aborted_span(tmp_path):
+    enable_tracer("chunk", log_file=str(tmp_path / "t.log"))
+    ctx = mp.get_context("fork")
+    ready = ctx.Event()
+    p = ctx.Process(target=_stuck_child, args=(ready,))
+    p.start()
+    assert ready.wait(30)
+    time.sleep(0.2)  # its snapshot (with the open span) is published
+    os.kill(p.pid, signal.SIGKILL)
+    p.join(30)
+    flush_tracer()
+    assert not os.path.exists(os.path.join(ev.RECORDER.metrics_dir, f"{p.pid}.json"))
+    snap = metrics()
+    assert snap.processes[p.pid]["final"] and snap.span("download").aborted == 1
+
+
 def test_litdata_environment_alone_switches_tracing_on(tmp_path):
     import subprocess
     import sys

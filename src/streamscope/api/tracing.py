@@ -130,7 +130,8 @@ def metrics() -> MetricsSnapshot:
 def flush_tracer(wait_workers: float = 0.0) -> None:
     """Write every event buffered in this process to the sinks now (workers flush on their own).
 
-    First waits (up to 10 s) for the DataLoader workers of finished epochs to exit, so their events are in.
+    Then waits (up to 10 s) for the DataLoader workers of finished epochs to exit, so their events are in, and
+    writes again.
 
     Worker processes write their last events when they exit; after a complete epoch the loader lets its
     workers exit in the background. ``wait_workers`` (seconds) waits, at most that long, until this
@@ -138,10 +139,11 @@ def flush_tracer(wait_workers: float = 0.0) -> None:
     metrics has written its final snapshot or is gone, so the log is complete when this returns (persistent
     workers stay alive: the wait then runs to its end).
     """
+    ev.flush()  # this process's own events, written while the workers of finished epochs exit
     loader = sys.modules.get("streamscope.stream.dataloader")  # only if a loader ran here (it imports torch)
-    if loader is not None:
+    if loader is not None and loader.pending_worker_shutdowns():
         loader.join_worker_shutdowns()  # the workers of finished epochs have exited (and written their events)
-    ev.flush()
+        ev.flush()
     d = ev.RECORDER.metrics_dir
     if wait_workers <= 0 or not d:
         return

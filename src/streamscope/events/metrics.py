@@ -14,6 +14,7 @@ the wait for the first batch after the ``dataloader`` span began, i.e. the time 
 from __future__ import annotations
 
 import bisect
+import copy
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -390,15 +391,41 @@ def write_snapshot(directory: str, snap: dict[str, Any]) -> None:
     os.replace(tmp, final)
 
 
-def merge(snaps: dict[int, dict[str, Any]]) -> MetricsSnapshot:
-    """Sum per-process snapshots into one :class:`MetricsSnapshot`."""
-    out = MetricsSnapshot()
+def merge(snaps: dict[int, dict[str, Any]], base: MetricsSnapshot | None = None) -> MetricsSnapshot:
+    """Sum per-process snapshots (on top of a copy of ``base``) into one :class:`MetricsSnapshot`."""
+    out = copy.deepcopy(base) if base is not None else MetricsSnapshot()
     for pid, s in sorted(snaps.items()):
-        try:
-            _merge_one(out, pid, s)
-        except (TypeError, ValueError, AttributeError):
-            continue  # a foreign or damaged file in the run directory is not a reason to fail
+        add_snapshot(out, pid, s)
     return out
+
+
+def add_snapshot(out: MetricsSnapshot, pid: int, snap: dict[str, Any]) -> bool:
+    """Add one process's snapshot to ``out``; False (and ``out`` unchanged) when the snapshot is damaged."""
+    trial = MetricsSnapshot()
+    try:
+        _merge_one(trial, pid, snap)  # a foreign or damaged file in the run directory is not a reason to fail
+    except (TypeError, ValueError, AttributeError):
+        return False
+    out.events += trial.events
+    out.dropped += trial.dropped
+    out.sink_errors += trial.sink_errors
+    for k, st in trial.spans.items():
+        have = out.spans.get(k)
+        if have is None:
+            out.spans[k] = st
+        else:
+            have.merge(st)
+    for k, n in trial.instants.items():
+        out.instants[k] = out.instants.get(k, 0) + n
+    for k, g in trial.gauges.items():
+        out.gauges[k] = out.gauges.get(k, 0.0) + g
+    out.processes.update(trial.processes)
+    return True
+
+
+def forget_snapshot(path: str) -> None:
+    """Drop ``path`` from the parse cache (its file was removed)."""
+    _SNAP_CACHE.pop(path, None)
 
 
 def _merge_one(out: MetricsSnapshot, pid: int, s: dict[str, Any]) -> None:

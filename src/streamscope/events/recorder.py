@@ -45,7 +45,15 @@ from streamscope.events.bus import (
     take_series,
 )
 from streamscope.events.bus import after_fork_in_child as _bus_after_fork
-from streamscope.events.metrics import Aggregator, MetricsSnapshot, merge, read_snapshots, write_snapshot
+from streamscope.events.metrics import (
+    Aggregator,
+    MetricsSnapshot,
+    add_snapshot,
+    forget_snapshot,
+    merge,
+    read_snapshots,
+    write_snapshot,
+)
 from streamscope.events.sinks import EventBatch, Sink, SinkFactory, parse_specs, resolve
 
 METRICS_DIR_ENV = "STREAMSCOPE_METRICS_DIR"
@@ -80,7 +88,8 @@ class Recorder:
         self.owner = False
         self.started = False
         self.closed = False
-        self.repaired: set[int] = set()
+        self.stuck: set[int] = set()  # done processes whose snapshot file could not be removed
+        self.retired = MetricsSnapshot()  # the numbers of this run's processes that are done
         self._late_registered = False
         self._last_take = 0
         self._published_events = -1
@@ -162,6 +171,7 @@ class Recorder:
             try:
                 self.metrics_dir = tempfile.mkdtemp(prefix="streamscope-metrics-")
                 self.agg = Aggregator()  # a new run: metrics start from zero
+                self.retired = MetricsSnapshot()
                 self._published_events = self._published_dropped = -1
                 os.environ[METRICS_DIR_ENV] = self.metrics_dir
                 self.owner = True
@@ -317,33 +327,49 @@ class Recorder:
             self._report(f"publish:{type(exc).__name__}", f"metrics snapshot not written to {d}: {exc}")
 
     def _repair_dead_workers(self) -> None:
-        """Close spans that dead processes of this run left open (their last snapshot lists them)."""
+        """Close the spans that dead processes of this run left open (their last snapshot lists them), and retire
+        the snapshots of processes that are done.
+
+        A done process (final snapshot, or dead and repaired here) is added to :attr:`retired` and its file is
+        removed: a run with non-persistent DataLoader workers leaves two processes per epoch behind, and every
+        flush then reads only the files of the processes still running (and a later process that gets the same
+        pid starts a file of its own).
+        """
         if not self.metrics_dir:
             return
         now = time.monotonic_ns()
         for pid, snap in read_snapshots(self.metrics_dir).items():
-            if pid == self.pid or pid in self.repaired or snap.get("final") or pid_alive(pid):
+            if pid == self.pid or pid in self.stuck:
                 continue
-            self.repaired.add(pid)
-            fixes: list[Event] = []
-            env = snap.get("env") or {}
-            for name, cat, tid, fields in snap.get("open") or []:
-                f = dict(fields)
-                f.update(env)
-                f["aborted"] = 1
-                fixes.append(("E", str(name), str(cat), now, pid, int(tid), f))
-            if fixes:
-                self._export([e for e in fixes if e[2] in self.trace_cats])
-            snap["final"] = True
-            snap["open"] = []
-            snap.setdefault("spans", {})
-            for e in fixes:
-                st = snap["spans"].setdefault(f"{e[2]}/{e[1]}", {})
-                st["aborted"] = int(st.get("aborted", 0)) + 1
+            if not snap.get("final"):
+                if pid_alive(pid):
+                    continue
+                self._close_for(pid, snap, now)
+            path = os.path.join(self.metrics_dir, f"{pid}.json")
             try:
-                write_snapshot(self.metrics_dir, snap)
-            except Exception:
-                pass
+                os.remove(path)
+            except OSError:
+                self.stuck.add(pid)  # left in place: never added twice
+            forget_snapshot(path)
+            add_snapshot(self.retired, pid, snap)
+
+    def _close_for(self, pid: int, snap: dict[str, Any], now: int) -> None:
+        """Write an ``E`` (``aborted: 1``) for every span a dead process left open; count them in ``snap``."""
+        fixes: list[Event] = []
+        env = snap.get("env") or {}
+        for name, cat, tid, fields in snap.get("open") or []:
+            f = dict(fields)
+            f.update(env)
+            f["aborted"] = 1
+            fixes.append(("E", str(name), str(cat), now, pid, int(tid), f))
+        if fixes:
+            self._export([e for e in fixes if e[2] in self.trace_cats])
+        snap["final"] = True
+        snap["open"] = []
+        spans = snap.setdefault("spans", {})
+        for e in fixes:
+            st = spans.setdefault(f"{e[2]}/{e[1]}", {})
+            st["aborted"] = int(st.get("aborted", 0)) + 1
 
     # --- exit ----------------------------------------------------------------------------------------
 
@@ -412,7 +438,7 @@ class Recorder:
             )
             snaps = read_snapshots(self.metrics_dir) if self.metrics_dir else {}
         snaps[self.pid] = own
-        return merge(snaps)
+        return merge(snaps, base=self.retired)
 
 
 RECORDER = Recorder()

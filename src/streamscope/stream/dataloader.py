@@ -56,6 +56,11 @@ def join_worker_shutdowns(timeout: float = 10.0) -> bool:
 atexit.register(join_worker_shutdowns)
 
 
+def pending_worker_shutdowns() -> int:
+    """How many finished epochs' worker shutdowns run in the background."""
+    return len(_SHUTDOWNS)
+
+
 def _identity(item: Any) -> Any:
     return item
 
