@@ -178,6 +178,15 @@ knob(
     "thread's lines are in ts order) for at most this long.",
 )
 knob(
+    "trace_handover_max_events",
+    4096,
+    "events",
+    ("STREAMSCOPE_TRACE_HANDOVER_MAX_EVENTS",),
+    "A non-persistent DataLoader worker whose epoch share ends with at most this many trace events unwritten "
+    "hands them to the main process, which writes them (the worker then neither opens the log nor encodes); "
+    "with more it writes them itself, in parallel with the other workers. 0: workers always write their own.",
+)
+knob(
     "trace_compact_categories",
     "sample,batch,stall,read",
     "comma list",

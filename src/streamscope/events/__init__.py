@@ -72,7 +72,7 @@ from streamscope.events.bus import (
 )
 from streamscope.events.metrics import MetricsSnapshot, SpanStats
 from streamscope.events.recorder import RECORDER, configure_from_env
-from streamscope.events.sinks import EventBatch, Sink, SinkFactory
+from streamscope.events.sinks import EventBatch, Parcel, Sink, SinkFactory
 from streamscope.events.vocab import CATEGORIES, CNAMES, LEVELS
 
 __all__ = [
@@ -86,10 +86,12 @@ __all__ = [
     "Bulk",
     "EventBatch",
     "MetricsSnapshot",
+    "Parcel",
     "Sink",
     "SinkFactory",
     "SpanStats",
     "add_sink",
+    "adopt",
     "bulk",
     "each",
     "configure",
@@ -101,6 +103,7 @@ __all__ = [
     "enabled",
     "expand",
     "flush",
+    "hand_over",
     "instant",
     "metrics_snapshot",
     "now",
@@ -344,6 +347,16 @@ def flush(publish: bool = True) -> None:
             sink.force_flush()
         except Exception:
             RECORDER.sink_errors += 1
+
+
+def hand_over() -> Parcel:
+    """Take this process's buffered events for another process of the run to write (:class:`Parcel`)."""
+    return RECORDER.hand_over()
+
+
+def adopt(parcel: Parcel) -> None:
+    """Write another process's :class:`Parcel` to this process's sinks at the next flush (any thread)."""
+    RECORDER.adopt(parcel)
 
 
 def shutdown() -> None:

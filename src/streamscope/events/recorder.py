@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections import deque
 from typing import Any
 
 from streamscope._core import config
@@ -40,6 +41,7 @@ from streamscope.events.bus import (
     STATE,
     Event,
     close_open_spans,
+    events_represented,
     open_horizons,
     take,
     take_series,
@@ -54,7 +56,7 @@ from streamscope.events.metrics import (
     read_snapshots,
     write_snapshot,
 )
-from streamscope.events.sinks import EventBatch, Sink, SinkFactory, parse_specs, resolve
+from streamscope.events.sinks import EventBatch, Parcel, Sink, SinkFactory, parse_specs, resolve
 
 METRICS_DIR_ENV = "STREAMSCOPE_METRICS_DIR"
 ANCHOR_ENV = "STREAMSCOPE_TRACE_CLOCK_ANCHOR"
@@ -94,6 +96,7 @@ class Recorder:
         self._last_take = 0
         self._published_events = -1
         self._published_dropped = -1
+        self.adopted: deque[Parcel] = deque()  # other processes' events this process writes (see adopt)
 
     # --- configuration -------------------------------------------------------------------------------
 
@@ -235,6 +238,10 @@ class Recorder:
             if tc:
                 traced = events if tc >= self.metric_cats else [e for e in events if e[2] in tc]
                 self._export(traced)
+        adopted = self.adopted
+        while adopted:
+            parcel = adopted.popleft()
+            self._export(parcel.events, parcel.env)
         if self.owner and (final or repair):
             self._repair_dead_workers()
         if publish or final:
@@ -261,13 +268,13 @@ class Recorder:
             (out if h is None or e[3] < h else held).append(e)
         return out
 
-    def _export(self, events: list[Event]) -> None:
+    def _export(self, events: list[Event], env: dict[str, int] | None = None) -> None:
         if not events:
             return
         sinks = self._get_sinks()
         if not sinks:
             return
-        batch = EventBatch(events, self.offset_ns, context.env_fields())
+        batch = EventBatch(events, self.offset_ns, context.env_fields() if env is None else env)
         for spec, sink in sinks:
             try:
                 sink.export(batch)
@@ -370,6 +377,42 @@ class Recorder:
         for e in fixes:
             st = spans.setdefault(f"{e[2]}/{e[1]}", {})
             st["aborted"] = int(st.get("aborted", 0)) + 1
+
+    # --- hand-over ---------------------------------------------------------------------------------
+
+    def hand_over(self) -> Parcel:
+        """Take this process's buffered events for another process of the run to write (see :class:`Parcel`).
+
+        They are aggregated into this process's metrics here. Events a thread recorded behind a complete event
+        still open there stay for this process's next flush, as in :meth:`flush`. More traced events than the
+        ``trace_handover_max_events`` knob: this process writes them itself (the parcel is then empty).
+        """
+        with self.lock:
+            take_series()
+            events = take()
+            if self.held:
+                events = self.held + events
+                self.held = []
+            if events:
+                events = self._hold_back(events)
+            tc = self.trace_cats
+            traced: list[Event] = []
+            if events:
+                self.agg.add(events)
+                if tc:
+                    traced = events if tc >= self.metric_cats else [e for e in events if e[2] in tc]
+            if traced and events_represented(traced) > self._knob("trace_handover_max_events"):
+                self._export(traced)
+                traced = []
+            return Parcel(self.pid, traced, context.env_fields() if traced else {})
+
+    def adopt(self, parcel: Parcel) -> None:
+        """Write ``parcel`` (another process's events) to this process's sinks at its next flush. Any thread.
+
+        Dropped when this process does not trace.
+        """
+        if parcel.events and self.trace_cats:
+            self.adopted.append(parcel)
 
     # --- exit ----------------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from streamscope.events.bus import Event
 
@@ -38,6 +38,30 @@ class EventBatch:
     events: list[Event]
     epoch_offset_ns: int
     env: dict[str, int]
+
+
+class Parcel:
+    """Trace events one process hands to another of its run to write (a DataLoader worker's last events, sent
+    to the main process with its batches: a short-lived worker then neither opens the log nor encodes).
+
+    Attributes:
+        pid: the process that recorded them.
+        events: as in :class:`EventBatch` (already aggregated into the sender's metrics).
+        env: the sender's rank/worker fields.
+    """
+
+    __slots__ = ("pid", "events", "env")
+
+    def __init__(self, pid: int, events: list[Event], env: dict[str, int]) -> None:
+        self.pid = pid
+        self.events = events
+        self.env = env
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Parcel, (self.pid, self.events, self.env))
+
+    def __repr__(self) -> str:
+        return f"Parcel(pid={self.pid}, events={len(self.events)})"
 
 
 @runtime_checkable

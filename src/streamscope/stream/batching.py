@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from streamscope import events as ev
 from streamscope.stream import collate
 
 MAX_GROUP = 16
@@ -233,6 +234,30 @@ def grouped(
         yield from _groups(batches, group_bytes, alloc)
     finally:
         collate.ALLOC[0] = saved
+
+
+def worker_share(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
+    """A DataLoader worker's items of one epoch, then its trace events.
+
+    When the loader asks for them (``mode["parcel"]``: non-persistent workers while tracing) the last item is an
+    :class:`~streamscope.events.Parcel` with the events the worker recorded and has not written: the main
+    process writes them, so a worker that lives one epoch neither opens the log nor encodes (a fresh process
+    pays several times a warm one's cost for that). Otherwise, and when the share is abandoned (early
+    ``break``, an error), the worker writes its events itself as the share ends, while the loop still consumes
+    the batches it queued: its exit, on the epoch's critical path, is then short. (Its metrics snapshot is
+    written at exit, final, a moment later.)
+    """
+    finished = False
+    try:
+        yield from items
+        finished = True
+    finally:
+        if not finished and ev.ACTIVE:
+            ev.flush(publish=False)
+    if mode.get("parcel"):
+        yield ev.hand_over()
+    elif ev.ACTIVE:
+        ev.flush(publish=False)
 
 
 def _groups(batches: Iterator[tuple[int, Any]], group_bytes: int, alloc: _ArenaAllocator | None) -> Iterator[Group]:

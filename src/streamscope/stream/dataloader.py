@@ -151,6 +151,7 @@ class StreamingDataLoader(DataLoader):
         self._epoch_batches = 0
         self._pending: tuple[int, int] | None = None
         self._latest_worker_idx = 0
+        self._parcels = 0  # trace parcels the workers send at the end of each epoch (see __iter__)
         #: LitData's flag: True after load_state_dict() of a state saved inside an epoch, until an epoch completes.
         self.restore = False
         self.profile_batches = profile_batches
@@ -178,6 +179,11 @@ class StreamingDataLoader(DataLoader):
         arenas = self._arenas
         if arenas is not None and not self.persistent_workers:
             arenas = ArenaFlags(self.num_workers)  # this iteration's fresh workers (an older iterator keeps its own)
+        # Non-persistent workers end their share with a parcel of trace events, which this process writes
+        # (see stream.batching.worker_share); persistent ones write their own (their flusher runs on, and their
+        # next epoch's events must not reach the log before this parcel). Decided when the workers start.
+        if not (self.persistent_workers and getattr(self, "_iterator", None) is not None):
+            self._parcels = self.num_workers if ev.ACTIVE and not self.persistent_workers else 0
         ds._batch_mode = {
             "epoch": epoch,
             "start": start,
@@ -185,6 +191,7 @@ class StreamingDataLoader(DataLoader):
             "collate_fn": self.user_collate_fn,
             "position": self._position,
             "arena_flags": arenas.flags if arenas is not None else None,
+            "parcel": self._parcels > 0,
         }
         try:
             it = super().__iter__()  # iter(dataset) runs here (in this process, or in the workers it starts)
@@ -197,6 +204,7 @@ class StreamingDataLoader(DataLoader):
         workers = max(1, self.num_workers)
         reorder = Reorder(self.batches_consumed, arenas)
         done = False
+        parcels = self._parcels  # still to come
         try:
             with ev.span(
                 "epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches, workers=self.num_workers
@@ -227,19 +235,32 @@ class StreamingDataLoader(DataLoader):
                             if on:
                                 mark(now())
                                 put(j)
-                        if self.num_workers > 0 and reorder.expected >= plan.num_batches and not reorder.pending():
+                        if (
+                            self.num_workers > 0
+                            and reorder.expected >= plan.num_batches
+                            and not reorder.pending()
+                            and parcels <= 0
+                        ):
                             done = True  # every batch of the plan arrived: no need to wait for the workers' stop
                             break
                         if arenas is not None:
                             arenas.release_dropped()  # arenas of batches the loop has dropped go back to the workers
                         try:
                             item = next(it)
-                        except StopIteration:
-                            break
-                        finally:
+                        except BaseException as exc:
                             if on:
                                 mark(now())
                                 put(~reorder.expected)
+                            if isinstance(exc, StopIteration):
+                                break
+                            raise
+                        if type(item) is ev.Parcel:
+                            ev.adopt(item)  # a worker's last trace events (the loop still waits: no boundary)
+                            parcels -= 1
+                            continue
+                        if on:
+                            mark(now())
+                            put(~reorder.expected)
                         reorder.add(item)
                 finally:
                     loop.finish()

@@ -44,7 +44,7 @@ from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir
 from streamscope.cache.leases import LeaseTable
 from streamscope.cache.prefetch import live_depth
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
-from streamscope.stream.batching import grouped
+from streamscope.stream.batching import grouped, worker_share
 from streamscope.stream.collate import BlockCollator, ColumnCollator
 from streamscope.stream.distributed import DistEnv, WorkerEnv
 from streamscope.stream.plan import EpochPlan, make_plan
@@ -628,11 +628,6 @@ class StreamingDataset(Resumable, IterableDataset):
         finally:
             decodes.finish()
             reader.stop()
-            if ev.ACTIVE and get_worker_info() is not None:
-                # A worker whose share of the epoch is done hands its events to the sinks now, while the loop
-                # still consumes the batches it queued: its exit (on the epoch's critical path) is then short.
-                # (Its metrics snapshot is written at exit, final, a moment later.)
-                ev.flush(publish=False)
 
     def _groups(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[tuple[Any, np.ndarray, np.ndarray]]:
         n = len(ci)
@@ -677,10 +672,12 @@ class StreamingDataset(Resumable, IterableDataset):
         epoch, start = (int(position[0]), int(position[1])) if position is not None else (mode["epoch"], mode["start"])
         batches = self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"])
         group_bytes = int(config.get("loader_group_bytes"))
-        if get_worker_info() is None or group_bytes <= 0:
+        if get_worker_info() is None:
             yield from batches
+        elif group_bytes <= 0:
+            yield from worker_share(batches, mode)
         else:
-            yield from grouped(batches, group_bytes, mode.get("arena_flags"), w.worker_id)
+            yield from worker_share(grouped(batches, group_bytes, mode.get("arena_flags"), w.worker_id), mode)
 
     # --- state -------------------------------------------------------------------------------------
 

@@ -1,0 +1,182 @@
+"""DataLoader workers hand their last trace events to the main process (stream.batching.worker_share)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+
+from streamscope import events as ev
+from streamscope.api.tracing import enable_tracer, flush_tracer
+from streamscope.events.bus import Bulk
+from streamscope.stream.combined import CombinedStreamingDataset
+from streamscope.stream.dataloader import StreamingDataLoader
+from streamscope.stream.dataset import StreamingDataset
+from streamscope.stream.parallel import ParallelStreamingDataset
+from tests.stream._data import image_sample, write_dataset
+from tests.support.litracer_parser import check_log, unmatched
+from tests.support.tracing import clean_tracer  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("clean_tracer")
+
+
+class _CountingSink:
+    """Notes the pid of every process that creates it (O_APPEND: one whole line per process)."""
+
+    path = ""
+
+    def __init__(self) -> None:
+        with open(self.path, "a") as f:
+            f.write(f"{os.getpid()}\n")
+
+    def export(self, batch: Any) -> None:
+        pass
+
+    def force_flush(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _sink_pids(path: str) -> set[int]:
+    return {int(x) for x in open(path).read().split()} if os.path.exists(path) else set()
+
+
+def _traced_epochs(
+    tmp_path: Any, kind: str, epochs: int = 1, **loader_kw: Any
+) -> tuple[list[dict[str, Any]], set[int]]:
+    """Run ``epochs`` traced epochs of 40 samples in batches of 4 with two workers; the log's events and the
+    pids that created a sink."""
+    a = write_dataset(str(tmp_path / "a"), 40, image_sample, chunk_size=8)
+    if kind == "single":
+        ds: Any = StreamingDataset(a)
+    else:
+        b = write_dataset(str(tmp_path / "b"), 40, image_sample, chunk_size=8)
+        cls = CombinedStreamingDataset if kind == "combined" else ParallelStreamingDataset
+        ds = cls([StreamingDataset(a), StreamingDataset(b)])
+    _CountingSink.path = str(tmp_path / "sinks.txt")
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log))
+    ev.add_sink(_CountingSink)
+    loader = StreamingDataLoader(ds, batch_size=4, num_workers=2, **loader_kw)
+    for _ in range(epochs):
+        assert sum(1 for _ in loader) == len(loader)
+    if loader.persistent_workers:
+        loader._iterator._shutdown_workers()  # they exit: the wait below need not run to its end
+    flush_tracer(wait_workers=30)
+    return check_log(log.read_text()), _sink_pids(_CountingSink.path)
+
+
+def _in_ts_order_per_thread(evs: list[dict[str, Any]]) -> bool:
+    last: dict[tuple[int, int], float] = {}
+    for e in evs:
+        key = (e["pid"], e["tid"])
+        if e["ts"] < last.get(key, 0.0):
+            return False
+        last[key] = e["ts"]
+    return True
+
+
+@pytest.mark.parametrize("kind", ["single", "combined", "parallel"])
+def test_non_persistent_workers_hand_their_events_to_the_main_process(tmp_path, kind):
+    evs, sink_pids = _traced_epochs(tmp_path, kind)
+    assert sink_pids == {os.getpid()}  # no worker opened the log or built a sink
+    reads = [e for e in evs if e["cat"] == "read" and e["pid"] != os.getpid()]
+    by_pid: dict[int, set[str]] = {}
+    for e in reads:
+        by_pid.setdefault(e["pid"], set()).add(e["args"]["worker_rank"])
+    assert len(by_pid) == 2 and sorted(r for ranks in by_pid.values() for r in ranks) == ["0", "1"]
+    if kind == "single":  # the StreamingDataset path records one decode_batch per batch in its worker
+        assert sorted(int(e["args"]["batch"]) for e in reads if e["name"] == "decode_batch") == list(range(10))
+    assert not unmatched(evs) and _in_ts_order_per_thread(evs)
+
+
+def test_persistent_workers_write_their_own_events(tmp_path):
+    evs, sink_pids = _traced_epochs(tmp_path, "single", epochs=2, persistent_workers=True)
+    assert len(sink_pids - {os.getpid()}) == 2  # each worker writes its own
+    decodes = [e for e in evs if e["name"] == "decode_batch"]
+    assert len(decodes) == 20 and len({e["pid"] for e in decodes}) == 2
+    assert _in_ts_order_per_thread(evs)
+
+
+def test_a_share_over_the_handover_bound_is_written_by_its_worker(tmp_path, monkeypatch):
+    monkeypatch.setenv("STREAMSCOPE_TRACE_HANDOVER_MAX_EVENTS", "3")
+    evs, sink_pids = _traced_epochs(tmp_path, "single")
+    assert len(sink_pids - {os.getpid()}) == 2
+    assert len([e for e in evs if e["name"] == "decode_batch"]) == 10
+
+
+def test_parcels_do_not_split_the_loops_waits(tmp_path):
+    """A parcel arriving while the loop waits for a batch is not a boundary: one stall per batch waited for."""
+    evs, _ = _traced_epochs(tmp_path, "single")
+    stalls = [int(e["args"]["batch"]) for e in evs if e["name"] == "stall"]
+    assert len(stalls) == len(set(stalls)) and set(stalls) <= set(range(10))
+    assert len([e for e in evs if e["name"] == "batch"]) == 10
+
+
+def test_an_abandoned_share_is_written_by_its_worker(tmp_path):
+    d = write_dataset(str(tmp_path / "a"), 400, image_sample, chunk_size=8)
+    _CountingSink.path = str(tmp_path / "sinks.txt")
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log))
+    ev.add_sink(_CountingSink)
+    for k, _ in enumerate(StreamingDataLoader(StreamingDataset(d), batch_size=4, num_workers=2)):
+        if k == 3:
+            break
+    flush_tracer(wait_workers=30)
+    evs = check_log(log.read_text())
+    workers = {e["pid"] for e in evs if e["name"] == "decode_batch"}
+    assert len(workers) == 2 and workers <= _sink_pids(_CountingSink.path)
+    assert not unmatched(evs)
+
+
+def test_hand_over_takes_aggregates_and_adopt_writes_with_the_senders_fields(tmp_path):
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log))
+    with ev.span("download", "download", chunk=3) as f:
+        f["bytes"] = 10
+    s = ev.series("decode_batch", "read", ("batch", "items"))
+    for j in range(3):
+        s.begin()
+        s.end(j, 4)
+    s.finish()
+    parcel = ev.hand_over()
+    assert not ev.take() and parcel.pid == os.getpid()
+    assert [(e[0], e[1]) for e in parcel.events] == [("B", "download"), ("E", "download"), ("X+", "decode_batch")]
+    assert ev.metrics_snapshot().span("download").bytes == 10  # counted where it was recorded
+    flush_tracer()
+    assert log.read_text() == ""  # handed over: not written here
+    got = pickle.loads(pickle.dumps(parcel))  # what the DataLoader's queue does
+    sender = dict(got.env, worker_rank=7, worker_world_size=8)
+    ev.adopt(ev.Parcel(got.pid, got.events, sender))
+    flush_tracer()
+    evs = check_log(log.read_text())
+    assert [e["name"] for e in evs] == ["download"] * 2 + ["decode_batch"] * 3
+    assert {e["args"]["worker_rank"] for e in evs} == {"7"} and not unmatched(evs)
+    assert ev.metrics_snapshot().span("download").count == 1  # adopting does not count them again
+
+
+def test_parcel_pickles_with_bulk_entries():
+    b = Bulk(2, 50, {"batch": np.array([4, 5])}, [10, 30], [20, 40], {"epoch": 1})
+    p = pickle.loads(pickle.dumps(ev.Parcel(12, [("X+", "decode_batch", "read", 10, 12, 99, b)], {"worker_rank": 1})))
+    (e,) = p.events
+    assert (p.pid, p.env, e[:6]) == (12, {"worker_rank": 1}, ("X+", "decode_batch", "read", 10, 12, 99))
+    assert e[6].cols["batch"].tolist() == [4, 5] and (e[6].starts, e[6].ends, e[6].fields) == (
+        [10, 30],
+        [20, 40],
+        {"epoch": 1},
+    )
+
+
+def test_over_the_bound_hand_over_writes_here_and_returns_an_empty_parcel(tmp_path, monkeypatch):
+    monkeypatch.setenv("STREAMSCOPE_TRACE_HANDOVER_MAX_EVENTS", "1")
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log))
+    with ev.span("download", "download", chunk=3):
+        pass
+    parcel = ev.hand_over()
+    assert parcel.events == [] and [e["ph"] for e in check_log(log.read_text())] == ["B", "E"]
