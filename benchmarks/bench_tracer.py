@@ -370,6 +370,8 @@ out[f"{level}_flush_over_off_wall_paired_median"] = round(
     statistics.median([a[2] / b[1] for a, b in zip(res[level], res["off"])]), 4)
 offs = sorted(x[0] for x in res["off"])
 out["off_cpu_quartile_spread"] = round(offs[3 * len(offs) // 4] / offs[len(offs) // 4], 3)
+# every round's (cpu, wall, tail) per level, in run order: for other estimators and plots
+out["rounds_raw"] = {lv: [[round(x, 6) for x in r] for r in res[lv]] for lv in levels}
 print(json.dumps(out))
 """
 

@@ -19,6 +19,7 @@ Lifecycle of one process:
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import multiprocessing.util as mp_util
 import os
@@ -29,6 +30,7 @@ import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from streamscope._core import config
@@ -64,6 +66,56 @@ ANCHOR_ENV = "STREAMSCOPE_TRACE_CLOCK_ANCHOR"
 DEFAULT_SINK = "streamscope.trace.litracer:LitracerFileSink"
 
 
+class Flusher:
+    """The recorder's daemon flusher thread, started with ``_thread``: in a freshly forked DataLoader worker a
+    ``threading.Thread`` costs three times as much to start (its objects' pages are copied on first write) and
+    its start waits until the thread runs, on the way to the worker's first batch.
+
+    ``target(flusher)`` runs on the thread and loops on :meth:`wait` until it returns True.
+    """
+
+    __slots__ = ("_stop", "_done", "ident")
+
+    def __init__(self, target: Callable[[Flusher], None]) -> None:
+        self._stop = _thread.allocate_lock()
+        self._stop.acquire()  # released by stop()
+        self._done = _thread.allocate_lock()
+        self._done.acquire()  # released when the thread ends
+        self.ident: int | None = None
+        _thread.start_new_thread(self._main, (target,))
+
+    def _main(self, target: Callable[[Flusher], None]) -> None:
+        self.ident = threading.get_ident()
+        try:
+            target(self)
+        finally:
+            self._done.release()
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep up to ``timeout`` seconds; True once :meth:`stop` was called."""
+        if self._stop.acquire(timeout=timeout):
+            self._stop.release()  # stays released: every later wait returns at once
+            return True
+        return False
+
+    def stop(self) -> None:
+        """Ask the thread to end (it finishes its current flush first). Idempotent."""
+        try:
+            self._stop.release()
+        except RuntimeError:  # already stopped
+            pass
+
+    def stopping(self) -> bool:
+        return not self._stop.locked()
+
+    def is_alive(self) -> bool:
+        return self._done.locked()
+
+    def join(self, timeout: float) -> None:
+        if self._done.acquire(timeout=timeout):
+            self._done.release()
+
+
 class Recorder:
     """State of the recorder in this process (one instance, :data:`RECORDER`)."""
 
@@ -83,8 +135,7 @@ class Recorder:
         self.hold_max_ns = 30_000_000_000
         self.sink_errors = 0
         self.reported: set[str] = set()
-        self.thread: threading.Thread | None = None
-        self.stop = threading.Event()
+        self.thread: Flusher | None = None
         self.offset_ns = time.time_ns() - time.monotonic_ns()
         self.metrics_dir: str | None = None
         self.owner = False
@@ -134,7 +185,8 @@ class Recorder:
             elif self.started:  # switched off: write what we have, stop the flusher
                 self._flush_locked(hold=False)
                 self._shutdown_sinks()
-                self.stop.set()
+                if self.thread is not None:
+                    self.thread.stop()
 
     def _knob(self, name: str) -> float:
         """A numeric tracer knob; a bad environment value is reported once and its default used."""
@@ -188,11 +240,9 @@ class Recorder:
                 self.metrics_dir = None
 
     def _start_thread(self) -> None:
-        if self.thread is not None and self.thread.is_alive():
+        if self.thread is not None and self.thread.is_alive() and not self.thread.stopping():
             return
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(self.stop,), name="streamscope-flusher", daemon=True)
-        self.thread.start()
+        self.thread = Flusher(self._run)
 
     def _tick(self) -> float:
         try:
@@ -201,9 +251,9 @@ class Recorder:
             mi = 1.0
         return max(0.01, min(self.flush_interval, mi))
 
-    def _run(self, stop: threading.Event) -> None:
+    def _run(self, flusher: Flusher) -> None:
         wait = self._tick()
-        while not stop.wait(wait):
+        while not flusher.wait(wait):
             try:
                 self.flush()
             except Exception as exc:  # the flusher must survive anything
@@ -420,10 +470,11 @@ class Recorder:
         """Close open spans, flush, shut sinks down and publish the final snapshot. Idempotent."""
         if not self.started or self.closed or self.pid != os.getpid():
             return
-        self.stop.set()
         t = self.thread
-        if t is not None and t.is_alive() and t is not threading.current_thread():
-            t.join(timeout=2.0)
+        if t is not None:
+            t.stop()
+            if t.is_alive() and t.ident != threading.get_ident():
+                t.join(timeout=2.0)
         with self.lock:
             if self.closed:
                 return
