@@ -180,3 +180,44 @@ def test_over_the_bound_hand_over_writes_here_and_returns_an_empty_parcel(tmp_pa
         pass
     parcel = ev.hand_over()
     assert parcel.events == [] and [e["ph"] for e in check_log(log.read_text())] == ["B", "E"]
+
+
+def test_workers_hand_over_their_metrics_and_write_no_snapshot(tmp_path, monkeypatch):
+    from streamscope.api.tracing import enable_metrics, metrics
+    from streamscope.stream.dataloader import join_worker_shutdowns
+
+    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "60")  # no periodic snapshot while the epoch runs
+    d = write_dataset(str(tmp_path / "a"), 40, image_sample, chunk_size=8)
+    enable_metrics("chunk")  # metrics without a log: the parcels carry no events, only the snapshots
+    assert sum(1 for _ in StreamingDataLoader(StreamingDataset(d), batch_size=4, num_workers=2)) == 10
+    assert join_worker_shutdowns(30)
+    assert os.listdir(ev.RECORDER.metrics_dir) == []  # the workers exited without writing a file
+    snap = metrics()
+    workers = [p for p in snap.processes if p != os.getpid()]
+    assert len(workers) == 2 and all(not snap.processes[p]["alive"] for p in workers)
+    assert snap.span("decode_batch", "read").count == 10 and snap.span("decode_batch", "read").items == 40
+    flush_tracer()  # retires them
+    again = metrics()
+    assert again.span("decode_batch", "read").count == 10 and all(again.processes[p]["final"] for p in workers)
+
+
+def test_a_newer_file_supersedes_the_handed_snapshot_and_a_reused_pid_is_a_new_process(tmp_path):
+    """The recorder keeps one snapshot per process: the newest of its file and the one its parcel brought; a
+    file of another process with the same pid (a later start) does not replace the older one's numbers."""
+    from streamscope.events.metrics import write_snapshot
+
+    enable_tracer("chunk", log_file=str(tmp_path / "t.log"))
+    d = ev.RECORDER.metrics_dir
+    dead = 2**22 + 12345  # no such process
+    spans = {"read/read": {"count": 1}}
+    ev.adopt(ev.Parcel(dead, [], {}, {"pid": dead, "events": 2, "token": 5, "spans": spans, "final": False}))
+    write_snapshot(d, {"pid": dead, "events": 3, "token": 5, "spans": {"read/read": {"count": 2}}, "final": True})
+    assert ev.metrics_snapshot().span("read").count == 2  # the file is newer: it stands for the process
+    flush_tracer()
+    assert ev.metrics_snapshot().span("read").count == 2 and not ev.RECORDER.parcel_snaps  # retired once
+    other = dead + 1
+    ev.adopt(ev.Parcel(other, [], {}, {"pid": other, "events": 9, "token": 5, "spans": spans, "final": False}))
+    write_snapshot(d, {"pid": other, "events": 1, "token": 6, "spans": spans, "final": True})
+    flush_tracer()  # both done: the first process and the later one with its pid
+    assert ev.metrics_snapshot().span("read").count == 4
+    assert os.listdir(d) == [] and not ev.RECORDER.parcel_snaps

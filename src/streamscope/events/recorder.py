@@ -147,7 +147,10 @@ class Recorder:
         self._last_take = 0
         self._published_events = -1
         self._published_dropped = -1
+        self.token = time.monotonic_ns()  # this process's start: tells two processes with one pid apart
+        self._handed: tuple[int, int, int] | None = None  # numbers of the last snapshot handed over
         self.adopted: deque[Parcel] = deque()  # other processes' events this process writes (see adopt)
+        self.parcel_snaps: dict[int, dict[str, Any]] = {}  # the newest snapshot each parcel brought, by pid
 
     # --- configuration -------------------------------------------------------------------------------
 
@@ -227,6 +230,7 @@ class Recorder:
                 self.metrics_dir = tempfile.mkdtemp(prefix="streamscope-metrics-")
                 self.agg = Aggregator()  # a new run: metrics start from zero
                 self.retired = MetricsSnapshot()
+                self.parcel_snaps = {}
                 self._published_events = self._published_dropped = -1
                 os.environ[METRICS_DIR_ENV] = self.metrics_dir
                 self.owner = True
@@ -291,7 +295,10 @@ class Recorder:
         adopted = self.adopted
         while adopted:
             parcel = adopted.popleft()
-            self._export(parcel.events, parcel.env)
+            if parcel.events and self.trace_cats:
+                self._export(parcel.events, parcel.env)
+            if parcel.snapshot is not None:
+                self.parcel_snaps[parcel.pid] = _newest(self.parcel_snaps.get(parcel.pid), parcel.snapshot)
         if self.owner and (final or repair):
             self._repair_dead_workers()
         if publish or final:
@@ -367,21 +374,27 @@ class Recorder:
             return
         if self.owner and not final:
             return  # nobody reads the owner's file while it runs (metrics() merges its live numbers): final only
-        opened = [[sp.name, sp.cat, sp.tid, dict(sp.fields)] for sp in open_now.values()] if not final else []
-        snap = self.agg.snapshot(
-            self.pid,
-            dropped=STATE.dropped,
-            sink_errors=self.sink_errors,
-            final=final,
-            open=opened,
-            env=context.env_fields(),
-        )
+        if final and self._handed == (self.agg.events, STATE.dropped, self.sink_errors):
+            return  # nothing since the snapshot handed over (so no span was open then): the receiver has it all
+        snap = self._snapshot(open_now, final)
         try:
             write_snapshot(d, snap)
             self._published_events = self.agg.events
             self._published_dropped = STATE.dropped
         except Exception as exc:  # full disk, removed directory, unserialisable field
             self._report(f"publish:{type(exc).__name__}", f"metrics snapshot not written to {d}: {exc}")
+
+    def _snapshot(self, open_now: dict[int, Any], final: bool) -> dict[str, Any]:
+        opened = [[sp.name, sp.cat, sp.tid, dict(sp.fields)] for sp in open_now.values()] if not final else []
+        return self.agg.snapshot(
+            self.pid,
+            dropped=STATE.dropped,
+            sink_errors=self.sink_errors,
+            final=final,
+            open=opened,
+            env=context.env_fields(),
+            token=self.token,
+        )
 
     def _repair_dead_workers(self) -> None:
         """Close the spans that dead processes of this run left open (their last snapshot lists them), and retire
@@ -395,20 +408,41 @@ class Recorder:
         if not self.metrics_dir:
             return
         now = time.monotonic_ns()
-        for pid, snap in read_snapshots(self.metrics_dir).items():
+        files = read_snapshots(self.metrics_dir)
+        for pid in set(files) | set(self.parcel_snaps):
             if pid == self.pid or pid in self.stuck:
                 continue
-            if not snap.get("final"):
-                if pid_alive(pid):
-                    continue
-                self._close_for(pid, snap, now)
+            file, handed = files.get(pid), self.parcel_snaps.get(pid)
+            if file is not None and handed is not None and file.get("token") != handed.get("token"):
+                # two processes had this pid: the older one is gone (its pid was taken again)
+                if _older(file, handed):
+                    self._retire(pid, file, now, remove_file=True)
+                    file = None
+                else:
+                    self._retire(pid, handed, now, drop_handed=True)
+                    handed = None
+            snap = _newest(file, handed)
+            if snap is None or (not snap.get("final") and pid_alive(pid)):
+                continue
+            self._retire(pid, snap, now, remove_file=file is not None, drop_handed=handed is not None)
+
+    def _retire(
+        self, pid: int, snap: dict[str, Any], now: int, remove_file: bool = False, drop_handed: bool = False
+    ) -> None:
+        """Add a done process's numbers to :attr:`retired` (closing what it left open) and forget its snapshot
+        (its file, the one a parcel brought)."""
+        if not snap.get("final"):
+            self._close_for(pid, snap, now)
+        if remove_file and self.metrics_dir:
             path = os.path.join(self.metrics_dir, f"{pid}.json")
             try:
                 os.remove(path)
             except OSError:
                 self.stuck.add(pid)  # left in place: never added twice
             forget_snapshot(path)
-            add_snapshot(self.retired, pid, snap)
+        if drop_handed:
+            self.parcel_snaps.pop(pid, None)
+        add_snapshot(self.retired, pid, snap)
 
     def _close_for(self, pid: int, snap: dict[str, Any], now: int) -> None:
         """Write an ``E`` (``aborted: 1``) for every span a dead process left open; count them in ``snap``."""
@@ -454,14 +488,18 @@ class Recorder:
             if traced and events_represented(traced) > self._knob("trace_handover_max_events"):
                 self._export(traced)
                 traced = []
-            return Parcel(self.pid, traced, context.env_fields() if traced else {})
+            snap = None
+            if self.metrics_dir:
+                snap = self._snapshot(OPEN.copy(), final=False)
+                self._handed = (self.agg.events, STATE.dropped, self.sink_errors)
+            return Parcel(self.pid, traced, context.env_fields() if traced else {}, snap)
 
     def adopt(self, parcel: Parcel) -> None:
-        """Write ``parcel`` (another process's events) to this process's sinks at its next flush. Any thread.
-
-        Dropped when this process does not trace.
+        """Take ``parcel`` from another process of the run: its events go to this process's sinks (when it
+        traces), its metrics snapshot stands for the sender's file until a newer one comes; at the next flush.
+        Any thread.
         """
-        if parcel.events and self.trace_cats:
+        if parcel.events or parcel.snapshot is not None:
             self.adopted.append(parcel)
 
     # --- exit ----------------------------------------------------------------------------------------
@@ -531,11 +569,41 @@ class Recorder:
                 self.pid, dropped=STATE.dropped, sink_errors=self.sink_errors, final=False, alive=True
             )
             snaps = read_snapshots(self.metrics_dir) if self.metrics_dir else {}
+            for pid, handed in self.parcel_snaps.items():
+                file = snaps.get(pid)
+                if file is None or (file.get("token") != handed.get("token") and _older(file, handed)):
+                    snaps[pid] = handed
+                elif file.get("token") == handed.get("token"):
+                    snaps[pid] = _newest(file, handed)  # type: ignore[assignment]
         snaps[self.pid] = own
         return merge(snaps, base=self.retired)
 
 
 RECORDER = Recorder()
+
+
+def _older(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """True when snapshot ``a`` is from a process that started before ``b``'s."""
+    try:
+        return int(a.get("token", 0)) < int(b.get("token", 0))
+    except (TypeError, ValueError):
+        return False
+
+
+def _newest(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The later of two snapshots of one process (its numbers only grow; a final one is its last)."""
+    if a is None or b is None:
+        return a if b is None else b
+
+    def rank(s: dict[str, Any]) -> tuple[int, ...]:
+        return (
+            int(s.get("events", 0)),
+            int(s.get("dropped", 0)),
+            int(s.get("sink_errors", 0)),
+            int(bool(s.get("final"))),
+        )
+
+    return b if rank(b) > rank(a) else a
 
 
 def configure_from_env() -> None:

@@ -48,17 +48,22 @@ class Parcel:
         pid: the process that recorded them.
         events: as in :class:`EventBatch` (already aggregated into the sender's metrics).
         env: the sender's rank/worker fields.
+        snapshot: the sender's metrics snapshot as it hands the parcel over (None without a metrics directory):
+            it need not write one at exit unless it records more.
     """
 
-    __slots__ = ("pid", "events", "env")
+    __slots__ = ("pid", "events", "env", "snapshot")
 
-    def __init__(self, pid: int, events: list[Event], env: dict[str, int]) -> None:
+    def __init__(
+        self, pid: int, events: list[Event], env: dict[str, int], snapshot: dict[str, Any] | None = None
+    ) -> None:
         self.pid = pid
         self.events = events
         self.env = env
+        self.snapshot = snapshot
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Parcel, (self.pid, self.events, self.env))
+        return (Parcel, (self.pid, self.events, self.env, self.snapshot))
 
     def __repr__(self) -> str:
         return f"Parcel(pid={self.pid}, events={len(self.events)})"
