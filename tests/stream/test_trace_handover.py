@@ -221,3 +221,21 @@ def test_a_newer_file_supersedes_the_handed_snapshot_and_a_reused_pid_is_a_new_p
     flush_tracer()  # both done: the first process and the later one with its pid
     assert ev.metrics_snapshot().span("read").count == 4
     assert os.listdir(d) == [] and not ev.RECORDER.parcel_snaps
+
+
+@pytest.mark.parametrize("stop_at", [8, 9])
+def test_parcels_lost_in_flight_are_written_by_their_workers(tmp_path, stop_at):
+    """A loop that leaves at its last batches abandons the parcels still in the queue: each worker whose parcel
+    was not received writes its events and metrics itself, so every event is in the log exactly once."""
+    d = write_dataset(str(tmp_path / "a"), 40, image_sample, chunk_size=8)
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log))
+    for k, _ in enumerate(StreamingDataLoader(StreamingDataset(d), batch_size=4, num_workers=2)):
+        if k == stop_at:
+            break
+    flush_tracer(wait_workers=30)
+    evs = check_log(log.read_text())
+    decoded = sorted(int(e["args"]["batch"]) for e in evs if e["name"] == "decode_batch")
+    assert decoded == sorted(set(decoded)) and set(range(stop_at + 1)) <= set(decoded) <= set(range(10))
+    assert ev.metrics_snapshot().span("decode_batch", "read").count == len(decoded)
+    assert not unmatched(evs)

@@ -349,9 +349,12 @@ def flush(publish: bool = True) -> None:
             RECORDER.sink_errors += 1
 
 
-def hand_over() -> Parcel:
-    """Take this process's buffered events for another process of the run to write (:class:`Parcel`)."""
-    return RECORDER.hand_over()
+def hand_over(tag: int = -1, received: Callable[[], bool] | None = None) -> Parcel:
+    """Take this process's buffered events for another process of the run to write (:class:`Parcel`).
+
+    ``received()``, asked at exit, says whether the receiver got it (if not, this process writes them itself).
+    """
+    return RECORDER.hand_over(tag, received)
 
 
 def adopt(parcel: Parcel) -> None:

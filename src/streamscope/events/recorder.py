@@ -149,6 +149,7 @@ class Recorder:
         self._published_dropped = -1
         self.token = time.monotonic_ns()  # this process's start: tells two processes with one pid apart
         self._handed: tuple[int, int, int] | None = None  # numbers of the last snapshot handed over
+        self._unconfirmed: tuple[Parcel, Callable[[], bool]] | None = None  # see hand_over
         self.adopted: deque[Parcel] = deque()  # other processes' events this process writes (see adopt)
         self.parcel_snaps: dict[int, dict[str, Any]] = {}  # the newest snapshot each parcel brought, by pid
 
@@ -464,12 +465,16 @@ class Recorder:
 
     # --- hand-over ---------------------------------------------------------------------------------
 
-    def hand_over(self) -> Parcel:
+    def hand_over(self, tag: int = -1, received: Callable[[], bool] | None = None) -> Parcel:
         """Take this process's buffered events for another process of the run to write (see :class:`Parcel`).
 
         They are aggregated into this process's metrics here. Events a thread recorded behind a complete event
         still open there stay for this process's next flush, as in :meth:`flush`. More traced events than the
         ``trace_handover_max_events`` knob: this process writes them itself (the parcel is then empty).
+
+        ``received()``, asked at this process's exit, tells whether the receiver got the parcel; when it says no
+        (the receiver abandoned it in flight, e.g. a loop that left its epoch early) this process writes the
+        events and its final metrics snapshot itself.
         """
         with self.lock:
             take_series()
@@ -492,7 +497,25 @@ class Recorder:
             if self.metrics_dir:
                 snap = self._snapshot(OPEN.copy(), final=False)
                 self._handed = (self.agg.events, STATE.dropped, self.sink_errors)
-            return Parcel(self.pid, traced, context.env_fields() if traced else {}, snap)
+            parcel = Parcel(self.pid, traced, context.env_fields() if traced else {}, snap, tag)
+            if received is not None:
+                self._unconfirmed = (parcel, received)
+            return parcel
+
+    def _reclaim(self) -> None:
+        """At exit: write what the last parcel held when its receiver says it never got it."""
+        pending, self._unconfirmed = self._unconfirmed, None
+        if pending is None:
+            return
+        parcel, received = pending
+        try:
+            got = bool(received())
+        except Exception:
+            got = False
+        if not got:
+            if parcel.events and self.trace_cats:
+                self._export(parcel.events, parcel.env)
+            self._handed = None  # its snapshot did not arrive either: the final one is written
 
     def adopt(self, parcel: Parcel) -> None:
         """Take ``parcel`` from another process of the run: its events go to this process's sinks (when it
@@ -518,6 +541,7 @@ class Recorder:
                 return
             self.closed = True
             try:
+                self._reclaim()
                 close_open_spans()
                 self._flush_locked(final=True)
                 for _spec, sink in self.sinks or []:

@@ -50,20 +50,27 @@ class Parcel:
         env: the sender's rank/worker fields.
         snapshot: the sender's metrics snapshot as it hands the parcel over (None without a metrics directory):
             it need not write one at exit unless it records more.
+        tag: the sender's number for the receiver (a DataLoader worker's id), -1 when none.
     """
 
-    __slots__ = ("pid", "events", "env", "snapshot")
+    __slots__ = ("pid", "events", "env", "snapshot", "tag")
 
     def __init__(
-        self, pid: int, events: list[Event], env: dict[str, int], snapshot: dict[str, Any] | None = None
+        self,
+        pid: int,
+        events: list[Event],
+        env: dict[str, int],
+        snapshot: dict[str, Any] | None = None,
+        tag: int = -1,
     ) -> None:
         self.pid = pid
         self.events = events
         self.env = env
         self.snapshot = snapshot
+        self.tag = tag
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Parcel, (self.pid, self.events, self.env, self.snapshot))
+        return (Parcel, (self.pid, self.events, self.env, self.snapshot, self.tag))
 
     def __repr__(self) -> str:
         return f"Parcel(pid={self.pid}, events={len(self.events)})"

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils.data import get_worker_info
 
 from streamscope import events as ev
 from streamscope.stream import collate
@@ -255,7 +256,11 @@ def worker_share(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
         if not finished and ev.ACTIVE:
             ev.flush(publish=False)
     if mode.get("parcel"):
-        yield ev.hand_over()
+        info = get_worker_info()
+        wid = info.id if info is not None else -1
+        acks = mode.get("parcel_acks")  # the loader marks each parcel it receives
+        received = (lambda: acks[wid] == 1) if acks is not None and 0 <= wid < len(acks) else None
+        yield ev.hand_over(wid, received)
     elif ev.ACTIVE:
         ev.flush(publish=False)
 

@@ -61,6 +61,27 @@ def pending_worker_shutdowns() -> int:
     return len(_SHUTDOWNS)
 
 
+def _adopt(parcel: Any, acks: Any, parcels: list[int]) -> None:
+    """Take a worker's trace parcel (see ``stream.batching.worker_share``) and mark it received."""
+    if acks is not None and 0 <= parcel.tag < len(acks):
+        acks[parcel.tag] = 1
+    ev.adopt(parcel)
+    parcels[0] -= 1
+
+
+def _finish(it: Any, acks: Any, parcels: list[int], shutdown: Callable[[], None]) -> None:
+    """After a complete epoch, in the background: take the parcels still to come, then join the workers."""
+    try:
+        while parcels[0] > 0:
+            item = next(it)  # the workers send their parcel right after their last batch, then stop
+            if type(item) is ev.Parcel:
+                _adopt(item, acks, parcels)
+    except Exception:  # StopIteration, or a worker that failed after the epoch's last batch: nothing to hand on
+        pass
+    finally:
+        shutdown()
+
+
 def _identity(item: Any) -> Any:
     return item
 
@@ -184,6 +205,8 @@ class StreamingDataLoader(DataLoader):
         # next epoch's events must not reach the log before this parcel). Decided when the workers start.
         if not (self.persistent_workers and getattr(self, "_iterator", None) is not None):
             self._parcels = self.num_workers if ev.ACTIVE and not self.persistent_workers else 0
+        # one flag per worker, set when its parcel arrives (a worker whose parcel was lost writes its own events)
+        acks = multiprocessing.RawArray("b", self.num_workers) if self._parcels else None
         ds._batch_mode = {
             "epoch": epoch,
             "start": start,
@@ -192,19 +215,20 @@ class StreamingDataLoader(DataLoader):
             "position": self._position,
             "arena_flags": arenas.flags if arenas is not None else None,
             "parcel": self._parcels > 0,
+            "parcel_acks": acks,
         }
         try:
             it = super().__iter__()  # iter(dataset) runs here (in this process, or in the workers it starts)
         finally:
             # batch mode is the loader's own: the dataset iterated directly still yields plain samples
             ds._batch_mode = None
-        return self._run(it, plan, epoch, arenas)
+        return self._run(it, plan, epoch, arenas, acks)
 
-    def _run(self, it: Any, plan: Any, epoch: int, arenas: ArenaFlags | None) -> Iterator[Any]:
+    def _run(self, it: Any, plan: Any, epoch: int, arenas: ArenaFlags | None, acks: Any) -> Iterator[Any]:
         workers = max(1, self.num_workers)
         reorder = Reorder(self.batches_consumed, arenas)
         done = False
-        parcels = self._parcels  # still to come
+        parcels = [self._parcels]  # still to come (the epoch's end takes the rest in the background)
         try:
             with ev.span(
                 "epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches, workers=self.num_workers
@@ -235,12 +259,7 @@ class StreamingDataLoader(DataLoader):
                             if on:
                                 mark(now())
                                 put(j)
-                        if (
-                            self.num_workers > 0
-                            and reorder.expected >= plan.num_batches
-                            and not reorder.pending()
-                            and parcels <= 0
-                        ):
+                        if self.num_workers > 0 and reorder.expected >= plan.num_batches and not reorder.pending():
                             done = True  # every batch of the plan arrived: no need to wait for the workers' stop
                             break
                         if arenas is not None:
@@ -255,8 +274,7 @@ class StreamingDataLoader(DataLoader):
                                 break
                             raise
                         if type(item) is ev.Parcel:
-                            ev.adopt(item)  # a worker's last trace events (the loop still waits: no boundary)
-                            parcels -= 1
+                            _adopt(item, acks, parcels)  # a worker's last trace events (still waiting: no boundary)
                             continue
                         if on:
                             mark(now())
@@ -275,9 +293,14 @@ class StreamingDataLoader(DataLoader):
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None and not self.persistent_workers:
                 if done:
-                    # A complete epoch: the workers are finishing on their own; joining them (tens of ms) need
-                    # not delay the training loop's next step.
-                    t = threading.Thread(target=shutdown, name="streamscope-loader-shutdown", daemon=True)
+                    # A complete epoch: the workers are finishing on their own; taking their last trace parcels
+                    # and joining them (tens of ms) need not delay the training loop's next step.
+                    t = threading.Thread(
+                        target=_finish,
+                        args=(it, acks, parcels, shutdown),
+                        name="streamscope-loader-shutdown",
+                        daemon=True,
+                    )
                     _SHUTDOWNS.append(t)
                     t.start()
                 else:
