@@ -69,19 +69,6 @@ def _adopt(parcel: Any, acks: Any, parcels: list[int]) -> None:
     parcels[0] -= 1
 
 
-def _finish(it: Any, acks: Any, parcels: list[int], shutdown: Callable[[], None]) -> None:
-    """After a complete epoch, in the background: take the parcels still to come, then join the workers."""
-    try:
-        while parcels[0] > 0:
-            item = next(it)  # the workers send their parcel right after their last batch, then stop
-            if type(item) is ev.Parcel:
-                _adopt(item, acks, parcels)
-    except Exception:  # StopIteration, or a worker that failed after the epoch's last batch: nothing to hand on
-        pass
-    finally:
-        shutdown()
-
-
 def _identity(item: Any) -> Any:
     return item
 
@@ -228,7 +215,7 @@ class StreamingDataLoader(DataLoader):
         workers = max(1, self.num_workers)
         reorder = Reorder(self.batches_consumed, arenas)
         done = False
-        parcels = [self._parcels]  # still to come (the epoch's end takes the rest in the background)
+        parcels = [self._parcels]  # still to come
         try:
             with ev.span(
                 "epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches, workers=self.num_workers
@@ -259,8 +246,16 @@ class StreamingDataLoader(DataLoader):
                             if on:
                                 mark(now())
                                 put(j)
-                        if self.num_workers > 0 and reorder.expected >= plan.num_batches and not reorder.pending():
-                            done = True  # every batch of the plan arrived: no need to wait for the workers' stop
+                        if (
+                            self.num_workers > 0
+                            and reorder.expected >= plan.num_batches
+                            and not reorder.pending()
+                            and parcels[0] <= 0
+                        ):
+                            # Every batch of the plan and every trace parcel arrived: no need to wait for the
+                            # workers' stop. (A worker sends its parcel right after its last batch: a loop that
+                            # does any work on that batch does not wait for it.)
+                            done = True
                             break
                         if arenas is not None:
                             arenas.release_dropped()  # arenas of batches the loop has dropped go back to the workers
@@ -293,14 +288,9 @@ class StreamingDataLoader(DataLoader):
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None and not self.persistent_workers:
                 if done:
-                    # A complete epoch: the workers are finishing on their own; taking their last trace parcels
-                    # and joining them (tens of ms) need not delay the training loop's next step.
-                    t = threading.Thread(
-                        target=_finish,
-                        args=(it, acks, parcels, shutdown),
-                        name="streamscope-loader-shutdown",
-                        daemon=True,
-                    )
+                    # A complete epoch: the workers are finishing on their own; joining them (tens of ms) need
+                    # not delay the training loop's next step.
+                    t = threading.Thread(target=shutdown, name="streamscope-loader-shutdown", daemon=True)
                     _SHUTDOWNS.append(t)
                     t.start()
                 else:
