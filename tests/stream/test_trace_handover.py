@@ -60,7 +60,8 @@ def _traced_epochs(
         ds = cls([StreamingDataset(a), StreamingDataset(b)])
     _CountingSink.path = str(tmp_path / "sinks.txt")
     log = tmp_path / "t.log"
-    enable_tracer("chunk", log_file=str(log))
+    os.environ["STREAMSCOPE_METRICS_INTERVAL"] = "60"  # no flusher tick in a slow worker (clean_tracer restores)
+    enable_tracer("chunk", log_file=str(log), flush_interval=60)
     ev.add_sink(_CountingSink)
     loader = StreamingDataLoader(ds, batch_size=4, num_workers=2, **loader_kw)
     for _ in range(epochs):

@@ -187,6 +187,14 @@ knob(
     "with more it writes them itself, in parallel with the other workers. 0: workers always write their own.",
 )
 knob(
+    "trace_handover_wait",
+    60.0,
+    "s",
+    ("STREAMSCOPE_TRACE_HANDOVER_WAIT",),
+    "A worker exiting before the main process has taken (or given up) its trace parcel waits at most this long "
+    "for the answer, then writes the parcel's events itself.",
+)
+knob(
     "trace_compact_categories",
     "sample,batch,stall,read",
     "comma list",

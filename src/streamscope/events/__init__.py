@@ -349,10 +349,11 @@ def flush(publish: bool = True) -> None:
             RECORDER.sink_errors += 1
 
 
-def hand_over(tag: int = -1, received: Callable[[], bool] | None = None) -> Parcel:
+def hand_over(tag: int = -1, received: Callable[[], bool | None] | None = None) -> Parcel:
     """Take this process's buffered events for another process of the run to write (:class:`Parcel`).
 
-    ``received()``, asked at exit, says whether the receiver got it (if not, this process writes them itself).
+    ``received()``, asked at exit, says whether the receiver got it: True, False (this process then writes them
+    itself) or None (not yet: asked again, see :meth:`Recorder.hand_over`).
     """
     return RECORDER.hand_over(tag, received)
 

@@ -149,7 +149,7 @@ class Recorder:
         self._published_dropped = -1
         self.token = time.monotonic_ns()  # this process's start: tells two processes with one pid apart
         self._handed: tuple[int, int, int] | None = None  # numbers of the last snapshot handed over
-        self._unconfirmed: tuple[Parcel, Callable[[], bool]] | None = None  # see hand_over
+        self._unconfirmed: tuple[Parcel, Callable[[], bool | None], int] | None = None  # see hand_over
         self.adopted: deque[Parcel] = deque()  # other processes' events this process writes (see adopt)
         self.parcel_snaps: dict[int, dict[str, Any]] = {}  # the newest snapshot each parcel brought, by pid
 
@@ -465,16 +465,17 @@ class Recorder:
 
     # --- hand-over ---------------------------------------------------------------------------------
 
-    def hand_over(self, tag: int = -1, received: Callable[[], bool] | None = None) -> Parcel:
+    def hand_over(self, tag: int = -1, received: Callable[[], bool | None] | None = None) -> Parcel:
         """Take this process's buffered events for another process of the run to write (see :class:`Parcel`).
 
         They are aggregated into this process's metrics here. Events a thread recorded behind a complete event
         still open there stay for this process's next flush, as in :meth:`flush`. More traced events than the
         ``trace_handover_max_events`` knob: this process writes them itself (the parcel is then empty).
 
-        ``received()``, asked at this process's exit, tells whether the receiver got the parcel; when it says no
-        (the receiver abandoned it in flight, e.g. a loop that left its epoch early) this process writes the
-        events and its final metrics snapshot itself.
+        ``received()``, asked at this process's exit, tells whether the receiver got the parcel: True, False
+        (the receiver abandoned it in flight, e.g. a loop that left its epoch early: this process then writes
+        the events and its final metrics snapshot itself), or None while the receiver has not said (asked again
+        every 5 ms, for at most the ``trace_handover_wait`` knob, while the parent process lives).
         """
         with self.lock:
             take_series()
@@ -499,7 +500,7 @@ class Recorder:
                 self._handed = (self.agg.events, STATE.dropped, self.sink_errors)
             parcel = Parcel(self.pid, traced, context.env_fields() if traced else {}, snap, tag)
             if received is not None:
-                self._unconfirmed = (parcel, received)
+                self._unconfirmed = (parcel, received, os.getppid())
             return parcel
 
     def _reclaim(self) -> None:
@@ -507,11 +508,16 @@ class Recorder:
         pending, self._unconfirmed = self._unconfirmed, None
         if pending is None:
             return
-        parcel, received = pending
-        try:
-            got = bool(received())
-        except Exception:
-            got = False
+        parcel, received, parent = pending
+        deadline = time.monotonic() + self._knob("trace_handover_wait")
+        while True:
+            try:
+                got = received()
+            except Exception:
+                got = False
+            if got is not None or time.monotonic() > deadline or os.getppid() != parent:
+                break
+            time.sleep(0.005)  # a parcel the receiver holds but has not taken yet (e.g. behind a later batch)
         if not got:
             if parcel.events and self.trace_cats:
                 self._export(parcel.events, parcel.env)

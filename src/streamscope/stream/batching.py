@@ -237,6 +237,11 @@ def grouped(
         collate.ALLOC[0] = saved
 
 
+#: A worker's parcel flag (see :func:`worker_share`) as ``events.hand_over`` reads it.
+_ACK = {0: None, 1: True, 2: False}
+PARCEL_RECEIVED, PARCEL_ABANDONED = 1, 2
+
+
 def worker_share(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
     """A DataLoader worker's items of one epoch, then its trace events.
 
@@ -258,8 +263,8 @@ def worker_share(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
     if mode.get("parcel"):
         info = get_worker_info()
         wid = info.id if info is not None else -1
-        acks = mode.get("parcel_acks")  # the loader marks each parcel it receives
-        received = (lambda: acks[wid] == 1) if acks is not None and 0 <= wid < len(acks) else None
+        acks = mode.get("parcel_acks")  # the loader marks each parcel: 1 received, 2 abandoned (0: not yet)
+        received = (lambda: _ACK.get(acks[wid], False)) if acks is not None and 0 <= wid < len(acks) else None
         yield ev.hand_over(wid, received)
     elif ev.ACTIVE:
         ev.flush(publish=False)

@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader
 
 from streamscope import events as ev
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, StateDictError
-from streamscope.stream.batching import ArenaFlags, Reorder
+from streamscope.stream.batching import PARCEL_ABANDONED, PARCEL_RECEIVED, ArenaFlags, Reorder
 from streamscope.stream.dataset import StreamingDataset
 
 #: What the loader calls on its dataset (StreamingDataset and CombinedStreamingDataset provide it).
@@ -64,7 +64,7 @@ def pending_worker_shutdowns() -> int:
 def _adopt(parcel: Any, acks: Any, parcels: list[int]) -> None:
     """Take a worker's trace parcel (see ``stream.batching.worker_share``) and mark it received."""
     if acks is not None and 0 <= parcel.tag < len(acks):
-        acks[parcel.tag] = 1
+        acks[parcel.tag] = PARCEL_RECEIVED
     ev.adopt(parcel)
     parcels[0] -= 1
 
@@ -294,6 +294,9 @@ class StreamingDataLoader(DataLoader):
                     _SHUTDOWNS.append(t)
                     t.start()
                 else:
+                    if acks is not None:  # parcels not taken are abandoned: their workers write them themselves
+                        for w in range(len(acks)):
+                            acks[w] = acks[w] or PARCEL_ABANDONED
                     shutdown()  # an abandoned epoch frees its workers now (persistent ones are reset by torch)
 
     def __len__(self) -> int:
