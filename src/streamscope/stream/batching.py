@@ -245,13 +245,16 @@ PARCEL_RECEIVED, PARCEL_ABANDONED = 1, 2
 def worker_share(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
     """A DataLoader worker's items of one epoch, then its trace events.
 
-    When the loader asks for them (``mode["parcel"]``: non-persistent workers while tracing) the last item is an
-    :class:`~streamscope.events.Parcel` with the events the worker recorded and has not written: the main
-    process writes them, so a worker that lives one epoch neither opens the log nor encodes (a fresh process
-    pays several times a warm one's cost for that). Otherwise, and when the share is abandoned (early
-    ``break``, an error), the worker writes its events itself as the share ends, while the loop still consumes
-    the batches it queued: its exit, on the epoch's critical path, is then short. (Its metrics snapshot is
-    written at exit, final, a moment later.)
+    When the loader asks for them (``mode["parcel"]``: non-persistent workers while tracing or aggregating
+    metrics) the last item is an :class:`~streamscope.events.Parcel` with the events the worker recorded and has
+    not written, and its metrics snapshot: the main process writes them, so a worker that lives one epoch
+    neither opens the log nor encodes (a fresh process pays several times a warm one's cost for that) nor writes
+    a snapshot file. The loader marks each parcel it takes in ``mode["parcel_acks"]`` (received, or abandoned
+    by a loop that left the epoch early); a worker whose parcel was abandoned writes it itself at exit.
+
+    Otherwise, and when the share is abandoned (early ``break``, an error), the worker writes its events itself
+    as the share ends, while the loop still consumes the batches it queued: its exit, on the epoch's critical
+    path, is then short. (Its metrics snapshot is written at exit, final, a moment later.)
     """
     finished = False
     try:
