@@ -63,6 +63,19 @@ def test_unwritable_log_file_is_refused_at_enable_time(tmp_path):
     assert dict(os.environ) == before
 
 
+def test_enable_tracer_opens_the_log_once_for_the_run(tmp_path):
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log))
+    ((_, sink),) = ev.RECORDER.sinks
+    assert sink.path == str(log) and sink.fd is not None  # opened here, not by the first flush
+    with ev.span("download", "download", chunk=1):
+        pass
+    flush_tracer()
+    assert ev.RECORDER.sinks[0][1] is sink and [e["ph"] for e in check_log(log.read_text())] == ["B", "E"]
+    enable_tracer("off", log_file=str(log))
+    assert ev.RECORDER.sinks is None and sink.fd is None  # switched off: the file is closed
+
+
 def test_main_process_events_reach_the_log(tmp_path):
     log = tmp_path / "t.log"
     enable_tracer("chunk", log_file=str(log))

@@ -95,6 +95,7 @@ def enable_tracer(
     os.environ["STREAMSCOPE_TRACE_SINKS"] = ",".join(specs)
 
     ev.configure(cats, _metric_cats(), interval)
+    ev.RECORDER.open_sinks()  # the log is opened once, here, not by the first flush
     return logging.getLogger("streamscope.trace")
 
 

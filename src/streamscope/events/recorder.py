@@ -340,6 +340,13 @@ class Recorder:
                 self.sink_errors += 1
                 self._report(f"export:{spec}:{type(exc).__name__}", f"sink {spec} failed: {type(exc).__name__}: {exc}")
 
+    def open_sinks(self) -> None:
+        """Build this process's sinks now rather than at the first export (``enable_tracer`` does, so the first
+        flush of a run does not pay for opening the log). Problems are reported, not raised, as at export."""
+        with self.lock:
+            if self.trace_cats:
+                self._get_sinks()
+
     def _get_sinks(self) -> list[tuple[str, Sink]]:
         if self.sinks is not None:
             return self.sinks

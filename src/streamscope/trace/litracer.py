@@ -65,6 +65,12 @@ _MAX_WRITE = 1 << 20
 #: The end of a line cut after its ``ph`` value (only the final ``;`` or newline missing).
 _READABLE_CUT = re.compile(rb"; ph: *[^;\s]+ *;?$")
 
+# numpy's module-level helpers (np.stack, np.flatnonzero, ndarray.any, ...) run Python code of their own; after
+# a fork every object they touch costs a page fault on first write (refcounts), ~150 per flush. The encoder uses
+# C-level equivalents: ufunc reductions and ndarray methods.
+_any = np.logical_or.reduce
+_all = np.logical_and.reduce
+
 _key_cache: dict[str, str] = {}
 _head_cache: dict[tuple[str, str], str] = {}
 
@@ -269,11 +275,11 @@ def _in_begin_order(runs: list[_Run]) -> bytes:
     if not total:
         return b""
     ts_all = np.concatenate([np.asarray(r[0], dtype=np.int64) for r in runs])
-    if not (ts_all[1:] < ts_all[:-1]).any():
+    if not _any(ts_all[1:] < ts_all[:-1]):
         return b"".join([r[1] for r in runs])
-    order = np.argsort(ts_all, kind="stable")
-    run_of = np.repeat(np.arange(len(runs)), lens)
-    cut = np.flatnonzero((order[1:] != order[:-1] + 1) | (run_of[order[1:]] != run_of[order[:-1]])) + 1
+    order = ts_all.argsort(kind="stable")
+    run_of = np.arange(len(runs)).repeat(lens)
+    cut = ((order[1:] != order[:-1] + 1) | (run_of[order[1:]] != run_of[order[:-1]])).nonzero()[0] + 1
     starts = np.empty(total + 1, dtype=np.int64)  # where each line starts in its run
     row = 0
     for (_ts, data, where), n in zip(runs, lens):
@@ -284,7 +290,7 @@ def _in_begin_order(runs: list[_Run]) -> bytes:
         elif type(where) is not int and len(where) == n:
             starts[row : row + n] = where
         else:
-            nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1
+            nl = (np.frombuffer(data, dtype=np.uint8) == 10).nonzero()[0] + 1
             if len(nl) != n or nl[-1] != len(data):
                 return b"".join([r[1] for r in runs])
             starts[row] = 0
@@ -292,7 +298,7 @@ def _in_begin_order(runs: list[_Run]) -> bytes:
         row += n
     ends = np.empty(total, dtype=np.int64)  # where each line ends in its run: the next line's start, or the run's end
     ends[:-1] = starts[1:total]
-    last = np.cumsum(lens) - 1
+    last = np.array(lens, dtype=np.int64).cumsum() - 1
     full = [i for i, n in enumerate(lens) if n]
     ends[last[full]] = [len(runs[i][1]) for i in full]
     firsts = order[np.concatenate(([0], cut))]
@@ -453,8 +459,8 @@ def _render_rows(n: int, segs: list[Any]) -> np.ndarray:
     Raises:
         ValueError: a negative value.
     """
-    values = np.stack([seg[0] for seg in segs if type(seg) is not str])  # a row per number: contiguous
-    tops, bottoms = values.max(axis=1).tolist(), values.min(axis=1).tolist()
+    values = np.array([seg[0] for seg in segs if type(seg) is not str])  # a row per number: contiguous
+    tops, bottoms = np.maximum.reduce(values, axis=1).tolist(), np.minimum.reduce(values, axis=1).tolist()
     if min(bottoms) < 0:
         raise ValueError("negative value")
     parts: list[Any] = []
@@ -489,7 +495,7 @@ def _render_rows(n: int, segs: list[Any]) -> np.ndarray:
         region = np.add(v < layout.hi, v < layout.lo, dtype=np.int64)
         region *= _SPACED  # 0: zero-padded, 1: space-padded, 2: blank (the regions are 10_000 apart)
         cells += region
-        chars = np.take(_LUT, cells.T).view(np.uint8)  # a row per line
+        chars = _LUT.take(cells.T).view(np.uint8)  # a row per line
         if n <= _ROWS:
             m[:, layout.dst] = chars[:, layout.src]  # two calls; slow per row, so big groups use slices
         else:
@@ -564,7 +570,7 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> tuple[lis
         if not rows:
             continue
         idx = np.concatenate(rows)
-        if len(idx) == len(ts) and (idx == np.arange(len(ts))).all():
+        if len(idx) == len(ts) and _all(idx == np.arange(len(ts))):
             pick = segs  # the whole group
         else:
             pick = [seg if type(seg) is str else (seg[0][idx], seg[1]) for seg in segs]
@@ -605,10 +611,11 @@ def _group_segments(
     if shared:
         shares = np.array([max(0, b.t1 - t0) // b.n for t0, b in entries], dtype=np.int64)
         t0s = np.array([t0 for t0, _ in entries], dtype=np.int64) + off
-        first = np.cumsum(sizes) - sizes
-        k = np.arange(n, dtype=np.int64) - np.repeat(first, sizes)
-        durs = np.repeat(shares, sizes)
-        ts = np.repeat(t0s, sizes) + k * durs
+        counts = np.array(sizes, dtype=np.int64)
+        first = counts.cumsum() - counts
+        k = np.arange(n, dtype=np.int64) - first.repeat(counts)
+        durs = shares.repeat(counts)
+        ts = t0s.repeat(counts) + k * durs
     else:
         starts = joined([b.starts for _, b in entries], np.int64)
         ts = starts + off
@@ -626,7 +633,7 @@ def _group_segments(
         if all(x == vals[0] for x in vals):
             segs.append(f"{sep}{sanitize_key(c)}{vals[0]}")  # the same on every line: constant text
         else:
-            segs += [sep + sanitize_key(c), (np.repeat(np.array(vals, dtype=np.int64), sizes), False)]
+            segs += [sep + sanitize_key(c), (np.array(vals, dtype=np.int64).repeat(sizes), False)]
         sep = "; "
     segs = ["ts: ", (ts, True), f"; pid: {pid}; tid: {tid}; {_head(name, cat)}", *segs]
     segs += [sep + "dur: ", (durs, True), f"; s: t; {env_s}ph: X;\n"]
@@ -653,8 +660,8 @@ def _turns(
         groups = {seg[1] for seg in take}
         if len(take) > 1 and len(groups) == len(take) and n > 0:
             take.sort(key=lambda seg: int(seg[0][0]))
-            ts = np.stack([seg[0][:n] for seg in take], axis=1).reshape(-1)
-            if not (ts[1:] < ts[:-1]).any():
+            ts = np.array([seg[0][:n] for seg in take]).T.reshape(-1)  # row j of each in turn
+            if not _any(ts[1:] < ts[:-1]):
                 blocks.append(([(g, r0) for _, g, r0 in take], n, ts))
                 take = [(t[n:], g, r0 + n) for t, g, r0 in take if len(t) > n]
         for ts_, g, r0 in take:
@@ -670,7 +677,7 @@ def _render_block(
     for g, r0 in members:
         segs += [seg if type(seg) is str else (seg[0][r0 : r0 + n], seg[1]) for seg in prepared[g][0]]
     m = _render_rows(n, segs)
-    ends = np.flatnonzero(m[0] == 10) + 1  # where each member's line ends within a row
+    ends = (m[0] == 10).nonzero()[0] + 1  # where each member's line ends within a row
     if len(ends) != len(members) or ends[-1] != m.shape[1]:
         raise ValueError("a constant part holds a newline")
     starts = (np.arange(n)[:, None] * m.shape[1] + np.concatenate(([0], ends[:-1]))).reshape(-1)
