@@ -240,3 +240,20 @@ def test_parcels_lost_in_flight_are_written_by_their_workers(tmp_path, stop_at):
     assert decoded == sorted(set(decoded)) and set(range(stop_at + 1)) <= set(decoded) <= set(range(10))
     assert ev.metrics_snapshot().span("decode_batch", "read").count == len(decoded)
     assert not unmatched(evs)
+
+
+@pytest.mark.slow
+def test_spawned_workers_hand_over_too(tmp_path):
+    """Under spawn the dataset (with its parcel flags) is pickled into each worker: every worker event reaches
+    the log once, through the main process."""
+    d = write_dataset(str(tmp_path / "a"), 40, image_sample, chunk_size=8)
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log))
+    loader = StreamingDataLoader(StreamingDataset(d), batch_size=4, num_workers=2, multiprocessing_context="spawn")
+    assert sum(1 for _ in loader) == 10
+    flush_tracer(wait_workers=60)
+    evs = check_log(log.read_text())
+    decoded = [e for e in evs if e["name"] == "decode_batch"]
+    assert sorted(int(e["args"]["batch"]) for e in decoded) == list(range(10))
+    assert len({e["pid"] for e in decoded}) == 2 and os.getpid() not in {e["pid"] for e in decoded}
+    assert ev.metrics_snapshot().span("decode_batch", "read").count == 10 and not unmatched(evs)

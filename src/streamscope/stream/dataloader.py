@@ -227,7 +227,7 @@ class StreamingDataLoader(DataLoader):
                     ("stall", "stall", "batch", {"epoch": epoch}),
                 )
                 on = "batch" in ev.ACTIVE or "stall" in ev.ACTIVE  # else no clock reads at all
-                now, mark, put = ev.now, loop.mark, loop.put
+                now, mark, put, parcel_type = ev.now, loop.mark, loop.put, ev.Parcel
                 if on:
                     mark(now())
                 try:
@@ -268,7 +268,7 @@ class StreamingDataLoader(DataLoader):
                             if isinstance(exc, StopIteration):
                                 break
                             raise
-                        if type(item) is ev.Parcel:
+                        if type(item) is parcel_type:
                             _adopt(item, acks, parcels)  # a worker's last trace events (still waiting: no boundary)
                             continue
                         if on:
