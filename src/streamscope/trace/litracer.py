@@ -66,8 +66,8 @@ _MAX_WRITE = 1 << 20
 _READABLE_CUT = re.compile(rb"; ph: *[^;\s]+ *;?$")
 
 # numpy's module-level helpers (np.stack, np.flatnonzero, ndarray.any, ...) run Python code of their own; after
-# a fork every object they touch costs a page fault on first write (refcounts), ~150 per flush. The encoder uses
-# C-level equivalents: ufunc reductions and ndarray methods.
+# a fork every object they touch costs a page fault on first write (refcounts). The encoder uses C-level
+# equivalents, ufunc reductions and ndarray methods (measured: ~40 fewer faults per flush after a fork, of ~420).
 _any = np.logical_or.reduce
 _all = np.logical_and.reduce
 
