@@ -279,20 +279,9 @@ class Recorder:
 
     def _flush_locked(self, final: bool = False, repair: bool = False, hold: bool = True, publish: bool = True) -> None:
         open_now = OPEN.copy()
-        take_series()  # the loops' complete events join the buffer
-        events = take()
-        if self.held:
-            events = self.held + events
-            self.held = []
-        if hold and not final and events:
-            events = self._hold_back(events)
-        self._last_take = len(events)
-        if events:
-            self.agg.add(events)
-            tc = self.trace_cats
-            if tc:
-                traced = events if tc >= self.metric_cats else [e for e in events if e[2] in tc]
-                self._export(traced)
+        traced = self._take(hold and not final)
+        if traced:
+            self._export(traced)
         adopted = self.adopted
         while adopted:
             parcel = adopted.popleft()
@@ -304,6 +293,27 @@ class Recorder:
             self._repair_dead_workers()
         if publish or final:
             self._publish(open_now, final)
+
+    def _take(self, hold: bool) -> list[Event]:
+        """Take everything buffered (the series' complete events too) and aggregate it; the traced events.
+
+        ``hold``: events behind a complete event still open on their thread stay for the next take.
+        """
+        take_series()  # the loops' complete events join the buffer
+        events = take()
+        if self.held:
+            events = self.held + events
+            self.held = []
+        if hold and events:
+            events = self._hold_back(events)
+        self._last_take = len(events)
+        if not events:
+            return []
+        self.agg.add(events)
+        tc = self.trace_cats
+        if not tc:
+            return []
+        return events if tc >= self.metric_cats else [e for e in events if e[2] in tc]
 
     def _hold_back(self, events: list[Event]) -> list[Event]:
         """Keep for the next flush the events a thread recorded after the begin of a complete event still open
@@ -421,8 +431,7 @@ class Recorder:
             if pid == self.pid or pid in self.stuck:
                 continue
             file, handed = files.get(pid), self.parcel_snaps.get(pid)
-            if file is not None and handed is not None and file.get("token") != handed.get("token"):
-                # two processes had this pid: the older one is gone (its pid was taken again)
+            if not _same_process(file, handed):  # the older of two processes with this pid is gone
                 if _older(file, handed):
                     self._retire(pid, file, now, remove_file=True)
                     file = None
@@ -485,19 +494,7 @@ class Recorder:
         every 5 ms, for at most the ``trace_handover_wait`` knob, while the parent process lives).
         """
         with self.lock:
-            take_series()
-            events = take()
-            if self.held:
-                events = self.held + events
-                self.held = []
-            if events:
-                events = self._hold_back(events)
-            tc = self.trace_cats
-            traced: list[Event] = []
-            if events:
-                self.agg.add(events)
-                if tc:
-                    traced = events if tc >= self.metric_cats else [e for e in events if e[2] in tc]
+            traced = self._take(hold=True)
             if traced and events_represented(traced) > self._knob("trace_handover_max_events"):
                 self._export(traced)
                 traced = []
@@ -607,11 +604,7 @@ class Recorder:
             )
             snaps = read_snapshots(self.metrics_dir) if self.metrics_dir else {}
             for pid, handed in self.parcel_snaps.items():
-                file = snaps.get(pid)
-                if file is None or (file.get("token") != handed.get("token") and _older(file, handed)):
-                    snaps[pid] = handed
-                elif file.get("token") == handed.get("token"):
-                    snaps[pid] = _newest(file, handed)  # type: ignore[assignment]
+                snaps[pid] = _current(snaps.get(pid), handed)  # type: ignore[assignment]
         snaps[self.pid] = own
         return merge(snaps, base=self.retired)
 
@@ -625,6 +618,19 @@ def _older(a: dict[str, Any], b: dict[str, Any]) -> bool:
         return int(a.get("token", 0)) < int(b.get("token", 0))
     except (TypeError, ValueError):
         return False
+
+
+def _same_process(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    """False when two snapshots of one pid come from two processes (different start times)."""
+    return a is None or b is None or a.get("token") == b.get("token")
+
+
+def _current(file: dict[str, Any] | None, handed: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The snapshot that stands for the process holding the pid: the later of one process's two, or the later
+    process's when the pid was taken again."""
+    if not _same_process(file, handed):
+        return handed if _older(file, handed) else file  # type: ignore[arg-type]
+    return _newest(file, handed)
 
 
 def _newest(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
