@@ -7,7 +7,7 @@ import pytest
 
 from streamscope import events as ev
 from streamscope._core.errors import TraceConfigError
-from streamscope.events import vocab
+from streamscope.events import context, vocab
 from streamscope.events.bus import OPEN, STATE, close_open_spans
 from tests.support.tracing import clean_tracer  # noqa: F401
 
@@ -148,6 +148,46 @@ class _ListSink:
 class _BadSink(_ListSink):
     def export(self, batch):
         raise RuntimeError("sink is broken")
+
+
+class _MixedSink:
+    mixed_batches = True
+    batches: list = []
+
+    def export(self, batch):
+        _MixedSink.batches.append(batch)
+
+    def force_flush(self):
+        pass
+
+    def shutdown(self):
+        pass
+
+
+def test_adopted_events_reach_a_mixed_sink_in_one_batch_and_any_other_per_process(monkeypatch):
+    monkeypatch.setenv("STREAMSCOPE_TRACE_FLUSH_INTERVAL", "60")
+    monkeypatch.setenv("STREAMSCOPE_TRACE_SINKS", "tests.events.test_bus:_ListSink")
+    _ListSink.batches, _MixedSink.batches = [], []
+    ev.add_sink(_MixedSink)
+    ev.configure(trace={"download"})
+    with ev.span("download", "download", chunk=1):
+        pass
+    other = 2**22 + 17  # a pid of another process of the run
+    own_env = context.env_fields()
+    theirs_env = {**own_env, "worker_world_size": 2, "worker_rank": 1}
+    t = ev.now()
+    theirs = [
+        ("B", "download", "download", t, other, 5, {"chunk": 2}),
+        ("E", "download", "download", t + 9, other, 5, {}),
+    ]
+    ev.adopt(ev.Parcel(other, theirs, theirs_env, None, 1))
+    ev.flush()
+    (mixed,) = _MixedSink.batches
+    assert [e[4] for e in mixed.events] == [os.getpid()] * 2 + [other] * 2
+    assert mixed.env_of(other) == theirs_env and mixed.env_of(os.getpid()) == own_env
+    own, handed = _ListSink.batches  # a sink without mixed_batches: one batch per process, each with its fields
+    assert {e[4] for e in own.events} == {os.getpid()} and own.envs == {}
+    assert handed.events == theirs and handed.env == theirs_env
 
 
 def test_sink_plugins_and_errors_never_reach_the_data_path(capsys, monkeypatch):

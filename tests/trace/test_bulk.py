@@ -183,7 +183,7 @@ def _bulks(draw):
 def test_vectorised_lines_equal_the_reference_rendering_and_parse(events):
     got = encode(_batch(events))
     parsed = check_log(got)
-    _runs, done = _render_bulks(events, OFF, ENV)
+    _runs, done, _pids = _render_bulks(_batch(events))
     ref_lines: list[tuple[int, str]] = []  # (ts ns, line) in recording order
     for e in events:
         if e[0] == BULK:
@@ -204,6 +204,26 @@ def test_vectorised_lines_equal_the_reference_rendering_and_parse(events):
         id(e[6]) for e in events if e[0] == BULK and all(type(v) is int and v >= 0 for v in e[6].fields.values())
     }
     assert done == vectorised
+
+
+@settings(max_examples=40, deadline=None)
+@given(_bulks(), _bulks(), st.booleans())
+def test_a_mixed_batch_writes_each_process_with_its_own_fields(mine, theirs, odd_env):
+    """Events of two processes in one batch (the recorder writes a worker's parcel with its own events): the
+    same lines as two batches, each process's with its own rank/worker fields, every thread in ts order."""
+    theirs = [(e[0], e[1], e[2], e[3], 43, e[5], e[6]) for e in theirs]  # a second process
+    env43 = {"dist_world_size": 1, "dist_global_rank": 0, "dist_num_nodes": 1, "worker_world_size": 2, "worker_rank": 0}
+    if odd_env:  # not the standard five: the careful path, per process
+        env43 = {**env43, "extra": 5}
+    got = check_log(encode(EventBatch(mine + theirs, OFF, dict(ENV), {43: env43})))
+    ref = check_log(encode(_batch(mine)) + encode(EventBatch(theirs, OFF, env43)))
+    assert sorted(map(repr, map(_norm, got))) == sorted(map(repr, map(_norm, ref)))
+    for pid, env in ((42, ENV), (43, env43)):
+        lines = [e for e in got if e["pid"] == pid]
+        assert lines and all(e["args"][k] == str(v) for e in lines for k, v in env.items())
+        for tid in {e["tid"] for e in lines}:
+            ts = [e["ts"] for e in lines if e["tid"] == tid]
+            assert ts == sorted(ts)
 
 
 def test_full_disk_counts_every_event_of_a_bulk(tmp_path):

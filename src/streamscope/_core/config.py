@@ -184,7 +184,8 @@ knob(
     ("STREAMSCOPE_TRACE_HANDOVER_MAX_EVENTS",),
     "A non-persistent DataLoader worker whose epoch share ends with at most this many trace events unwritten "
     "hands them to the main process, which writes them (the worker then neither opens the log nor encodes); "
-    "with more it writes them itself, in parallel with the other workers. 0: workers always write their own.",
+    "with more it writes them itself, in parallel with the other workers. 0: workers always write their own. "
+    "Read when tracing is switched on.",
 )
 knob(
     "trace_handover_wait",
@@ -192,7 +193,7 @@ knob(
     "s",
     ("STREAMSCOPE_TRACE_HANDOVER_WAIT",),
     "A worker exiting before the main process has taken (or given up) its trace parcel waits at most this long "
-    "for the answer, then writes the parcel's events itself.",
+    "for the answer, then writes the parcel's events itself. Read when tracing is switched on.",
 )
 knob(
     "trace_compact_categories",

@@ -3,7 +3,9 @@
 Computed off the hot path (by the flusher, once per batch of events) from what is already loaded: torch is
 never imported here. In a DataLoader worker the value is cached for the life of the process once
 ``torch.utils.data.get_worker_info()`` answers; in the main process it is recomputed per batch because
-``torch.distributed`` may be initialised after the first event.
+``torch.distributed`` may be initialised after the first event. A forked DataLoader worker takes the rank fields
+its parent had as it forked (:func:`before_fork`) instead of asking ``torch.distributed`` and the environment
+again: a fresh fork pays a page fault for every object that asks touches.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 from typing import Any
 
 _cached: dict[str, int] | None = None
+_forking: tuple[int, int, int] | None = None  # the rank fields of this process as it forks (see before_fork)
+_inherited: tuple[int, int, int] | None = None  # a forked child's: its parent's as it forked
 
 
 def _env_int(*names: str, default: int) -> int:
@@ -61,8 +65,9 @@ def env_fields() -> dict[str, int]:
     global _cached
     if _cached is not None:
         return _cached
-    world, rank, nodes = _dist()
     w = _worker()
+    # a DataLoader worker shares its parent's process group; any other forked process may start its own
+    world, rank, nodes = _inherited if w is not None and _inherited is not None else _dist()
     out = {
         "dist_world_size": world,
         "dist_global_rank": rank,
@@ -75,7 +80,19 @@ def env_fields() -> dict[str, int]:
     return out
 
 
+def before_fork() -> None:
+    """In a process about to fork (while tracing): note its rank fields for the child."""
+    global _forking
+    _forking = _dist()
+
+
+def after_fork_in_parent() -> None:
+    global _forking
+    _forking = None
+
+
 def after_fork_in_child() -> None:
-    """Forget the parent's cached context."""
-    global _cached
+    """Forget the parent's cached context; keep its rank fields as it forked."""
+    global _cached, _inherited, _forking
     _cached = None
+    _inherited, _forking = _forking, None

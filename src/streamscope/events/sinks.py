@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from streamscope.events.bus import Event
@@ -27,17 +27,27 @@ from streamscope.events.bus import Event
 class EventBatch:
     """Events of one process handed to a sink.
 
+    A sink whose class sets ``mixed_batches = True`` may also get the events of several processes in one
+    batch (the recorder then writes what other processes handed over together with its own, see
+    :class:`Parcel`): ``envs`` holds the fields of every process but the recording one.
+
     Attributes:
-        events: tuples ``(ph, name, cat, ts_ns, pid, tid, fields)`` in recording order; ``ts_ns`` is
-            CLOCK_MONOTONIC nanoseconds.
+        events: tuples ``(ph, name, cat, ts_ns, pid, tid, fields)`` in recording order per process; ``ts_ns``
+            is CLOCK_MONOTONIC nanoseconds.
         epoch_offset_ns: add to ``ts_ns`` for Unix-epoch nanoseconds (one anchor shared by every process
             of a run, so timestamps compare across processes).
         env: rank/worker fields of the recording process (``dist_world_size`` ... ``worker_rank``).
+        envs: pid -> rank/worker fields of the other processes whose events the batch holds (mixed batches).
     """
 
     events: list[Event]
     epoch_offset_ns: int
     env: dict[str, int]
+    envs: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    def env_of(self, pid: int) -> dict[str, int]:
+        """The rank/worker fields of process ``pid``'s events."""
+        return self.envs.get(pid, self.env) if self.envs else self.env
 
 
 class Parcel:

@@ -196,39 +196,48 @@ def encode_bytes(batch: EventBatch) -> bytes:
     are written in ts order (:func:`_in_begin_order`).
     """
     env = batch.env
-    env_all = "".join(f"{k}: {sanitize_value(v)}; " for k, v in env.items())
+    envs = batch.envs
     off = batch.epoch_offset_ns
     parts: list[str] = []
     ext = parts.extend
     sv = sanitize_value
     tpls = _tpl_cache
     frac = _FRAC
-    std_env = env.keys() == _ENV_KEYS
     mids: dict[tuple[int, int, str, str], str] = {}
-    tails: dict[str, str] = {}
-    bulk_runs, done = _render_bulks(batch.events, off, env) if any(e[0] == BULK for e in batch.events) else ([], set())
+    tails: dict[tuple[int, str], str] = {}
+    procs: dict[int, tuple[dict[str, int], str, bool]] = {}  # pid -> its fields, their text, standard keys
+    bulk_runs, done, bulk_pids = _render_bulks(batch) if any(e[0] == BULK for e in batch.events) else ([], set(), [])
     runs: list[_Run] = []  # plain events (one run), bulk entries rendered one by one, the vectorised ones
+    run_pids: list[Any] = []  # the process of each run (of each line, for the plain events' run)
     run_ts: list[int] = []  # ts of the lines in ``parts``
+    line_pids: list[int] = []  # the process of each line in ``parts`` (a batch of several processes)
     unordered = False  # an X or bulk entry was recorded at its end, after events that began later
     for ph, name, cat, ts_ns, pid, tid, fields in batch.events:
         t = ts_ns + off
+        proc = procs.get(pid)
+        if proc is None:
+            proc = procs[pid] = _proc_env(envs.get(pid, env) if envs else env)
+        penv = proc[0]
         mid = mids.get((pid, tid, name, cat))
         if mid is None:
             mid = mids[(pid, tid, name, cat)] = f"pid: {pid}; tid: {tid}; {_head(name, cat)}"
         if ph == BULK:
             unordered = True
             if id(fields) not in done:
-                text = _bulk_lines(t, off, mid, fields, env).encode("utf-8", "replace")  # type: ignore[arg-type]
+                text = _bulk_lines(t, off, mid, fields, penv).encode("utf-8", "replace")  # type: ignore[arg-type]
                 runs.append((_bulk_ts(t, off, fields), text, 0))  # type: ignore[arg-type]
+                run_pids.append(pid)
             continue
         run_ts.append(t)
+        if envs:
+            line_pids.append(pid)
         if ph == "X":
             unordered = True
         if fields:
             keys = tuple(fields)
             tpl = tpls[keys] if keys in tpls else _args_tpl(keys)
-            if tpl is None or not std_env:
-                args, dur, env_s = _careful(ph, fields, env)
+            if tpl is None or not proc[2]:
+                args, dur, env_s = _careful(ph, fields, penv)
                 ext(("ts: ", str(t // 1000), frac[t % 1000], mid, args, "dur: ", dur, "; s: t; ", env_s))
                 ext(("ph: ", sv(ph), ";\n"))
                 continue
@@ -243,15 +252,21 @@ def encode_bytes(batch: EventBatch) -> bytes:
                 args = tpl[0] % tuple(vals)
         else:
             args, dur = "", "dur: 0"
-        tail = tails.get(ph)
+        tail = tails.get((pid, ph))
         if tail is None:
-            tail = tails[ph] = f"; s: t; {env_all}ph: {ph if ph in _PHASES else sv(ph)};\n"
+            tail = tails[(pid, ph)] = f"; s: t; {proc[1]}ph: {ph if ph in _PHASES else sv(ph)};\n"
         ext(("ts: ", str(t // 1000), frac[t % 1000], mid, args, dur, tail))
     if not unordered:
         return "".join(parts).encode("utf-8", "replace")
     if parts:
         runs.insert(0, (run_ts, "".join(parts).encode("utf-8", "replace"), 0))
-    return _in_begin_order(runs + bulk_runs)
+        run_pids.insert(0, line_pids)
+    return _in_begin_order(runs + bulk_runs, run_pids + bulk_pids if envs else None)
+
+
+def _proc_env(env: dict[str, int]) -> tuple[dict[str, int], str, bool]:
+    """A process's rank/worker fields, as line text, and whether they are the standard five."""
+    return env, "".join(f"{k}: {sanitize_value(v)}; " for k, v in env.items()), env.keys() == _ENV_KEYS
 
 
 #: A run of lines for :func:`_in_begin_order`: the ts of each line, the lines (bytes or a 1-D byte buffer), and
@@ -259,8 +274,10 @@ def encode_bytes(batch: EventBatch) -> bytes:
 _Run = tuple[Any, Any, Any]
 
 
-def _in_begin_order(runs: list[_Run]) -> bytes:
-    """The lines of ``runs`` joined in ts order.
+def _in_begin_order(runs: list[_Run], pids: list[Any] | None = None) -> bytes:
+    """The lines of ``runs`` joined in ts order (with ``pids``, the process of each run or of each of its lines:
+    process by process, each in ts order; only each thread's order matters, and interleaving the processes
+    would cut the lines into many more pieces).
 
     Complete events are recorded when they end and bulk entries when a whole batch or series is done, so the
     recording order is not always the begin order; in ts order every thread's timestamps are monotonic in
@@ -275,9 +292,18 @@ def _in_begin_order(runs: list[_Run]) -> bytes:
     if not total:
         return b""
     ts_all = np.concatenate([np.asarray(r[0], dtype=np.int64) for r in runs])
-    if not _any(ts_all[1:] < ts_all[:-1]):
+    if pids is not None:
+        pid_all = np.concatenate(
+            [
+                np.full(n, p, dtype=np.int64) if type(p) is int else np.asarray(p, dtype=np.int64)
+                for p, n in zip(pids, lens)
+            ]
+        )
+        order = np.lexsort((ts_all, pid_all))  # stable
+    elif not _any(ts_all[1:] < ts_all[:-1]):
         return b"".join([r[1] for r in runs])
-    order = ts_all.argsort(kind="stable")
+    else:
+        order = ts_all.argsort(kind="stable")
     run_of = np.arange(len(runs)).repeat(lens)
     cut = ((order[1:] != order[:-1] + 1) | (run_of[order[1:]] != run_of[order[:-1]])).nonzero()[0] + 1
     starts = np.empty(total + 1, dtype=np.int64)  # where each line starts in its run
@@ -505,9 +531,9 @@ def _render_rows(n: int, segs: list[Any]) -> np.ndarray:
     return m
 
 
-def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> tuple[list[_Run], set[int]]:
-    """The bulk entries of ``events`` rendered together, as runs for :func:`_in_begin_order`, and the ids of
-    the entries they hold.
+def _render_bulks(batch: EventBatch) -> tuple[list[_Run], set[int], list[int]]:
+    """The bulk entries of ``batch`` rendered together, as runs for :func:`_in_begin_order`, the ids of the
+    entries they hold, and the process of each run.
 
     Entries of one shape (process, thread, name, category, field keys, timing kind) whose values are all
     non-negative ints form a group, rendered in ONE pass (:func:`_render_rows`); its lines all have one width,
@@ -516,8 +542,9 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> tuple[lis
     line of each, so they come out in ts order as one block. Entries of any other shape are left out (the
     caller renders them one by one with :func:`_bulk_lines`).
     """
+    off = batch.epoch_offset_ns
     groups: dict[tuple[Any, ...], list[tuple[int, Bulk]]] = {}
-    for ph, name, cat, ts_ns, pid, tid, b in events:
+    for ph, name, cat, ts_ns, pid, tid, b in batch.events:
         if ph != BULK or b.n <= 0:
             continue
         common = b.fields
@@ -527,11 +554,16 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> tuple[lis
         groups.setdefault(key, []).append((ts_ns, b))
     done: set[int] = set()
     prepared: list[tuple[list[Any], np.ndarray]] = []  # per group: its line segments and ts
+    group_pids: list[int] = []
     by_thread: dict[tuple[int, int], list[tuple[np.ndarray, int, int]]] = {}  # (ts, group, first row) per entry
-    if not groups or env.keys() != _ENV_KEYS:
-        return [], done
-    env_s = "".join(f"{k}: {sanitize_value(v)}; " for k, v in env.items())
+    env_texts: dict[int, str | None] = {}  # pid -> its rank/worker fields as text; None: not the standard five
     for (pid, tid, name, cat, col_keys, common_keys, shared), entries in groups.items():
+        if pid not in env_texts:
+            env = batch.env_of(pid)
+            env_texts[pid] = _proc_env(env)[1] if env.keys() == _ENV_KEYS else None
+        env_s = env_texts[pid]
+        if env_s is None:
+            continue  # the careful per-entry path
         keys = col_keys + common_keys
         plan = _plan_cache[keys] if keys in _plan_cache else _plan(keys)
         if "dur" in keys or plan is None or not _ENV_KEYS.isdisjoint(keys):
@@ -543,14 +575,16 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> tuple[lis
         done.update(id(b) for _, b in entries)
         g = len(prepared)
         prepared.append((segs, ts))
+        group_pids.append(pid)
         segments = by_thread.setdefault((pid, tid), [])
         row = 0
         for _, b in entries:  # one segment per entry: a series' events of one take
             segments.append((ts[row : row + b.n], g, row))
             row += b.n
     runs: list[_Run] = []
+    pids: list[int] = []  # the process of each run
     rest: list[list[np.ndarray]] = [[] for _ in prepared]  # per group: its rows not in a block
-    for segments in by_thread.values():
+    for (pid, _tid), segments in by_thread.items():
         segments.sort(key=lambda seg: int(seg[0][0]))
         cluster = [segments[0]]
         end = int(cluster[0][0][-1])
@@ -559,6 +593,7 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> tuple[lis
                 for members, n, ts in _turns(cluster, rest):
                     try:
                         runs.append(_render_block(members, n, ts, prepared))
+                        pids.append(pid)
                     except (ValueError, TypeError, OverflowError):
                         for g, r0 in members:
                             rest[g].append(np.arange(r0, r0 + n))
@@ -566,9 +601,10 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> tuple[lis
             if seg is not None:
                 cluster.append(seg)
                 end = max(end, int(seg[0][-1]))
-    for (segs, ts), rows in zip(prepared, rest):
+    for (segs, ts), rows, pid in zip(prepared, rest, group_pids):
         if not rows:
             continue
+        pids.append(pid)
         idx = np.concatenate(rows)
         if len(idx) == len(ts) and _all(idx == np.arange(len(ts))):
             pick = segs  # the whole group
@@ -582,7 +618,7 @@ def _render_bulks(events: list[Any], off: int, env: dict[str, int]) -> tuple[lis
             except (ValueError, TypeError, OverflowError):
                 pass  # a negative value: formatted line by line
         runs.append((ts[idx], _render_few(len(idx), pick), 0))
-    return runs, done
+    return runs, done, pids
 
 
 #: Up to this many lines of a group are formatted one by one (a handful of vector operations costs more).
@@ -730,6 +766,9 @@ class LitracerFileSink:
     Args:
         path: the log file; default: the ``trace_log_file`` knob (``STREAMSCOPE_LOG_FILE``).
     """
+
+    #: Batches may hold the events of several processes (see ``EventBatch``): one encoding, one write.
+    mixed_batches = True
 
     def __init__(self, path: str | None = None) -> None:
         self.path = path or config.get("trace_log_file")
