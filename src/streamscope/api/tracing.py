@@ -140,9 +140,11 @@ def flush_tracer(wait_workers: float = 0.0) -> None:
     metrics has written its final snapshot or is gone, so the log is complete when this returns (persistent
     workers stay alive: the wait then runs to its end).
     """
-    ev.flush()  # this process's own events, written while the workers of finished epochs exit
     loader = sys.modules.get("streamscope.stream.dataloader")  # only if a loader ran here (it imports torch)
-    if loader is not None and loader.pending_worker_shutdowns():
+    exiting = loader is not None and loader.pending_worker_shutdowns()
+    # this process's own events, written while the workers of finished epochs exit (they are retired after)
+    ev.flush(repair=not exiting)
+    if exiting:
         loader.join_worker_shutdowns()  # the workers of finished epochs have exited (and written their events)
         ev.flush()
     d = ev.RECORDER.metrics_dir
@@ -150,10 +152,15 @@ def flush_tracer(wait_workers: float = 0.0) -> None:
         return
     deadline = time.monotonic() + float(wait_workers)
     me = os.getpid()
+    again = True
     while time.monotonic() < deadline:
         if not multiprocessing.active_children():
-            snaps = read_snapshots(d)
-            if all(s.get("final") or not pid_alive(pid) for pid, s in snaps.items() if pid != me):
+            others = [(pid, s) for pid, s in read_snapshots(d).items() if pid != me]
+            if all(s.get("final") or not pid_alive(pid) for pid, s in others):
+                # nothing to write again unless a process went away since the last flush
+                again = not exiting or any(not s.get("final") for _pid, s in others)
                 break
+        again = True
         time.sleep(0.02)
-    ev.flush()  # also closes the spans of workers that died without closing them
+    if again:
+        ev.flush()  # also closes the spans of workers that died without closing them

@@ -336,12 +336,14 @@ def remove_sink(factory: SinkFactory) -> None:
             RECORDER._shutdown_sinks()
 
 
-def flush(publish: bool = True) -> None:
+def flush(publish: bool = True, repair: bool = True) -> None:
     """Hand everything buffered in this process (its series' complete events too) to the sinks and metrics now.
 
     ``publish=False``: the process's metrics snapshot file is left to the flusher's next tick or to exit.
+    ``repair=False``: the run's done processes are retired (and the spans dead ones left open closed) at a later
+    flush, e.g. once the workers now exiting are gone.
     """
-    RECORDER.flush(publish)
+    RECORDER.flush(publish, repair)
     for _spec, sink in RECORDER.sinks or []:
         try:
             sink.force_flush()

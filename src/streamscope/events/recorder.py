@@ -274,14 +274,15 @@ class Recorder:
 
     # --- flushing ------------------------------------------------------------------------------------
 
-    def flush(self, publish: bool = True) -> None:
+    def flush(self, publish: bool = True, repair: bool = True) -> None:
         """Take everything buffered, aggregate it, export it, publish the snapshot (synchronously).
 
-        In the process that owns the run this also closes the spans of dead workers (see module doc).
-        ``publish=False`` leaves the metrics snapshot to the next tick or to exit.
+        In the process that owns the run this also closes the spans of dead workers and retires the snapshots of
+        done ones (see module doc), unless ``repair`` is False. ``publish=False`` leaves the metrics snapshot to
+        the next tick or to exit.
         """
         with self.lock:
-            self._flush_locked(repair=True, publish=publish)
+            self._flush_locked(repair=repair, publish=publish)
 
     def _flush_locked(self, final: bool = False, repair: bool = False, hold: bool = True, publish: bool = True) -> None:
         open_now = OPEN.copy()
