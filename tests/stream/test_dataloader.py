@@ -7,7 +7,7 @@ import torch
 
 from streamscope import events as ev
 from streamscope._core.errors import DatasetError, StateDictError
-from streamscope.stream.dataloader import StreamingDataLoader
+from streamscope.stream.dataloader import StreamingDataLoader, _tell_workers_to_stop
 from streamscope.stream.dataset import StreamingDataset
 from tests.stream._data import write_dataset
 
@@ -216,3 +216,22 @@ def test_shuffle_buffer_mixes_across_chunks(tmp_path, compressed):
     assert sorted(flat) == list(range(200)) and flat != list(range(200))
     chunks_per_batch = [len({i // 20 for i in b}) for b in batches]
     assert max(chunks_per_batch) > 1  # samples of one batch come from several chunks
+
+
+class _Endless(torch.utils.data.IterableDataset):
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        while True:
+            yield 0
+
+
+def test_workers_told_to_stop_exit_on_their_own_and_torch_still_shuts_down():
+    """A complete epoch tells its workers to stop at once (torch's own shutdown, in a background thread, may
+    wait for the GIL); against torch's real iterator: they exit, and its shutdown then finds nothing to do."""
+    it = iter(torch.utils.data.DataLoader(_Endless(), batch_size=None, num_workers=2))
+    next(it)
+    _tell_workers_to_stop(it)
+    for w in it._workers:
+        w.join(30)
+        assert w.exitcode == 0
+    it._shutdown_workers()
+    assert it._shutdown

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import pickle
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from streamscope import events as ev
 from streamscope.api.tracing import enable_tracer, flush_tracer
 from streamscope.events.bus import Bulk
+from streamscope.events.sinks import spool_path
 from streamscope.stream.combined import CombinedStreamingDataset
 from streamscope.stream.dataloader import StreamingDataLoader
 from streamscope.stream.dataset import StreamingDataset
@@ -159,6 +161,40 @@ def test_hand_over_takes_aggregates_and_adopt_writes_with_the_senders_fields(tmp
     assert [e["name"] for e in evs] == ["download"] * 2 + ["decode_batch"] * 3
     assert {e["args"]["worker_rank"] for e in evs} == {"7"} and not unmatched(evs)
     assert ev.metrics_snapshot().span("download").count == 1  # adopting does not count them again
+
+
+def _hand_over_unanswered_and_exit() -> None:
+    """A worker whose parcel nobody has taken (nor abandoned) yet when it exits."""
+    with ev.span("download", "download", chunk=5):
+        pass
+    ev.hand_over(0, lambda: None)
+
+
+def test_a_worker_exiting_before_its_parcel_is_taken_leaves_it_and_does_not_wait(tmp_path, monkeypatch):
+    """It leaves the parcel in the run directory and exits at once (a wait would last trace_handover_wait); the
+    receiver claims it once: here as a loop that never took the parcel does, writing its events."""
+    monkeypatch.setenv("STREAMSCOPE_TRACE_HANDOVER_WAIT", "600")
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log))
+    ctx = multiprocessing.get_context("fork")
+    p = ctx.Process(target=_hand_over_unanswered_and_exit)
+    p.start()
+    p.join(60)
+    assert p.exitcode == 0  # exited, well within the 600 s it would have waited
+    assert os.path.exists(spool_path(ev.RECORDER.metrics_dir, p.pid))
+    parcel = ev.claim_spool(p.pid)
+    assert parcel is not None and parcel.pid == p.pid and [e[0] for e in parcel.events] == ["B", "E"]
+    assert ev.claim_spool(p.pid) is None and not os.path.exists(spool_path(ev.RECORDER.metrics_dir, p.pid))
+    ev.adopt(parcel)
+    flush_tracer()
+    evs = check_log(log.read_text())
+    assert [(e["name"], e["pid"]) for e in evs] == [("download", p.pid)] * 2  # the worker wrote none itself
+
+
+def test_a_complete_epoch_leaves_no_parcel_behind(tmp_path):
+    evs, _ = _traced_epochs(tmp_path, "single", epochs=2)
+    assert not [n for n in os.listdir(ev.RECORDER.metrics_dir) if n.startswith("parcel-")]
+    assert sorted(int(e["args"]["batch"]) for e in evs if e["name"] == "decode_batch") == sorted(list(range(10)) * 2)
 
 
 def test_parcel_pickles_with_bulk_entries():

@@ -42,6 +42,7 @@ Cost: an inactive category costs the membership test; an active one appends a tu
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import traceback
@@ -72,7 +73,7 @@ from streamscope.events.bus import (
 )
 from streamscope.events.metrics import MetricsSnapshot, SpanStats
 from streamscope.events.recorder import RECORDER, configure_from_env
-from streamscope.events.sinks import EventBatch, Parcel, Sink, SinkFactory
+from streamscope.events.sinks import EventBatch, Parcel, Sink, SinkFactory, spool_path, take_spool
 from streamscope.events.vocab import CATEGORIES, CNAMES, LEVELS
 
 __all__ = [
@@ -92,6 +93,8 @@ __all__ = [
     "SpanStats",
     "add_sink",
     "adopt",
+    "claim_spool",
+    "drop_spool",
     "bulk",
     "each",
     "configure",
@@ -363,6 +366,24 @@ def hand_over(tag: int = -1, received: Callable[[], bool | None] | None = None) 
 def adopt(parcel: Parcel) -> None:
     """Write another process's :class:`Parcel` to this process's sinks at the next flush (any thread)."""
     RECORDER.adopt(parcel)
+
+
+def claim_spool(pid: int) -> Parcel | None:
+    """The parcel process ``pid`` of this run left at exit because nobody had taken it yet (None: it left
+    none), removed from the run directory. Its receiver calls this once the sender is gone: it adopts the parcel
+    only if it never took it otherwise."""
+    d = RECORDER.metrics_dir
+    return take_spool(d, pid) if d else None
+
+
+def drop_spool(pid: int) -> None:
+    """Remove the parcel process ``pid`` left at exit, unread (its receiver took the parcel itself)."""
+    d = RECORDER.metrics_dir
+    if d:
+        try:
+            os.remove(spool_path(d, pid))
+        except OSError:
+            pass
 
 
 def shutdown() -> None:

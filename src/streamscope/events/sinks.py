@@ -16,6 +16,8 @@ carries on; the data path never sees it.
 from __future__ import annotations
 
 import importlib
+import os
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -84,6 +86,36 @@ class Parcel:
 
     def __repr__(self) -> str:
         return f"Parcel(pid={self.pid}, events={len(self.events)})"
+
+
+def spool_path(directory: str, pid: int) -> str:
+    """Where process ``pid`` leaves a parcel nobody has taken yet as it exits (see :func:`write_spool`)."""
+    return os.path.join(directory, f"parcel-{pid}.pkl")
+
+
+def write_spool(directory: str, parcel: Parcel) -> None:
+    """Leave ``parcel`` in the run directory, whole or not at all (written aside, then renamed)."""
+    path = spool_path(directory, parcel.pid)
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump(parcel, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)
+
+
+def take_spool(directory: str, pid: int) -> Parcel | None:
+    """The parcel process ``pid`` left (None when it left none), removed from the run directory."""
+    path = spool_path(directory, pid)
+    try:
+        with open(path, "rb") as f:
+            parcel = pickle.load(f)
+    except FileNotFoundError:
+        return None
+    finally:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+    return parcel if isinstance(parcel, Parcel) else None
 
 
 @runtime_checkable

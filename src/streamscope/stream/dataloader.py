@@ -69,6 +69,33 @@ def _adopt(parcel: Any, acks: Any, parcels: list[int]) -> None:
     parcels[0] -= 1
 
 
+def _tell_workers_to_stop(it: Any) -> None:
+    """The first step of torch's ``_shutdown_workers``, done at once: the done event set and a stop (None) sent
+    to each worker still active, so they exit while this process goes on; ``_shutdown_workers`` then skips them
+    and joins. Uses torch's private iterator state; nothing is done when it is missing or a pin-memory thread
+    runs (torch stops that thread first)."""
+    done_event = getattr(it, "_workers_done_event", None)
+    mark = getattr(it, "_mark_worker_as_unavailable", None)
+    status = getattr(it, "_workers_status", None)
+    if done_event is None or mark is None or status is None or hasattr(it, "_pin_memory_thread"):
+        return
+    try:
+        done_event.set()
+        for w, active in enumerate(list(status)):
+            if active:
+                mark(w, shutdown=True)
+    except Exception:  # left to _shutdown_workers
+        pass
+
+
+def _finish_workers(shutdown: Callable[[], None], pids: list[int | None]) -> None:
+    """Let a complete epoch's workers exit; drop the parcels they left at exit (the loop took every parcel)."""
+    shutdown()
+    for pid in pids:
+        if pid is not None:
+            ev.drop_spool(pid)
+
+
 def _identity(item: Any) -> Any:
     return item
 
@@ -287,10 +314,15 @@ class StreamingDataLoader(DataLoader):
         finally:
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None and not self.persistent_workers:
+                pids = [getattr(p, "pid", None) for p in getattr(it, "_workers", [])] if acks is not None else []
                 if done:
                     # A complete epoch: the workers are finishing on their own; joining them (tens of ms) need
-                    # not delay the training loop's next step.
-                    t = threading.Thread(target=shutdown, name="streamscope-loader-shutdown", daemon=True)
+                    # not delay the training loop's next step. They are told to stop now: the thread that joins
+                    # them may wait up to the interpreter's switch interval (5 ms) for the GIL.
+                    _tell_workers_to_stop(it)
+                    t = threading.Thread(
+                        target=_finish_workers, args=(shutdown, pids), name="streamscope-loader-shutdown", daemon=True
+                    )
                     _SHUTDOWNS.append(t)
                     t.start()
                 else:
@@ -298,6 +330,11 @@ class StreamingDataLoader(DataLoader):
                         for w in range(len(acks)):
                             acks[w] = acks[w] or PARCEL_ABANDONED
                     shutdown()  # an abandoned epoch frees its workers now (persistent ones are reset by torch)
+                    for w, pid in enumerate(pids):
+                        # a worker that exited before the loop decided left its parcel in the run directory
+                        parcel = ev.claim_spool(pid) if pid is not None else None
+                        if parcel is not None and acks is not None and acks[w] != PARCEL_RECEIVED:
+                            ev.adopt(parcel)
 
     def __len__(self) -> int:
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]
