@@ -1,9 +1,18 @@
 from __future__ import annotations
 
+import copy
 import json
 import os
 
-from streamscope.events.metrics import BUCKETS_S, Aggregator, merge, read_snapshots, write_snapshot
+from streamscope.events.metrics import (
+    BUCKETS_S,
+    Aggregator,
+    MetricsSnapshot,
+    SpanStats,
+    merge,
+    read_snapshots,
+    write_snapshot,
+)
 
 MS = 1_000_000
 
@@ -153,3 +162,27 @@ def test_snapshot_spans_are_plain_copies_of_the_stats():
     (key,) = snap["spans"]
     snap["spans"][key]["buckets"][0] += 1
     assert snap["spans"][key]["buckets"] != agg.spans[key].buckets
+
+
+def test_a_snapshot_copy_equals_a_deep_copy_and_shares_nothing_mutable():
+    base = MetricsSnapshot(events=3, dropped=1, sink_errors=2)
+    base.spans["read/read"] = SpanStats(count=2, total_s=0.5, buckets=[1] * len(SpanStats().buckets))
+    base.instants["crash/crash"] = 1
+    base.gauges["cache/bytes"] = 7.0
+    base.processes[11] = {"events": 3, "dropped": 1, "sink_errors": 0, "alive": False, "final": True}
+    dup = base.copy()
+    assert dup == copy.deepcopy(base)
+    dup.spans["read/read"].buckets[0] += 5
+    dup.spans["read/read"].count += 1
+    dup.processes[11]["events"] = 99
+    dup.instants["crash/crash"] = 4
+    dup.gauges["cache/bytes"] = 0.0
+    assert base == MetricsSnapshot(
+        spans={"read/read": SpanStats(count=2, total_s=0.5, buckets=[1] * len(SpanStats().buckets))},
+        instants={"crash/crash": 1},
+        gauges={"cache/bytes": 7.0},
+        events=3,
+        dropped=1,
+        sink_errors=2,
+        processes={11: {"events": 3, "dropped": 1, "sink_errors": 0, "alive": False, "final": True}},
+    )

@@ -14,10 +14,9 @@ the wait for the first batch after the ``dataloader`` span began, i.e. the time 
 from __future__ import annotations
 
 import bisect
-import copy
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -333,6 +332,19 @@ class MetricsSnapshot:
         """Stats of span ``name`` in ``cat`` (default: category of the same name); empty if never seen."""
         return self.spans.get(f"{cat or name}/{name}", SpanStats())
 
+    def copy(self) -> MetricsSnapshot:
+        """A copy sharing nothing mutable with this one. (``copy.deepcopy`` took ~7 ms once the per-process map
+        held the 2,000 processes of 1,000 epochs with non-persistent workers; this takes a tenth.)"""
+        return MetricsSnapshot(
+            spans={k: replace(v, buckets=list(v.buckets)) for k, v in self.spans.items()},
+            instants=dict(self.instants),
+            gauges=dict(self.gauges),
+            events=self.events,
+            dropped=self.dropped,
+            sink_errors=self.sink_errors,
+            processes={pid: dict(p) for pid, p in self.processes.items()},
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (for JSON, exporters and the tuner)."""
         d = asdict(self)
@@ -393,7 +405,7 @@ def write_snapshot(directory: str, snap: dict[str, Any]) -> None:
 
 def merge(snaps: dict[int, dict[str, Any]], base: MetricsSnapshot | None = None) -> MetricsSnapshot:
     """Sum per-process snapshots (on top of a copy of ``base``) into one :class:`MetricsSnapshot`."""
-    out = copy.deepcopy(base) if base is not None else MetricsSnapshot()
+    out = base.copy() if base is not None else MetricsSnapshot()
     for pid, s in sorted(snaps.items()):
         add_snapshot(out, pid, s)
     return out
