@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 
 import pytest
@@ -9,7 +8,7 @@ from streamscope import events as ev
 from streamscope._core.errors import TraceConfigError
 from streamscope.events import context, vocab
 from streamscope.events.bus import OPEN, STATE, close_open_spans
-from tests.support.tracing import clean_tracer  # noqa: F401
+from tests.support.tracing import clean_tracer, forked_result  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("clean_tracer")
 
@@ -112,8 +111,8 @@ def test_bad_environment_does_not_break_import(tmp_path):
     assert "unknown trace level 'loud'" in r.stderr
 
 
-def _child_buffer(q):
-    q.put((len(ev.BUF), STATE.pid == os.getpid(), ev.RECORDER.thread is not None and ev.RECORDER.thread.is_alive()))
+def _child_buffer():
+    return len(ev.BUF), STATE.pid == os.getpid(), ev.RECORDER.thread is not None and ev.RECORDER.thread.is_alive()
 
 
 def test_fork_child_starts_with_a_fresh_buffer(monkeypatch):
@@ -122,13 +121,7 @@ def test_fork_child_starts_with_a_fresh_buffer(monkeypatch):
     ev.configure(metrics={"read"})
     for _ in range(5):
         ev.instant("read", "read")
-    ctx = mp.get_context("fork")
-    q = ctx.Queue()
-    p = ctx.Process(target=_child_buffer, args=(q,))
-    p.start()
-    got = q.get(timeout=30)
-    p.join(30)
-    assert got == (0, True, True)
+    assert forked_result(_child_buffer) == (0, True, True)
     assert len(ev.BUF) == 5
 
 
@@ -150,18 +143,12 @@ class _BadSink(_ListSink):
         raise RuntimeError("sink is broken")
 
 
-class _MixedSink:
+class _MixedSink(_ListSink):
     mixed_batches = True
     batches: list = []
 
     def export(self, batch):
         _MixedSink.batches.append(batch)
-
-    def force_flush(self):
-        pass
-
-    def shutdown(self):
-        pass
 
 
 def test_adopted_events_reach_a_mixed_sink_in_one_batch_and_any_other_per_process(monkeypatch):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 from typing import Any
 
@@ -12,7 +11,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from streamscope import events as ev
 from streamscope.events import context
-from tests.support.tracing import clean_tracer  # noqa: F401
+from tests.support.tracing import clean_tracer, forked_result  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("clean_tracer")
 
@@ -31,9 +30,9 @@ def _worker_fields() -> dict[str, Any]:
     return {k: int(v) for k, v in got.items()}
 
 
-def _own_fields(q: Any) -> None:
+def _own_fields() -> dict[str, int]:
     os.environ["WORLD_SIZE"], os.environ["RANK"] = "8", "3"
-    q.put(context.env_fields())
+    return context.env_fields()
 
 
 @pytest.fixture
@@ -66,10 +65,5 @@ def test_any_other_forked_process_asks_itself(world_of_four):
     """A process forked for another purpose (e.g. a rank that starts its own process group) is not a DataLoader
     worker: what its parent had does not hold for it."""
     ev.configure(trace={"download"})
-    ctx = mp.get_context("fork")
-    q = ctx.Queue()
-    p = ctx.Process(target=_own_fields, args=(q,))
-    p.start()
-    got = q.get(timeout=30)
-    p.join(30)
+    got = forked_result(_own_fields)
     assert (got["dist_world_size"], got["dist_global_rank"]) == (8, 3)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -38,3 +40,15 @@ def clean_tracer() -> Iterator[None]:
         config.reset()
         os.environ.clear()
         os.environ.update(saved)
+
+
+def forked_result(fn: Callable[..., Any], *args: Any, timeout: float = 30.0) -> Any:
+    """What ``fn(*args)`` returns in a forked child process (which then exits)."""
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=lambda: q.put(fn(*args)))
+    p.start()
+    try:
+        return q.get(timeout=timeout)
+    finally:
+        p.join(timeout)
