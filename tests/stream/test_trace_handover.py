@@ -191,6 +191,15 @@ def test_a_worker_exiting_before_its_parcel_is_taken_leaves_it_and_does_not_wait
     assert [(e["name"], e["pid"]) for e in evs] == [("download", p.pid)] * 2  # the worker wrote none itself
 
 
+def test_a_damaged_parcel_file_is_reported_and_removed(tmp_path, capsys):
+    enable_tracer("chunk", log_file=str(tmp_path / "t.log"))
+    path = spool_path(ev.RECORDER.metrics_dir, 4242)
+    with open(path, "wb") as f:
+        f.write(b"not a pickle")
+    assert ev.claim_spool(4242) is None and not os.path.exists(path)
+    assert "trace parcel of pid 4242 unreadable" in capsys.readouterr().err
+
+
 def test_a_complete_epoch_leaves_no_parcel_behind(tmp_path):
     evs, _ = _traced_epochs(tmp_path, "single", epochs=2)
     assert not [n for n in os.listdir(ev.RECORDER.metrics_dir) if n.startswith("parcel-")]

@@ -373,7 +373,13 @@ def claim_spool(pid: int) -> Parcel | None:
     none), removed from the run directory. Its receiver calls this once the sender is gone: it adopts the parcel
     only if it never took it otherwise."""
     d = RECORDER.metrics_dir
-    return take_spool(d, pid) if d else None
+    if not d:
+        return None
+    try:
+        return take_spool(d, pid)
+    except Exception as exc:  # a damaged file (it is renamed into place whole, so only from outside): reported
+        RECORDER._report(f"spool:{pid}", f"trace parcel of pid {pid} unreadable, its events are lost: {exc!r}")
+        return None
 
 
 def drop_spool(pid: int) -> None:

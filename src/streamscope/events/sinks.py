@@ -103,7 +103,11 @@ def write_spool(directory: str, parcel: Parcel) -> None:
 
 
 def take_spool(directory: str, pid: int) -> Parcel | None:
-    """The parcel process ``pid`` left (None when it left none), removed from the run directory."""
+    """The parcel process ``pid`` left (None when it left none), removed from the run directory.
+
+    Raises:
+        pickle.UnpicklingError, EOFError, OSError, ...: a damaged file (removed all the same).
+    """
     path = spool_path(directory, pid)
     try:
         with open(path, "rb") as f:
