@@ -273,6 +273,12 @@ def worker_share(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
         ev.flush(publish=False)
 
 
+def worker_items(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
+    """``items`` as the loader receives them: in a DataLoader worker through :func:`worker_share`, unchanged in
+    the loop's own process (no generator layer on its path)."""
+    return items if get_worker_info() is None else worker_share(items, mode)
+
+
 def _groups(batches: Iterator[tuple[int, Any]], group_bytes: int, alloc: _ArenaAllocator | None) -> Iterator[Group]:
     size = 1  # the first group is one batch
     later = 1

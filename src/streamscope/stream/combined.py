@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
 from streamscope._core.errors import DatasetError, StateDictError
-from streamscope.stream.batching import worker_share
+from streamscope.stream.batching import worker_items
 from streamscope.stream.combined_plan import BATCHING_METHODS, CombinedPlan, check_batch_size, make_combined_plan
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
@@ -284,7 +284,7 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
             batches = self.iter_batches(
                 mode["epoch"], mode["start"], w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"]
             )
-            yield from batches if get_worker_info() is None else worker_share(batches, mode)
+            yield from worker_items(batches, mode)
             return
         yield from self._plain_pass("combined", w.worker_id, w.num_workers, self.rank)
 

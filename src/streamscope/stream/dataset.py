@@ -44,7 +44,7 @@ from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir
 from streamscope.cache.leases import LeaseTable
 from streamscope.cache.prefetch import live_depth
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
-from streamscope.stream.batching import grouped, worker_share
+from streamscope.stream.batching import grouped, worker_items
 from streamscope.stream.collate import BlockCollator, ColumnCollator
 from streamscope.stream.distributed import DistEnv, WorkerEnv
 from streamscope.stream.plan import EpochPlan, make_plan
@@ -672,12 +672,9 @@ class StreamingDataset(Resumable, IterableDataset):
         epoch, start = (int(position[0]), int(position[1])) if position is not None else (mode["epoch"], mode["start"])
         batches = self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"])
         group_bytes = int(config.get("loader_group_bytes"))
-        if get_worker_info() is None:
-            yield from batches
-        elif group_bytes <= 0:
-            yield from worker_share(batches, mode)
-        else:
-            yield from worker_share(grouped(batches, group_bytes, mode.get("arena_flags"), w.worker_id), mode)
+        if group_bytes > 0 and get_worker_info() is not None:
+            batches = grouped(batches, group_bytes, mode.get("arena_flags"), w.worker_id)
+        yield from worker_items(batches, mode)
 
     # --- state -------------------------------------------------------------------------------------
 

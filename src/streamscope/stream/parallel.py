@@ -41,11 +41,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, PlanError, StateDictError
-from streamscope.stream.batching import worker_share
+from streamscope.stream.batching import worker_items
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
 from streamscope.stream.members import MemberSetters
@@ -378,7 +378,7 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
         position = mode.get("position")
         epoch, start = (int(position[0]), int(position[1])) if position is not None else (mode["epoch"], mode["start"])
         batches = self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"])
-        return batches if get_worker_info() is None else worker_share(batches, mode)
+        return worker_items(batches, mode)
 
     # --- state -------------------------------------------------------------------------------------
 
