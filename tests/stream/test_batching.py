@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamscope.stream.batching import Group, Reorder, grouped, pack
 
@@ -133,3 +135,55 @@ def test_loader_never_overwrites_batches_the_loop_keeps(tmp_path, monkeypatch):
     assert len(kept) == 30  # more groups than pooled slots (2 workers x MAX_SLOTS)
     for j, b in enumerate(kept):
         assert torch.equal(b["image"], ref[j]), f"batch {j} was overwritten"
+
+
+def _counted(n: int, log: list[str]):
+    """``n`` batches of 1,000 bytes; ``log`` notes when the generator ends (its cleanup ran)."""
+    try:
+        for j in range(n):
+            yield j, torch.zeros(1000, dtype=torch.uint8)
+    finally:
+        log.append("ended")
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 40), group_bytes=st.integers(1, 9000), off_by=st.sampled_from([None, -2, -1, 0, 1, 2]))
+def test_grouped_delivers_every_batch_and_marks_only_a_final_group_sent_after_the_end(n, group_bytes, off_by):
+    log: list[str] = []
+    total = -1 if off_by is None else max(0, n + off_by)
+    seen: list[tuple[bool, bool]] = []  # per group: marked last, generator ended before it was sent
+    got = []
+    for g in grouped(_counted(n, log), group_bytes=group_bytes, total=total):
+        seen.append((g.last, bool(log)))
+        got += [j for j, _ in g]
+    assert got == list(range(n))
+    assert all(not last for last, _ in seen[:-1])  # only the final group can be the last
+    assert all(ended for last, ended in seen if last)  # a group marked last went out after the generator ended
+    if n and total == n:
+        assert seen[-1] == (True, True)  # the announced count: the final group always waits for the end
+
+
+def test_a_worker_share_parcel_rides_with_the_last_group_else_comes_alone(monkeypatch):
+    from streamscope.stream import batching
+
+    monkeypatch.setattr(batching, "_hand_over", lambda mode: "PARCEL")
+    last = Group([(2, "c")])
+    last.last = True
+    items = list(batching.worker_share(iter([Group([(0, "a"), (1, "b")]), last]), {"parcel": True}))
+    assert items == [[(0, "a"), (1, "b")], [(2, "c")]] and items[1].parcel == "PARCEL" and items[0].parcel is None
+    assert Reorder(0).add(items[1]) == "PARCEL" and items[1].parcel is None  # the loop takes it once
+    # no group marked last (e.g. batches sent one by one): the parcel is an item of its own, after the last one
+    assert list(batching.worker_share(iter([(0, "a"), (1, "b")]), {"parcel": True})) == [(0, "a"), (1, "b"), "PARCEL"]
+    assert list(batching.worker_share(iter([Group([(0, "a")])]), {"parcel": True}))[-1] == "PARCEL"
+    # without parcels nothing is attached and nothing added
+    assert list(batching.worker_share(iter([last]), {})) == [[(2, "c")]] and last.parcel is None
+
+
+def test_an_abandoned_worker_share_closes_its_batch_generator_first(monkeypatch):
+    from streamscope.stream import batching
+
+    log: list[str] = []
+    share = batching.worker_share(_counted(5, log), {})
+    assert next(share)[0] == 0
+    share.close()  # the loop left early
+    assert log == ["ended"]

@@ -98,6 +98,26 @@ def test_non_persistent_workers_hand_their_events_to_the_main_process(tmp_path, 
     assert not unmatched(evs) and _in_ts_order_per_thread(evs)
 
 
+def test_a_grouping_workers_parcel_rides_with_its_last_group(tmp_path, monkeypatch):
+    """With batches sent in groups (the default), no parcel is a queue message of its own."""
+    from streamscope.stream import batching
+
+    riding: list[int] = []
+    add = batching.Reorder.add
+
+    def counting_add(self: Any, item: Any) -> Any:
+        parcel = add(self, item)
+        if parcel is not None:
+            riding.append(parcel.pid)
+        return parcel
+
+    monkeypatch.setattr(batching.Reorder, "add", counting_add)
+    evs, _ = _traced_epochs(tmp_path, "single")
+    workers = {e["pid"] for e in evs if e["name"] == "decode_batch"}
+    assert len(workers) == 2 and sorted(riding) == sorted(workers)
+    assert sorted(int(e["args"]["batch"]) for e in evs if e["name"] == "decode_batch") == list(range(10))
+
+
 def test_persistent_workers_write_their_own_events(tmp_path):
     evs, sink_pids = _traced_epochs(tmp_path, "single", epochs=2, persistent_workers=True)
     assert len(sink_pids - {os.getpid()}) == 2  # each worker writes its own

@@ -54,11 +54,15 @@ class Group(list):  # type: ignore[type-arg]
     """A list of ``(batch_number, batch)`` sent by a worker as one queue message.
 
     ``slot`` is the arena slot the batches live in (-1: none) and ``anchor`` the arena itself, so the main
-    process can tell when the loop has dropped the group.
+    process can tell when the loop has dropped the group. ``last``: the worker's last group of the epoch, sent
+    after its batch generator has finished (see :func:`grouped`); ``parcel``: the worker's trace parcel riding
+    with it (see :func:`worker_share`).
     """
 
     slot: int = -1
     anchor: torch.Tensor | None = None
+    last: bool = False
+    parcel: Any = None
 
 
 class ArenaFlags:
@@ -217,7 +221,7 @@ class _ArenaAllocator:
 
 
 def grouped(
-    batches: Iterator[tuple[int, Any]], group_bytes: int, flags: Any = None, worker_id: int = 0
+    batches: Iterator[tuple[int, Any]], group_bytes: int, flags: Any = None, worker_id: int = 0, total: int = -1
 ) -> Iterator[Group]:
     """Groups of consecutive ``(j, batch)`` of one worker, in arenas or packed (see module docstring).
 
@@ -227,12 +231,15 @@ def grouped(
         group_bytes: about how many tensor bytes a group holds (the arena size).
         flags: the loader's :class:`ArenaFlags` ``flags`` array; None packs every group into a fresh block.
         worker_id: this worker's index (its slots in ``flags``).
+        total: how many batches ``batches`` yields (-1: unknown). Once that many have come, ``batches`` is run
+            to its end (its cleanup, and the events it records, come first) and the group holding the last batch
+            is marked :attr:`Group.last`. It is also marked when ``batches`` ends before a full group is sent.
     """
     alloc = _ArenaAllocator(ArenaPool(flags, worker_id, max(group_bytes, 1))) if flags is not None else None
     saved = collate.ALLOC[0]
     collate.ALLOC[0] = alloc
     try:
-        yield from _groups(batches, group_bytes, alloc)
+        yield from _groups(batches, group_bytes, alloc, total)
     finally:
         collate.ALLOC[0] = saved
 
@@ -246,31 +253,49 @@ def worker_share(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
     """A DataLoader worker's items of one epoch, then its trace events.
 
     When the loader asks for them (``mode["parcel"]``: non-persistent workers while tracing or aggregating
-    metrics) the last item is an :class:`~streamscope.events.Parcel` with the events the worker recorded and has
+    metrics) the worker hands over an :class:`~streamscope.events.Parcel` with the events it recorded and has
     not written, and its metrics snapshot: the main process writes them, so a worker that lives one epoch
     neither opens the log nor encodes (a fresh process pays several times a warm one's cost for that) nor writes
-    a snapshot file. The loader marks each parcel it takes in ``mode["parcel_acks"]`` (received, or abandoned
-    by a loop that left the epoch early); a worker whose parcel was abandoned writes it itself at exit.
+    a snapshot file. The parcel rides with the worker's last group (:attr:`Group.last`, sent once its batch
+    generator has finished), or else comes as an item of its own after the last item. The loader marks each
+    parcel it takes in ``mode["parcel_acks"]`` (received, or abandoned by a loop that left the epoch early); a
+    worker whose parcel was abandoned writes it itself at exit.
 
     Otherwise, and when the share is abandoned (early ``break``, an error), the worker writes its events itself
     as the share ends, while the loop still consumes the batches it queued: its exit, on the epoch's critical
     path, is then short. (Its metrics snapshot is written at exit, final, a moment later.)
     """
+    parcel = bool(mode.get("parcel"))
+    handed = False
     finished = False
     try:
-        yield from items
+        for item in items:
+            if parcel and type(item) is Group and item.last:
+                item.parcel = _hand_over(mode)  # no queue message of its own, no wait for it in the loop
+                handed = True
+            yield item
         finished = True
     finally:
-        if not finished and ev.ACTIVE:
-            ev.flush(publish=False)
-    if mode.get("parcel"):
-        info = get_worker_info()
-        wid = info.id if info is not None else -1
-        acks = mode.get("parcel_acks")  # the loader marks each parcel: 1 received, 2 abandoned (0: not yet)
-        received = (lambda: _ACK.get(acks[wid], False)) if acks is not None and 0 <= wid < len(acks) else None
-        yield ev.hand_over(wid, received)
+        if not finished:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()  # as ``yield from`` would: the generators below clean up first
+            if ev.ACTIVE:
+                ev.flush(publish=False)
+    if parcel:
+        if not handed:
+            yield _hand_over(mode)
     elif ev.ACTIVE:
         ev.flush(publish=False)
+
+
+def _hand_over(mode: dict[str, Any]) -> Any:
+    """This worker's parcel (``ev.hand_over``), tagged with its worker id and asking the loader's acks."""
+    info = get_worker_info()
+    wid = info.id if info is not None else -1
+    acks = mode.get("parcel_acks")  # the loader marks each parcel: 1 received, 2 abandoned (0: not yet)
+    received = (lambda: _ACK.get(acks[wid], False)) if acks is not None and 0 <= wid < len(acks) else None
+    return ev.hand_over(wid, received)
 
 
 def worker_items(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
@@ -279,18 +304,37 @@ def worker_items(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
     return items if get_worker_info() is None else worker_share(items, mode)
 
 
-def _groups(batches: Iterator[tuple[int, Any]], group_bytes: int, alloc: _ArenaAllocator | None) -> Iterator[Group]:
+_END = object()
+
+
+def _groups(
+    batches: Iterator[tuple[int, Any]], group_bytes: int, alloc: _ArenaAllocator | None, total: int = -1
+) -> Iterator[Group]:
     size = 1  # the first group is one batch
     later = 1
     group = Group()
     per = 0
-    for item in batches:
+    it = iter(batches)
+    count = 0
+    ahead: list[tuple[int, Any]] = []
+    while True:
+        item = ahead.pop() if ahead else next(it, _END)
+        if item is _END:
+            break
         group.append(item)
+        count += 1
         if per == 0:
             per = max(1, batch_bytes(item[1]))
             later = max(1, min(MAX_GROUP, group_bytes // per))
             if alloc is not None:
                 alloc.hint = per
+        if count == total:
+            # the last batch: the generator runs to its end now, so its cleanup (and the events it records)
+            # comes before the last group is sent
+            more = next(it, _END)
+            if more is _END:
+                break
+            ahead.append(more)  # more batches than announced: go on as usual
         full = len(group) >= size
         if alloc is not None and alloc.arena is not None and alloc.arena.free < per:
             full = True  # the next batch would not fit this arena
@@ -299,7 +343,9 @@ def _groups(batches: Iterator[tuple[int, Any]], group_bytes: int, alloc: _ArenaA
             group = Group()
             size = later
     if group:
-        yield _seal(group, alloc)
+        sealed = _seal(group, alloc)
+        sealed.last = True  # the generator has ended
+        yield sealed
 
 
 def _seal(group: Group, alloc: _ArenaAllocator | None) -> Group:
@@ -323,8 +369,8 @@ class Reorder:
         self._held: dict[int, Any] = {}
         self._arenas = arenas
 
-    def add(self, item: Any) -> None:
-        """Take one worker message."""
+    def add(self, item: Any) -> Any:
+        """Take one worker message; the trace parcel that rode with it, if any (see :func:`worker_share`)."""
         if isinstance(item, Group):
             if self._arenas is not None:
                 self._arenas.watch(item)
@@ -332,9 +378,11 @@ class Reorder:
                 item.anchor = None
             for j, batch in item:
                 self._held[j] = batch
-        else:
-            j, batch = item
-            self._held[j] = batch
+            parcel, item.parcel = item.parcel, None
+            return parcel
+        j, batch = item
+        self._held[j] = batch
+        return None
 
     def ready(self) -> Iterator[tuple[int, Any]]:
         """Batches that can be handed out now, in order."""

@@ -301,7 +301,9 @@ class StreamingDataLoader(DataLoader):
                         if on:
                             mark(now())
                             put(~reorder.expected)
-                        reorder.add(item)
+                        parcel = reorder.add(item)
+                        if parcel is not None:
+                            _adopt(parcel, acks, parcels)  # a worker's last trace events, with its last group
                 finally:
                     loop.finish()
                 if reorder.pending() or reorder.expected != plan.num_batches:

@@ -561,6 +561,11 @@ class StreamingDataset(Resumable, IterableDataset):
                 self._column = ColumnCollator(self.config.get("data_format") or [], self.config.get("data_spec"))
         return self._column
 
+    def _batch_ids(self, epoch: int, start_batch: int, worker_id: int, num_workers: int, batch_size: int) -> range:
+        """The numbers of the batches a worker builds in ``epoch`` from ``start_batch`` on (every
+        ``num_workers``-th)."""
+        return range(start_batch + worker_id, self.plan(epoch, batch_size).num_batches, num_workers)
+
     def iter_batches(
         self,
         epoch: int,
@@ -576,7 +581,7 @@ class StreamingDataset(Resumable, IterableDataset):
         ``collate=False`` yields the list of samples instead of a collated batch.
         """
         plan = self.plan(epoch, batch_size)
-        batch_ids = range(start_batch + worker_id, plan.num_batches, num_workers)
+        batch_ids = self._batch_ids(epoch, start_batch, worker_id, num_workers, batch_size)
         reader = self._get_reader()
         last_use: dict[int, int] = {}
         if reader.cache is not None:
@@ -673,7 +678,8 @@ class StreamingDataset(Resumable, IterableDataset):
         batches = self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"])
         group_bytes = int(config.get("loader_group_bytes"))
         if group_bytes > 0 and get_worker_info() is not None:
-            batches = grouped(batches, group_bytes, mode.get("arena_flags"), w.worker_id)
+            total = len(self._batch_ids(epoch, start, w.worker_id, w.num_workers, mode["batch_size"]))
+            batches = grouped(batches, group_bytes, mode.get("arena_flags"), w.worker_id, total)
         yield from worker_items(batches, mode)
 
     # --- state -------------------------------------------------------------------------------------
