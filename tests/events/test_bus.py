@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -95,9 +97,6 @@ def test_full_buffer_drops_and_counts(monkeypatch):
 
 
 def test_bad_environment_does_not_break_import(tmp_path):
-    import subprocess
-    import sys
-
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
     env["STREAMSCOPE_TRACE_LEVEL"] = "loud"
     r = subprocess.run(
@@ -212,3 +211,61 @@ def test_compact_spans_are_one_complete_event():
     assert x[0] == "X" and list(x[6]) == ["chunk", "index", "bytes", "dur"] and x[6]["dur"] >= 0
     assert bad[0] == "X" and bad[6]["exception"] == "ValueError"
     assert (b[0], e[0]) == ("B", "E") and not OPEN
+
+
+class _Marker:
+    pass
+
+
+def _child_after_fork(ref):
+    from streamscope.events.bus import LEFT_BEHIND
+
+    rec = ev.RECORDER
+    return (
+        ref() is not None,
+        rec.parcel_snaps == {},
+        rec.pid == os.getpid(),
+        any(d is not rec.__dict__ for d in LEFT_BEHIND),
+    )
+
+
+def test_a_fork_child_leaves_the_parents_recorder_state_unreleased(monkeypatch):
+    """Releasing the parent's state object by object would write to pages shared with the parent."""
+    import weakref
+
+    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "60")
+    ev.configure(metrics={"read"})
+    marker = _Marker()
+    ev.RECORDER.parcel_snaps[-7] = {"marker": marker}  # held by nothing but the recorder's state
+    ref = weakref.ref(marker)
+    del marker
+    try:
+        assert forked_result(_child_after_fork, ref) == (True, True, True, True)
+    finally:
+        ev.RECORDER.parcel_snaps.pop(-7)
+
+
+def test_a_child_of_a_process_that_never_traced_can_trace(tmp_path):
+    """The fork hook of a recorder that never started only takes the child's pid; the child traces as usual."""
+    log = tmp_path / "child.log"
+    code = (
+        "import os, sys\n"
+        "from streamscope import events as ev\n"
+        "from streamscope.api.tracing import enable_tracer, flush_tracer\n"
+        "assert not ev.RECORDER.started\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    enable_tracer('chunk', log_file=sys.argv[1])\n"
+        "    ev.instant('read', 'read', chunk=3)\n"
+        "    flush_tracer()\n"
+        "    os._exit(0 if ev.RECORDER.pid == os.getpid() else 3)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print(pid, os.waitstatus_to_exitcode(status))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
+    r = subprocess.run([sys.executable, "-c", code, str(log)], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    pid, code_ = map(int, r.stdout.split())
+    assert code_ == 0
+    (line,) = [x for x in log.read_text().splitlines() if "name: read" in x]
+    assert f"pid: {pid};" in line and "chunk: 3;" in line

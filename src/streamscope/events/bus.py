@@ -557,8 +557,15 @@ def take(limit: int | None = None) -> list[Event]:
     return out
 
 
+#: What a forked child inherited and no longer uses, kept referenced and never touched again: releasing it would
+#: write to every page it spans (reference counts, frees), and each first write after a fork copies a page the
+#: child shares with its parent. A DataLoader worker is forked every epoch and lives one.
+LEFT_BEHIND: list[Any] = []
+
+
 def after_fork_in_child() -> None:
     """Fresh buffer and counters in a forked child: the parent's unflushed events are not ours to write."""
+    LEFT_BEHIND.append((list(BUF), dict(OPEN), list(SERIES.data), dict(OPEN_X)))  # the events stay unreleased
     BUF.clear()
     OPEN.clear()
     global _SERIES_LOCK, _TAKE_LOCK
