@@ -372,3 +372,15 @@ def test_optimize_workers_are_traced(tmp_path, method):
     worker_pids = {e["pid"] for e in evs} - {os.getpid()}
     assert len(worker_pids) == 2, {(e["pid"], e["name"]) for e in evs}
     assert sum(1 for e in evs if e["pid"] in worker_pids and e["cat"] == "sample") >= 20
+
+
+def test_flush_tracer_without_other_processes_writes_once(tmp_path, monkeypatch):
+    """With no worker and no other process's snapshot (num_workers=0) the wait finds nothing to repair."""
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log), flush_interval=60)
+    calls = []
+    flush = ev.flush
+    monkeypatch.setattr(ev, "flush", lambda *a, **k: (calls.append(1), flush(*a, **k))[1])
+    ev.instant("read", "read", chunk=1)
+    flush_tracer(wait_workers=5)
+    assert len(calls) == 1 and "chunk: 1;" in log.read_text()

@@ -157,8 +157,9 @@ def flush_tracer(wait_workers: float = 0.0) -> None:
         if not multiprocessing.active_children():
             others = [(pid, s) for pid, s in read_snapshots(d).items() if pid != me]
             if all(s.get("final") or not pid_alive(pid) for pid, s in others):
-                # nothing to write again unless a process went away since the last flush
-                again = not exiting or any(not s.get("final") for _pid, s in others)
+                # nothing to write again unless a process went away since the last flush (with no other
+                # process's snapshot left, e.g. num_workers=0, there is nothing to repair or retire)
+                again = bool(others) and (not exiting or any(not s.get("final") for _pid, s in others))
                 break
         again = True
         time.sleep(0.02)
