@@ -141,6 +141,28 @@ def test_compressed_dataset_small_budget_reads_everything(tmp_path, workers):
     assert sum(os.path.getsize(os.path.join(cdir, f)) for f in left) <= max(ds.max_cache_size, 0) + 10 * 400
 
 
+def test_a_leased_chunk_evicted_before_it_is_opened_is_fetched_again(tmp_path, monkeypatch):
+    """Eviction checks the leases, then deletes: another process's eviction can delete a chunk this process
+    leased in between. Simulated here: the first open of each cached chunk finds its file deleted."""
+    from streamscope.stream.reader import ChunkReader
+
+    d = write_dataset(str(tmp_path / "z"), 40, chunk_size=10, compression="zstd")
+    ds = StreamingDataset(d, cache_dir=str(tmp_path / "cache"))
+    opened = ChunkReader._open_file
+    gone: list[str] = []
+
+    def evicted_once(self, chunk, path, num_items):
+        if path not in gone:
+            gone.append(path)
+            os.remove(path)  # the other process's delete, after this process's lease
+        return opened(self, chunk, path, num_items)
+
+    monkeypatch.setattr(ChunkReader, "_open_file", evicted_once)
+    got = [i for b in StreamingDataLoader(ds, batch_size=4) for i in b["index"].tolist()]
+    assert sorted(got) == list(range(40)) and len(gone) == 4
+    assert all(os.path.exists(p) for p in gone)  # fetched again
+
+
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):  # noqa: D102
         pass

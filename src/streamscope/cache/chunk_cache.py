@@ -8,7 +8,9 @@ chunk wait for one download instead of racing.
 
 References are leases (:mod:`streamscope.cache.leases`): acquire before looking at the file, release when done.
 Eviction removes the least recently released chunks while the directory holds more than ``max_cache_size``
-bytes, and never a chunk with a live lease.
+bytes, and never a chunk with a live lease. It checks the leases, then deletes: a lease taken by another process
+between the two steps does not stop that delete, so a reader that finds its leased chunk gone fetches it again
+(:meth:`ChunkCache.refetch`); from then on its lease keeps it.
 """
 
 from __future__ import annotations
@@ -97,6 +99,16 @@ class ChunkCache:
         except BaseException:
             self.leases.release(path)
             raise
+        return path
+
+    def refetch(self, index: int) -> str:
+        """Fetch chunk ``index`` again when its file is gone, for a caller that holds a lease on it.
+
+        Eviction checks the leases, then deletes: another process's eviction can delete a chunk that this process
+        leased between the two steps, after finding it present. The lease keeps it from any later eviction.
+        """
+        path = self.path(index)
+        self._ensure(index, path)
         return path
 
     def release(self, index: int) -> None:

@@ -111,7 +111,14 @@ class ChunkReader:
         else:
             path = self.cache.acquire(chunk)
             self._leased.add(chunk)
-        oc = self._open_file(chunk, path, int(entry["chunk_size"]))
+        try:
+            oc = self._open_file(chunk, path, int(entry["chunk_size"]))
+        except FileNotFoundError:
+            if self.cache is None:
+                raise
+            # evicted by another process between its lease check and the delete, after this process leased it
+            # (see ChunkCache.refetch): fetched again, and this process's lease keeps it now
+            oc = self._open_file(chunk, self.cache.refetch(chunk), int(entry["chunk_size"]))
         self._open[chunk] = oc
         while len(self._open) > self._max_open:
             old, oldc = self._open.popitem(last=False)
