@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -187,3 +189,34 @@ def test_an_abandoned_worker_share_closes_its_batch_generator_first(monkeypatch)
     assert next(share)[0] == 0
     share.close()  # the loop left early
     assert log == ["ended"]
+
+
+class _FreezeLog:
+    """Stands for the ``gc`` module in batching: notes each ``freeze`` by pid in a file (O_APPEND, one line)."""
+
+    path = ""
+
+    @staticmethod
+    def freeze() -> None:
+        with open(_FreezeLog.path, "a") as f:
+            f.write(f"{os.getpid()}\n")
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_worker_freezes_its_inherited_heap_once(tmp_path, monkeypatch, workers):
+    """A full collection in a forked worker would visit (and copy the pages of) every object it inherited."""
+    from streamscope.stream import batching
+    from streamscope.stream.dataloader import StreamingDataLoader
+    from streamscope.stream.dataset import StreamingDataset
+    from tests.stream._data import write_dataset
+
+    _FreezeLog.path = str(tmp_path / "frozen.txt")
+    monkeypatch.setattr(batching, "gc", _FreezeLog)
+    d = write_dataset(str(tmp_path / "d"), 40, chunk_size=8)
+    loader = StreamingDataLoader(StreamingDataset(d), batch_size=4, num_workers=workers, persistent_workers=workers > 0)
+    for _ in range(2):
+        assert sum(1 for _ in loader) == 10
+    if workers:
+        loader._iterator._shutdown_workers()
+    pids = open(_FreezeLog.path).read().split() if os.path.exists(_FreezeLog.path) else []
+    assert len(pids) == workers and len(set(pids)) == workers and str(os.getpid()) not in pids

@@ -24,7 +24,9 @@ the loop in batch order (:class:`Reorder`).
 from __future__ import annotations
 
 import copy
+import gc
 import multiprocessing
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -301,7 +303,29 @@ def _hand_over(mode: dict[str, Any]) -> Any:
 def worker_items(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
     """``items`` as the loader receives them: in a DataLoader worker through :func:`worker_share`, unchanged in
     the loop's own process (no generator layer on its path)."""
-    return items if get_worker_info() is None else worker_share(items, mode)
+    if get_worker_info() is None:
+        return items
+    freeze_inherited_heap()
+    return worker_share(items, mode)
+
+
+_frozen_in = -1
+
+
+def freeze_inherited_heap() -> None:
+    """Move every object this process holds now out of the garbage collector's reach, once per process.
+
+    A forked DataLoader worker inherits its parent's heap: hundreds of thousands of objects after importing
+    torch. A full collection in the worker visits each of them and writes to its header, so every page of the
+    inherited heap is copied (measured: 130-166 ms per collection, in the first epochs of a run). Frozen
+    (``gc.freeze``), they are never visited; what the worker allocates afterwards is collected as usual.
+    Garbage cycles inherited from the parent stay where they are, shared with it.
+    """
+    global _frozen_in
+    pid = os.getpid()
+    if _frozen_in != pid:
+        _frozen_in = pid
+        gc.freeze()
 
 
 _END = object()
