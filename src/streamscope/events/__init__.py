@@ -42,14 +42,13 @@ Cost: an inactive category costs the membership test; an active one appends a tu
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-from streamscope.events import vocab
+from streamscope.events import sinks, vocab
 from streamscope.events.bus import (
     ACTIVE,
     BUF,
@@ -73,7 +72,7 @@ from streamscope.events.bus import (
 )
 from streamscope.events.metrics import MetricsSnapshot, SpanStats
 from streamscope.events.recorder import RECORDER, configure_from_env
-from streamscope.events.sinks import EventBatch, Parcel, Sink, SinkFactory, spool_path, take_spool
+from streamscope.events.sinks import EventBatch, Parcel, Sink, SinkFactory, take_spool
 from streamscope.events.vocab import CATEGORIES, CNAMES, LEVELS
 
 __all__ = [
@@ -386,10 +385,7 @@ def drop_spool(pid: int) -> None:
     """Remove the parcel process ``pid`` left at exit, unread (its receiver took the parcel itself)."""
     d = RECORDER.metrics_dir
     if d:
-        try:
-            os.remove(spool_path(d, pid))
-        except OSError:
-            pass
+        sinks.drop_spool(d, pid)
 
 
 def shutdown() -> None:

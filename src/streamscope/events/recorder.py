@@ -622,17 +622,15 @@ class Recorder:
         (the retired snapshots grow by two workers an epoch). A recorder that never started (tracing and metrics
         never on in this process) only takes the new pid.
         """
+        _bus_after_fork()
+        context.after_fork_in_child()
         if not self.started:  # nothing was ever recorded here: the state is as new, but for the process
             self.pid, self.token, self.lock = os.getpid(), time.monotonic_ns(), threading.RLock()
-            _bus_after_fork()
-            context.after_fork_in_child()
             return
         old = self.__dict__
         LEFT_BEHIND.append(old)
         self.__dict__ = {"factories": old["factories"]}
         self._reset()
-        _bus_after_fork()
-        context.after_fork_in_child()
         self.trace_cats, self.metric_cats, self.flush_interval = (
             old["trace_cats"],
             old["metric_cats"],

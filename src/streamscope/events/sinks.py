@@ -108,18 +108,22 @@ def take_spool(directory: str, pid: int) -> Parcel | None:
     Raises:
         pickle.UnpicklingError, EOFError, OSError, ...: a damaged file (removed all the same).
     """
-    path = spool_path(directory, pid)
     try:
-        with open(path, "rb") as f:
+        with open(spool_path(directory, pid), "rb") as f:
             parcel = pickle.load(f)
     except FileNotFoundError:
         return None
     finally:
-        try:
-            os.remove(path)
-        except OSError:
-            pass
+        drop_spool(directory, pid)
     return parcel if isinstance(parcel, Parcel) else None
+
+
+def drop_spool(directory: str, pid: int) -> None:
+    """Remove the parcel process ``pid`` left in the run directory, if any (unread)."""
+    try:
+        os.remove(spool_path(directory, pid))
+    except OSError:
+        pass
 
 
 @runtime_checkable
