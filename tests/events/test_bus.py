@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import weakref
 
 import pytest
@@ -268,3 +269,63 @@ def test_a_child_of_a_process_that_never_traced_can_trace(tmp_path):
     assert code_ == 0
     (line,) = [x for x in log.read_text().splitlines() if "name: read" in x]
     assert f"pid: {pid};" in line and "chunk: 3;" in line
+
+
+def _flusher_alive() -> bool:
+    t = ev.RECORDER.thread
+    return t is not None and t.is_alive()
+
+
+def _deferred_child(until: str) -> tuple[bool, bool]:
+    """(flusher running right after the fork, running after ``until`` happened in the child)."""
+    first = _flusher_alive()
+    if until == "poll early":
+        ev.poll()
+    elif until == "poll due":
+        time.sleep(0.25)
+        ev.poll()
+    elif until == "event due":
+        time.sleep(0.25)
+        ev.instant("read", "read")
+    elif until == "span":
+        with ev.span("download", "download", chunk=1):
+            return first, _flusher_alive()
+    elif until == "exit due":
+        ev.shutdown()  # what process exit does
+        time.sleep(0.25)
+        ev.instant("read", "read")  # e.g. another exit handler's event, after the tick
+        return first, ev.RECORDER.thread is not None
+    return first, _flusher_alive()
+
+
+@pytest.mark.parametrize(
+    ("until", "started"),
+    [("poll early", False), ("poll due", True), ("event due", True), ("span", True), ("exit due", False)],
+)
+def test_a_child_forked_in_the_deferral_block_starts_its_flusher_when_needed(monkeypatch, until, started):
+    """No thread at the fork; one tick later a poll or an event starts it, a B/E span at once; exit never."""
+    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "0.2")  # the tick
+    ev.configure(trace={"download", "read"}, metrics={"read"})
+    with ev.deferred_flusher_in_children():
+        got = forked_result(_deferred_child, until)
+    assert got == (False, started)
+    assert ev.RECORDER.defer_in_children is False
+    assert forked_result(_flusher_alive) is True  # forked outside the block: started at once
+
+
+def _drained_soon_after_a_late_start() -> tuple[bool, int]:
+    ev.instant("read", "read")
+    time.sleep(1.05)
+    ev.poll()
+    deadline = time.monotonic() + 0.5
+    while ev.BUF and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return _flusher_alive(), len(ev.BUF)
+
+
+def test_a_deferred_flusher_flushes_as_it_starts(monkeypatch):
+    """It starts a tick late, so it writes what waited at once rather than one more tick later."""
+    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "1")
+    ev.configure(metrics={"read"})
+    with ev.deferred_flusher_in_children():
+        assert forked_result(_drained_soon_after_a_late_start) == (True, 0)

@@ -322,3 +322,51 @@ def test_spawned_workers_hand_over_too(tmp_path):
     assert sorted(int(e["args"]["batch"]) for e in decoded) == list(range(10))
     assert len({e["pid"] for e in decoded}) == 2 and os.getpid() not in {e["pid"] for e in decoded}
     assert ev.metrics_snapshot().span("decode_batch", "read").count == 10 and not unmatched(evs)
+
+
+class _StartLog:
+    """Notes the pid of every worker process that starts a flusher thread (O_APPEND: one line per start)."""
+
+    path = ""
+    main = 0
+
+
+def _slow(sample: Any) -> Any:
+    import time
+
+    time.sleep(0.02)
+    return sample
+
+
+@pytest.mark.parametrize(("case", "starts"), [("short", 0), ("persistent", 1), ("long", 1)])
+def test_one_epoch_workers_start_a_flusher_only_when_their_epoch_runs_past_a_tick(tmp_path, monkeypatch, case, starts):
+    """A worker that lives one short epoch hands its events over without ever starting a flusher thread."""
+    from streamscope.events.recorder import Recorder
+
+    start = Recorder._start_thread
+    _StartLog.path, _StartLog.main = str(tmp_path / "starts.txt"), os.getpid()
+
+    def logged(self: Any, *a: Any, **k: Any) -> None:
+        if os.getpid() != _StartLog.main:
+            with open(_StartLog.path, "a") as f:
+                f.write(f"{os.getpid()}\n")
+        start(self, *a, **k)
+
+    monkeypatch.setattr(Recorder, "_start_thread", logged)
+    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "0.05" if case == "long" else "60")
+    log = tmp_path / "t.log"
+    enable_tracer("chunk", log_file=str(log), flush_interval=60)
+    ds = StreamingDataset(write_dataset(str(tmp_path / "a"), 40, image_sample, chunk_size=8))
+    if case == "long":
+        ds.transform = _slow  # 0.2 s a worker: past four ticks
+    loader = StreamingDataLoader(ds, batch_size=4, num_workers=2, persistent_workers=case == "persistent")
+    assert sum(1 for _ in loader) == 10
+    if loader.persistent_workers:
+        loader._iterator._shutdown_workers()
+    flush_tracer(wait_workers=30)
+    evs = check_log(log.read_text())
+    decodes = [e for e in evs if e["name"] == "decode_batch"]
+    assert sorted(int(e["args"]["batch"]) for e in decodes) == list(range(10))  # each once, none lost
+    workers = {e["pid"] for e in decodes}
+    started = [int(x) for x in open(_StartLog.path).read().split()] if os.path.exists(_StartLog.path) else []
+    assert len(workers) == 2 and sorted(started) == sorted(workers) * starts

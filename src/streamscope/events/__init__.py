@@ -32,6 +32,10 @@ Contract for call sites (stable; the recorder and sinks behind it may change):
   ``fn(chunk, item)`` per element, times each call, and records the results in one bulk entry with the
   measured per-element begin/end (the cheap way to trace a per-sample loop).
 
+* ``deferred_flusher_in_children()`` is a context manager around the fork of processes that hand their events
+  over within their first tick (a DataLoader's one-epoch workers): they start their flusher thread only when
+  they need it; their loop calls ``poll()`` (one attribute test) now and then so a long-lived one still does.
+
 Field values should be ints, floats, bools or short strings; URLs must already have credentials removed.
 See :mod:`streamscope.events.vocab` for categories, levels and field names, :mod:`.recorder` for the
 flusher, fork and exit behaviour, :mod:`.sinks` for the plugin mechanism and :mod:`.metrics` for metrics.
@@ -45,7 +49,8 @@ from __future__ import annotations
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from streamscope.events import sinks, vocab
@@ -65,6 +70,7 @@ from streamscope.events.bus import (
     Timeline,
     as_list,
     expand,
+    poll,
     record,
     record_at,
     record_bulk,
@@ -388,6 +394,23 @@ def drop_spool(pid: int) -> None:
         sinks.drop_spool(d, pid)
 
 
+@contextmanager
+def deferred_flusher_in_children(on: bool = True) -> Iterator[None]:
+    """Children forked by this thread inside the block (``on``) start their flusher thread only when they need
+    it: one tick after the fork (at an event recorded, or :func:`poll`, from then on) or when a ``B``/``E``
+    span begins. For processes that hand their events over (:func:`hand_over`) before the first tick is due,
+    e.g. the DataLoader workers of one epoch; their loop calls :func:`poll` now and then.
+    """
+    if not on:
+        yield
+        return
+    RECORDER.defer_in_children = True
+    try:
+        yield
+    finally:
+        RECORDER.defer_in_children = False
+
+
 def shutdown() -> None:
     """What process exit does: close open spans (``aborted``), flush, shut the sinks down."""
     RECORDER.shutdown()
@@ -398,5 +421,5 @@ def metrics_snapshot() -> MetricsSnapshot:
     return RECORDER.snapshot_all()
 
 
-_ = Series, Timeline, BUF, LEVELS, CNAMES, Bulk, BULK, expand  # re-exported names
+_ = Series, Timeline, poll, BUF, LEVELS, CNAMES, Bulk, BULK, expand  # re-exported names
 configure_from_env()

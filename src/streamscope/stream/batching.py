@@ -270,8 +270,10 @@ def worker_share(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
     parcel = bool(mode.get("parcel"))
     handed = False
     finished = False
+    poll = ev.poll  # a flusher deferred at the fork starts once a tick is due (a long epoch)
     try:
         for item in items:
+            poll()
             if parcel and type(item) is Group and item.last:
                 item.parcel = _hand_over(mode)  # no queue message of its own, no wait for it in the loop
                 handed = True

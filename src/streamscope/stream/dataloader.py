@@ -232,7 +232,9 @@ class StreamingDataLoader(DataLoader):
             "parcel_acks": acks,
         }
         try:
-            it = super().__iter__()  # iter(dataset) runs here (in this process, or in the workers it starts)
+            # workers that hand their events over need no flusher thread unless their epoch runs long
+            with ev.deferred_flusher_in_children(self._parcels > 0):
+                it = super().__iter__()  # iter(dataset) runs here (in this process, or in the workers it starts)
         finally:
             # batch mode is the loader's own: the dataset iterated directly still yields plain samples
             ds._batch_mode = None
