@@ -249,7 +249,7 @@ def test_a_child_of_a_process_that_never_traced_can_trace(tmp_path):
     """The fork hook of a recorder that never started only takes the child's pid; the child traces as usual."""
     log = tmp_path / "child.log"
     code = (
-        "import os, sys\n"
+        "import os, shutil, sys\n"
         "from streamscope import events as ev\n"
         "from streamscope.api.tracing import enable_tracer, flush_tracer\n"
         "assert not ev.RECORDER.started\n"
@@ -258,7 +258,9 @@ def test_a_child_of_a_process_that_never_traced_can_trace(tmp_path):
         "    enable_tracer('chunk', log_file=sys.argv[1])\n"
         "    ev.instant('read', 'read', chunk=3)\n"
         "    flush_tracer()\n"
-        "    os._exit(0 if ev.RECORDER.pid == os.getpid() else 3)\n"
+        "    ok = ev.RECORDER.pid == os.getpid()\n"
+        "    shutil.rmtree(ev.RECORDER.metrics_dir)  # the child's run directory (os._exit runs no exit handler)\n"
+        "    os._exit(0 if ok else 3)\n"
         "_, status = os.waitpid(pid, 0)\n"
         "print(pid, os.waitstatus_to_exitcode(status))\n"
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,6 +35,9 @@ def clean_tracer() -> Iterator[None]:
         yield
     finally:
         ev.configure()
+        if ev.RECORDER.owner and ev.RECORDER.metrics_dir:  # this test's run directory: not left in /tmp when
+            shutil.rmtree(ev.RECORDER.metrics_dir, ignore_errors=True)  # the process ends without exit handlers
+            ev.RECORDER.metrics_dir = None
         ev.RECORDER.factories.clear()
         ev.drain()
         STATE.dropped = 0
