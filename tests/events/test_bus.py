@@ -291,7 +291,10 @@ def _deferred_child(until: str) -> tuple[bool, bool]:
         ev.instant("read", "read")
     elif until == "span":
         with ev.span("download", "download", chunk=1):
-            return first, _flusher_alive()
+            started = _flusher_alive()
+            time.sleep(0.05)
+            held = len(ev.BUF)  # started before its tick: it waits for the tick (nothing written meanwhile)
+            return first, started and held == 1
     elif until == "exit due":
         ev.shutdown()  # what process exit does
         time.sleep(0.25)

@@ -147,6 +147,7 @@ class Recorder:
         # set around the fork of DataLoader workers that live one epoch and hand their events over: such a child
         # defers its flusher thread (see after_fork_in_child)
         self.defer_in_children = False
+        self._due_ns = 0  # when a flusher deferred in this forked child is due (see after_fork_in_child)
         self.offset_ns = time.time_ns() - time.monotonic_ns()
         self.metrics_dir: str | None = None
         self.owner = False
@@ -266,10 +267,12 @@ class Recorder:
         self.thread = Flusher(self._run_now if flush_first else self._run)
 
     def _wake(self) -> None:
-        """Start the flusher deferred in this forked child (see :meth:`after_fork_in_child`); it flushes at once."""
+        """Start the flusher deferred in this forked child (see :meth:`after_fork_in_child`). Once its tick is
+        due it flushes at once; started earlier (a ``B``/``E`` span began) it waits for its first tick as usual,
+        so a worker that hands its events over still writes nothing itself."""
         with self.lock:
             if self.started and not self.closed and self.pid == os.getpid():
-                self._start_thread(flush_first=True)
+                self._start_thread(flush_first=time.monotonic_ns() >= self._due_ns)
 
     def _run_now(self, flusher: Flusher) -> None:
         try:
@@ -675,7 +678,8 @@ class Recorder:
         if old["started"] and (self.trace_cats or self.metric_cats):
             self.started = True
             if old["defer_in_children"]:
-                defer_flusher(time.monotonic_ns() + int(self.tick * 1e9), self._wake)
+                self._due_ns = time.monotonic_ns() + int(self.tick * 1e9)
+                defer_flusher(self._due_ns, self._wake)
             else:
                 self._start_thread()
 
