@@ -370,3 +370,30 @@ def test_one_epoch_workers_start_a_flusher_only_when_their_epoch_runs_past_a_tic
     workers = {e["pid"] for e in decodes}
     started = [int(x) for x in open(_StartLog.path).read().split()] if os.path.exists(_StartLog.path) else []
     assert len(workers) == 2 and sorted(started) == sorted(workers) * starts
+
+
+def _item(i: int) -> dict[str, Any]:
+    return {"index": i, "payload": np.full(64, i % 251, dtype=np.uint8)}
+
+
+def test_workers_streaming_from_object_storage_hand_their_downloads_over(tmp_path, s3_server):
+    """A worker's download or prefetch span starts its deferred flusher; the flusher waits for its tick, so the
+    worker still hands everything over and opens no log of its own."""
+    from streamscope.processing.functions import optimize
+
+    url = s3_server.url("ds")
+    optimize(fn=_item, inputs=list(range(40)), output_dir=url, chunk_size=8, num_workers=1,
+             storage_options=s3_server.storage_options())  # fmt: skip
+    _CountingSink.path = str(tmp_path / "sinks.txt")
+    log = tmp_path / "t.log"
+    os.environ["STREAMSCOPE_METRICS_INTERVAL"] = "60"  # no tick while the epoch runs (clean_tracer restores)
+    enable_tracer("chunk", log_file=str(log), flush_interval=60)
+    ev.add_sink(_CountingSink)
+    ds = StreamingDataset(url, storage_options=s3_server.storage_options(), cache_dir=str(tmp_path / "cache"))
+    assert sum(1 for _ in StreamingDataLoader(ds, batch_size=4, num_workers=2)) == 10
+    flush_tracer(wait_workers=30)
+    evs = check_log(log.read_text())
+    workers = {e["pid"] for e in evs if e["pid"] != os.getpid() and e["ph"] == "B"}  # download, prefetch spans
+    assert len(workers) == 2 and any(e["name"] == "download" and e["pid"] in workers for e in evs)
+    assert _sink_pids(_CountingSink.path) == {os.getpid()}  # and neither wrote anything itself
+    assert not unmatched(evs)
