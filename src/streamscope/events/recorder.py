@@ -266,6 +266,9 @@ class Recorder:
             return
         self.thread = Flusher(self._run_now if flush_first else self._run)
 
+    def _run_now(self, flusher: Flusher) -> None:
+        self._run(flusher, first_wait=0.0)
+
     def _wake(self) -> None:
         """Start the flusher deferred in this forked child (see :meth:`after_fork_in_child`). Once its tick is
         due it flushes at once; started earlier (a ``B``/``E`` span began) it waits for its first tick as usual,
@@ -274,16 +277,6 @@ class Recorder:
             if self.started and not self.closed and self.pid == os.getpid():
                 self._start_thread(flush_first=time.monotonic_ns() >= self._due_ns)
 
-    def _run_now(self, flusher: Flusher) -> None:
-        try:
-            with self.lock:
-                if self.closed:
-                    return
-                self._flush_locked(repair=True)
-        except Exception as exc:  # the flusher must survive anything
-            self._report("flusher", f"flusher error: {type(exc).__name__}: {exc}")
-        self._run(flusher)
-
     def _tick(self) -> float:
         try:
             mi = float(config.get("metrics_interval"))
@@ -291,8 +284,8 @@ class Recorder:
             mi = 1.0
         return max(0.01, min(self.flush_interval, mi))
 
-    def _run(self, flusher: Flusher) -> None:
-        wait = self._tick()
+    def _run(self, flusher: Flusher, first_wait: float | None = None) -> None:
+        wait = self._tick() if first_wait is None else first_wait
         while not flusher.wait(wait):
             try:
                 with self.lock:
