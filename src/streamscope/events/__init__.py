@@ -397,9 +397,9 @@ def drop_spool(pid: int) -> None:
 @contextmanager
 def deferred_flusher_in_children(on: bool = True) -> Iterator[None]:
     """Children forked inside the block (``on``; by any thread of this process) start their flusher thread only
-    when they need it: one tick after the fork (at an event recorded, or :func:`poll`, from then on) or when a ``B``/``E``
-    span begins. For processes that hand their events over (:func:`hand_over`) before the first tick is due,
-    e.g. the DataLoader workers of one epoch; their loop calls :func:`poll` now and then.
+    when they need it: one tick after the fork (at an event recorded, or :func:`poll`, from then on) or when a
+    ``B``/``E`` span begins. For processes that hand their events over (:func:`hand_over`) before the first
+    tick is due, e.g. the DataLoader workers of one epoch; their loop calls :func:`poll` now and then.
     """
     if not on:
         yield
