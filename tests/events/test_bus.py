@@ -284,10 +284,10 @@ def _deferred_child(until: str) -> tuple[bool, bool]:
     if until == "poll early":
         ev.poll()
     elif until == "poll due":
-        time.sleep(0.25)
+        time.sleep(0.6)
         ev.poll()
     elif until == "event due":
-        time.sleep(0.25)
+        time.sleep(0.6)
         ev.instant("read", "read")
     elif until == "span":
         with ev.span("download", "download", chunk=1):
@@ -297,7 +297,7 @@ def _deferred_child(until: str) -> tuple[bool, bool]:
             return first, started and held == 1
     elif until == "exit due":
         ev.shutdown()  # what process exit does
-        time.sleep(0.25)
+        time.sleep(0.6)
         ev.instant("read", "read")  # e.g. another exit handler's event, after the tick
         return first, ev.RECORDER.thread is not None
     return first, _flusher_alive()
@@ -309,7 +309,7 @@ def _deferred_child(until: str) -> tuple[bool, bool]:
 )
 def test_a_child_forked_in_the_deferral_block_starts_its_flusher_when_needed(monkeypatch, until, started):
     """No thread at the fork; one tick later a poll or an event starts it, a B/E span at once; exit never."""
-    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "0.2")  # the tick
+    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "0.5")  # the tick (a loaded machine forks slowly)
     ev.configure(trace={"download", "read"}, metrics={"read"})
     with ev.deferred_flusher_in_children():
         got = forked_result(_deferred_child, until)
