@@ -72,9 +72,8 @@ def _drop() -> None:
 def defer_flusher(due_ns: int, wake: Callable[[], None]) -> None:
     """Have ``wake()`` called once, by the first of: a :class:`Span` entered (it may stay open long, and a
     process's open spans are published by its flusher), an event recorded or :func:`poll` called at or after
-    ``due_ns`` (CLOCK_MONOTONIC). The recorder defers a forked DataLoader worker's flusher thread this way: a
-    worker that lives one short epoch never needs one, and starting a thread in a freshly forked process
-    costs 0.15-0.35 ms (measured).
+    ``due_ns`` (CLOCK_MONOTONIC). The recorder defers a forked DataLoader worker's flusher thread this way (see
+    ``Recorder.after_fork_in_child``).
     """
     STATE.due, STATE.wake = max(1, int(due_ns)), wake
 
