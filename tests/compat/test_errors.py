@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.compat import _fns
@@ -76,3 +77,35 @@ def test_documented_leniencies(data_dir: str) -> None:
     # negative indexes: LitData raises ValueError; streamscope counts from the end like a sequence
     assert _raised(lambda: ld.StreamingDataset(data_dir)[-1]) is not None
     assert ss.StreamingDataset(data_dir)[-1]["index"] == 49
+
+
+def test_encrypted_dataset_errors_are_caught_like_litdata(tmp_path: Any) -> None:
+    """Found by running LitData's own tests: an encrypted dataset built without a key and read with a wrong one."""
+    from cryptography.fernet import InvalidToken
+
+    ss = engine("streamscope")
+    from streamscope.utilities.encryption import FernetEncryption
+
+    out = str(tmp_path / "enc")
+    key = FernetEncryption("pw", level="chunk")
+    ss.optimize(fn=_fns.sample, inputs=list(range(6)), output_dir=out, chunk_size=3, encryption=key, num_workers=1)
+    key.save(str(tmp_path / "key.json"))
+    wrong = str(tmp_path / "wrong.json")
+    FernetEncryption("pw", level="chunk").save(wrong)  # same password, another salt: another key
+    for name in ("litdata", "streamscope"):
+        ld = engine(name)
+        enc = __import__(f"{name}.utilities.encryption", fromlist=["FernetEncryption"])
+        ds = ld.StreamingDataset(out, cache_dir=str(tmp_path / f"c-{name}"))  # built without a key: no error yet
+        assert len(ds) == 6, name
+        with pytest.raises(ValueError):  # reading it is the error (LitData: "Data is encrypted but ...")
+            ds[0]
+        with pytest.raises(InvalidToken):  # LitData lets cryptography's error through; ours derives from it
+            ld.StreamingDataset(
+                out, encryption=enc.FernetEncryption.load(wrong, "pw"), cache_dir=str(tmp_path / f"w-{name}")
+            )[0]
+        good = ld.StreamingDataset(
+            out, encryption=enc.FernetEncryption.load(str(tmp_path / "key.json"), "pw"), cache_dir=str(tmp_path / name)
+        )
+        got = [good[i] for i in range(6)]
+        assert [g["index"] for g in got] == list(range(6)), name
+        assert all(np.array_equal(np.asarray(g["image"]), _fns.sample(i)["image"]) for i, g in enumerate(got)), name

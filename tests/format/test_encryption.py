@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 from typing import Any
@@ -72,6 +73,12 @@ def test_fernet_wrong_password_is_a_clear_error(keys: dict[str, tuple[Any, Any]]
     wrong = FernetEncryption.load(str(tmp_path / "k.json"), "not the password")
     with pytest.raises(EncryptionError, match="wrong password"):
         wrong.decrypt(ours.encrypt(b"secret"))
+    from cryptography.fernet import InvalidToken
+
+    with pytest.raises(InvalidToken) as caught:  # what LitData's FernetEncryption raises
+        wrong.decrypt(ours.encrypt(b"secret"))
+    again = pickle.loads(pickle.dumps(caught.value))  # as a DataLoader worker's error reaches the main process
+    assert isinstance(again, EncryptionError) and isinstance(again, InvalidToken) and "wrong password" in str(again)
     with pytest.raises(ValueError, match="`sample` or `chunk`"):
         FernetEncryption("pw", level="row")  # type: ignore[arg-type]
 
@@ -230,8 +237,12 @@ def test_reader_refuses_missing_or_mismatched_keys(keys: dict[str, tuple[Any, An
 
     enc_dir = str(tmp_path / "enc")
     _write_litdata(enc_dir, [_sample(i) for i in range(5)], chunk_size=2, encryption=keys["sample"][1])
+    no_key = streamscope.StreamingDataset(enc_dir, cache_dir=str(tmp_path / "c1"))  # built, as in LitData
+    assert len(no_key) == 5
     with pytest.raises(EncryptionError, match="is encrypted .*pass encryption="):
-        streamscope.StreamingDataset(enc_dir, cache_dir=str(tmp_path / "c1"))
+        no_key[0]  # reading it is the error
+    with pytest.raises(EncryptionError, match="is encrypted .*pass encryption="):
+        next(iter(no_key))
     with pytest.raises(EncryptionError, match="level 'sample'"):
         streamscope.StreamingDataset(enc_dir, encryption=keys["chunk"][0], cache_dir=str(tmp_path / "c2"))
     plain_dir = str(tmp_path / "plain")

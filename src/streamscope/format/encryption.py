@@ -17,7 +17,10 @@ Algorithms (both need the ``cryptography`` package, extra ``streamscope[encrypti
 - :class:`RSAEncryption`: a fresh 2048-bit key pair per instance, OAEP(MGF1-SHA256, SHA256); one ``encrypt``
   call takes at most 190 bytes, so only tiny samples/chunks fit (as in LitData).
 
-Decryption failures raise :class:`~streamscope._core.errors.EncryptionError` naming what was being read.
+Decryption failures raise :class:`~streamscope._core.errors.EncryptionError` naming what was being read. A
+Fernet token that does not open with the key given (wrong password or salt, damaged data) raises
+``WrongKeyError``, an ``EncryptionError`` that is also ``cryptography.fernet.InvalidToken``, the type LitData's
+``FernetEncryption`` lets through: ``except InvalidToken`` still catches it.
 """
 
 from __future__ import annotations
@@ -150,7 +153,7 @@ class FernetEncryption(Encryption):
         try:
             return self.fernet.decrypt(bytes(data))
         except InvalidToken:
-            raise EncryptionError(
+            raise _wrong_key_error()(
                 f"cannot decrypt {len(data)} bytes with this FernetEncryption: wrong password or salt "
                 "(load the writer's key with FernetEncryption.load(path, password)) or damaged data"
             ) from None
@@ -286,6 +289,35 @@ class RSAEncryption(Encryption):
         return inst
 
 
+def _wrong_key_error() -> type[EncryptionError]:
+    """``WrongKeyError``: an :class:`EncryptionError` that is also ``cryptography.fernet.InvalidToken``.
+
+    Built at its first use (``cryptography`` is an optional extra and takes ~17 ms to import), kept as this
+    module's attribute ``WrongKeyError`` so it pickles by name (a DataLoader worker's error reaches the main
+    process pickled); the module's ``__getattr__`` builds it there too.
+    """
+    cls = globals().get("WrongKeyError")
+    if cls is None:
+        from cryptography.fernet import InvalidToken  # noqa: PLC0415
+
+        cls = type(
+            "WrongKeyError",
+            (EncryptionError, InvalidToken),
+            {
+                "__module__": __name__,
+                "__doc__": "A token that does not open with the key given (wrong key or damaged).",
+            },
+        )
+        globals()["WrongKeyError"] = cls
+    return cls
+
+
+def __getattr__(name: str) -> Any:
+    if name == "WrongKeyError":
+        return _wrong_key_error()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def check_encryption(recorded: dict[str, Any] | None, encryption: Any, where: str) -> None:
     """Check an encryption object against index.json's ``config["encryption"]`` (``recorded``).
 
@@ -316,7 +348,7 @@ def _decrypt(encryption: Any, data: bytes, what: str) -> bytes:
     try:
         return encryption.decrypt(data)
     except EncryptionError as exc:
-        raise EncryptionError(f"{what}: {exc}") from None
+        raise type(exc)(f"{what}: {exc}") from None  # a WrongKeyError stays one
     except Exception as exc:  # noqa: BLE001 - a LitData-style key object raises its own types
         raise EncryptionError(f"{what}: cannot decrypt: {type(exc).__name__}: {exc}") from exc
 
