@@ -79,6 +79,21 @@ def test_epochs_continue_the_stream_or_repeat(two_dirs: tuple[str, str], resume:
         assert e1 == e2
 
 
+@pytest.mark.parametrize("resume", [True, False])
+def test_passes_outside_a_loader_start_the_stream_again(two_dirs: tuple[str, str], resume: bool) -> None:
+    """``resume`` acts through the loader's epochs: iterating the dataset itself twice yields the same samples
+    (LitData's own test_parallel_dataset_complete_iteration_resume_without_dataloader)."""
+    par = _par(two_dirs, shuffle=False, length=20, resume=resume)
+    first = [(int(a["index"]), int(b["index"])) for a, b in par]
+    second = [(int(a["index"]), int(b["index"])) for a, b in par]
+    assert len(first) == 20 and first == second
+    assert [a for a, _ in first] == list(range(20)) and [b for _, b in first] == [1000 + i % 15 for i in range(20)]
+    loader = StreamingDataLoader(par, batch_size=5)  # the loader's epochs still continue the stream (or repeat it)
+    e1, e2 = _pairs(list(loader)), _pairs(list(loader))
+    assert e1 == first and (e2 != e1) == resume
+    assert not resume or [a for a, _ in e2] == [20 + i for i in range(17)] + [0, 1, 2]
+
+
 def test_infinite_length(two_dirs: tuple[str, str]) -> None:
     par = _par(two_dirs, length=float("inf"))
     assert par.is_infinite() and par.get_len(0, 1) is None

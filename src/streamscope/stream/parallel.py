@@ -11,7 +11,8 @@ shuffle, seed and subsample); position ``p`` of the parallel stream is the tuple
     ``length // W + (r < length % W)``, LitData's split). Pass ``c`` over dataset ``i`` uses that dataset's
     epoch ``c + 1`` order, as LitData's cycling does. With ``resume=True`` epoch ``e`` continues the stream
     where epoch ``e - 1`` ended (positions ``[(e-1)*length, e*length)``); with ``resume=False`` every epoch
-    yields positions ``[0, length)``, i.e. the same tuples.
+    yields positions ``[0, length)``, i.e. the same tuples. These are a StreamingDataLoader's epochs: iterating
+    the dataset itself starts at position 0 every time (LitData's ``resume`` "tells the dataloader").
     ``float("inf")``: cycled without end (an epoch is ``2**31`` positions per rank; ``len()`` raises
     ``TypeError`` as in LitData).
 
@@ -145,7 +146,8 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
         transform: ``transform(samples)`` or ``transform(samples, rngs)`` applied to each tuple of samples.
         seed: seed of the generators passed to ``transform``.
         resume: with an int or infinite ``length``, continue each epoch where the previous one ended (else every
-            epoch yields the same items). Ignored when ``length`` is None.
+            epoch yields the same items). Ignored when ``length`` is None. Acts through a StreamingDataLoader's
+            epochs: iterating the dataset itself starts the stream again each time, as in LitData.
         reset_rngs: seed the ``transform`` generators the same way in every epoch.
     """
 
@@ -379,6 +381,12 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
         epoch, start = (int(position[0]), int(position[1])) if position is not None else (mode["epoch"], mode["start"])
         batches = self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"])
         return worker_items(batches, mode)
+
+    def _pass_advances_epoch(self) -> bool:
+        """A cycling dataset with ``resume=True`` starts every pass outside a StreamingDataLoader at the start of
+        its stream, as LitData's does (its ``resume`` acts through the loader's epochs: its own test iterates a
+        dataset twice and expects the same samples); any other pass moves to the next epoch."""
+        return not (self.is_cycling() and self.resume)
 
     # --- state -------------------------------------------------------------------------------------
 

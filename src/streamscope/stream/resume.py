@@ -94,7 +94,12 @@ class Resumable:
                 epoch, start, worker_id, num_workers, self.batch_size, None, collate=False
             ):
                 yield from samples
-        self.current_epoch = epoch + 1
+        if self._pass_advances_epoch():
+            self.current_epoch = epoch + 1
+
+    def _pass_advances_epoch(self) -> bool:
+        """Whether a complete pass outside a StreamingDataLoader moves to the next epoch (see :meth:`_plain_pass`)."""
+        return True
 
     def _check_identity(self, state: dict[str, Any]) -> list[str]:  # pragma: no cover
         raise NotImplementedError
