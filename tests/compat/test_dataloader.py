@@ -350,3 +350,36 @@ def test_litdata_checkpoint_with_workers_resumes_the_same_count(data_dir: str, s
     rest_ld, rest_ss = _batches(theirs), _batches(ours)
     assert sum(map(len, rest_ss)) == sum(map(len, rest_ld)) == 30
     assert len(set(i for b in rest_ss for i in b)) == 30
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_litdata_combined_checkpoint_resumes_the_same_count(data_dir: str, tmp_path: Any, num_workers: int) -> None:
+    """A LitData checkpoint of a CombinedStreamingDataset (one state per dataset under "0", "1") loads here: the
+    epoch continues after as many samples as LitData yielded, in streamscope's order (found running LitData's
+    own tests: it used to raise StateDictError)."""
+    from streamscope import optimize
+    from streamscope._core.errors import StateDictError
+    from tests.compat import _fns
+
+    other = str(tmp_path / "other")
+    optimize(fn=_fns.sample, inputs=list(range(100, 130)), output_dir=other, chunk_size=8, num_workers=1, verbose=False)
+    ld, ss = engine("litdata"), engine("streamscope")
+
+    def make(eng: Any, dirs: tuple[str, str] = (data_dir, other)) -> Any:
+        combined = eng.CombinedStreamingDataset([eng.StreamingDataset(d) for d in dirs])
+        return eng.StreamingDataLoader(combined, batch_size=4, num_workers=num_workers)
+
+    loader = make(ld)
+    it = iter(loader)
+    seen = [i for _ in range(5) for i in next(it)["index"].tolist()]
+    state = loader.state_dict()
+    assert set(state["dataset"]) == {"0", "1"}  # LitData's layout
+    theirs = make(ld)
+    theirs.load_state_dict(state)
+    ours = make(ss)
+    ours.load_state_dict(state)
+    rest_ld, rest_ss = _batches(theirs), _batches(ours)
+    assert sum(map(len, rest_ss)) == sum(map(len, rest_ld)) == 80 - len(seen)
+    assert len(set(i for b in rest_ss for i in b)) == 80 - len(seen)  # no sample twice within the resumed epoch
+    with pytest.raises(StateDictError, match="dataset 1: input_dir_path"):
+        make(ss, (data_dir, data_dir)).load_state_dict(state)

@@ -33,10 +33,19 @@ from streamscope.stream.combined_plan import BATCHING_METHODS, CombinedPlan, che
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
 from streamscope.stream.members import MemberSetters
-from streamscope.stream.plan import EpochPlan, member_plan
-from streamscope.stream.resume import Resumable, member_identity_diffs
+from streamscope.stream.plan import EpochPlan, batches_from_samples, member_plan, resume_point
+from streamscope.stream.resume import LITDATA_KEYS, Resumable, member_identity_diffs
 
 __all__ = ["CombinedStreamingDataset"]
+
+
+def _litdata_member_states(state: Any, n: int) -> list[dict[str, Any]] | None:
+    """The member states of a state LitData wrote for a combination of ``n`` datasets (``{"0": ..., "1": ...}``,
+    each a StreamingDataset state), else None."""
+    if not isinstance(state, dict) or "plan_state" in state or set(state) != {str(i) for i in range(n)}:
+        return None
+    subs = [state[str(i)] for i in range(n)]
+    return subs if all(isinstance(s, dict) and LITDATA_KEYS <= set(s) for s in subs) else None
 
 
 class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
@@ -301,6 +310,37 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
         if isinstance(batch_size, list):
             return int(plan.batches_started(num_samples_yielded))
         return super()._batches_started(plan, num_samples_yielded, batch_size)
+
+    def resume_position(self, state: dict[str, Any], batch_size: Any) -> tuple[int, int]:
+        """``(epoch, start_batch)`` to continue from; a state LitData's StreamingDataLoader wrote for a
+        combination (one StreamingDataset state per dataset, under ``"0"``, ``"1"``, ...) is taken too.
+
+        LitData's per-dataset counts cannot be replayed in streamscope's order of the epoch (the two engines
+        interleave the datasets differently), so, as for a single dataset's LitData state, the epoch continues
+        after as many samples as LitData's datasets yielded in all, in this combination's order.
+        """
+        subs = _litdata_member_states(state, len(self._datasets))
+        if subs is None:
+            return super().resume_position(state, batch_size)
+        try:
+            epoch = max(1, int(subs[0]["current_epoch"]))
+            yielded = sum(int(s["num_samples_yielded"]) for s in subs)
+            saved = {int(s["batch_size"]) for s in subs}
+        except (TypeError, ValueError) as exc:
+            raise StateDictError(f"malformed LitData {type(self).__name__} state: {exc}") from None
+        if isinstance(batch_size, (list, tuple)) or saved != {int(batch_size)}:
+            raise StateDictError(f"the LitData state was saved with batch_size={sorted(saved)}, now {batch_size}")
+        diffs = [
+            f"dataset {i}: {d}"
+            for i, (ds, sub) in enumerate(zip(self._datasets, subs))
+            for d in ds._check_litdata_identity(sub)
+        ]
+        if diffs:
+            if self.force_override_state_dict:
+                return epoch, 0
+            raise StateDictError(f"the saved LitData state does not match this {self._state_kind}: " + "; ".join(diffs))
+        plan = self.plan(epoch, batch_size)
+        return resume_point(epoch, min(plan.num_batches, batches_from_samples(yielded, batch_size)), plan.num_batches)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume a plain-DataLoader iteration from :meth:`state_dict` output (per-dataset batch sizes too).

@@ -398,8 +398,16 @@ class StreamingDataLoader(DataLoader):
         self.current_epoch = epoch
         self.batches_consumed = start
         self.restore = start > 0
-        self.num_samples_yielded = int(obj.get("num_samples_yielded", 0)) if start else 0
+        self.num_samples_yielded = _samples_yielded(obj.get("num_samples_yielded", 0)) if start else 0
         self._latest_worker_idx = int(obj.get("latest_worker_idx", 0))
+
+
+def _samples_yielded(saved: Any) -> int:
+    """A state's ``num_samples_yielded``: an int, or LitData's per-worker counts for a combination
+    (``{worker: [per-dataset counts]}``), summed."""
+    if isinstance(saved, dict):
+        return sum(int(sum(v)) if isinstance(v, (list, tuple)) else int(v) for v in saved.values())
+    return int(saved)
 
 
 def _sizes(batch_size: Any) -> Any:
