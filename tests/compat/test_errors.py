@@ -97,8 +97,12 @@ def test_encrypted_dataset_errors_are_caught_like_litdata(tmp_path: Any) -> None
         enc = __import__(f"{name}.utilities.encryption", fromlist=["FernetEncryption"])
         ds = ld.StreamingDataset(out, cache_dir=str(tmp_path / f"c-{name}"))  # built without a key: no error yet
         assert len(ds) == 6, name
-        with pytest.raises(ValueError):  # reading it is the error (LitData: "Data is encrypted but ...")
-            ds[0]
+        with pytest.raises(ValueError, match="Data is encrypted but no encryption object was provided"):
+            ds[0]  # reading it is the error
+        mismatch = enc.FernetEncryption.load(str(tmp_path / "key.json"), "pw")
+        mismatch.level = "sample"
+        with pytest.raises(ValueError, match="Encryption level mismatch"):  # at the read, in both
+            ld.StreamingDataset(out, encryption=mismatch, cache_dir=str(tmp_path / f"m-{name}"))[0]
         with pytest.raises(InvalidToken):  # LitData lets cryptography's error through; ours derives from it
             ld.StreamingDataset(
                 out, encryption=enc.FernetEncryption.load(wrong, "pw"), cache_dir=str(tmp_path / f"w-{name}")

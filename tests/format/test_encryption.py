@@ -243,12 +243,23 @@ def test_reader_refuses_missing_or_mismatched_keys(keys: dict[str, tuple[Any, An
         no_key[0]  # reading it is the error
     with pytest.raises(EncryptionError, match="is encrypted .*pass encryption="):
         next(iter(no_key))
+    other_level = streamscope.StreamingDataset(enc_dir, encryption=keys["chunk"][0], cache_dir=str(tmp_path / "c2"))
+    assert len(other_level) == 5
     with pytest.raises(EncryptionError, match="level 'sample'"):
-        streamscope.StreamingDataset(enc_dir, encryption=keys["chunk"][0], cache_dir=str(tmp_path / "c2"))
+        other_level[0]
     plain_dir = str(tmp_path / "plain")
     _write_litdata(plain_dir, [_sample(i) for i in range(5)], chunk_size=2)
     with pytest.raises(EncryptionError, match="is not encrypted"):
-        streamscope.StreamingDataset(plain_dir, encryption=keys["chunk"][0], cache_dir=str(tmp_path / "c3"))
+        streamscope.StreamingDataset(plain_dir, encryption=keys["chunk"][0], cache_dir=str(tmp_path / "c3"))[0]
+    from cryptography.fernet import InvalidToken
+
+    ours, _ = keys["sample"]
+    ours.save(str(tmp_path / "k.json"))
+    wrong = streamscope.StreamingDataset(
+        enc_dir, encryption=FernetEncryption.load(str(tmp_path / "k.json"), "wrong"), cache_dir=str(tmp_path / "c4")
+    )
+    with pytest.raises(InvalidToken, match="wrong password"):  # its type kept until the read
+        wrong[0]
 
 
 def test_optimize_refuses_what_cannot_be_read(keys: dict[str, tuple[Any, Any]], tmp_path: Any) -> None:

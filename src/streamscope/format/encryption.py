@@ -328,19 +328,21 @@ def check_encryption(recorded: dict[str, Any] | None, encryption: Any, where: st
         if encryption is not None:
             raise EncryptionError(f"{where} is not encrypted but encryption={encryption!r} was given")
         return
+    # Each message starts with LitData's sentence for the case, for code that matches on it.
     if encryption is None:
         raise EncryptionError(
-            f"{where} is encrypted ({recorded.get('algorithm')}, level {recorded.get('level')}): pass encryption="
+            f"Data is encrypted but no encryption object was provided. {where} is encrypted "
+            f"({recorded.get('algorithm')}, level {recorded.get('level')}): pass encryption="
         )
     if getattr(encryption, "algorithm", None) != recorded.get("algorithm"):
         raise EncryptionError(
-            f"{where} is encrypted with {recorded.get('algorithm')!r} but the key given is "
-            f"{getattr(encryption, 'algorithm', None)!r}"
+            f"Encryption algorithm mismatch. {where} is encrypted with {recorded.get('algorithm')!r} but the key "
+            f"given is {getattr(encryption, 'algorithm', None)!r}"
         )
     if getattr(encryption, "level", None) != recorded.get("level"):
         raise EncryptionError(
-            f"{where} is encrypted at level {recorded.get('level')!r} but the key given is for level "
-            f"{getattr(encryption, 'level', None)!r}"
+            f"Encryption level mismatch. {where} is encrypted at level {recorded.get('level')!r} but the key given "
+            f"is for level {getattr(encryption, 'level', None)!r}"
         )
 
 

@@ -97,10 +97,10 @@ class StreamingDataset(Resumable, IterableDataset):
         subsample: fraction of the items per epoch (> 1 repeats the dataset, LitData semantics).
         encryption: the key of an encrypted dataset (``streamscope.utilities.encryption``; LitData's key objects
             work too). Its chunks are decrypted once, at construction, into a private temporary directory under
-            the cache root (removed when this process exits) and read from there. An encrypted dataset given
-            no key is still built (its length and plan work, as in LitData); reading it raises
-            ``EncryptionError`` (a ``ValueError``). A wrong Fernet key raises ``WrongKeyError``, which is also
-            ``cryptography.fernet.InvalidToken`` like LitData's error.
+            the cache root (removed when this process exits) and read from there. With no key, or a key of
+            another algorithm or level, or a wrong key, the dataset is still built (its length and plan work,
+            as in LitData) and reading it raises ``EncryptionError`` (a ``ValueError``); a wrong Fernet key
+            raises ``WrongKeyError``, which is also ``cryptography.fernet.InvalidToken`` like LitData's error.
         storage_options: passed to the object store.
         session_options: accepted for compatibility (unused).
         max_pre_download: chunks prefetched ahead (the live ``prefetch_depth`` knob overrides when set).
@@ -177,12 +177,14 @@ class StreamingDataset(Resumable, IterableDataset):
             raise DatasetError(f"the index of {self.input_dir!r} lists no chunks")
         self.compression: str | None = self.config.get("compression")
         self._plain_dir: str | None = None  # decrypted copy of an encrypted dataset (see _decrypted_copy)
-        self._key_missing: str | None = None  # an encrypted dataset given no key: raised at the first read
-        if encryption is None and self.config.get("encryption"):
-            # As LitData: the dataset is built (its length, plan and state work) and reading it raises.
-            self._key_missing = _missing_key_message(self)
-        elif encryption is not None or self.config.get("encryption"):
-            self._plain_dir = _decrypted_copy(self, encryption)
+        # A key problem (none given, another algorithm or level, a wrong key) is raised at the first read, as in
+        # LitData: the dataset is built, and its length, plan and state work.
+        self._key_problem: tuple[type[EncryptionError], str] | None = None
+        if encryption is not None or self.config.get("encryption"):
+            try:
+                self._plain_dir = _decrypted_copy(self, encryption)
+            except EncryptionError as exc:
+                self._key_problem = (type(exc), str(exc))
         self.item_loader = self._setup_item_loader(item_loader)
         self.is_tokens = isinstance(self.item_loader, TokensLoader)
         self.is_parquet = getattr(self.item_loader, "name", "") == "ParquetLoader"
@@ -396,8 +398,8 @@ class StreamingDataset(Resumable, IterableDataset):
 
     def _get_reader(self) -> Any:
         if self._reader is None or self._reader_pid != os.getpid():
-            if self._key_missing is not None:
-                raise EncryptionError(self._key_missing)
+            if self._key_problem is not None:
+                raise self._key_problem[0](self._key_problem[1])
             cache = None
             local_dir = None
             if (self.remote or self.compression) and self._plain_dir is None:
@@ -784,17 +786,6 @@ class StreamingDataset(Resumable, IterableDataset):
 
 
 # --- encryption (argument plumbing; the framing lives in streamscope.format.encryption) ------------------
-
-
-def _missing_key_message(ds: StreamingDataset) -> str:
-    """What reading an encrypted dataset given no key raises (``check_encryption``'s message)."""
-    from streamscope.format.encryption import check_encryption
-
-    try:
-        check_encryption(ds.config.get("encryption"), None, repr(ds.input_dir))
-    except EncryptionError as exc:
-        return str(exc)
-    return f"{ds.input_dir!r} is encrypted: pass encryption="
 
 
 def _decrypted_copy(ds: StreamingDataset, encryption: Any) -> str:
