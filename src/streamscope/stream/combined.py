@@ -33,7 +33,7 @@ from streamscope.stream.combined_plan import BATCHING_METHODS, CombinedPlan, che
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
 from streamscope.stream.members import MemberSetters
-from streamscope.stream.plan import EpochPlan, batches_from_samples, member_plan, resume_point
+from streamscope.stream.plan import EpochPlan, member_plan
 from streamscope.stream.resume import LITDATA_KEYS, Resumable, member_identity_diffs
 
 __all__ = ["CombinedStreamingDataset"]
@@ -326,6 +326,7 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
             epoch = max(1, int(subs[0]["current_epoch"]))
             yielded = sum(int(s["num_samples_yielded"]) for s in subs)
             saved = {int(s["batch_size"]) for s in subs}
+            num_workers = int(subs[0].get("num_workers", 1))
         except (TypeError, ValueError) as exc:
             raise StateDictError(f"malformed LitData {type(self).__name__} state: {exc}") from None
         if isinstance(batch_size, (list, tuple)) or saved != {int(batch_size)}:
@@ -335,12 +336,7 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
             for i, (ds, sub) in enumerate(zip(self._datasets, subs))
             for d in ds._check_litdata_identity(sub)
         ]
-        if diffs:
-            if self.force_override_state_dict:
-                return epoch, 0
-            raise StateDictError(f"the saved LitData state does not match this {self._state_kind}: " + "; ".join(diffs))
-        plan = self.plan(epoch, batch_size)
-        return resume_point(epoch, min(plan.num_batches, batches_from_samples(yielded, batch_size)), plan.num_batches)
+        return self._litdata_position(epoch, yielded, num_workers, diffs, int(batch_size))
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume a plain-DataLoader iteration from :meth:`state_dict` output (per-dataset batch sizes too).

@@ -211,9 +211,17 @@ class Resumable:
             raise StateDictError(f"malformed LitData {type(self).__name__} state: {exc}") from None
         if saved_bs != int(batch_size):
             raise StateDictError(f"the LitData state was saved with batch_size={saved_bs}, now {batch_size}")
+        return self._litdata_position(
+            epoch, yielded, int(state.get("num_workers", 1)), self._check_litdata_identity(state), batch_size
+        )
+
+    def _litdata_position(
+        self, epoch: int, yielded: int, num_workers: int, diffs: list[str], batch_size: int
+    ) -> tuple[int, int]:
+        """``(epoch, start_batch)`` after ``yielded`` samples of ``epoch`` in this dataset's order, for a LitData
+        state whose identity differs from this dataset by ``diffs`` (see :meth:`_litdata_resume_position`)."""
         if yielded < 0:
             raise StateDictError(f"the LitData state has num_samples_yielded={yielded} < 0")
-        diffs = self._check_litdata_identity(state)
         if diffs:
             if self.force_override_state_dict:
                 return epoch, 0
@@ -221,7 +229,7 @@ class Resumable:
         plan = self.plan(epoch, batch_size)
         # LitData counts batch_size per yielded batch, even for a short last one: clamp to the epoch
         consumed = min(plan.num_batches, batches_from_samples(yielded, batch_size))
-        if consumed == plan.num_batches and int(state.get("num_workers", 1)) <= 1:
+        if consumed == plan.num_batches and num_workers <= 1:
             # LitData's dataset moves its own epoch on when a pass ends in the main process (num_workers=0,
             # recorded as 1), so a complete epoch there already names the next one. (With one worker process the
             # number is the finished epoch: that case resumes one epoch number early, with a full epoch of data.)
