@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from streamscope._core.errors import FormatError
 
@@ -69,6 +71,98 @@ def test_binary_writer_is_byte_identical_to_litdata(tmp_path: Any, kw: dict[str,
     assert _files(ours) == _files(theirs)
     assert _index(ours) == _index(theirs)
     assert len(_files(ours)) >= 3
+
+
+def _write_in_order(cls: type, out: str, order: list[int], **kw: Any) -> Any:
+    w = cls(out, **kw)
+    for i in order:
+        w[i] = {"i": i, "s": "x" * (i % 5)}
+    w.done()
+    w.merge()
+    return w
+
+
+def _read_all(out: str) -> list[int]:
+    from streamscope import StreamingDataset  # noqa: PLC0415
+
+    ds = StreamingDataset(out)
+    return [ds[k]["i"] for k in range(len(ds))]
+
+
+def test_writer_takes_indexes_out_of_order_like_litdata(tmp_path: Any) -> None:
+    order = [2, 3, 1, 4, 6, 5, 7, 8, 11, 9, 10, 12]  # LitData's own test: held until a chunk's run is complete
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "lit")
+    _write_in_order(BinaryWriter, ours, order, chunk_size=5)
+    _write_in_order(litdata_writer.BinaryWriter, theirs, order, chunk_size=5)
+    assert _files(ours) == _files(theirs)
+    assert _index(ours) == _index(theirs)
+    assert [c["chunk_size"] for c in _index(ours)["chunks"]] == [5, 5, 2]
+    assert _read_all(ours) == list(range(1, 13))
+
+
+def _over_limit(chunk: dict[str, Any], kw: dict[str, Any]) -> bool:
+    """Whether a chunk of more than one item is over the writer's limit (items' bytes exclude the header)."""
+    n = chunk["chunk_size"]
+    if n <= 1:
+        return False
+    if "chunk_size" in kw:
+        return bool(n > kw["chunk_size"])
+    return bool(chunk["chunk_bytes"] - 4 * (n + 2) > kw["chunk_bytes"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.one_of(  # any order, or each index at most a few places from its own (the usual case)
+        st.integers(1, 30).flatmap(lambda n: st.permutations(range(n))),
+        st.lists(st.floats(0, 4), min_size=1, max_size=30).map(
+            lambda jitter: sorted(range(len(jitter)), key=lambda i: i + jitter[i])
+        ),
+    ),
+    st.integers(0, 3),
+    st.sampled_from([{"chunk_size": 3}, {"chunk_size": 7}, {"chunk_bytes": 60}, {"chunk_bytes": 200}]),
+)
+def test_any_order_matches_litdata_or_is_refused(
+    tmp_path: Any, order: list[int], start: int, kw: dict[str, Any]
+) -> None:
+    """Indexes in any order give LitData's files, except where LitData's own result is wrong:
+
+    * LitData writes a late index into a later chunk (read back out of order) or fails an ``assert`` at
+      ``done()`` on a gap: streamscope raises FormatError naming the late index;
+    * LitData writes the indexes left at ``done()`` as one chunk over the limit (or fails its ``assert`` on
+      it): streamscope splits them at the limit.
+    """
+    order = [start + i for i in order]
+    base = tmp_path / f"p{len(list(tmp_path.iterdir()))}"
+    ours, theirs = str(base / "ours"), str(base / "lit")
+    try:
+        _write_in_order(litdata_writer.BinaryWriter, theirs, order, **kw)
+        lit_chunks = _index(theirs)["chunks"]
+        lit_right = _read_all(theirs) == sorted(order) and not any(_over_limit(c, kw) for c in lit_chunks)
+    except AssertionError:
+        lit_right = False
+    try:
+        _write_in_order(BinaryWriter, ours, order, **kw)
+    except FormatError as exc:
+        assert "came after the chunks" in str(exc)
+        assert not lit_right
+        event("refused where LitData is wrong")
+        return
+    assert _read_all(ours) == sorted(order)
+    assert not any(_over_limit(c, kw) for c in _index(ours)["chunks"])
+    if lit_right:
+        assert _files(ours) == _files(theirs)
+        assert _index(ours) == _index(theirs)
+    event("the same files as LitData" if lit_right else "split at the limit where LitData is wrong")
+
+
+def test_writer_refuses_a_repeated_index_or_a_gap(tmp_path: Any) -> None:
+    w = BinaryWriter(str(tmp_path / "a"), chunk_size=4)
+    w[0] = 0
+    with pytest.raises(ValueError, match="The provided index 0 already exists in the cache."):
+        w[0] = 1
+    w[2] = 2
+    with pytest.raises(FormatError, match="index 1 was never added"):
+        w.done()
 
 
 def test_writer_returns_chunk_paths_and_config(tmp_path: Any) -> None:
@@ -206,3 +300,30 @@ def test_cache_with_encryption_reads_back(tmp_path: Any) -> None:
 def test_cache_rejects_remote_url_without_local_path() -> None:
     with pytest.raises(ValueError, match="local directory"):
         Cache("s3://bucket/x", chunk_size=3)
+
+
+def test_jpeg_field_takes_other_pil_images_like_litdata(tmp_path: Any) -> None:
+    """A jpeg field (set by a JPEG file's image) takes any later PIL image, re-encoded as JPEG; a leaf that is
+    no image raises a TypeError whose message starts with LitData's sentence."""
+    image = pytest.importorskip("PIL.Image")
+    path = str(tmp_path / "img.jpeg")
+    plain = image.fromarray(np.arange(28 * 28, dtype=np.uint8).reshape(28, 28)).convert("L")
+    plain.save(path, format="jpeg", quality=100)
+    outs = {}
+    for name, cls in (("ours", BinaryWriter), ("lit", litdata_writer.BinaryWriter)):
+        out = str(tmp_path / name)
+        w = cls(out, chunk_bytes=2 << 12)
+        w[0] = {"x": image.open(path), "y": 0}
+        w[1] = {"x": plain, "y": 1}
+        with pytest.raises(TypeError, match="The provided item should be of type `JpegImageFile`. Found 2"):
+            w[2] = {"x": 2, "y": 1}
+        w[2] = {"x": plain.convert("RGB"), "y": 2}
+        w.done()
+        w.merge()
+        outs[name] = out
+    assert _files(outs["ours"]) == _files(outs["lit"])
+    assert _index(outs["ours"]) == _index(outs["lit"])
+    from streamscope import StreamingDataset  # noqa: PLC0415
+
+    ds = StreamingDataset(outs["ours"])
+    assert [tuple(ds[i]["x"].shape) for i in range(3)] == [(3, 28, 28)] * 3

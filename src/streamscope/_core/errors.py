@@ -10,6 +10,17 @@ Subsystems add their classes in their own section below; keep sections in layer 
 
 from __future__ import annotations
 
+from typing import Any
+
+
+def short_repr(obj: Any, limit: int = 200) -> str:
+    """``repr(obj)`` cut to ``limit`` characters, for error messages (a broken ``__repr__`` is reported, not raised)."""
+    try:
+        r = repr(obj)
+    except Exception as exc:  # noqa: BLE001 - a broken __repr__ must not hide the real error
+        r = f"<unrepresentable {type(obj).__name__}: {exc}>"
+    return r if len(r) <= limit else r[: limit - 3] + "..."
+
 
 class StreamscopeError(Exception):
     """Base of every error streamscope raises on purpose."""
@@ -26,8 +37,9 @@ class FormatError(StreamscopeError, ValueError):
     """Bytes on disk or a sample do not match the chunk format."""
 
 
-class SchemaMismatchError(FormatError):
-    """A sample's leaves differ in structure or type from the first sample's."""
+class SchemaMismatchError(FormatError, TypeError):
+    """A sample's leaves differ in structure or type from the first sample's (also a TypeError, which LitData's
+    serializers raise for a leaf of the wrong type)."""
 
 
 class CorruptChunkError(FormatError):

@@ -289,6 +289,14 @@ class JPEGSerializer(Serializer):
     def can_serialize(self, item: Any) -> bool:
         return _is_jpeg(item)
 
+    def matches(self, item: Any) -> bool:
+        """Later samples of a ``jpeg`` field may be any PIL image: re-encoded as JPEG (quality 100), as LitData."""
+        cls = _pil_image_cls()
+        return _is_jpeg(item) or (cls is not None and isinstance(item, cls))
+
+    # a leaf that does not fit a jpeg field: LitData's sentence leads the error
+    litdata_mismatch = "The provided item should be of type `JpegImageFile`. Found {item}."
+
 
 class JPEGArraySerializer(Serializer):
     """``jpeg_array``: ``u32 n, u32 sizes[n]`` then the JPEG bytes; decodes to a list of tensors."""

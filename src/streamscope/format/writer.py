@@ -15,7 +15,7 @@ import os
 import struct
 from typing import Any
 
-from streamscope._core.errors import ChunkOverflowError, FormatError, SchemaMismatchError
+from streamscope._core.errors import ChunkOverflowError, FormatError, SchemaMismatchError, short_repr
 from streamscope._core.units import parse_bytes
 from streamscope.format.compression import compress_bytes, parse_compression
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader
@@ -164,8 +164,10 @@ class ChunkWriter:
         sizes: list[int] = []
         for j, (leaf, ser, fmt, matches) in enumerate(zip(leaves, self._leaf_sers, self._data_format, self._matchers)):
             if not matches(leaf):
+                lead = getattr(ser, "litdata_mismatch", "")
                 raise SchemaMismatchError(
-                    f"sample {index} field {self._paths[j]}: {type(leaf).__name__} does not fit the field's "
+                    (lead.format(item=short_repr(leaf, 80)) + " " if lead else "")
+                    + f"sample {index} field {self._paths[j]}: {type(leaf).__name__} does not fit the field's "
                     f"data_format {fmt!r} set by the first sample"
                 )
             blob, name = self._run(ser, leaf, index, self._paths[j])
@@ -194,23 +196,43 @@ class ChunkWriter:
             raise FormatError("add_item after done()")
         if self._next_index is not None and index != self._next_index:
             raise FormatError(f"sample index {index} is not consecutive (expected {self._next_index})")
+        blob, dim = self.encode(index, sample)
+        self._next_index = index + 1
+        return self.add_encoded(blob, dim)
+
+    def encode(self, index: int, sample: Any) -> tuple[bytes, int | None]:
+        """Sample ``index`` as it goes into a chunk (serialized, encrypted at level "sample") and its ``dim``.
+
+        For callers that order items themselves (LitData's ``BinaryWriter`` takes indexes out of order): they
+        encode each sample as it comes, then hand the bytes over in index order with :meth:`add_encoded`.
+        """
         blob, dim = self.serialize(index, sample)
         if self._encrypt_level == "sample":
             blob = self.encryption.encrypt(blob)
-        self._next_index = index + 1
+        return blob, dim
+
+    def add_encoded(self, blob: bytes, dim: int | None) -> list[dict[str, Any]]:
+        """Append an item made by :meth:`encode`; returns the chunk entries this call closed."""
+        if self._done:
+            raise FormatError("add_item after done()")
         closed: list[dict[str, Any]] = []
         weight = dim if dim else 1
-        if self._pending and self._over(self._pending_bytes + len(blob), self._pending_count + weight):
+        if self._pending and self.over_limit(self._pending_bytes + len(blob), self._pending_count + weight):
             closed.append(self._close())
         self._pending.append(blob)
         self._pending_dims.append(dim)
         self._pending_bytes += len(blob)
         self._pending_count += weight
-        if self._over(self._pending_bytes, self._pending_count):  # a lone item over the limit
+        if self.over_limit(self._pending_bytes, self._pending_count):  # a lone item over the limit
             closed.append(self._close())
         return closed
 
-    def _over(self, nbytes: int, count: int) -> bool:
+    def close_chunk(self) -> list[dict[str, Any]]:
+        """Close the open chunk now, below its limits (``[]`` when it holds nothing)."""
+        return [self._close()] if self._pending else []
+
+    def over_limit(self, nbytes: int, count: int) -> bool:
+        """Whether a chunk of ``nbytes`` item bytes and ``count`` items (tokens for TokensLoader) is over a limit."""
         if self.chunk_bytes_limit is not None and nbytes > self.chunk_bytes_limit:
             return True
         return self.chunk_size_limit is not None and count > self.chunk_size_limit
@@ -220,7 +242,7 @@ class ChunkWriter:
         if self._done:
             return []
         self._done = True
-        return [self._close()] if self._pending else []
+        return self.close_chunk()
 
     def filename(self, chunk_index: int | None = None) -> str:
         """File name of chunk ``chunk_index`` (default: the next one)."""

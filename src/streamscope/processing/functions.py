@@ -39,12 +39,14 @@ from streamscope._core.errors import (
     CheckpointMismatchError,
     ConfigError,
     DatasetExistsError,
+    FormatError,
     OptimizeInputError,
     OutputDirError,
     SchemaMismatchError,
 )
 from streamscope._core.protocols import ObjectStore
 from streamscope._core.units import parse_bytes
+from streamscope.format.compression import parse_compression
 from streamscope.processing._store import check_writable, local_root, open_output
 from streamscope.processing.merge import merge_datasets  # noqa: F401 - litdata.processing.functions path
 from streamscope.processing.runner import run_jobs
@@ -72,13 +74,10 @@ def _check_encryption_arg(encryption: Any, item_loader: Any) -> None:
 
 def check_compression(compression: str | None) -> None:
     """Raise :class:`ConfigError` unless ``compression`` is None, ``"zstd"`` or ``"zstd:1"`` .. ``"zstd:22"``."""
-    if compression is None or compression == "zstd":
-        return
-    if isinstance(compression, str) and compression.startswith("zstd:"):
-        level = compression[5:]
-        if level.isdigit() and 1 <= int(level) <= 22 and str(int(level)) == level:
-            return
-    raise ConfigError(f"unknown compression {compression!r}: use None, 'zstd' or 'zstd:1' .. 'zstd:22'")
+    try:
+        parse_compression(compression)
+    except FormatError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def optimize(

@@ -34,7 +34,7 @@ from typing import Any
 
 from streamscope import events as ev
 from streamscope._core import config as cfg
-from streamscope._core.errors import MapReturnError
+from streamscope._core.errors import MapReturnError, short_repr
 from streamscope.processing._store import open_output, publish
 from streamscope.processing._writer import ChunkWriter
 from streamscope.processing.data_processor import ALL_DONE, is_all_done
@@ -121,14 +121,6 @@ def work_items(job: WorkerJob, start: int = 0) -> Iterator[tuple[int, int, Any]]
         pos += 1
 
 
-def _short_repr(obj: Any, limit: int = 200) -> str:
-    try:
-        r = repr(obj)
-    except Exception as exc:  # a broken __repr__ must not hide the real error
-        r = f"<unrepresentable {type(obj).__name__}: {exc}>"
-    return r if len(r) <= limit else r[: limit - 3] + "..."
-
-
 def _set_environ(job: WorkerJob) -> None:
     # LitData's names: user fns sometimes read them to know which worker they run in.
     os.environ["DATA_OPTIMIZER_GLOBAL_RANK"] = str(job.worker)
@@ -211,7 +203,7 @@ class _InputFailed(Exception):
     def __init__(self, index: int, item: Any, what: str) -> None:
         super().__init__(index)
         self.index = index
-        self.item_repr = _short_repr(item)
+        self.item_repr = short_repr(item)
         self.what = what
 
 
@@ -340,7 +332,7 @@ def _run_map(job: WorkerJob, progress: Any) -> None:
                 ret = job.fn(item, tmp)
             if ret is not None:
                 raise MapReturnError(
-                    f"map() fn returned {_short_repr(ret, 80)} for input {index}; it must write files into "
+                    f"map() fn returned {short_repr(ret, 80)} for input {index}; it must write files into "
                     f"its output_dir argument and return None"
                 )
             for dirpath, _dirs, files in os.walk(tmp):

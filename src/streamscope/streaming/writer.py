@@ -5,9 +5,14 @@ This class adds LitData's bookkeeping around it: the writer's rank (``DATA_OPTIM
 ``global_rank * num_dataloader_workers + worker_id``), the per-rank ``{rank}.index.json`` written by
 :meth:`BinaryWriter.done`, and :meth:`BinaryWriter.merge` into ``index.json``.
 
-Differences from LitData 0.2.68: indexes must be added in consecutive order (LitData buffers out-of-order
-indexes until the gap fills); ``merge`` waits at most ``timeout`` seconds for the other ranks' index files
-(LitData waits forever) and raises :class:`~streamscope._core.errors.FormatError` naming what is missing;
+Indexes may come in any order, as in LitData: each sample is encoded as it comes and held until the
+consecutive run from the lowest index held fills a chunk; that chunk is then written (a chunk holds consecutive
+indexes). The chunks are LitData's wherever LitData's are right. Differences from LitData 0.2.68: an index
+below the chunks already written, or a gap left at :meth:`BinaryWriter.done`, raises
+:class:`~streamscope._core.errors.FormatError` naming the index (LitData writes the late index into a later
+chunk, and fails an ``assert`` on a gap); the indexes still held at ``done()`` are split at the chunk limit
+(LitData writes them as one chunk, over the limit); ``merge`` waits at most ``timeout`` seconds for the other
+ranks' index files (LitData waits forever) and raises :class:`~streamscope._core.errors.FormatError` naming what is missing;
 ``follow_tensor_dimension`` and ``msg_queue`` are accepted and unused; no ``save_checkpoint``.
 """
 
@@ -21,7 +26,8 @@ from typing import Any
 
 from streamscope import events as ev
 from streamscope._core.errors import FormatError
-from streamscope.format.writer import ChunkWriter
+from streamscope.format.compression import parse_compression
+from streamscope.format.writer import ChunkWriter, convert_chunk_bytes
 from streamscope.stream.parquet import index_parquet_dataset  # LitData defines it in this module
 
 __all__ = ["BinaryWriter", "index_parquet_dataset"]
@@ -88,9 +94,10 @@ class BinaryWriter:
         os.makedirs(cache_dir, exist_ok=True)
         if (chunk_size is None and chunk_bytes is None) or (chunk_size and chunk_bytes):
             raise ValueError("Either one of the `chunk_size` or the `chunk_bytes` need to be provided.")
+        parse_compression(compression)  # before the other checks, as LitData
         self._cache_dir = str(cache_dir)
         self._chunk_size = chunk_size
-        self._chunk_bytes = chunk_bytes
+        self._chunk_bytes = convert_chunk_bytes(chunk_bytes)  # an int, as LitData keeps it
         self._compression = compression
         self._encryption = encryption
         self._follow_tensor_dimension = follow_tensor_dimension
@@ -101,6 +108,10 @@ class BinaryWriter:
         self._rank: int | None = None
         self._writer: ChunkWriter | None = None
         self._is_done = False
+        # samples not yet in a chunk, by index: encoded bytes and dim (see the module docstring)
+        self._held: dict[int, tuple[bytes, int | None]] = {}
+        self._run: list[int] = []  # [first index, next index to scan, bytes, count] of the run being scanned
+        self._written_below: int | None = None  # every index below this one is in a chunk already
         # validate the arguments now (LitData raises in its constructor too)
         self._make_writer(rank=0)
         self._writer = None
@@ -165,9 +176,56 @@ class BinaryWriter:
         self.add_item(index, items)
 
     def add_item(self, index: int, items: Any) -> str | None:
-        """Serialize sample ``items`` at ``index`` (consecutive); returns a chunk's path when one was written."""
-        closed = self.writer.add_item(index, items)
-        return os.path.join(self._cache_dir, closed[-1]["filename"]) if closed else None
+        """Serialize sample ``items`` at ``index`` (any order); returns a chunk's path when one was written.
+
+        Raises:
+            ValueError: ``index`` was added already (LitData's message).
+            FormatError: ``index`` is below a chunk already written, or the sample does not fit the first one.
+        """
+        if index in self._held:
+            raise ValueError(f"The provided index {index} already exists in the cache.")
+        if self._written_below is not None and index < self._written_below:
+            raise FormatError(
+                f"sample index {index} came after the chunks holding every index below {self._written_below} were "
+                "written (a chunk holds consecutive indexes; add each index before the run it belongs to fills a chunk)"
+            )
+        writer = self.writer
+        self._held[index] = writer.encode(index, items)
+        if self._run and index < self._run[0]:
+            self._run = []  # a lower index: the run starts there now
+        path = None
+        while (end := self._full_run()) is not None:
+            path = self._write_run(end)
+        return path
+
+    def _full_run(self) -> int | None:
+        """The end (exclusive) of the chunk the consecutive run from the lowest held index fills, if it does."""
+        if not self._held:
+            return None
+        if not self._run:
+            first = min(self._held)
+            self._run = [first, first, 0, 0]
+        first, nxt, nbytes, count = self._run
+        while nxt in self._held:
+            blob, dim = self._held[nxt]
+            nbytes += len(blob)
+            count += dim if dim else 1
+            nxt += 1
+            if self.writer.over_limit(nbytes, count):
+                self._run = []
+                return max(nxt - 1, first + 1)  # without the item that crossed the limit, unless it is alone
+        self._run = [first, nxt, nbytes, count]
+        return None
+
+    def _write_run(self, end: int) -> str:
+        first = min(self._held)
+        writer = self.writer
+        closed: list[dict[str, Any]] = []
+        for i in range(first, end):
+            closed += writer.add_encoded(*self._held.pop(i))
+        closed += writer.close_chunk()
+        self._written_below = end
+        return os.path.join(self._cache_dir, closed[-1]["filename"])
 
     def write_chunks_index(self) -> str:
         """Write ``{rank}.index.json`` (nothing, and ``""``, when no chunk was written)."""
@@ -184,10 +242,29 @@ class BinaryWriter:
         if self.filled:
             return []
         with ev.span("chunk_write", "read", rank=self.rank):
-            closed = self.writer.done()
+            closed = self._flush_held()
+            closed += self.writer.done()
         self.write_chunks_index()
         self._is_done = True
         return [os.path.join(self._cache_dir, c["filename"]) for c in closed]
+
+    def _flush_held(self) -> list[dict[str, Any]]:
+        """Hand the samples still held to the chunk writer, in index order (they must be consecutive)."""
+        if not self._held:
+            return []
+        indexes = sorted(self._held)
+        gaps = [i + 1 for i, j in zip(indexes, indexes[1:]) if j != i + 1]
+        if gaps:
+            raise FormatError(
+                f"done(): index {gaps[0]} was never added, but indexes after it were ({len(self._held)} samples "
+                "held); a chunk holds consecutive indexes"
+            )
+        writer = self.writer
+        closed: list[dict[str, Any]] = []
+        for i in indexes:
+            closed += writer.add_encoded(*self._held.pop(i))
+        self._run = []
+        return closed
 
     def merge(self, num_workers: int = 1, node_rank: int | None = None, timeout: float = 600.0) -> None:
         """Merge every rank's index file into ``index.json`` (rank 0), or wait for it (other ranks).
