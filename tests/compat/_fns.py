@@ -83,3 +83,14 @@ def ident(i: int) -> int:
 
 def plus_100(i: int) -> int:
     return i + 100
+
+
+def nothing(i: int) -> None:
+    """An optimize() fn that returns no sample (every input filtered out)."""
+    return None
+
+
+def write_is_last(item: Any, output_dir: str, is_last: bool) -> None:
+    """A map() fn taking LitData's optional ``is_last``: the file name records it."""
+    with open(os.path.join(output_dir, f"{item}_{is_last}.txt"), "w") as f:
+        f.write("x")

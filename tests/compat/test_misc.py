@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import time
+import warnings
 from typing import Any
 
 import pytest
@@ -32,6 +34,63 @@ def test_map_writes_files(tmp_path: Any) -> None:
 
     a, b = both(scenario)
     assert a == b == ([f"item-{i}.txt" for i in range(5)], "content 3\n")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_map_passes_is_last(tmp_path: Any, workers: int) -> None:
+    def scenario(ld: Any) -> Any:
+        out = str(tmp_path / f"map-{ld.__name__}")
+        ld.map(fn=_fns.write_is_last, inputs=list(range(5)), output_dir=out, num_workers=workers)
+        return sorted(os.listdir(out))
+
+    a, b = both(scenario)
+    last = {1: {4}, 2: {1, 4}}[workers]  # each worker's last input (2 workers: [0, 1] and [2, 3, 4])
+    assert a == b == [f"{i}_{i in last}.txt" for i in range(5)]
+
+
+def test_weights_of_another_length(tmp_path: Any) -> None:
+    """map() refuses them with LitData's sentence; optimize() ignores them, as LitData's (streamscope warns)."""
+
+    def scenario(ld: Any) -> Any:
+        out = str(tmp_path / f"map-{ld.__name__}")
+        try:
+            ld.map(fn=_fns.write_text, inputs=list(range(5)), output_dir=out, weights=[1, 2], num_workers=2)
+        except ValueError as exc:
+            refused = str(exc).split(".")[0]
+        out = str(tmp_path / f"opt-{ld.__name__}")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ld.optimize(fn=_fns.sample, inputs=list(range(5)), output_dir=out, weights=[1, 2], chunk_size=2)
+        warned = any("optimize() ignores them" in str(w.message) for w in caught)
+        return refused, [s["index"] for s in ld.StreamingDataset(out)], warned
+
+    a, b = both(scenario)
+    assert a[:2] == b[:2] == ("The provided weights length should match the inputs' length", list(range(5)))
+    assert b[2]
+
+
+def test_optimize_of_no_sample_writes_an_empty_index(tmp_path: Any) -> None:
+    """Into an existing folder (LitData copies its index only into a folder that exists; streamscope always
+    writes it)."""
+
+    def scenario(ld: Any) -> Any:
+        out = str(tmp_path / f"empty-{ld.__name__}")
+        os.makedirs(out)
+        ld.optimize(fn=_fns.nothing, inputs=[1, 2, 3], output_dir=out, chunk_size=2, num_workers=2)
+        files = sorted(os.listdir(out))
+        with open(os.path.join(out, "index.json")) as f:
+            index = json.load(f)
+        try:
+            ld.StreamingDataset(out)
+            read = "read"
+        except Exception as exc:  # noqa: BLE001 - LitData: AssertionError, streamscope: FormatError
+            read = "No chunks found" in str(exc)
+        ld.optimize(fn=_fns.sample, inputs=[1, 2, 3], output_dir=out, chunk_size=2, num_workers=1, mode="append")
+        return files, index["chunks"], index["config"], read, len(ld.StreamingDataset(out))
+
+    a, b = both(scenario)
+    assert a[:4] == b[:4] == (["index.json"], [], None, True)
+    assert b[4] == 3
 
 
 def test_train_test_split(data_dir: str) -> None:

@@ -232,6 +232,7 @@ def test_tokens_writer_rejects_non_1d(tmp_path):
         ("[]", "JSON object"),
         ('{"config": {}}', "no `chunks` list"),
         ('{"chunks": []}', "no `config` object"),
+        ('{"chunks": [], "config": null}', "No chunks found in the .* the dataset is empty"),
         ('{"chunks": [{"chunk_size": 1, "filename": "a.bin"}], "config": {}}', r"chunks\[0\] lacks `chunk_bytes`"),
         ('{"chunks": [{"chunk_bytes": -1, "chunk_size": 1, "filename": "a"}], "config": {}}', "non-negative"),
         ('{"chunks": [{"chunk_bytes": 1, "chunk_size": 1, "filename": "../x"}], "config": {}}', "bad filename"),

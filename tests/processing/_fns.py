@@ -100,3 +100,11 @@ def counted(counts: list[int], i: int) -> Iterator[dict[str, Any] | None]:
         yield {"i": i, "k": k, "pad": b"x" * ((i * 7 + k) % 13)}
         if k == 0:
             yield None
+
+
+class RecordArgs:
+    """A map() fn object whose ``__call__`` takes LitData's optional ``device`` and ``is_last``."""
+
+    def __call__(self, i: int, output_dir: str, device: str | None = "unset", is_last: bool = False) -> None:
+        with open(os.path.join(output_dir, f"{i}.txt"), "w") as f:
+            f.write(f"{device} {is_last}")

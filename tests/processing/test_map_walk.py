@@ -33,6 +33,15 @@ def test_map_exception_names_input(tmp_path):
         ss_map(_fns.write_files, [0, 1, "x"], str(tmp_path / "out"), num_workers=1)
 
 
+@pytest.mark.parametrize("ordered", [True, False])
+def test_map_passes_device_and_is_last_to_a_callable_that_names_them(tmp_path, ordered):
+    out = str(tmp_path / "out")
+    ss_map(_fns.RecordArgs(), list(range(6)), out, num_workers=2, keep_data_ordered=ordered)
+    got = {int(n[:-4]): open(os.path.join(out, n)).read() for n in os.listdir(out)}
+    last = {2, 5} if ordered else set()  # each worker's last input; none from the shared queue
+    assert got == {i: f"None {i in last}" for i in range(6)}  # no CUDA here: device None, as LitData
+
+
 def test_map_error_when_not_empty(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

@@ -51,13 +51,22 @@ def test_generator_fn_yields_many_none_or_nothing(tmp_path):
     assert [(s["i"], s["k"]) for s in _read_all(out)] == want
 
 
-def test_all_inputs_filtered_is_an_error_and_writes_nothing(tmp_path):
-    from streamscope._core.errors import OptimizeInputError
+def test_all_inputs_filtered_writes_an_empty_index_and_warns(tmp_path):
+    """As LitData: an index.json that lists no chunk (and no config); reading it says why; append fills it."""
+    from streamscope import StreamingDataset
+    from streamscope._core.errors import FormatError
 
     out = str(tmp_path / "ds")
-    with pytest.raises(OptimizeInputError, match="no sample"):
-        optimize(_fns.keep_even, [1, 3, 5], out, chunk_size=2, num_workers=1, verbose=False)
-    assert visible_files(out) == []
+    with pytest.warns(UserWarning, match="fn returned no sample for any of the 3 inputs"):
+        optimize(_fns.keep_even, [1, 3, 5], out, chunk_size=2, num_workers=2, verbose=False)
+    assert visible_files(out) == ["index.json"]
+    with open(os.path.join(out, "index.json")) as f:
+        index = json.load(f)
+    assert (index["chunks"], index["config"]) == ([], None)
+    with pytest.raises(FormatError, match="No chunks found in the .* the dataset is empty"):
+        StreamingDataset(out)
+    optimize(_fns.keep_even, [2, 4], out, chunk_size=2, num_workers=1, verbose=False, mode="append")
+    assert len(StreamingDataset(out)) == 2
 
 
 def test_two_runs_with_two_workers_are_byte_identical(tmp_path):

@@ -29,6 +29,7 @@ import re
 import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -123,7 +124,9 @@ def optimize(
             a producer puts ``streamscope.processing.data_processor.ALL_DONE`` (once, whatever the number of
             workers). Dataset order then follows which worker took which item (rank order, then arrival).
         input_dir: Accepted for compatibility; unused.
-        weights: Per-input weights; they move the boundaries of the workers' contiguous ranges.
+        weights: Weights of the inputs (one per input, or one per batch with ``batch_size``); they move the
+            boundaries of the workers' contiguous ranges. LitData's optimize() ignores them, so weights of
+            another length are ignored here too, with a warning (:func:`map` raises, as LitData's does).
         chunk_size: Maximum number of samples per chunk (exactly one of chunk_size/chunk_bytes).
         chunk_bytes: Target chunk size in bytes, or a string like ``"64MB"`` (decimal units).
         align_chunking: Give every worker but the last whole multiples of ``chunk_size`` inputs.
@@ -210,11 +213,10 @@ def optimize(
     if queue is not None or not keep_data_ordered:
         ranges = [(0, 0)] * workers  # items are handed out through a queue shared by the workers
     elif weights is not None:
-        if len(weights) != n_given:
-            raise OptimizeInputError(f"weights has {len(weights)} entries but inputs has {n_given}")
-        if batch_size is None or batch_size <= 1:
-            ranges = weighted_ranges(list(weights)[:n], workers)
-        else:
+        try:
+            ranges = _weighted_split(weights, n_given, batch_size, n, workers)
+        except OptimizeInputError as exc:  # LitData's optimize() ignores weights: code passing these runs there
+            warnings.warn(f"{exc}; optimize() ignores them (as LitData's does)", UserWarning, stacklevel=2)
             ranges = even_ranges(n, workers)
     elif align_chunking:
         ranges = aligned_ranges(n, workers, int(chunk_size))  # type: ignore[arg-type]
@@ -354,6 +356,10 @@ def map(  # noqa: A001 - LitData's name
 
     ``fn`` writes files under the temporary directory it is given and returns None (anything else raises
     :class:`MapReturnError`, a ValueError). Every file is published to ``output_dir`` at the same relative path.
+    As in LitData, an ``fn`` with a parameter named ``is_last`` gets ``is_last=True`` on its worker's last input
+    (always False with ``keep_data_ordered=False``, where the workers share one queue), and one named ``device``
+    gets ``"cuda:N"`` (the worker's GPU, round robin) or None without CUDA. ``weights`` works as in
+    :func:`optimize`, but weights of another length raise :class:`OptimizeInputError` (LitData's message).
 
     Raises:
         OptimizeInputError: empty inputs, or ``error_when_not_empty`` and the output is not empty.
@@ -369,8 +375,8 @@ def map(  # noqa: A001 - LitData's name
     workers = _num_workers(num_workers, n)
     if not keep_data_ordered:
         ranges = [(0, 0)] * workers
-    elif weights is not None and len(weights) == n_given and (batch_size is None or batch_size <= 1):
-        ranges = weighted_ranges(list(weights)[:n], workers)
+    elif weights is not None:
+        ranges = _weighted_split(weights, n_given, batch_size, n, workers)
     else:
         ranges = even_ranges(n, workers)
     store = open_output(output_dir, storage_options)
@@ -454,6 +460,30 @@ def _prepare_inputs(
         keep = int(cfg.get("optimize_fast_dev_run_items")) if fast_dev_run is True else int(fast_dev_run)
         items = items[:keep]
     return items, n_given
+
+
+def _weighted_split(
+    weights: Sequence[float], n_given: int, batch_size: int | None, n: int, workers: int
+) -> list[tuple[int, int]]:
+    """The workers' ranges of the ``n`` work items from ``weights``: one per work item (LitData's rule: per
+    batch with ``batch_size``), or one per input, summed per batch.
+
+    Raises:
+        OptimizeInputError: neither length fits (a ValueError led by LitData's sentence).
+    """
+    w = list(weights)
+    batched = batch_size is not None and batch_size > 1
+    n_work = -(-n_given // batch_size) if batched else n_given  # type: ignore[operator]
+    if len(w) == n_work:
+        per_item = w
+    elif batched and len(w) == n_given:
+        per_item = [sum(w[p : p + batch_size]) for p in range(0, n_given, batch_size)]  # type: ignore[misc]
+    else:
+        of = f"{n_given} inputs" + (f" ({n_work} batches of {batch_size})" if batched else "")
+        raise OptimizeInputError(
+            f"The provided weights length should match the inputs' length. weights has {len(w)} entries for {of}"
+        )
+    return weighted_ranges(per_item[:n], workers)
 
 
 def _num_workers(num_workers: int | None, n: int | None) -> int:
@@ -587,7 +617,12 @@ def _publish_index(
                     f"{config.get('data_format')}, config {_diff(config, w_config)}"
                 )
             chunks.extend(w_chunks)
-        if not any(results[w][0] for w in range(workers)):
-            raise OptimizeInputError(f"fn returned no sample for any of the {n_inputs} inputs; nothing was written")
+        if not chunks:  # LitData writes this index too (its StreamingDataset then refuses it); say so
+            warnings.warn(
+                f"optimize(): fn returned no sample for any of the {n_inputs} inputs; {store.url!r} gets an "
+                "index.json that lists no chunk (a StreamingDataset cannot read it; mode='append' can add to it)",
+                UserWarning,
+                stacklevel=2,
+            )
         index = {"chunks": chunks, "config": config, "updated_at": str(time.time())}
         store.put("index.json", json.dumps(index, sort_keys=True).encode())

@@ -318,10 +318,35 @@ def _save_checkpoint(
     store.put(checkpoint_key(rank), json.dumps(rec, sort_keys=True).encode())
 
 
+def _map_extra_params(fn: Callable[..., Any]) -> frozenset[str]:
+    """Which of LitData's optional map() arguments (``device``, ``is_last``) ``fn`` names."""
+    try:
+        params = inspect.signature(fn).parameters  # a function, a partial, or an object's __call__
+    except (TypeError, ValueError):  # a builtin without a signature: it takes neither
+        return frozenset()
+    return frozenset(params) & {"device", "is_last"}
+
+
+def _map_device(job: WorkerJob) -> str | None:
+    """``cuda:N`` for this worker (round robin over the GPUs, as LitData), None without CUDA."""
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return None
+    if not torch.cuda.is_available():
+        return None
+    return f"cuda:{job.worker % torch.cuda.device_count()}"
+
+
 def _run_map(job: WorkerJob, progress: Any) -> None:
     store = open_output(job.output_dir, job.storage_options)
     tmp = os.path.join(job.staging_dir, f"map-{job.worker}")
+    extra = _map_extra_params(job.fn)
+    kwargs: dict[str, Any] = {"device": _map_device(job)} if "device" in extra else {}
+    last = len(job.inputs) - 1 if job.source is None else -1  # from a shared queue, no input is known last
     for pos, index, item in work_items(job):
+        if "is_last" in extra:
+            kwargs["is_last"] = pos == last
         raw = item
         os.makedirs(tmp, exist_ok=True)
         try:
@@ -329,7 +354,7 @@ def _run_map(job: WorkerJob, progress: Any) -> None:
                 with ev.span("optimize_input", "read", input=index):
                     item = job.reader.read(item)
             with ev.span("optimize_fn", "sample", input=index):
-                ret = job.fn(item, tmp)
+                ret = job.fn(item, tmp, **kwargs)
             if ret is not None:
                 raise MapReturnError(
                     f"map() fn returned {short_repr(ret, 80)} for input {index}; it must write files into "
