@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from streamscope.processing.data_processor import DataChunkRecipe
+
 KILL_FLAG_ENV = "STREAMSCOPE_TEST_KILL_FLAG"
 KILL_AT_ENV = "STREAMSCOPE_TEST_KILL_AT"
 CALL_LOG_ENV = "STREAMSCOPE_TEST_CALL_LOG"
@@ -108,3 +110,22 @@ class RecordArgs:
     def __call__(self, i: int, output_dir: str, device: str | None = "unset", is_last: bool = False) -> None:
         with open(os.path.join(output_dir, f"{i}.txt"), "w") as f:
             f.write(f"{device} {is_last}")
+
+
+class Numbers(DataChunkRecipe):
+    """A chunk recipe over inputs 0..n-1, one sample each (``n`` from the constructor)."""
+
+    def __init__(self, n: int = 30, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.n = n
+
+    def prepare_structure(self, input_dir: str | None) -> list[int]:
+        return list(range(self.n))
+
+    def prepare_item(self, item: int) -> dict[str, int]:
+        return {"i": item}
+
+
+class NotAList(DataChunkRecipe):
+    def prepare_structure(self, input_dir: str | None) -> Any:
+        return range(3)

@@ -18,7 +18,7 @@ from typing import Any
 
 from streamscope._core import config
 from streamscope._core.errors import MapReturnError, OptimizeInputError, WorkerDiedError, WorkerFailedError
-from streamscope.processing.data_processor import ALL_DONE
+from streamscope.processing.sentinel import ALL_DONE
 from streamscope.processing.worker import WorkerJob, run_worker
 
 

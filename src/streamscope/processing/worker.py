@@ -37,7 +37,7 @@ from streamscope._core import config as cfg
 from streamscope._core.errors import MapReturnError, short_repr
 from streamscope.processing._store import open_output, publish
 from streamscope.processing._writer import ChunkWriter
-from streamscope.processing.data_processor import ALL_DONE, is_all_done
+from streamscope.processing.sentinel import ALL_DONE, is_all_done
 
 CHECKPOINT_DIR = ".checkpoints"
 
