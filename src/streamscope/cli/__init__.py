@@ -1,8 +1,14 @@
-"""Command line: ``streamscope demo``, ``streamscope knobs``, ``streamscope cache path|clear``."""
+"""Command line: ``streamscope demo``, ``streamscope knobs``, ``streamscope cache path|clear``.
+
+``cache path`` and ``cache clear`` are LitData's ``litdata cache path|clear``: they show or delete the default
+cache root of remote datasets (knob ``cache_dir``: ``STREAMSCOPE_CACHE_DIR``, ``LITDATA_CACHE_DIR``, else
+``~/.lightning/chunks``), with LitData's output lines.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -53,6 +59,23 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.output, args.samples, args.workers)
 
 
+def _cmd_cache(args: argparse.Namespace) -> int:
+    import shutil
+
+    from streamscope._core import config
+
+    root = str(config.get("cache_dir"))
+    if args.action == "path":
+        print(f"Default cache directory: {root}")
+        return 0
+    shutil.rmtree(root, ignore_errors=True)
+    if os.path.exists(root):
+        print(f"Cache directory '{root}' could not be removed completely.", file=sys.stderr)
+        return 1
+    print(f"Cache directory '{root}' cleared.")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="streamscope", description=__doc__)
     sub = parser.add_subparsers(dest="cmd")
@@ -64,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     k = sub.add_parser("knobs", help="print every knob with its default, unit and environment variable")
     k.add_argument("--markdown", action="store_true", help="print docs/knobs.md")
     k.set_defaults(func=_cmd_knobs)
+    c = sub.add_parser("cache", help="show or clear the default cache of remote datasets (as `litdata cache`)")
+    c.add_argument("action", choices=["path", "clear"], help="path: print it; clear: delete it")
+    c.set_defaults(func=_cmd_cache)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
