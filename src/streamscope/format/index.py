@@ -167,9 +167,8 @@ def load_index(path_or_bytes: str | bytes | os.PathLike[str]) -> dict[str, Any]:
     chunks, config = obj.get("chunks"), obj.get("config")
     if not isinstance(chunks, list):
         raise FormatError(f"index {name!r} has no `chunks` list")
-    if (
-        chunks == [] and "config" in obj and config is None
-    ):  # what optimize() writes when fn returned no sample (LitData too)
+    # what optimize() writes when fn returned no sample (LitData too)
+    if chunks == [] and "config" in obj and config is None:
         raise FormatError(
             f"No chunks found in the {name!r} file: the dataset is empty (optimize()'s fn returned no sample)"
         )

@@ -12,8 +12,8 @@ below the chunks already written, or a gap left at :meth:`BinaryWriter.done`, ra
 :class:`~streamscope._core.errors.FormatError` naming the index (LitData writes the late index into a later
 chunk, and fails an ``assert`` on a gap); the indexes still held at ``done()`` are split at the chunk limit
 (LitData writes them as one chunk, over the limit); ``merge`` waits at most ``timeout`` seconds for the other
-ranks' index files (LitData waits forever) and raises :class:`~streamscope._core.errors.FormatError` naming what is missing;
-``follow_tensor_dimension`` and ``msg_queue`` are accepted and unused; no ``save_checkpoint``.
+ranks' index files (LitData waits forever) and raises :class:`~streamscope._core.errors.FormatError` naming
+what is missing; ``follow_tensor_dimension`` and ``msg_queue`` are accepted and unused; no ``save_checkpoint``.
 """
 
 from __future__ import annotations
