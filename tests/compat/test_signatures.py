@@ -144,6 +144,13 @@ SUBMODULE_CALLABLES = [
     ("streaming.downloader", "unregister_downloader"),
     ("streaming.downloader", "get_downloader"),
     ("streaming.downloader", "Downloader"),
+    ("streaming.downloader", "S3Downloader"),
+    ("streaming.downloader", "GCPDownloader"),
+    ("streaming.downloader", "AzureDownloader"),
+    ("streaming.downloader", "R2Downloader"),
+    ("streaming.downloader", "HFDownloader"),
+    ("streaming.downloader", "LocalDownloader"),
+    ("streaming.downloader", "LocalDownloaderWithCache"),
     ("utilities.encryption", "FernetEncryption"),
     ("utilities.encryption", "RSAEncryption"),
 ]

@@ -138,3 +138,36 @@ def test_get_downloader_for_builtin_and_local(tmp_path: Any) -> None:
     dl.download_chunk_from_index(0)
     assert (tmp_path / "a.bin").read_bytes() == b"abcdef"
     assert dl.download_chunk_bytes_from_index(0, 2, 3) == b"cde"
+
+
+def test_litdata_builtin_classes_by_name(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """get_downloader gives LitData's class for each built-in scheme; LocalDownloader can be subclassed."""
+    import litdata.streaming.downloader as lit
+
+    from streamscope.streaming import downloader as ours
+
+    for name in ("S3Downloader", "GCPDownloader", "AzureDownloader", "R2Downloader", "HFDownloader", "LocalDownloader"):
+        assert issubclass(getattr(ours, name), Downloader) and hasattr(lit, name)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+    assert type(get_downloader("s3://bucket/ds", str(tmp_path), [])) is ours.S3Downloader
+    with pytest.raises(UnsupportedURLError):
+        get_downloader("hf://datasets/org/name", str(tmp_path), [])
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "c.bin").write_bytes(b"0123")
+    dl = get_downloader(f"local:{src}", str(tmp_path), [{"filename": "c.bin"}])
+    assert type(dl) is ours.LocalDownloaderWithCache
+    dl.download_chunk_from_index(0)
+    assert (tmp_path / "c.bin").read_bytes() == b"0123"
+    with pytest.raises(FileNotFoundError, match="The provided remote_path doesn't exist"):
+        dl.download_file(f"local:{src}/missing.bin", str(tmp_path / "m.bin"))
+
+    class Mine(ours.LocalDownloader):
+        pass
+
+    register_downloader("mine://", Mine)
+    try:
+        assert type(get_downloader("mine://x", str(tmp_path), [])) is Mine
+    finally:
+        unregister_downloader("mine://")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -240,6 +241,32 @@ def test_reader_reads_litdata_dataset_with_regions(tmp_path: Any) -> None:
         assert same(ours.read(ChunkedIndex(g, c)), theirs.read(LitIndex(g, c)))
     with pytest.raises(ValueError, match="chunked Index"):
         ours.read(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_reader_evicts_a_remote_dataset_past_max_cache_size_like_litdata(tmp_path: Any, compression: Any) -> None:
+    data = str(tmp_path / "data")
+    _write(BinaryWriter, data, 10, chunk_size=3, compression=compression)
+    left = {}
+    for name, reader_cls, index_cls in (("ours", BinaryReader, ChunkedIndex), ("lit", LitReader, LitIndex)):
+        for limit in (1, None, "1GB") if name == "ours" else (1, None):  # LitData's reader takes ints only
+            cache = tmp_path / f"{name}-{limit}"
+            cache.mkdir()
+            r = reader_cls(str(cache), remote_input_dir="local:" + data, compression=compression, max_cache_size=limit)
+            got = [r.read(index_cls(i, i // 3, is_last_index=i == 9))["i"] for i in range(10)]
+            assert got == list(range(10))
+            if name == "lit" and limit == 1:  # LitData deletes in a thread: wait until it has
+                for _ in range(200):
+                    if sorted(os.listdir(cache)) == ["index.json"]:
+                        break
+                    time.sleep(0.01)
+            left[name, limit] = sorted(os.listdir(cache))
+    assert left["ours", 1] == left["lit", 1] == ["index.json"]  # every chunk deleted once read past
+    assert len(left["ours", None]) == len(left["ours", "1GB"]) == (9 if compression else 5)  # all kept
+    # a local dataset read in place is never deleted, whatever the limit
+    r = BinaryReader(data, remote_input_dir="local:" + data, compression=compression, max_cache_size=1)
+    assert [r.read(ChunkedIndex(i, i // 3, is_last_index=i == 9))["i"] for i in range(10)] == list(range(10))
+    assert len(os.listdir(data)) >= 5
 
 
 def test_reader_tokens(tmp_path: Any) -> None:

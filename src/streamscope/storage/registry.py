@@ -29,8 +29,15 @@ from streamscope._core.protocols import ObjectMeta
 
 __all__ = [
     "BUILTIN_PREFIXES",
+    "AzureDownloader",
     "Downloader",
     "DownloaderStore",
+    "GCPDownloader",
+    "HFDownloader",
+    "LocalDownloader",
+    "LocalDownloaderWithCache",
+    "R2Downloader",
+    "S3Downloader",
     "StoreDownloader",
     "get_downloader",
     "has_custom",
@@ -40,7 +47,7 @@ __all__ = [
     "unregister_downloader",
 ]
 
-BUILTIN_PREFIXES = ("s3://", "gs://", "azure://", "hf://", "local:", "r2://")
+BUILTIN_PREFIXES = ("s3://", "gs://", "azure://", "hf://", "local:", "r2://")  # _BUILTIN_CLASSES below
 
 _LOCK = threading.Lock()
 _CUSTOM: dict[str, type] = {}  # prefix -> user downloader class (registration order)
@@ -136,6 +143,65 @@ class StoreDownloader(Downloader):
         return self._store.get_range(self._key(remote_chunkpath), offset, offset + length)
 
 
+class S3Downloader(StoreDownloader):
+    """``s3://`` through streamscope's S3 client (LitData's class name)."""
+
+
+class R2Downloader(StoreDownloader):
+    """``r2://`` (Cloudflare R2, S3-compatible) through streamscope's S3 client."""
+
+
+class GCPDownloader(StoreDownloader):
+    """``gs://`` through streamscope's Google Cloud Storage backend."""
+
+
+class AzureDownloader(StoreDownloader):
+    """``azure://`` through streamscope's Azure Blob backend."""
+
+
+class HFDownloader(StoreDownloader):
+    """``hf://``: streamscope has no Hugging Face backend, so building one raises ``UnsupportedURLError``."""
+
+
+class LocalDownloader(Downloader):
+    """Copies a file of the local filesystem into the cache (atomic; nothing to do when it is already there)."""
+
+    def download_file(self, remote_filepath: str, local_filepath: str) -> None:
+        """Copy ``remote_filepath`` to ``local_filepath`` unless they are the same file or the copy exists."""
+        if not os.path.exists(remote_filepath):
+            raise FileNotFoundError(f"The provided remote_path doesn't exist: {remote_filepath}")
+        if remote_filepath == local_filepath or os.path.exists(local_filepath):
+            return
+        tmp = f"{local_filepath}.tmp.{os.getpid()}.{threading.get_ident()}"
+        try:
+            shutil.copyfile(remote_filepath, tmp)
+            os.replace(tmp, local_filepath)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+class LocalDownloaderWithCache(LocalDownloader):
+    """``local:/path``: a local directory read as if it were remote (chunks copied into the cache)."""
+
+    def download_file(self, remote_filepath: str, local_filepath: str) -> None:
+        """Copy the file named after the ``local:`` prefix."""
+        if remote_filepath.startswith("local:"):
+            remote_filepath = remote_filepath[len("local:") :]
+        super().download_file(remote_filepath, local_filepath)
+
+
+# what get_downloader builds for the built-in schemes (LitData's classes, by name)
+_BUILTIN_CLASSES: dict[str, type[Downloader]] = {
+    "s3://": S3Downloader,
+    "gs://": GCPDownloader,
+    "azure://": AzureDownloader,
+    "hf://": HFDownloader,
+    "local:": LocalDownloaderWithCache,
+    "r2://": R2Downloader,
+}
+
+
 def register_downloader(prefix: str, downloader_cls: type, overwrite: bool = False) -> None:
     """Serve URLs starting with ``prefix`` with ``downloader_cls`` (LitData's signature).
 
@@ -195,11 +261,16 @@ def get_downloader(
     storage_options: dict | None = {},  # noqa: B006 - LitData's signature; never mutated
     session_options: dict | None = {},  # noqa: B006
 ) -> Downloader:
-    """The downloader for ``remote_dir``: a registered class for its prefix, else streamscope's store."""
-    cls = _custom_for(str(remote_dir))
-    if cls is not None:
-        return cls(remote_dir, cache_dir, chunks, storage_options, session_options=session_options)
-    return StoreDownloader(remote_dir, cache_dir, chunks, storage_options, session_options=session_options)
+    """The downloader for ``remote_dir``: a registered class for its prefix, else the built-in scheme's class
+    (``S3Downloader`` for ``s3://``, ...), else a :class:`StoreDownloader` over streamscope's store."""
+    url = str(remote_dir)
+    cls = _custom_for(url)
+    if cls is None:
+        with _LOCK:
+            cls = next((c for p, c in _BUILTIN_CLASSES.items() if url.startswith(p) and p not in _REMOVED), None)
+    if cls is None:
+        cls = StoreDownloader
+    return cls(remote_dir, cache_dir, chunks, storage_options, session_options=session_options)
 
 
 class DownloaderStore:

@@ -1,10 +1,12 @@
 """``litdata.streaming.reader.BinaryReader`` at the same path: read items of an optimized dataset by ChunkedIndex.
 
-A small, synchronous reader built on the format layer (no prefetch thread, no eviction): for training use
+A small, synchronous reader built on the format layer (no prefetch thread): for training use
 :class:`~streamscope.stream.StreamingDataset`. Chunks of a remote dataset (``remote_input_dir``) are
 downloaded into ``cache_dir`` on first use; compressed chunks are decompressed next to them
-(``chunk-R-I.bin``); encrypted chunks are decrypted in memory (one chunk kept), never written plain.
-``max_cache_size``, ``max_pre_download``, ``session_options`` and ``on_demand_bytes`` are accepted and unused.
+(``chunk-R-I.bin``); encrypted chunks are decrypted in memory (one chunk kept), never written plain. With
+``max_cache_size``, a remote dataset's chunk is deleted from ``cache_dir`` (its download and its decompressed
+copy) once the reader moves past it while the chunk files there exceed that size, as LitData's reader does.
+``max_pre_download``, ``session_options`` and ``on_demand_bytes`` are accepted and unused.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from streamscope.format.compression import uncompressed_name
 from streamscope.format.encryption import check_encryption, decrypt_chunk
 from streamscope.format.index import load_index
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
+from streamscope.format.writer import convert_chunk_bytes
 
 __all__ = ["BinaryReader", "ChunkedIndex", "Interval"]
 
@@ -62,7 +65,8 @@ class BinaryReader:
         cache_dir: local dataset directory, or where a remote dataset's files are downloaded to.
         subsampled_files: only these chunk file names (index order kept).
         region_of_interest: per kept chunk, the ``(start, end)`` local item range to read.
-        max_cache_size: accepted (no eviction here).
+        max_cache_size: for a remote dataset, the bytes of chunk files ``cache_dir`` may hold before a chunk the
+            reader has moved past is deleted (int, or a string such as ``"10GB"``); None keeps every chunk.
         remote_input_dir: URL of the dataset when it is not in ``cache_dir``.
         compression: accepted; the index's ``config["compression"]`` is what is used.
         encryption: the key of an encrypted dataset.
@@ -102,6 +106,7 @@ class BinaryReader:
         self._serializers = serializers
         self._storage_options = dict(storage_options or {})
         self._max_cache_size = max_cache_size
+        self._max_cache_bytes = convert_chunk_bytes(max_cache_size) if max_cache_size is not None else None
         self._max_pre_download = max_pre_download
         self.on_demand_bytes = on_demand_bytes
         self._config: dict[str, Any] | None = None
@@ -207,9 +212,7 @@ class BinaryReader:
     def _chunk(self, c: int) -> ChunkFile:
         if self._open is not None and self._open[0] == c:
             return self._open[1]
-        if self._open is not None:
-            self._open[1].close()
-            self._open = None
+        self.close()
         assert self._config is not None
         path = self._local_plain(c)
         expected = int(self._chunks[c]["chunk_size"])
@@ -252,10 +255,35 @@ class BinaryReader:
         return item
 
     def close(self) -> None:
-        """Drop the open chunk."""
+        """Drop the open chunk (and evict it, see ``max_cache_size``)."""
         if self._open is not None:
+            c = self._open[0]
             self._open[1].close()
             self._open = None
+            self._evict(c)
+
+    def _evict(self, c: int) -> None:
+        """Delete chunk ``c``'s files from ``cache_dir`` if the dataset is remote and the cache is over its size."""
+        if self._max_cache_bytes is None or not self._remote_input_dir or self._config is None:
+            return
+        remote = str(self._remote_input_dir)
+        source = remote[len("local:") :] if remote.startswith("local:") else None
+        if source is not None and os.path.realpath(source) == os.path.realpath(self._cache_dir):
+            return  # the cache is the dataset itself
+        names = [n for n in os.listdir(self._cache_dir) if n.endswith(".bin")]
+        used = sum(
+            os.path.getsize(os.path.join(self._cache_dir, n))
+            for n in names
+            if os.path.isfile(os.path.join(self._cache_dir, n))
+        )
+        if used <= self._max_cache_bytes:
+            return
+        name = self._chunks[c]["filename"]
+        for n in {name, uncompressed_name(name, self._config.get("compression"))}:
+            try:
+                os.remove(os.path.join(self._cache_dir, n))
+            except FileNotFoundError:
+                pass
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
