@@ -61,7 +61,7 @@ def test_bad_updates_change_nothing(tmp_path: Any) -> None:
     with dataset_update(d) as update:
         update["s2"] = {"index": 5, "name": "ok"}
         update["nope"] = {"index": 1, "name": "x"}
-        with pytest.raises(SampleKeyError, match="nope"):
+        with pytest.raises(SampleKeyError, match="^Unknown dataset key: 'nope'"):  # LitData's sentence first
             update.commit()
     with dataset_update(d) as update:
         update["s2"] = {"index": 5, "name": "ok"}
@@ -81,7 +81,7 @@ def test_session_rules_and_missing_pieces(tmp_path: Any) -> None:
     d = _keyed(tmp_path)
     with dataset_update(d) as update:
         update.commit()  # nothing staged: fine
-        with pytest.raises(UpdateSessionError) as info:
+        with pytest.raises(UpdateSessionError, match=r"^Cannot modify dataset_update after commit\(\)") as info:
             update["s1"] = {"index": 1, "name": "s1"}
         assert isinstance(info.value, RuntimeError)
         with pytest.raises(UpdateSessionError):

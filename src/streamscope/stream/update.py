@@ -110,7 +110,9 @@ class DatasetUpdate:
     def replace(self, key: Any, sample: Any) -> None:
         """Stage ``sample`` as the new value of the sample with key ``key`` (checked at commit)."""
         if self._committed:
-            raise UpdateSessionError("this dataset_update session is committed: open a new one to change more")
+            raise UpdateSessionError(  # LitData's sentence first
+                "Cannot modify dataset_update after commit(): this session is committed; open a new one to change more"
+            )
         self._pending[normalize_key(key)] = sample
 
     def commit(self) -> None:
@@ -134,7 +136,7 @@ class DatasetUpdate:
         for key, sample in self._pending.items():
             found = self._shards.resolve(key)
             if found is None:
-                raise SampleKeyError(f"no sample of {self._dir!r} has key {key!r}")
+                raise SampleKeyError(f"Unknown dataset key: {key!r} (no sample of {self._dir!r} has it)")
             gidx, chunk, offset = found
             if chunk < 0:
                 import bisect
