@@ -403,6 +403,21 @@ knob(
     "How long the main process waits for the final message of a worker that has already exited.",
 )
 knob(
+    "processor_fast_dev_run",
+    True,
+    "bool",
+    ("DATA_OPTIMIZER_FAST_DEV_RUN",),
+    "DataProcessor(fast_dev_run=None) processes only the first optimize_fast_dev_run_items inputs (LitData's "
+    "default: on; set 0 to process them all).",
+)
+knob(
+    "processor_output_dir",
+    "",
+    "path",
+    ("DATA_OPTIMIZER_CACHE_FOLDER",),
+    "Where DataProcessor(output_dir=None) writes (LitData's chunk cache folder). Empty: <system temp dir>/chunks.",
+)
+knob(
     "optimize_fast_dev_run_items",
     10,
     "inputs",

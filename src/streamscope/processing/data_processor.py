@@ -23,6 +23,7 @@ import os
 import tempfile
 from typing import Any
 
+from streamscope._core import config as cfg
 from streamscope._core.dirs import Dir, as_dir
 from streamscope.processing.functions import map as _map
 from streamscope.processing.functions import optimize
@@ -113,8 +114,9 @@ class _Files:
 
 
 def _default_output() -> str:
-    """Where LitData's processor writes without an ``output_dir``: its chunk cache folder."""
-    return os.getenv("DATA_OPTIMIZER_CACHE_FOLDER", os.path.join(tempfile.gettempdir(), "chunks"))
+    """Where LitData's processor writes without an ``output_dir``: its chunk cache folder (knob
+    ``processor_output_dir``)."""
+    return str(cfg.get("processor_output_dir")) or os.path.join(tempfile.gettempdir(), "chunks")
 
 
 class DataProcessor:
@@ -122,12 +124,12 @@ class DataProcessor:
 
     Args:
         input_dir: where the inputs are (its local path is passed to ``prepare_structure``; None without one).
-        output_dir: where the dataset (or the map's files) goes; None: ``DATA_OPTIMIZER_CACHE_FOLDER``, else
-            ``<tmp>/chunks``, as LitData.
+        output_dir: where the dataset (or the map's files) goes; None: knob ``processor_output_dir``
+            (``DATA_OPTIMIZER_CACHE_FOLDER``, else ``<tmp>/chunks``), as LitData.
         num_workers: worker processes (None: optimize's/map's default).
         align_chunking: give every worker but the last whole chunks (needs the recipe's ``chunk_size``).
-        fast_dev_run: process only the first inputs (True: 10; an int: that many). None: the
-            ``DATA_OPTIMIZER_FAST_DEV_RUN`` environment variable, which defaults to 1 (on), as in LitData.
+        fast_dev_run: process only the first inputs (True: 10; an int: that many). None: knob
+            ``processor_fast_dev_run`` (``DATA_OPTIMIZER_FAST_DEV_RUN``), on by default, as in LitData.
         weights: per-input weights moving the boundaries between the workers' ranges.
         reader: a reader mapping inputs to work items (not together with ``weights``).
         use_checkpoint: resume an interrupted chunk recipe (see ``optimize``).
@@ -172,9 +174,7 @@ class DataProcessor:
         self.num_downloaders = num_downloaders
         self.num_uploaders = num_uploaders
         self.delete_cached_files = delete_cached_files
-        self.fast_dev_run = (
-            bool(int(os.getenv("DATA_OPTIMIZER_FAST_DEV_RUN", "1"))) if fast_dev_run is None else fast_dev_run
-        )
+        self.fast_dev_run = bool(cfg.get("processor_fast_dev_run")) if fast_dev_run is None else fast_dev_run
         self.random_seed = random_seed
         self.reorder_files = reorder_files
         self.weights = weights

@@ -47,8 +47,6 @@ __all__ = [
     "unregister_downloader",
 ]
 
-BUILTIN_PREFIXES = ("s3://", "gs://", "azure://", "hf://", "local:", "r2://")  # _BUILTIN_CLASSES below
-
 _LOCK = threading.Lock()
 _CUSTOM: dict[str, type] = {}  # prefix -> user downloader class (registration order)
 _REMOVED: set[str] = set()  # built-in prefixes unregistered by the user
@@ -200,6 +198,7 @@ _BUILTIN_CLASSES: dict[str, type[Downloader]] = {
     "local:": LocalDownloaderWithCache,
     "r2://": R2Downloader,
 }
+BUILTIN_PREFIXES = tuple(_BUILTIN_CLASSES)
 
 
 def register_downloader(prefix: str, downloader_cls: type, overwrite: bool = False) -> None:
