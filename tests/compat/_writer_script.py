@@ -50,14 +50,15 @@ def write(ld: object, out: str, kind: str) -> None:
             verbose=False,
         )
     elif kind == "fast_dev_run":
-        # an int: LitData 0.2.68 treats fast_dev_run=True as 1 item (bool is an int there) although it means
-        # its default of 10; streamscope keeps 10 for True (documented difference, LitData's bug not copied)
+        # an int, kept per worker (LitData: "items per process"). LitData 0.2.68 treats fast_dev_run=True as 1
+        # item (bool is an int there) although it means its default of 10; streamscope keeps 10 for True
+        # (documented difference, LitData's bug not copied)
         opt(
             fn=_fns.sample,
             inputs=list(range(50)),
             output_dir=out,
             chunk_size=4,
-            num_workers=1,
+            num_workers=2,
             fast_dev_run=7,
             verbose=False,
         )

@@ -457,10 +457,19 @@ def test_tracer_from_environment_only(tmp_path: Any, data_dir: str) -> None:
     assert any("cat: read" in line for line in lines)
 
 
-def test_fast_dev_run_true_means_ten_inputs(tmp_path: Any) -> None:
-    """Documented difference: LitData 0.2.68 keeps ``inputs[:True]`` (1 item; bool is an int there) although
-    its docs and constant say 10; streamscope keeps 10. Integers agree (test_optimize_parity, kind fast_dev_run)."""
+def test_fast_dev_run_true_means_ten_inputs_per_worker(tmp_path: Any) -> None:
+    """Documented difference: LitData 0.2.68 keeps ``inputs[:True]`` per worker (1 item; bool is an int there)
+    although its docs and constant say 10; streamscope keeps 10 per worker. Integers agree (test_optimize_parity,
+    kind fast_dev_run)."""
     ss = engine("streamscope")
     out = str(tmp_path / "fdr")
-    ss.optimize(fn=_fns.sample, inputs=list(range(50)), output_dir=out, chunk_size=4, fast_dev_run=True, verbose=False)
-    assert len(ss.StreamingDataset(out)) == 10
+    ss.optimize(
+        fn=_fns.sample,
+        inputs=list(range(50)),
+        output_dir=out,
+        chunk_size=4,
+        fast_dev_run=True,
+        num_workers=2,
+        verbose=False,
+    )
+    assert sorted(s["index"] for s in ss.StreamingDataset(out)) == list(range(10)) + list(range(25, 35))

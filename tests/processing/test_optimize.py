@@ -92,10 +92,23 @@ def test_batch_size_groups_inputs(tmp_path):
     assert _read_all(out) == [4, 4, 2]
 
 
-def test_fast_dev_run_keeps_first_inputs(tmp_path):
+def test_fast_dev_run_keeps_each_workers_first_inputs(tmp_path):
+    """As LitData ("items per process"): the dev run's chunks are the full run's first ones of every worker."""
     out = str(tmp_path / "ds")
     optimize(_fns.keep_even, list(range(100)), out, chunk_size=3, num_workers=2, fast_dev_run=6, verbose=False)
-    assert [s["i"] for s in _read_all(out)] == [0, 2, 4]
+    assert [s["i"] for s in _read_all(out)] == [0, 2, 4, 50, 52, 54]
+    unordered = str(tmp_path / "queue")  # one queue shared by the workers: its first inputs in all
+    optimize(
+        _fns.keep_even,
+        list(range(100)),
+        unordered,
+        chunk_size=3,
+        num_workers=2,
+        fast_dev_run=6,
+        keep_data_ordered=False,
+        verbose=False,
+    )
+    assert sorted(s["i"] for s in _read_all(unordered)) == [0, 2, 4]
 
 
 def test_zstd_compression_reads_back(tmp_path):

@@ -422,7 +422,7 @@ knob(
     10,
     "inputs",
     ("DATA_OPTIMIZER_FAST_DEV_RUN_ITEMS",),
-    "Number of inputs processed when fast_dev_run=True.",
+    "Number of inputs each worker processes when fast_dev_run=True (LitData: items per process).",
 )
 
 # --- stream ---------------------------------------------------------------------------------------

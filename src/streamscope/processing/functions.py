@@ -134,7 +134,9 @@ def optimize(
         encryption: A key from ``streamscope.utilities.encryption`` (``FernetEncryption``/``RSAEncryption``,
             level "sample" or "chunk"); samples or chunks are encrypted before compression, as LitData does.
         num_workers: Worker processes (default ``os.cpu_count()``; 0 means 1).
-        fast_dev_run: True to process only the first 10 inputs, or an int number of inputs.
+        fast_dev_run: True to process only the first 10 inputs of each worker (knob
+            ``optimize_fast_dev_run_items``), or an int number of inputs per worker, as LitData ("items per
+            process"); with ``keep_data_ordered=False`` the first inputs in all.
         num_nodes: Multi-node runs need Lightning Studio; must be None.
         machine: Must be None (Lightning Studio only).
         num_downloaders: Accepted for compatibility; unused.
@@ -202,12 +204,15 @@ def optimize(
         raise OptimizeInputError("optimize(key_fn=...) does not support encrypted datasets")
 
     output_dir = _location(output_dir)
+    keep: int | None = None
     if queue is not None:
         items, n_given = [], 0
         n = 0
         workers = _num_workers(num_workers, None)
     else:
-        items, n_given = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
+        items, n_given, keep = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
+        if keep is not None and not keep_data_ordered:  # the workers share one queue: its first inputs
+            items, keep = items[:keep], None
         n = len(items)
         workers = _num_workers(num_workers, n)
     if queue is not None or not keep_data_ordered:
@@ -222,6 +227,9 @@ def optimize(
         ranges = aligned_ranges(n, workers, int(chunk_size))  # type: ignore[arg-type]
     else:
         ranges = even_ranges(n, workers)
+    if keep is not None:
+        ranges = _keep_first(ranges, keep)
+        n = sum(b - a for a, b in ranges)
 
     store = open_output(output_dir, storage_options)
     check_writable(store)
@@ -370,7 +378,9 @@ def map(  # noqa: A001 - LitData's name
         raise OptimizeInputError(f"fn must be callable, got {type(fn).__name__}")
     _reject_platform_args(num_nodes, machine)
     output_dir = _location(output_dir)
-    items, n_given = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
+    items, n_given, keep = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
+    if keep is not None and not keep_data_ordered:  # the workers share one queue: its first inputs
+        items, keep = items[:keep], None
     n = len(items)
     workers = _num_workers(num_workers, n)
     if not keep_data_ordered:
@@ -379,6 +389,9 @@ def map(  # noqa: A001 - LitData's name
         ranges = _weighted_split(weights, n_given, batch_size, n, workers)
     else:
         ranges = even_ranges(n, workers)
+    if keep is not None:
+        ranges = _keep_first(ranges, keep)
+        n = sum(b - a for a, b in ranges)
     store = open_output(output_dir, storage_options)
     check_writable(store)
     if error_when_not_empty and any(True for _ in store.list("")):
@@ -439,8 +452,9 @@ def _reject_platform_args(num_nodes: int | None, machine: str | None) -> None:
 
 def _prepare_inputs(
     inputs: Any, batch_size: int | None, fast_dev_run: bool | int, reader: Any = None, num_workers: int | None = None
-) -> tuple[list[Any], int]:
-    """The work items (remapped by the reader, batched, cut for fast_dev_run) and the number of inputs given."""
+) -> tuple[list[Any], int, int | None]:
+    """The work items (remapped by the reader, batched), the number of inputs given, and how many work items
+    each worker keeps for ``fast_dev_run`` (None: all)."""
     if isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__len__") or not hasattr(inputs, "__getitem__"):
         try:
             inputs = builtins.list(inputs)
@@ -456,10 +470,16 @@ def _prepare_inputs(
     n_given = len(items)
     if batch_size is not None and batch_size > 1:
         items = [items[p : p + batch_size] for p in range(0, len(items), batch_size)]
+    keep = None
     if fast_dev_run:
         keep = int(cfg.get("optimize_fast_dev_run_items")) if fast_dev_run is True else int(fast_dev_run)
-        items = items[:keep]
-    return items, n_given
+    return items, n_given, keep
+
+
+def _keep_first(ranges: list[tuple[int, int]], keep: int | None) -> list[tuple[int, int]]:
+    """``fast_dev_run``: each worker's range cut to its first ``keep`` work items, as LitData ("items per
+    process"), so a dev run writes the chunks of the full run's first ``keep`` items of every worker."""
+    return ranges if keep is None else [(a, min(b, a + keep)) for a, b in ranges]
 
 
 def _weighted_split(
