@@ -64,9 +64,11 @@ def test_existing_dataset_with_mode_none(tmp_path):
     out = str(tmp_path / "ds")
     optimize(_fns.keep_even, list(range(8)), out, chunk_size=2, num_workers=1, verbose=False)
     before = read_dataset(out)
-    with pytest.raises(DatasetExistsError, match="mode='overwrite'"):
+    with pytest.raises(DatasetExistsError, match="mode='overwrite'") as info:
         optimize(_fns.keep_even, list(range(4)), out, chunk_size=2, num_workers=1, verbose=False)
     assert read_dataset(out) == before
+    assert isinstance(info.value, RuntimeError)  # LitData raises a RuntimeError, led by these words
+    assert "HINT: If you want to append/overwrite to the existing dataset" in str(info.value)
 
 
 def test_mixed_leaf_types_across_samples(tmp_path):
@@ -74,6 +76,7 @@ def test_mixed_leaf_types_across_samples(tmp_path):
     with pytest.raises(WorkerFailedError, match=r"input 7 \(7\)") as info:
         optimize(_fns.mixed_types, list(range(20)), out, chunk_size=3, num_workers=1, verbose=False)
     assert isinstance(info.value.__cause__, SchemaMismatchError)
+    assert isinstance(info.value, RuntimeError) and str(info.value).startswith("We found the following error")
     assert "float" in str(info.value)
     assert visible_files(out) == []
 

@@ -269,7 +269,9 @@ def optimize(
             _wipe_dataset(store)
             has_index = False
         elif has_index and mode is None:
-            raise DatasetExistsError(
+            raise DatasetExistsError(  # LitData's sentences, then ours
+                f"The provided output_dir `{store.url}` already contains an optimized immutable datasets.\n HINT: "
+                "If you want to append/overwrite to the existing dataset, use `mode='append | overwrite'`.\n"
                 f"output_dir {store.url!r} already holds a dataset (index.json); pass mode='overwrite' to "
                 f"replace it or mode='append' to add to it"
             )

@@ -148,8 +148,9 @@ def _raise_worker_error(msg: tuple[Any, ...]) -> None:
         head = f"{'map' if what == 'map' else 'optimize'}() failed on input {index}"
         if item_repr:
             head += f" ({item_repr})"
-    text = f"{head} in worker {worker}: {type(cause).__name__ + ': ' + str(cause) if cause else ''}\n\n" + (
-        f"Worker traceback:\n{tb}"
+    text = (  # LitData's words lead ("We found the following error ...")
+        f"We found the following error: {head} in worker {worker}: "
+        f"{type(cause).__name__ + ': ' + str(cause) if cause else ''}\n\nWorker traceback:\n{tb}"
     )
     err = WorkerFailedError(text)
     err.input_index = index  # type: ignore[attr-defined]
