@@ -60,6 +60,13 @@ def test_unwritable_output_dir(tmp_path):
         optimize(_fns.keep_even, [0, 1], out, chunk_size=2, verbose=False)
 
 
+def test_unknown_mode_is_refused_with_litdatas_sentence(tmp_path):
+    out = str(tmp_path / "ds")
+    with pytest.raises(OptimizeInputError, match="^The provided `mode` should be either `append` or `overwrite`"):
+        optimize(_fns.keep_even, [0], out, chunk_size=2, verbose=False, mode="some-random-mode")
+    assert not os.path.exists(out)
+
+
 def test_existing_dataset_with_mode_none(tmp_path):
     out = str(tmp_path / "ds")
     optimize(_fns.keep_even, list(range(8)), out, chunk_size=2, num_workers=1, verbose=False)

@@ -194,7 +194,10 @@ def optimize(
     if align_chunking and chunk_size is None:
         raise OptimizeInputError("align_chunking=True needs chunk_size")
     if mode not in _VALID_MODES:
-        raise OptimizeInputError(f"mode must be None, 'append' or 'overwrite', got {mode!r}")
+        raise OptimizeInputError(  # LitData's sentence first
+            f"The provided `mode` should be either `append` or `overwrite`: mode must be None, 'append' or "
+            f"'overwrite', got {mode!r}"
+        )
     check_compression(compression)
     _reject_platform_args(num_nodes, machine)
     _check_encryption_arg(encryption, item_loader)
@@ -634,7 +637,8 @@ def _publish_index(
                 config, config_rank = w_config, w
             elif w_config != config:
                 who = "the existing dataset" if config_rank < 0 else f"worker {config_rank}"
-                raise SchemaMismatchError(
+                raise SchemaMismatchError(  # LitData's sentence first
+                    "The config isn't consistent between chunks: "
                     f"worker {w}'s samples do not match {who}: data_format {w_config.get('data_format')} vs "
                     f"{config.get('data_format')}, config {_diff(config, w_config)}"
                 )
