@@ -272,8 +272,12 @@ class StreamingDataset(Resumable, IterableDataset):
             self.input_dir = local
             path = os.path.join(local, "index.json")
             if not os.path.isfile(path):
-                what = "directory does not exist" if not os.path.isdir(local) else "it has no index.json"
-                raise IndexNotFoundError(f"no dataset at {path!r}: {what} (optimize() writes one)")
+                if not os.path.isdir(local):  # LitData's sentence first
+                    raise IndexNotFoundError(
+                        f"The provided dataset path `{local}` does not exist. No dataset at {path!r}: the directory "
+                        "does not exist (optimize() writes one)"
+                    )
+                raise IndexNotFoundError(f"no dataset at {path!r}: it has no index.json (optimize() writes one)")
             return load_index(path)
         store = self._store()
         from streamscope._core.errors import ObjectNotFoundError
