@@ -213,10 +213,6 @@ class DataProcessor:
             "keep_data_ordered": self.keep_data_ordered,
         }
         if isinstance(data_recipe, DataChunkRecipe):
-            if self.align_chunking and data_recipe.chunk_size is None:
-                raise ValueError(
-                    "`align_chunking` is set to True, but the `chunk_size` is not defined in the data recipe."
-                )
             optimize(
                 fn=_Samples(data_recipe),
                 inputs=None if is_queue else items,

@@ -192,7 +192,10 @@ def optimize(
     if cbytes is not None and cbytes <= 0:
         raise OptimizeInputError(f"chunk_bytes must be positive, got {chunk_bytes!r}")
     if align_chunking and chunk_size is None:
-        raise OptimizeInputError("align_chunking=True needs chunk_size")
+        raise OptimizeInputError(  # LitData's sentence first
+            "`align_chunking` is set to True, but the `chunk_size` is not defined in the data recipe: "
+            "align_chunking=True needs chunk_size"
+        )
     if mode not in _VALID_MODES:
         raise OptimizeInputError(  # LitData's sentence first
             f"The provided `mode` should be either `append` or `overwrite`: mode must be None, 'append' or "
