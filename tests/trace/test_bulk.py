@@ -18,7 +18,8 @@ from streamscope import events as ev
 from streamscope.events import EventBatch
 from streamscope.events.bus import BULK, STATE, Bulk, expand, record_bulk
 from streamscope.events.metrics import Aggregator
-from streamscope.trace.litracer import LitracerFileSink, _bulk_lines, _bulk_ts, _render_bulks, encode
+from streamscope.trace import litracer
+from streamscope.trace.litracer import LitracerFileSink, _bulk_lines, _bulk_ts, _render_bulks, encode, encode_pieces
 from tests.support.litracer_parser import LitracerParser, check_line, check_log
 from tests.support.tracing import clean_tracer  # noqa: F401
 
@@ -224,6 +225,50 @@ def test_a_mixed_batch_writes_each_process_with_its_own_fields(mine, theirs, odd
         for tid in {e["tid"] for e in lines}:
             ts = [e["ts"] for e in lines if e["tid"] == tid]
             assert ts == sorted(ts)
+
+
+@settings(max_examples=30, deadline=None)
+@given(_bulks(), _bulks(), st.sampled_from([1 << 20, 700]))
+def test_the_file_sink_writes_exactly_the_encoded_lines(mine, theirs, max_write):
+    """The sink hands the encoder's pieces to one writev (or, over ``_MAX_WRITE``, writes runs of whole lines):
+    the file holds exactly the encoding, whatever the pieces."""
+    import tempfile
+
+    theirs = [(e[0], e[1], e[2], e[3], 43, e[5], e[6]) for e in theirs]
+    batch = EventBatch(mine + theirs, OFF, dict(ENV), {43: dict(ENV, worker_rank=0)})
+    expected = encode(batch).encode()
+    with tempfile.TemporaryDirectory() as d:
+        saved = litracer._MAX_WRITE
+        litracer._MAX_WRITE = max_write
+        try:
+            sink = LitracerFileSink(os.path.join(d, "t.log"))
+            sink.export(batch)
+            sink.export(batch)
+            sink.shutdown()
+        finally:
+            litracer._MAX_WRITE = saved
+        with open(os.path.join(d, "t.log"), "rb") as f:
+            assert f.read() == expected * 2
+    assert sink.written_bytes == 2 * len(expected) and sink.dropped_events == 0
+
+
+def test_a_flush_of_several_runs_is_written_in_pieces_without_a_joined_copy(tmp_path):
+    """Interleaved series of two processes come out of the encoder as several pieces (views into the rendered
+    rows), and the sink writes them all in order."""
+    entries = []
+    for pid, t in ((1, 0), (2, 500), (1, 1000), (2, 1500)):
+        b = Bulk(4, t + 400, {"chunk": [0, 0, 1, 1], "item": [0, 1, 2, 3]}, None, None, {"batch": t})
+        entries.append((BULK, "sample", "sample", t, pid, 7, b))
+    entries.append(("X", "read", "read", 100, 1, 7, {"chunk": 3, "dur": 5}))
+    batch = EventBatch(entries, OFF, dict(ENV), {2: dict(ENV, worker_rank=0)})
+    pieces = encode_pieces(batch)
+    assert len(pieces) > 1 and any(type(p) is memoryview for p in pieces)
+    sink = LitracerFileSink(str(tmp_path / "t.log"))
+    sink.export(batch)
+    sink.shutdown()
+    text = (tmp_path / "t.log").read_text()
+    assert text == encode(batch)
+    assert len(check_log(text)) == 17
 
 
 def test_full_disk_counts_every_event_of_a_bulk(tmp_path):

@@ -62,6 +62,8 @@ _LINE_BREAKS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _TABLE = {ord(";"): ",", **{ord(c): " " for c in _LINE_BREAKS}}
 _BAD_KEY = re.compile(r"[^A-Za-z0-9_.\-]")
 _MAX_WRITE = 1 << 20
+#: Most buffers one ``os.writev`` takes (the system's IOV_MAX, 1024 on Linux).
+_IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX")) if hasattr(os, "sysconf") else 16
 #: The end of a line cut after its ``ph`` value (only the final ``;`` or newline missing).
 _READABLE_CUT = re.compile(rb"; ph: *[^;\s]+ *;?$")
 
@@ -188,7 +190,14 @@ def encode(batch: EventBatch) -> str:
 
 
 def encode_bytes(batch: EventBatch) -> bytes:
-    """The Litracer lines of ``batch`` as UTF-8 bytes (what the file sink writes). Pure function.
+    """The Litracer lines of ``batch`` as UTF-8 bytes. Pure function."""
+    return b"".join(encode_pieces(batch))
+
+
+def encode_pieces(batch: EventBatch) -> list[Any]:
+    """The Litracer lines of ``batch`` as UTF-8 byte buffers (bytes or memoryviews) to be written in order, each
+    a run of whole lines: what the file sink hands to one ``os.writev`` without joining them first (a join of
+    a flush's lines is a fresh buffer, paid for in page faults after a DataLoader's fork). Pure function.
 
     Plain events are assembled as string pieces (constant heads and tails cached per process, thread, name
     and category) and joined; bulk entries are rendered together, column-wise with numpy
@@ -257,11 +266,11 @@ def encode_bytes(batch: EventBatch) -> bytes:
             tail = tails[(pid, ph)] = f"; s: t; {proc[1]}ph: {ph if ph in _PHASES else sv(ph)};\n"
         ext(("ts: ", str(t // 1000), frac[t % 1000], mid, args, dur, tail))
     if not unordered:
-        return "".join(parts).encode("utf-8", "replace")
+        return ["".join(parts).encode("utf-8", "replace")]
     if parts:
         runs.insert(0, (run_ts, "".join(parts).encode("utf-8", "replace"), 0))
         run_pids.insert(0, line_pids)
-    return _in_begin_order(runs + bulk_runs, run_pids + bulk_pids if envs else None)
+    return _ordered_pieces(runs + bulk_runs, run_pids + bulk_pids if envs else None)
 
 
 def _proc_env(env: dict[str, int]) -> tuple[dict[str, int], str, bool]:
@@ -275,7 +284,12 @@ _Run = tuple[Any, Any, Any]
 
 
 def _in_begin_order(runs: list[_Run], pids: list[Any] | None = None) -> bytes:
-    """The lines of ``runs`` joined in ts order (with ``pids``, the process of each run or of each of its lines:
+    """The lines of ``runs`` joined in ts order (see :func:`_ordered_pieces`)."""
+    return b"".join(_ordered_pieces(runs, pids))
+
+
+def _ordered_pieces(runs: list[_Run], pids: list[Any] | None = None) -> list[Any]:
+    """The lines of ``runs`` in ts order (with ``pids``, the process of each run or of each of its lines:
     process by process, each in ts order; only each thread's order matters, and interleaving the processes
     would cut the lines into many more pieces).
 
@@ -283,14 +297,15 @@ def _in_begin_order(runs: list[_Run], pids: list[Any] | None = None) -> bytes:
     recording order is not always the begin order; in ts order every thread's timestamps are monotonic in
     the file, as readers that match B/E per thread expect. The sort is stable (events with one ts keep the
     order of the runs) and done on the ts alone; the output is the longest pieces of consecutive lines of one
-    run (a batch's sample events, a loop's side-by-side series stay one piece), cut with byte offsets. A run
+    run (a batch's sample events, a loop's side-by-side series stay one piece), cut with byte offsets
+    (memoryviews: nothing is copied). A run
     whose lines do not all end in a newline (cannot happen: values never hold one) makes the batch keep the
     order of its runs.
     """
     lens = [len(r[0]) for r in runs]
     total = sum(lens)
     if not total:
-        return b""
+        return []
     ts_all = np.concatenate([np.asarray(r[0], dtype=np.int64) for r in runs])
     if pids is not None:
         pid_all = np.concatenate(
@@ -301,7 +316,7 @@ def _in_begin_order(runs: list[_Run], pids: list[Any] | None = None) -> bytes:
         )
         order = np.lexsort((ts_all, pid_all))  # stable
     elif not _any(ts_all[1:] < ts_all[:-1]):
-        return b"".join([r[1] for r in runs])
+        return [r[1] for r in runs]
     else:
         order = ts_all.argsort(kind="stable")
     run_of = np.arange(len(runs)).repeat(lens)
@@ -318,7 +333,7 @@ def _in_begin_order(runs: list[_Run], pids: list[Any] | None = None) -> bytes:
         else:
             nl = (np.frombuffer(data, dtype=np.uint8) == 10).nonzero()[0] + 1
             if len(nl) != n or nl[-1] != len(data):
-                return b"".join([r[1] for r in runs])
+                return [r[1] for r in runs]
             starts[row] = 0
             starts[row + 1 : row + n] = nl[:-1]
         row += n
@@ -330,9 +345,7 @@ def _in_begin_order(runs: list[_Run], pids: list[Any] | None = None) -> bytes:
     firsts = order[np.concatenate(([0], cut))]
     lasts = order[np.concatenate((cut - 1, [total - 1]))]
     views = [memoryview(r[1]) for r in runs]
-    return b"".join(
-        [views[r][a:b] for r, a, b in zip(run_of[firsts].tolist(), starts[firsts].tolist(), ends[lasts].tolist())]
-    )
+    return [views[r][a:b] for r, a, b in zip(run_of[firsts].tolist(), starts[firsts].tolist(), ends[lasts].tolist())]
 
 
 def _bulk_ts(t0: int, off: int, b: Bulk) -> np.ndarray:
@@ -422,12 +435,17 @@ class _Layout:
     (blank), below ``hi`` it holds the first significant digit (space-padded), else zero-padded. A number's
     digits are one contiguous run of the cells' bytes; ``copies`` are the slices that place them (the decimal
     point of a ``dec3`` number splits one), ``src``/``dst`` the same as byte indexes.
+
+    The constant text is not part of a layout, only its length in bytes (an int in ``parts``): lines that differ
+    only in their text (a DataLoader worker's pid and tid, new every epoch) share one. ``fills`` are the
+    placeholders of the numbers, in order, that :meth:`template` puts between the texts.
     """
 
-    __slots__ = ("template", "field", "div", "lo", "hi", "copies", "src", "dst")
+    __slots__ = ("width", "fills", "field", "div", "lo", "hi", "copies", "src", "dst")
 
     def __init__(self, parts: tuple[Any, ...]) -> None:
-        template = bytearray()
+        width = 0
+        fills: list[bytes] = []
         field: list[int] = []
         div: list[int] = []
         lo: list[int] = []
@@ -435,8 +453,8 @@ class _Layout:
         copies: list[tuple[int, int, int]] = []  # (first byte in the cells, last + 1, first column in the line)
         k = 0
         for p in parts:
-            if type(p) is str:
-                template += p.encode("utf-8", "replace")
+            if type(p) is int:
+                width += p
                 continue
             digits, dec3, padded = p
             cells = -(-digits // 4)
@@ -450,15 +468,17 @@ class _Layout:
                 else:
                     lo.append(10 ** (4 * i) if i else -1)
                     hi.append(min(10 ** (4 * i + 4), _INT64_MAX))  # every int64 is below 10**20
-            col = len(template)
+            col = width
             if dec3:
                 copies += [(first, first + digits - 3, col), (first + digits - 3, first + digits, col + digits - 2)]
-                template += b"0" * (digits - 3) + b".000"
+                fills.append(b"0" * (digits - 3) + b".000")
             else:
                 copies.append((first, first + digits, col))
-                template += b"0" * digits
+                fills.append(b"0" * digits)
+            width += len(fills[-1])
             k += 1
-        self.template = np.frombuffer(bytes(template), dtype=np.uint8)
+        self.width = width
+        self.fills = fills
         self.field = np.array(field, dtype=np.intp)
         self.div = np.array(div, dtype=np.int64)[:, None]
         self.lo = np.array(lo, dtype=np.int64)[:, None]
@@ -467,8 +487,22 @@ class _Layout:
         self.src = np.concatenate([np.arange(a, b) for a, b, _ in copies])
         self.dst = np.concatenate([np.arange(c, c + b - a) for a, b, c in copies])
 
+    def template(self, texts: list[Any]) -> np.ndarray:
+        """One line with every number a placeholder: ``texts`` (the constant parts, in order, as many as the
+        layout's text lengths) with :attr:`fills` between them where the numbers go."""
+        pieces: list[bytes] = []
+        numbers = iter(self.fills)
+        for t in texts:
+            if t is _NUMBER:
+                pieces.append(next(numbers))
+            else:
+                pieces.append(t)
+        return np.frombuffer(b"".join(pieces), dtype=np.uint8)
+
 
 _layouts: dict[tuple[Any, ...], _Layout] = {}
+#: Marks where a number goes among a line's texts (see :meth:`_Layout.template`).
+_NUMBER: Any = object()
 #: Rows rendered per block by :func:`_render_rows`.
 _ROWS = 1024
 
@@ -489,21 +523,27 @@ def _render_rows(n: int, segs: list[Any]) -> np.ndarray:
     tops, bottoms = np.maximum.reduce(values, axis=1).tolist(), np.minimum.reduce(values, axis=1).tolist()
     if min(bottoms) < 0:
         raise ValueError("negative value")
-    parts: list[Any] = []
+    parts: list[Any] = []  # the layout's key: text lengths in bytes and number specs
+    texts: list[Any] = []  # the texts (bytes), and _NUMBER where a number goes
     shift = [0] * len(tops)
     k = 0
     for seg in segs:
         if type(seg) is str:
-            parts.append(seg)
+            text = seg.encode("utf-8", "replace")
+            parts.append(len(text))
+            texts.append(text)
             continue
         dec3 = seg[1]
         shared = tops[k] // _SHARED_PLACE
         if shared and shared == bottoms[k] // _SHARED_PLACE:
-            parts.append(str(shared))
+            text = str(shared).encode()
+            parts.append(len(text))
+            texts.append(text)
             shift[k] = shared * _SHARED_PLACE
             parts.append((12, dec3, True))
         else:
             parts.append((max(4 if dec3 else 1, len(str(tops[k]))), dec3, False))
+        texts.append(_NUMBER)
         k += 1
     if any(shift):
         values -= np.array(shift, dtype=np.int64)[:, None]
@@ -513,8 +553,8 @@ def _render_rows(n: int, segs: list[Any]) -> np.ndarray:
         layout = _Layout(key)
         if len(_layouts) < 1024:
             _layouts[key] = layout
-    m = np.empty((n, len(layout.template)), dtype=np.uint8)
-    m[:] = layout.template
+    m = np.empty((n, layout.width), dtype=np.uint8)
+    m[:] = layout.template(texts)
     for r in range(0, n, _ROWS):  # blocks of rows: small temporaries, reused by the allocator (no page faults)
         v = values[layout.field, r : r + _ROWS]  # a row per cell
         cells = v // layout.div % 10_000
@@ -779,15 +819,33 @@ class LitracerFileSink:
         self._broken_line = False
 
     def export(self, batch: EventBatch) -> None:
-        """Encode and append ``batch``; raises OSError after counting what was lost."""
+        """Encode and append ``batch``; raises OSError after counting what was lost.
+
+        Usually one ``os.writev`` of the encoder's pieces (no joined copy); a batch over ``_MAX_WRITE`` bytes is
+        written in runs of whole lines of at most that size, and after a cut line the next write starts with a
+        newline.
+        """
         if self.fd is None:
             raise OSError(errno.EBADF, f"trace log {self.path!r} is closed")
-        data = encode_bytes(batch)
+        pieces = encode_pieces(batch)
+        n_events = events_represented(batch.events)
+        total = sum(map(len, pieces))
+        if not self._broken_line and total <= _MAX_WRITE and len(pieces) <= _IOV_MAX:
+            try:
+                n = os.writev(self.fd, pieces) if total else 0
+            except OSError:
+                self._lost(b"".join(pieces), 0, n_events)
+                raise
+            if n < total:
+                self._short_write(b"".join(pieces), 0, n, total, n_events, 0)
+            self.written_events += n_events
+            self.written_bytes += total
+            return
+        data = b"".join(pieces)
         lead = 0
         if self._broken_line:
             data = b"\n" + data
             lead = 1
-        n_events = events_represented(batch.events)
         view = memoryview(data)
         pos = 0
         while pos < len(data):
@@ -800,16 +858,20 @@ class LitracerFileSink:
                 self._lost(data, pos, n_events, lead)
                 raise
             if n < end - pos:
-                done = pos + n
-                partial = done - (data.rfind(b"\n", 0, done) + 1)
-                if partial and self._remove_tail(partial):
-                    done -= partial
-                self._lost(data, done, n_events, lead)
-                raise OSError(errno.ENOSPC, f"short write to trace log {self.path!r} ({n} of {end - pos} bytes)")
+                self._short_write(data, pos, n, end, n_events, lead)
             pos = end
             self._broken_line = False
         self.written_events += n_events
         self.written_bytes += len(data)
+
+    def _short_write(self, data: bytes, pos: int, n: int, end: int, n_events: int, lead: int) -> None:
+        """Account for a write of ``data[pos:end]`` that wrote only ``n`` bytes (full disk) and raise."""
+        done = pos + n
+        partial = done - (data.rfind(b"\n", 0, done) + 1)
+        if partial and self._remove_tail(partial):
+            done -= partial
+        self._lost(data, done, n_events, lead)
+        raise OSError(errno.ENOSPC, f"short write to trace log {self.path!r} ({n} of {end - pos} bytes)")
 
     def _remove_tail(self, length: int) -> bool:
         """Cut the last ``length`` bytes (a line cut short by a full disk) off the file, if they are ours.
