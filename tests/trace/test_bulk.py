@@ -228,25 +228,26 @@ def test_a_mixed_batch_writes_each_process_with_its_own_fields(mine, theirs, odd
 
 
 @settings(max_examples=30, deadline=None)
-@given(_bulks(), _bulks(), st.sampled_from([1 << 20, 700]))
-def test_the_file_sink_writes_exactly_the_encoded_lines(mine, theirs, max_write):
-    """The sink hands the encoder's pieces to one writev (or, over ``_MAX_WRITE``, writes runs of whole lines):
-    the file holds exactly the encoding, whatever the pieces."""
+@given(_bulks(), _bulks(), st.sampled_from([(1 << 20, True), (700, True), (1 << 20, False)]))
+def test_the_file_sink_writes_exactly_the_encoded_lines(mine, theirs, how):
+    """The sink hands the encoder's pieces to one writev (or, over ``_MAX_WRITE`` or without writev, writes
+    runs of whole lines): the file holds exactly the encoding, whatever the pieces."""
     import tempfile
 
     theirs = [(e[0], e[1], e[2], e[3], 43, e[5], e[6]) for e in theirs]
     batch = EventBatch(mine + theirs, OFF, dict(ENV), {43: dict(ENV, worker_rank=0)})
     expected = encode(batch).encode()
     with tempfile.TemporaryDirectory() as d:
-        saved = litracer._MAX_WRITE
-        litracer._MAX_WRITE = max_write
+        saved = litracer._MAX_WRITE, litracer._WRITEV
+        litracer._MAX_WRITE = how[0]
+        litracer._WRITEV = litracer._WRITEV if how[1] else None
         try:
             sink = LitracerFileSink(os.path.join(d, "t.log"))
             sink.export(batch)
             sink.export(batch)
             sink.shutdown()
         finally:
-            litracer._MAX_WRITE = saved
+            litracer._MAX_WRITE, litracer._WRITEV = saved
         with open(os.path.join(d, "t.log"), "rb") as f:
             assert f.read() == expected * 2
     assert sink.written_bytes == 2 * len(expected) and sink.dropped_events == 0

@@ -62,8 +62,9 @@ _LINE_BREAKS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _TABLE = {ord(";"): ",", **{ord(c): " " for c in _LINE_BREAKS}}
 _BAD_KEY = re.compile(r"[^A-Za-z0-9_.\-]")
 _MAX_WRITE = 1 << 20
-#: Most buffers one ``os.writev`` takes (the system's IOV_MAX, 1024 on Linux).
-_IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX")) if hasattr(os, "sysconf") else 16
+#: ``os.writev`` where the system has it (POSIX), and the most buffers one call takes (IOV_MAX, 1024 on Linux).
+_WRITEV = getattr(os, "writev", None)
+_IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX")) if hasattr(os, "sysconf") else 0
 #: The end of a line cut after its ``ph`` value (only the final ``;`` or newline missing).
 _READABLE_CUT = re.compile(rb"; ph: *[^;\s]+ *;?$")
 
@@ -297,10 +298,9 @@ def _ordered_pieces(runs: list[_Run], pids: list[Any] | None = None) -> list[Any
     recording order is not always the begin order; in ts order every thread's timestamps are monotonic in
     the file, as readers that match B/E per thread expect. The sort is stable (events with one ts keep the
     order of the runs) and done on the ts alone; the output is the longest pieces of consecutive lines of one
-    run (a batch's sample events, a loop's side-by-side series stay one piece), cut with byte offsets
-    (memoryviews: nothing is copied). A run
-    whose lines do not all end in a newline (cannot happen: values never hold one) makes the batch keep the
-    order of its runs.
+    run (a batch's sample events, a loop's side-by-side series stay one piece), cut with byte offsets as
+    memoryviews (nothing is copied). A run whose lines do not all end in a newline (cannot happen: values never
+    hold one) makes the batch keep the order of its runs.
     """
     lens = [len(r[0]) for r in runs]
     total = sum(lens)
@@ -830,9 +830,9 @@ class LitracerFileSink:
         pieces = encode_pieces(batch)
         n_events = events_represented(batch.events)
         total = sum(map(len, pieces))
-        if not self._broken_line and total <= _MAX_WRITE and len(pieces) <= _IOV_MAX:
+        if _WRITEV is not None and not self._broken_line and total <= _MAX_WRITE and len(pieces) <= _IOV_MAX:
             try:
-                n = os.writev(self.fd, pieces) if total else 0
+                n = _WRITEV(self.fd, pieces) if total else 0
             except OSError:
                 self._lost(b"".join(pieces), 0, n_events)
                 raise
