@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -418,13 +419,23 @@ class StreamingDataset(Resumable, IterableDataset):
             if self.is_parquet:
                 from streamscope.stream.parquet import ParquetChunkReader
 
-                self._reader = ParquetChunkReader(
-                    self.chunks, local_dir, cache, lambda: live_depth(self.max_pre_download), self.item_loader
-                )
+                self._reader = ParquetChunkReader(self.chunks, local_dir, cache, self._depth_getter(), self.item_loader)
             else:
-                self._reader = ChunkReader(self.chunks, local_dir, cache, lambda: live_depth(self.max_pre_download))
+                self._reader = ChunkReader(self.chunks, local_dir, cache, self._depth_getter())
             self._reader_pid = os.getpid()
         return self._reader
+
+    def _depth_getter(self) -> Callable[[], int]:
+        """The reader's live prefetch depth (``max_pre_download``, read at each call), holding this dataset weakly:
+        a reader that held it strongly would make a reference cycle, and a dropped dataset's mapped chunks would
+        then wait for a garbage collection (unmapping them there stalls whatever runs at that moment)."""
+        ref = weakref.ref(self)
+
+        def depth() -> int:
+            ds = ref()
+            return live_depth(ds.max_pre_download if ds is not None else 0)
+
+        return depth
 
     def _decode(self, oc: Any, item: int) -> Any:
         if self.is_tokens:
