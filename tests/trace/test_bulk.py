@@ -253,7 +253,7 @@ def test_the_file_sink_writes_exactly_the_encoded_lines(mine, theirs, how):
     assert sink.written_bytes == 2 * len(expected) and sink.dropped_events == 0
 
 
-def test_a_flush_of_several_runs_is_written_in_pieces_without_a_joined_copy(tmp_path):
+def test_a_flush_of_several_runs_comes_out_in_pieces_and_is_written_whole(tmp_path):
     """Interleaved series of two processes come out of the encoder as several pieces (views into the rendered
     rows), and the sink writes them all in order."""
     entries = []
