@@ -5,7 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamscope.trace.litracer import _in_begin_order
+from streamscope.trace.litracer import _ordered_pieces
+
+
+def _joined(runs):
+    return b"".join(_ordered_pieces(runs))
 
 
 @st.composite
@@ -22,7 +26,7 @@ def _runs(draw: st.DrawFn) -> list[tuple[list[int], bytes, int]]:
 @settings(max_examples=300, deadline=None)
 @given(_runs())
 def test_lines_come_out_in_ts_order_each_once(runs):
-    out = _in_begin_order(runs)
+    out = _joined(runs)
     lines = out.split(b"\n")
     assert lines.pop() == b""
     expected = [line for _ts, data, _w in runs for line in data.split(b"\n")[:-1]]
@@ -39,4 +43,4 @@ def test_lines_come_out_in_ts_order_each_once(runs):
 def test_a_run_is_kept_whole_when_nothing_falls_inside_it():
     series = ([10, 30, 50], b"s10\ns30\ns50\n", 4)  # fixed-width lines
     block = ([31, 32, 33], b"b31\nb32\nb33\n", 0)  # e.g. the samples of one batch, between two series events
-    assert _in_begin_order([block, series]) == b"s10\ns30\nb31\nb32\nb33\ns50\n"
+    assert _joined([block, series]) == b"s10\ns30\nb31\nb32\nb33\ns50\n"

@@ -203,7 +203,7 @@ def encode_pieces(batch: EventBatch) -> list[Any]:
     Plain events are assembled as string pieces (constant heads and tails cached per process, thread, name
     and category) and joined; bulk entries are rendered together, column-wise with numpy
     (:func:`_render_bulks`). Without complete events the lines keep their recording order; with them, they
-    are written in ts order (:func:`_in_begin_order`).
+    are written in ts order (:func:`_ordered_pieces`).
     """
     env = batch.env
     envs = batch.envs
@@ -279,14 +279,9 @@ def _proc_env(env: dict[str, int]) -> tuple[dict[str, int], str, bool]:
     return env, "".join(f"{k}: {sanitize_value(v)}; " for k, v in env.items()), env.keys() == _ENV_KEYS
 
 
-#: A run of lines for :func:`_in_begin_order`: the ts of each line, the lines (bytes or a 1-D byte buffer), and
+#: A run of lines for :func:`_ordered_pieces`: the ts of each line, the lines (bytes or a 1-D byte buffer), and
 #: where each line starts in them (one width for all, an array of offsets, or 0: found by the newlines).
 _Run = tuple[Any, Any, Any]
-
-
-def _in_begin_order(runs: list[_Run], pids: list[Any] | None = None) -> bytes:
-    """The lines of ``runs`` joined in ts order (see :func:`_ordered_pieces`)."""
-    return b"".join(_ordered_pieces(runs, pids))
 
 
 def _ordered_pieces(runs: list[_Run], pids: list[Any] | None = None) -> list[Any]:
@@ -572,7 +567,7 @@ def _render_rows(n: int, segs: list[Any]) -> np.ndarray:
 
 
 def _render_bulks(batch: EventBatch) -> tuple[list[_Run], set[int], list[int]]:
-    """The bulk entries of ``batch`` rendered together, as runs for :func:`_in_begin_order`, the ids of the
+    """The bulk entries of ``batch`` rendered together, as runs for :func:`_ordered_pieces`, the ids of the
     entries they hold, and the process of each run.
 
     Entries of one shape (process, thread, name, category, field keys, timing kind) whose values are all
