@@ -212,3 +212,19 @@ def main(out: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+
+
+def classic_chunk(samples: list[Any]) -> bytes:
+    """The classic chunk (header and items) LitData 0.2.76 serializes ``samples`` into, without a footer."""
+    import struct
+
+    from litdata.streaming.writer import BinaryWriter
+
+    with tempfile.TemporaryDirectory() as tmp:
+        w = BinaryWriter(tmp, chunk_size=len(samples))
+        items = [w.serialize(s)[0] for s in samples]
+    n = len(items)
+    offsets = [4 * (n + 2)]
+    for it in items:
+        offsets.append(offsets[-1] + len(it))
+    return struct.pack(f"<I{n + 1}I", n, *offsets) + b"".join(items)

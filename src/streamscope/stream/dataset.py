@@ -47,12 +47,13 @@ from streamscope.cache.leases import LeaseTable
 from streamscope.cache.prefetch import live_depth
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
 from streamscope.stream.batching import grouped, worker_items
-from streamscope.stream.collate import BlockCollator, ColumnCollator
+from streamscope.stream.collate import ArrowCollator, BlockCollator, ColumnCollator
 from streamscope.stream.distributed import DistEnv, WorkerEnv
 from streamscope.stream.plan import EpochPlan, make_plan
 from streamscope.stream.reader import ChunkReader
 from streamscope.stream.resume import Resumable
 
+_NO_COLLATOR = ColumnCollator(["none"], None)  # never supported: the batch is decoded sample by sample
 _LEASES: LeaseTable | None = None
 _LEASES_PID = -1
 
@@ -229,6 +230,7 @@ class StreamingDataset(Resumable, IterableDataset):
         self._reader: Any = None
         self._reader_pid = -1
         self._column: ColumnCollator | BlockCollator | None = None
+        self._arrow_column: ArrowCollator | None = None
         self._batch_mode: dict[str, Any] | None = None  # set by StreamingDataLoader
 
     # --- construction helpers ----------------------------------------------------------------------
@@ -329,6 +331,7 @@ class StreamingDataset(Resumable, IterableDataset):
         state["_reader_pid"] = -1
         state["_plans"] = {}
         state["_column"] = None
+        state["_arrow_column"] = None
         # Item loaders hold compiled decoders that may not pickle (spawn workers): rebuild them from their args.
         loader = state.pop("item_loader")
         state["_loader_recipe"] = (type(loader), loader.state_dict() if self.is_tokens else {})
@@ -413,7 +416,9 @@ class StreamingDataset(Resumable, IterableDataset):
                     self._cache_root, source if self.remote else os.path.abspath(source), self.updated_at
                 )
                 store = self._store()
-                cache = ChunkCache(store, cdir, self.chunks, self.compression, self.max_cache_size, _process_leases())
+                cache = ChunkCache(
+                    store, cdir, self.chunks, self.compression, self.max_cache_size, _process_leases(), self.config
+                )
             else:
                 local_dir = self._plain_dir or self.input_dir
             if self.is_parquet:
@@ -445,8 +450,8 @@ class StreamingDataset(Resumable, IterableDataset):
         elif self.is_mds:
             sizes = self.chunks[oc.index].get("column_sizes") or []
             sample = self.item_loader.decode_mds(oc.file.item_view(item), sizes)  # type: ignore[attr-defined]
-        else:
-            sample = self.item_loader.decode(oc.file.item_view(item))
+        else:  # the open chunk decodes by its kind (classic items, 0.2.76 Arrow rows, ...)
+            sample = oc.file.sample(item, self.item_loader)
         return self._apply_transform(sample)
 
     def _apply_transform(self, sample: Any) -> Any:
@@ -578,7 +583,12 @@ class StreamingDataset(Resumable, IterableDataset):
             chunk = layout[1].index(chunk)
         return self._decode(self._get_reader().open(chunk), item)
 
-    def _collator(self) -> ColumnCollator | BlockCollator:
+    def _collator(self, kind: str = "classic") -> Any:
+        """The batch decoder of chunks of ``kind`` (``supported`` False: decode sample by sample)."""
+        if kind == "arrow" and not (self.is_tokens or self.is_parquet or self.is_mds):
+            if self._arrow_column is None:
+                self._arrow_column = ArrowCollator()
+            return self._arrow_column
         if self._column is None:
             if self.is_tokens:
                 self._column = BlockCollator(self.item_loader)  # type: ignore[arg-type]
@@ -586,7 +596,17 @@ class StreamingDataset(Resumable, IterableDataset):
                 self._column = ColumnCollator(["parquet"], None)  # an unknown kind: never column-decoded
             else:
                 self._column = ColumnCollator(self.config.get("data_format") or [], self.config.get("data_spec"))
+        if kind != "classic" and not self.is_tokens:
+            return _NO_COLLATOR  # e.g. a framed chunk read in memory: sample by sample
         return self._column
+
+    def _groups_collator(self, groups: list[tuple[Any, np.ndarray, np.ndarray]]) -> Any:
+        """The batch decoder for a batch over these open chunks, or None when they differ in kind."""
+        kind = groups[0][0].kind
+        if any(oc.kind != kind for oc, _, _ in groups[1:]):
+            return None
+        col = self._collator(kind)
+        return col if col.supported else None
 
     def _batch_ids(self, epoch: int, start_batch: int, worker_id: int, num_workers: int, batch_size: int) -> range:
         """The numbers of the batches a worker builds in ``epoch`` from ``start_batch`` on (every
@@ -622,13 +642,7 @@ class StreamingDataset(Resumable, IterableDataset):
         releases: dict[int, list[int]] = {}
         for c, k in last_use.items():
             releases.setdefault(k, []).append(c)
-        fast = (
-            collate
-            and collate_fn is None
-            and self.transform is None
-            and not self._overrides_getitem()
-            and self._collator().supported
-        )
+        fast = collate and collate_fn is None and self.transform is None and not self._overrides_getitem()
         # One event per batch at level "chunk" in a DataLoader worker: lets the stall report tell decoding from
         # idle workers. With num_workers=0 the loop's own stall is the decoding (the loader's epoch event says
         # ``workers: 0``), so it is recorded there only at level "sample", around the batch's sample events.
@@ -643,10 +657,12 @@ class StreamingDataset(Resumable, IterableDataset):
                 batch: Any = None
                 if fast:
                     groups = self._groups(reader, ci, ii)
-                    t0 = ev.now()  # the chunks are open: the interval is the samples' decoding
-                    batch = self._collator().collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
-                    if batch is not None and "sample" in ev.ACTIVE:  # decoded together: one bulk entry
-                        ev.bulk("sample", "sample", t0, chunk=ci, item=ii, batch=j)
+                    collator = self._groups_collator(groups)
+                    if collator is not None:
+                        t0 = ev.now()  # the chunks are open: the interval is the samples' decoding
+                        batch = collator.collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
+                        if batch is not None and "sample" in ev.ACTIVE:  # decoded together: one bulk entry
+                            ev.bulk("sample", "sample", t0, chunk=ci, item=ii, batch=j)
                 if batch is None:
                     samples = self._samples(reader, ci, ii)
                     batch = samples if not collate else (collate_fn or default_collate)(samples)
@@ -736,6 +752,7 @@ class StreamingDataset(Resumable, IterableDataset):
         self._reader_pid = -1
         self._plans = {}
         self._column = None
+        self._arrow_column = None
         self._pending = None
         self._batch_mode = None
         self.current_epoch = 1
@@ -813,8 +830,8 @@ def _decrypted_copy(ds: StreamingDataset, encryption: Any) -> str:
     import shutil
     import tempfile
 
-    from streamscope.format.compression import decompress_bytes
-    from streamscope.format.encryption import check_encryption, decrypt_chunk
+    from streamscope.format.encryption import check_encryption
+    from streamscope.format.v076 import decrypt_to_classic
 
     recorded = ds.config.get("encryption")
     check_encryption(recorded, encryption, repr(ds.input_dir))
@@ -827,10 +844,7 @@ def _decrypted_copy(ds: StreamingDataset, encryption: Any) -> str:
     for entry in ds.chunks:
         name = entry["filename"]
         with ev.span("decrypt", "read", file=name):
-            data = store.get(name)
-            if ds.compression:
-                data = decompress_bytes(data, ds.compression)
-            plain = decrypt_chunk(data, encryption, recorded["level"], name)
+            plain = decrypt_to_classic(store.get(name), encryption, recorded["level"], name, ds.config)
         with open(os.path.join(out, name), "wb") as f:  # same name: the reader maps local_dir/filename
             f.write(plain)
     return out
