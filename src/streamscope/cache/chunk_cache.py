@@ -183,7 +183,9 @@ class ChunkCache:
             raise
         except FormatError as exc:  # a damaged chunk: the format layer's message names the file and the offset
             ev.instant("crash", "crash", chunk=index, url=url, error=repr(exc))
-            try:
+            if url in str(exc):
+                raise
+            try:  # a downloaded copy was read: name where it came from
                 named = type(exc)(f"{exc} (chunk {index} of {url})")
             except Exception:  # noqa: BLE001 (an error class with other arguments goes through as it is)
                 raise exc from None
