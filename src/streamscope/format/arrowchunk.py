@@ -36,6 +36,7 @@ ARROW_MAGIC = b"LDARW01\0"
 FOOTER_ROWS = 256  # rows per record batch written by LitData 0.2.76
 _IPC_FILE_MAGIC = b"ARROW1"
 _BATCH_CACHE = 8
+_WHOLE_BATCH = 8  # rows of one record batch asked for together from which the batch is decoded whole
 
 
 def require_arrow(name: str) -> Any:
@@ -212,6 +213,44 @@ class ArrowChunk:
             self._rows = (b, decoded)
             return decoded[j]
         return batch.slice(j, 1).to_pylist()[0]  # random access: only this row
+
+    def samples(self, items: np.ndarray, loader: Any = None) -> list[Any]:
+        """Samples of local rows ``items`` (any order). A record batch that many of them hit is decoded whole,
+        once; the others row by row."""
+        items = np.asarray(items, dtype=np.int64)
+        n = len(items)
+        if not n:
+            return []
+        if int(items.min()) < 0 or int(items.max()) >= self.num_items:
+            raise IndexError(f"items reach outside chunk {self.path!r} of {self.num_items} items")
+        try:
+            b, j = self.locate(items)
+            out: list[Any] = [None] * n
+            if int(b[0]) == int(b[-1]) and (b == b[0]).all():
+                groups: list[tuple[int, list[int]]] = [(int(b[0]), list(range(n)))]
+            else:
+                order = np.argsort(b, kind="stable")
+                sb = b[order]
+                cuts = (np.flatnonzero(sb[1:] != sb[:-1]) + 1).tolist()
+                groups = [(int(sb[s]), order[s:e].tolist()) for s, e in zip([0, *cuts], [*cuts, n])]
+            rows_of = j.tolist()
+            for bb, pos in groups:
+                cached = self._rows
+                if cached is not None and cached[0] == bb:
+                    rows = cached[1]
+                elif len(pos) >= _WHOLE_BATCH:
+                    rows = self._batch(bb).to_pylist()
+                    self._rows = (bb, rows)
+                else:
+                    batch = self._batch(bb)
+                    for p in pos:
+                        out[p] = batch.slice(rows_of[p], 1).to_pylist()[0]
+                    continue
+                for p in pos:
+                    out[p] = rows[rows_of[p]]
+            return out
+        except _Relocate:
+            return self.samples(items, loader)
 
     def take(self, items: np.ndarray) -> Any:
         """A pyarrow Table of local rows ``items``, in that order."""

@@ -142,8 +142,21 @@ class ChunkFile:
         return self._view
 
     def sample(self, i: int, loader: Any) -> Any:
-        """Decoded sample ``i`` (same call as on 0.2.76 chunks from :func:`open_chunk`)."""
+        """Decoded sample ``i`` (the same call on every chunk kind: see :func:`open_chunk_file`)."""
         return loader.decode(self.item_view(i))
+
+    def samples(self, items: Any, loader: Any) -> list[Any]:
+        """Decoded samples of local items ``items``."""
+        view = self._view
+        if view is None:
+            raise FormatError(f"chunk {self.path!r} is closed")
+        decode, s, n = loader.decode, self._starts, self.num_items
+        out = []
+        for i in items.tolist() if hasattr(items, "tolist") else items:
+            if not 0 <= i < n:
+                raise IndexError(f"item {i} is outside chunk {self.path!r} of {n} items")
+            out.append(decode(view[s[i] : s[i + 1]]))
+        return out
 
     kind = "classic"
 

@@ -422,6 +422,10 @@ class V076Chunk:
         """Sample ``i``: ``loader.decode`` of its item bytes."""
         return loader.decode(self.item_view(i))
 
+    def samples(self, items: Any, loader: Any) -> list[Any]:
+        """Samples of local items ``items``."""
+        return [loader.decode(self.item_view(i)) for i in (items.tolist() if hasattr(items, "tolist") else items)]
+
     def close(self) -> None:
         """Drop the buffer (a mapping is freed once no decoded view refers to it)."""
         self._frame = None

@@ -633,16 +633,20 @@ class StreamingDataset(Resumable, IterableDataset):
         last_use: dict[int, int] = {}
         if reader.cache is not None:
             schedule: list[int] = []
-            for k, j in enumerate(batch_ids):
-                for c in np.unique(plan.batch_arrays(j)[0]).tolist():
+            for k0, block in _blocks(plan, batch_ids):
+                first, last = block.first_and_last_use()
+                for c, _ in first:
                     if c not in last_use:
                         schedule.append(c)
-                    last_use[c] = k
+                for c, k in last:
+                    last_use[c] = k0 + k
             reader.start(schedule)
         releases: dict[int, list[int]] = {}
         for c, k in last_use.items():
             releases.setdefault(k, []).append(c)
         fast = collate and collate_fn is None and self.transform is None and not self._overrides_getitem()
+        # plain iteration: decode a block's samples chunk run by chunk run (one call per run, not per sample)
+        runs = not collate and not self._overrides_getitem() and "sample" not in ev.ACTIVE
         # One event per batch at level "chunk" in a DataLoader worker: lets the stall report tell decoding from
         # idle workers. With num_workers=0 the loop's own stall is the decoding (the loader's epoch event says
         # ``workers: 0``), so it is recorded there only at level "sample", around the batch's sample events.
@@ -650,32 +654,57 @@ class StreamingDataset(Resumable, IterableDataset):
         decodes = ev.series("decode_batch", "read", ("batch", "items")) if on else ev.NULL_SERIES
         now, mark, put = ev.now, decodes.mark, decodes.put
         try:
-            for k, j in enumerate(batch_ids):
-                ci, ii = plan.batch_arrays(j)
-                if on:
-                    mark(now())
-                batch: Any = None
-                if fast:
-                    groups = self._groups(reader, ci, ii)
-                    collator = self._groups_collator(groups)
-                    if collator is not None:
-                        t0 = ev.now()  # the chunks are open: the interval is the samples' decoding
-                        batch = collator.collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
-                        if batch is not None and "sample" in ev.ACTIVE:  # decoded together: one bulk entry
-                            ev.bulk("sample", "sample", t0, chunk=ci, item=ii, batch=j)
-                if batch is None:
-                    samples = self._samples(reader, ci, ii)
-                    batch = samples if not collate else (collate_fn or default_collate)(samples)
-                if on:
-                    mark(now())
-                    put(j)
-                    put(len(ci))
-                yield j, batch
-                for c in releases.get(k, ()):
-                    reader.finished_with(c)
+            for k0, block in _blocks(plan, batch_ids):
+                decoded = self._decode_runs(reader, block.ci, block.ii) if runs and not on else None
+                for m, j in enumerate(block.ids):
+                    k = k0 + m
+                    a, b = block.bounds[m]
+                    if decoded is not None:
+                        yield j, decoded[a:b]
+                        for c in releases.get(k, ()):
+                            reader.finished_with(c)
+                        continue
+                    ci, ii = block.ci[a:b], block.ii[a:b]
+                    if on:
+                        mark(now())
+                    batch: Any = None
+                    if fast:
+                        groups = self._groups(reader, ci, ii)
+                        collator = self._groups_collator(groups)
+                        if collator is not None:
+                            t0 = ev.now()  # the chunks are open: the interval is the samples' decoding
+                            batch = collator.collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
+                            if batch is not None and "sample" in ev.ACTIVE:  # decoded together: one bulk entry
+                                ev.bulk("sample", "sample", t0, chunk=ci, item=ii, batch=j)
+                    if batch is None:
+                        samples = self._samples(reader, ci, ii)
+                        batch = samples if not collate else (collate_fn or default_collate)(samples)
+                    if on:
+                        mark(now())
+                        put(j)
+                        put(len(ci))
+                    yield j, batch
+                    for c in releases.get(k, ()):
+                        reader.finished_with(c)
         finally:
             decodes.finish()
             reader.stop()
+
+    def _decode_runs(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[Any]:
+        """The samples at ``(ci, ii)``, decoded one run of equal chunks at a time."""
+        out: list[Any] = []
+        if not len(ci):
+            return out
+        cuts = (np.flatnonzero(ci[1:] != ci[:-1]) + 1).tolist()
+        for a, b in zip([0, *cuts], [*cuts, len(ci)]):
+            oc = reader.open(int(ci[a]))
+            many = getattr(oc.file, "samples", None)
+            if many is not None and not (self.is_tokens or self.is_parquet or self.is_mds):
+                got = many(ii[a:b], self.item_loader)
+                out.extend(got if self.transform is None else [self._apply_transform(x) for x in got])
+            else:
+                out.extend(self._decode(oc, i) for i in ii[a:b].tolist())
+        return out
 
     def _groups(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[tuple[Any, np.ndarray, np.ndarray]]:
         n = len(ci)
@@ -815,6 +844,64 @@ class StreamingDataset(Resumable, IterableDataset):
             if key in state and state[key] != mine[key]:
                 diffs.append(f"{key}: saved {state[key]!r}, now {mine[key]!r}")
         return diffs
+
+
+# --- batches of one worker, located a block at a time ------------------------------------------------------
+
+_BLOCK_POSITIONS = 1 << 16  # epoch positions located per plan call (bounds the arrays' memory)
+
+
+class _Block:
+    """Consecutive batches of one worker: their ids, the chunk/item arrays of their samples (in order) and each
+    batch's ``[a, b)`` in those arrays."""
+
+    __slots__ = ("bounds", "ci", "ids", "ii")
+
+    def __init__(self, ids: list[int], ci: np.ndarray, ii: np.ndarray, bounds: list[tuple[int, int]]) -> None:
+        self.ids, self.ci, self.ii, self.bounds = ids, ci, ii, bounds
+
+    def first_and_last_use(self) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """``(chunk, batch in block)`` pairs: each chunk at its first batch (in order of first use), and at its
+        last batch."""
+        batch = np.repeat(np.arange(len(self.bounds)), [b - a for a, b in self.bounds])
+        uniq, first = np.unique(self.ci, return_index=True)
+        _, rev = np.unique(self.ci[::-1], return_index=True)
+        last = len(self.ci) - 1 - rev
+        order = np.argsort(first, kind="stable")
+        return (
+            [(int(uniq[o]), int(batch[first[o]])) for o in order.tolist()],
+            [(int(c), int(batch[p])) for c, p in zip(uniq.tolist(), last.tolist())],
+        )
+
+
+def _blocks(plan: EpochPlan, batch_ids: range) -> Iterator[tuple[int, _Block]]:
+    """``(k0, block)`` over ``batch_ids`` (``k0``: the position of the block's first batch in ``batch_ids``).
+
+    A worker's batches are every ``num_workers``-th of the epoch: a block locates the epoch positions from its
+    first batch to its last in one plan call and keeps this worker's.
+    """
+    n = len(batch_ids)
+    k0 = 0
+    while k0 < n:
+        ranges = [plan.batch_range(batch_ids[k0])]
+        a0 = ranges[0][0]
+        k1 = k0 + 1
+        while k1 < n:
+            r = plan.batch_range(batch_ids[k1])
+            if r[1] - a0 > _BLOCK_POSITIONS:
+                break
+            ranges.append(r)
+            k1 += 1
+        ci, ii = plan.range_arrays(a0, ranges[-1][1])
+        lens = np.fromiter((b - a for a, b in ranges), dtype=np.int64, count=len(ranges))
+        ends = np.cumsum(lens)
+        if int(ends[-1]) != len(ci):  # other workers' batches in between: keep this worker's positions
+            starts = np.fromiter((a - a0 for a, _ in ranges), dtype=np.int64, count=len(ranges))
+            sel = np.repeat(starts - (ends - lens), lens) + np.arange(int(ends[-1]))
+            ci, ii = ci[sel], ii[sel]
+        bounds = list(zip((ends - lens).tolist(), ends.tolist()))
+        yield k0, _Block(list(batch_ids[k0:k1]), ci, ii, bounds)
+        k0 = k1
 
 
 # --- encryption (argument plumbing; the framing lives in streamscope.format.encryption) ------------------
