@@ -241,3 +241,21 @@ def test_item_count_against_the_index(ld076_data: Path) -> None:
         open_chunk_file(str(ld076_data / "plain" / "chunk-0-0.bin"), 6)
     with pytest.raises(CorruptChunkError, match="chunk_size=6"):
         open_chunk_bytes((ld076_data / "tens_zstd" / "chunk-0-0.bin").read_bytes(), None, 6)
+
+
+@pytest.mark.parametrize("name", ["tens_zstd", "tens_zstd_sample"])
+def test_normalising_is_a_decompress_span(ld076_data: Path, tmp_path: Path, name: str) -> None:
+    import os
+
+    from streamscope import events as ev
+
+    cfg = load_index(str(ld076_data / name))["config"]
+    ev.drain()
+    ev.ACTIVE.add("decompress")
+    try:
+        prepare_chunk_file(str(ld076_data / name / "chunk-0-0.bin"), str(tmp_path / "out.bin"), cfg)
+    finally:
+        ev.ACTIVE.discard("decompress")
+    events = [e for e in ev.drain() if e[2] == "decompress"]
+    assert [e[0] for e in events] == ["B", "E"]
+    assert events[1][6]["bytes"] == os.path.getsize(tmp_path / "out.bin")
