@@ -65,7 +65,7 @@ class _ObstoreCloudStore(RemoteStore):
         register_options(opts)
         opts.pop("backend", None)
         self._config = self._translate(opts)
-        super().__init__(parsed, self._build)
+        super().__init__(parsed, self._build, endpoint=self._config.get("base_url") or self._config.get("endpoint"))
         if ob.obstore_available():
             try:  # validate the options now; building an obstore store does not start its runtime
                 self._factory()

@@ -200,7 +200,7 @@ class S3Store(RemoteStore):
                 f"{parsed.url!r}: r2:// needs storage_options['endpoint_url'] "
                 "(https://<account id>.r2.cloudflarestorage.com) and R2 credentials"
             )
-        super().__init__(parsed, self._build)
+        super().__init__(parsed, self._build, endpoint=self.options.endpoint)
         if self.options.extra:
             self._validate_extra()
 
