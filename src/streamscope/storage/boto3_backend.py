@@ -21,6 +21,7 @@ from streamscope._core.errors import (
     TransientStorageError,
     TruncatedBodyError,
 )
+from streamscope._core.optional import require
 from streamscope._core.protocols import ObjectMeta
 from streamscope.storage.redact import redact
 
@@ -148,7 +149,7 @@ class Boto3Backend:
     def __init__(
         self, bucket: str, client_kwargs: dict[str, Any], session_kwargs: dict[str, Any] | None = None
     ) -> None:
-        from botocore.config import Config
+        Config = require("botocore.config", f"S3 storage through boto3 (bucket {bucket!r})", "s3").Config  # noqa: N806
 
         cfg = Config(
             connect_timeout=float(config.get("storage_connect_timeout")),

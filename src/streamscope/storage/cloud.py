@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from streamscope._core.errors import ConfigError, StorageError
+from streamscope._core.optional import missing
 from streamscope.storage import obstore_backend as ob
 from streamscope.storage.redact import redact, register_options
 from streamscope.storage.remote import Backend, RemoteStore
@@ -82,7 +83,7 @@ class _ObstoreCloudStore(RemoteStore):
 
     def _build(self) -> Backend:
         if not ob.obstore_available():
-            raise StorageError(f"{self.url!r} needs the obstore package (pip install obstore)")
+            raise missing("obstore", repr(self.url), "gcs" if self.kind == "gs" else "azure")
         if not ob.obstore_usable():
             raise StorageError(
                 f"{self.url!r}: obstore's runtime was started in parent pid {ob.runtime_pid()} before this process "
