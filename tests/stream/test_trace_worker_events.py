@@ -68,3 +68,20 @@ def test_download_only_selection_writes_the_download_spans(s3_server, tmp_path, 
     assert chunks == [0, 1, 2, 3]
     if workers:
         assert all(e["pid"] != os.getpid() for e in events if e["name"] == "download")
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_download_only_selection_on_a_local_url_writes_the_download_spans(tmp_path, workers):
+    """``local:/dir`` is read as remote storage: its index read and chunk copies are ``download`` spans."""
+    src = write_dataset(str(tmp_path / "src"), 40, chunk_size=10)
+    log = tmp_path / "t.log"
+    enable_tracer(categories=["download"], log_file=str(log))
+    ds = StreamingDataset(f"local:{src}", cache_dir=str(tmp_path / "cache"))
+    got = [i for b in StreamingDataLoader(ds, batch_size=5, num_workers=workers) for i in b["index"].tolist()]
+    assert sorted(got) == list(range(40))
+    flush_tracer()
+    events = check_log(log.read_text())
+    assert events, "the log is empty"
+    chunks = sorted(int(e["args"]["chunk"]) for e in events if e["name"] == "download" and e["ph"] == "B")
+    assert chunks == [0, 1, 2, 3]
+    assert any(e["name"] == "get" and str(e["args"]["url"]).endswith("/index.json") for e in events)
