@@ -45,8 +45,9 @@ def test_option_translation(tmp_path) -> None:
         "account_name": "acct",
         "account_key": "k",
     }
-    assert _azure_config({"account_url": "http://127.0.0.1:10000/devstore"}) == {
-        "endpoint": "http://127.0.0.1:10000/devstore"
+    assert _azure_config({"account_url": "http://127.0.0.1:10000/devstore/"}) == {
+        "endpoint": "http://127.0.0.1:10000/devstore",
+        "account_name": "devstore",  # path-style (emulator) URLs name the account first
     }
 
 
