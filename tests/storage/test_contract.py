@@ -53,13 +53,22 @@ def _s3_https_boto3(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
 
 def _gcs(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
     ep = request.getfixturevalue("gcs_server")
-    return open_store(ep.url("root/dir"), ep.storage_options())
+    store = open_store(ep.url("root/dir"), ep.storage_options())
+    assert store.backend_name == "google-cloud-storage"
+    return store
 
 
-def _azure(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+def _azure_obstore(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
     ep = request.getfixturevalue("azurite_server")
-    store = open_store(ep.url("root"), ep.storage_options())
+    store = open_store(ep.url("root"), ep.storage_options(backend="obstore"))
     assert store.backend_name == "obstore"
+    return store
+
+
+def _azure_blob(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+    ep = request.getfixturevalue("azurite_server")
+    store = open_store(ep.url("root/dir"), ep.storage_options())  # "auto" outside DataLoader workers
+    assert store.backend_name == "azure-storage-blob"
     return store
 
 
@@ -70,8 +79,9 @@ BACKENDS: dict[str, Callable[..., ObjectStore]] = {
     "s3-boto3-http": _s3_boto3,
     "s3-obstore-https": _s3_https_obstore,
     "s3-boto3-https": _s3_https_boto3,
-    "gs-emulator": _gcs,
-    "azure-azurite": _azure,
+    "gs-google": _gcs,
+    "azure-obstore": _azure_obstore,
+    "azure-blob": _azure_blob,
 }
 
 

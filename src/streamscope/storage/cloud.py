@@ -1,30 +1,33 @@
 """Google Cloud Storage (``gs://``) and Azure Blob Storage (``azure://``, ``az://``).
 
-**GCS** has two clients. obstore (the default) speaks GCS's XML API; google-cloud-storage (LitData's own
-client, ``pip install "streamscope[gcs]"``) speaks the JSON API. ``storage_options["backend"]`` is
-``"obstore"``, ``"google"`` or ``"auto"`` (default), which picks google-cloud-storage when
+Each scheme has two clients: obstore, and the client LitData uses (google-cloud-storage,
+azure-storage-blob; extras ``gcs`` and ``azure``). ``storage_options["backend"]`` chooses: ``"obstore"``,
+``"google"`` (GCS) / ``"azure-storage-blob"`` (Azure), or ``"auto"`` (default), which works like S3's
+(:mod:`streamscope.storage.s3`): LitData's client in processes that may fork DataLoader workers, obstore in
+the workers (daemonic processes) and wherever LitData's client is not installed or cannot take the options.
+obstore's runtime does not survive ``fork``: a forked child of a process that started it switches to
+LitData's client (a warning and a ``backend_fallback`` trace event), or, without it, fails with a clear error.
+
+**GCS.** ``auto`` uses google-cloud-storage in every process when
 
 * an option only it understands is given (LitData's ``google.cloud.storage.Client`` arguments:
   ``credentials`` as an object, ``client_options``, ``client_info``, ...), or
 * ``STORAGE_EMULATOR_HOST`` is set (the variable google-cloud-storage, and so LitData, follows to an
-  emulator; obstore ignores it, and GCS emulators implement only part of the XML API), or
-* obstore is not installed;
+  emulator; obstore speaks GCS's XML API, which emulators implement in part, and ignores the variable).
 
-and obstore otherwise. Options both clients take: obstore's ``GCSConfig`` keys ``base_url``,
-``skip_signature``, ``service_account`` (a path), ``service_account_key`` (JSON text), ``bearer_token``,
+Options both clients take: obstore's ``GCSConfig`` keys ``base_url``, ``skip_signature``,
+``service_account`` (a path), ``service_account_key`` (JSON text), ``bearer_token``,
 ``application_credentials``; LitData's ``project`` (obstore does not need it); ``token`` or
 ``credentials`` as a path to a service-account JSON file, or ``token="anon"`` for anonymous access.
 
-**Azure** goes through obstore: its ``AzureConfig`` keys (``account_name``, ``account_key``,
-``sas_key``, ``endpoint``, ``use_emulator``, ...) plus LitData's ``BlobServiceClient`` spelling:
-``account_url`` (``https://<account>.blob.core.windows.net``, or an emulator's
-``http://host:port/<account>``) gives ``account_name`` (and the ``endpoint`` for other hosts);
-``credential`` as a string is the account key (a SAS token when it looks like one: ``sig=...``), as a
-mapping ``{"account_name", "account_key"}``.
+**Azure.** obstore's ``AzureConfig`` keys (``account_name``, ``account_key``, ``sas_key``, ``endpoint``,
+``use_emulator``, ...) plus LitData's ``BlobServiceClient`` spelling: ``account_url``
+(``https://<account>.blob.core.windows.net``, or an emulator's ``http://host:port/<account>``) gives
+``account_name`` (and the ``endpoint`` for other hosts); ``credential`` as a string is the account key (a
+SAS token when it holds ``sig=``), as a mapping ``{"account_name", "account_key"}``. azure-storage-blob
+is built from account keys, SAS tokens or the emulator; other credentials (service principals, managed
+identity) are obstore's alone.
 
-Both are built lazily per process. obstore cannot run in a forked child of a process that started its
-runtime; there a GCS store switches to google-cloud-storage when installed (with a warning and a
-``backend_fallback`` trace event), and an Azure store refuses with a clear error instead of hanging.
 The servers these are tested against: ``tests/support/gcsserver.py`` and ``tests/support/azurite.py``.
 """
 
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -39,7 +43,7 @@ from urllib.parse import urlsplit
 
 from streamscope import events as ev
 from streamscope._core.errors import ConfigError, StorageError
-from streamscope.storage import gcs_backend
+from streamscope.storage import azure_backend, gcs_backend
 from streamscope.storage import obstore_backend as ob
 from streamscope.storage.redact import redact, register_options, register_secret
 from streamscope.storage.remote import Backend, RemoteStore
@@ -47,7 +51,9 @@ from streamscope.storage.url import StoreURL
 
 log = logging.getLogger("streamscope.storage")
 
-_GCS_BACKENDS = ("auto", "obstore", "google")
+# accepted spellings of storage_options["backend"] -> the client
+_GCS_BACKENDS = {"auto": "auto", "obstore": "obstore", "google": "google", "google-cloud-storage": "google"}
+_AZURE_BACKENDS = {"auto": "auto", "obstore": "obstore", "azure-storage-blob": "azure", "azure": "azure"}
 # google.cloud.storage.Client arguments obstore has no counterpart for
 _GOOGLE_ONLY = ("client_options", "client_info", "_http", "extra_headers", "use_auth_w_custom_endpoint", "api_key")
 # obstore GCSConfig keys google-cloud-storage can be given too (translated in _google_kwargs)
@@ -89,18 +95,38 @@ def _emulator_host() -> str | None:
     return host if "://" in host else f"http://{host}"
 
 
-def _choose_gcs_backend(opts: Mapping[str, Any], preference: str) -> str:
-    """``"obstore"`` or ``"google"`` for these options (see the module docstring)."""
-    if preference != "auto":
-        return preference
+def _gcs_needs_google(opts: Mapping[str, Any]) -> bool:
+    """True when only google-cloud-storage can serve these options (see the module docstring)."""
     credentials = opts.get("credentials")
     if any(k in opts for k in _GOOGLE_ONLY) or (credentials is not None and not isinstance(credentials, str)):
-        return "google"
-    if _emulator_host() is not None and "base_url" not in opts and gcs_backend.available():
-        return "google"
-    if not ob.obstore_available() and gcs_backend.available():
-        return "google"
-    return "obstore"
+        return True
+    return _emulator_host() is not None and "base_url" not in opts and gcs_backend.available()
+
+
+def choose_client(preference: str, alternative_ok: bool) -> tuple[str, str | None]:
+    """``("obstore" | "alternative", why)`` for this process; ``why`` says why obstore was wanted but not used.
+
+    Args:
+        preference: ``"auto"``, ``"obstore"`` or ``"alternative"`` (LitData's client).
+        alternative_ok: LitData's client is installed and can take the store's options.
+    """
+    if preference == "alternative" and alternative_ok:
+        return "alternative", None
+    if not ob.obstore_available():
+        return ("alternative", None) if alternative_ok else ("obstore", None)
+    if preference == "auto" and alternative_ok and not multiprocessing.current_process().daemon:
+        return "alternative", None  # this process may fork DataLoader workers: keep obstore's runtime out
+    if not ob.obstore_usable() and alternative_ok:
+        return "alternative", f"obstore's runtime was started in parent pid {ob.runtime_pid()} before fork"
+    return "obstore", None
+
+
+def _note_fallback(url: str, client: str, why: str) -> None:
+    global _warned_fallback
+    ev.instant("backend_fallback", "download", url=url, backend=client, reason=why)
+    if not _warned_fallback:
+        _warned_fallback = True
+        log.warning("streamscope: using %s instead of obstore for %s in pid %d: %s", client, url, os.getpid(), why)
 
 
 def _google_kwargs(opts: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, Any] | None]:
@@ -223,11 +249,16 @@ def _invalid(url: str, opts: Mapping[str, Any], exc: BaseException) -> ConfigErr
     return ConfigError(redact(f"storage_options for {url!r} are not valid ({names}): {ob._first_line(str(exc))}"))
 
 
-def _forked_child_message(url: str) -> str:
-    return (
-        f"{url!r}: obstore's runtime was started in parent pid {ob.runtime_pid()} before this process was "
-        "forked, and obstore cannot run in a forked child; use the 'spawn' or 'forkserver' start method"
-    )
+def _obstore_client(url: str, alternative: str, extra: str) -> None:
+    """Raise when obstore cannot serve ``url`` in this process (missing, or forked from a process using it)."""
+    if not ob.obstore_available():
+        raise StorageError(f'{url!r} needs obstore or {alternative} (pip install "streamscope[{extra}]")')
+    if not ob.obstore_usable():
+        raise StorageError(
+            f"{url!r}: obstore's runtime was started in parent pid {ob.runtime_pid()} before this process was "
+            f"forked, and obstore cannot run in a forked child; install {alternative} (pip install "
+            f"\"streamscope[{extra}]\"), which then serves such processes, or use the 'spawn' start method"
+        )
 
 
 class GCSStore(RemoteStore):
@@ -243,21 +274,26 @@ class GCSStore(RemoteStore):
     def __init__(self, parsed: StoreURL, storage_options: Mapping[str, Any] | None = None) -> None:
         opts = dict(storage_options or {})
         register_options(opts)
-        preference = str(opts.pop("backend", None) or "auto").lower()
-        if preference not in _GCS_BACKENDS:
+        asked = str(opts.pop("backend", None) or "auto").lower()
+        if asked not in _GCS_BACKENDS:
             raise ConfigError(
-                f"unknown GCS backend {preference!r} for {parsed.url!r}; choose one of {', '.join(_GCS_BACKENDS)}"
+                f"unknown GCS backend {asked!r} for {parsed.url!r}; choose one of {', '.join(_GCS_BACKENDS)}"
             )
-        self._opts = opts
-        self.backend_choice = _choose_gcs_backend(opts, preference)
+        self.preference = _GCS_BACKENDS[asked]
+        if self.preference == "auto" and _gcs_needs_google(opts):
+            self.preference = "google"
         self._config: dict[str, Any] = {}
         self._google: tuple[dict[str, Any], tuple[str, Any] | None] | None = None
         super().__init__(parsed, self._build)
-        if self.backend_choice == "google":
+        if self.preference != "obstore" and gcs_backend.available():
             try:
                 self._google = _google_kwargs(opts)
             except ConfigError as exc:
-                raise ConfigError(f"{parsed.url!r}: {exc}") from None
+                if self.preference == "google":
+                    raise ConfigError(f"{parsed.url!r}: {exc}") from None
+        if self.preference == "google":
+            if not gcs_backend.available():
+                raise ConfigError(f'{parsed.url!r} needs google-cloud-storage (pip install "streamscope[gcs]")')
             return
         self._config = _gcs_config(opts)
         emulator = _emulator_host()
@@ -281,12 +317,17 @@ class GCSStore(RemoteStore):
             retry_config=ob.retry_config(),
         )
 
-    def _google_backend(self) -> Backend:
-        if not gcs_backend.available():
-            raise StorageError(f'{self.url!r} needs google-cloud-storage (pip install "streamscope[gcs]")')
-        if self._google is None:
-            self._google = _google_kwargs(self._opts)
-        kwargs, spec = self._google
+    def _build(self) -> Backend:
+        google = self._google
+        pref = "alternative" if self.preference == "google" else self.preference
+        name, why = choose_client(pref, google is not None)
+        if name == "obstore":
+            _obstore_client(self.url, gcs_backend.NAME, "gcs")
+            return ob.ObstoreBackend(self._obstore_factory)
+        assert google is not None
+        if why is not None:
+            _note_fallback(self.url, gcs_backend.NAME, why)
+        kwargs, spec = google
 
         def make_client() -> Any:
             from google.cloud import storage
@@ -298,36 +339,9 @@ class GCSStore(RemoteStore):
 
         return gcs_backend.GoogleBackend(self._parsed.bucket, make_client)
 
-    def _build(self) -> Backend:
-        global _warned_fallback
-        if self.backend_choice == "google":
-            return self._google_backend()
-        if not ob.obstore_available():
-            raise StorageError(f'{self.url!r} needs obstore or google-cloud-storage (pip install "streamscope[gcs]")')
-        if ob.obstore_usable():
-            return ob.ObstoreBackend(self._obstore_factory)
-        if not gcs_backend.available():
-            raise StorageError(_forked_child_message(self.url))
-        why = f"obstore's runtime was started in parent pid {ob.runtime_pid()} before fork"
-        ev.instant("backend_fallback", "download", url=self.url, backend=gcs_backend.NAME, reason=why)
-        if not _warned_fallback:
-            _warned_fallback = True
-            log.warning(
-                "streamscope: using google-cloud-storage instead of obstore for %s in pid %d: %s",
-                self.url,
-                os.getpid(),
-                why,
-            )
-        try:
-            return self._google_backend()
-        except ConfigError as exc:
-            raise StorageError(
-                f"{_forked_child_message(self.url)}; google-cloud-storage cannot take over: {exc}"
-            ) from None
-
 
 class AzureStore(RemoteStore):
-    """An Azure Blob Storage container (or prefix) as an ObjectStore, via obstore.
+    """An Azure Blob Storage container (or prefix) as an ObjectStore, via obstore or azure-storage-blob.
 
     Args:
         parsed: The parsed ``azure://`` / ``az://`` URL.
@@ -339,11 +353,23 @@ class AzureStore(RemoteStore):
     def __init__(self, parsed: StoreURL, storage_options: Mapping[str, Any] | None = None) -> None:
         opts = dict(storage_options or {})
         register_options(opts)
-        backend = str(opts.pop("backend", None) or "obstore").lower()
-        if backend not in ("auto", "obstore"):
-            raise ConfigError(f"unknown Azure backend {backend!r} for {parsed.url!r}; the one backend is 'obstore'")
+        asked = str(opts.pop("backend", None) or "auto").lower()
+        if asked not in _AZURE_BACKENDS:
+            raise ConfigError(
+                f"unknown Azure backend {asked!r} for {parsed.url!r}; choose one of {', '.join(_AZURE_BACKENDS)}"
+            )
+        self.preference = _AZURE_BACKENDS[asked]
         self._config = _azure_config(opts)
+        self._arguments: dict[str, Any] | None = None
         super().__init__(parsed, self._build)
+        if self.preference != "obstore" and azure_backend.available():
+            try:
+                self._arguments = azure_backend.client_arguments(self._config, parsed.bucket)
+            except ConfigError as exc:
+                if self.preference == "azure":
+                    raise ConfigError(f"{parsed.url!r}: {exc}") from None
+        if self.preference == "azure" and not azure_backend.available():
+            raise ConfigError(f'{parsed.url!r} needs azure-storage-blob (pip install "streamscope[azure]")')
         if ob.obstore_available():
             try:  # validate the options now; building an obstore store does not start its runtime
                 self._factory()
@@ -362,8 +388,12 @@ class AzureStore(RemoteStore):
         )
 
     def _build(self) -> Backend:
-        if not ob.obstore_available():
-            raise StorageError(f"{self.url!r} needs the obstore package (pip install obstore)")
-        if not ob.obstore_usable():
-            raise StorageError(_forked_child_message(self.url))
-        return ob.ObstoreBackend(self._factory)
+        pref = "alternative" if self.preference == "azure" else self.preference
+        name, why = choose_client(pref, self._arguments is not None)
+        if name == "obstore":
+            _obstore_client(self.url, azure_backend.NAME, "azure")
+            return ob.ObstoreBackend(self._factory)
+        assert self._arguments is not None
+        if why is not None:
+            _note_fallback(self.url, azure_backend.NAME, why)
+        return azure_backend.AzureBlobBackend(self._parsed.bucket, self._arguments)
