@@ -101,3 +101,42 @@ def test_explicit_keys_do_not_mix_with_environment_credentials(monkeypatch) -> N
     assert (explicit.access_key, explicit.secret_key, explicit.token) == ("AKIAEXPLICIT", "explicit", None)
     from_env = s3.S3Options({}, "s3://b")
     assert (from_env.access_key, from_env.secret_key, from_env.token) == ("AKIAENVIRONMENT", "env-secret", "env-token")
+
+
+def test_missing_emulator_skips_loudly_and_fails_under_ci(monkeypatch, tmp_path) -> None:
+    from tests.support import azurite, gcsserver
+    from tests.support.servers import emulator_unavailable, in_ci
+
+    if in_ci():  # ./run.sh test installs both: CI runs the gs:// and azure:// server tests, never skips them
+        assert gcsserver.available() is None and azurite.available() is None
+    monkeypatch.setenv("STREAMSCOPE_AZURITE", str(tmp_path / "no-azurite"))
+    assert "azurite-blob is not installed" in str(azurite.available())
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.warns(UserWarning, match="SKIPPING the Azurite tests"), pytest.raises(pytest.skip.Exception):
+        emulator_unavailable("Azurite", "not installed")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must run the Azurite tests"):
+        emulator_unavailable("Azurite", "not installed")
+
+
+@pytest.mark.slow
+def test_emulators_start_and_stop() -> None:
+    import urllib.request
+
+    from tests.support import azurite, gcsserver
+    from tests.support.servers import emulator_unavailable
+
+    for module, what in ((gcsserver, "GCS emulator"), (azurite, "Azurite")):
+        if module.available() is not None:
+            emulator_unavailable(what, str(module.available()))
+    with gcsserver.GCSServer() as g:
+        bucket = g.new_bucket()
+        g.endpoint(bucket).put("k", b"v")
+        base = g.base_url
+    with azurite.AzuriteServer() as a:
+        container = a.new_container()
+        a.endpoint(container).put("k", b"v")
+        blob_url = a.blob_url
+    for url in (base + "/", blob_url):
+        with pytest.raises(OSError):  # both processes are gone
+            urllib.request.urlopen(url, timeout=2)

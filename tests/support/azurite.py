@@ -52,7 +52,7 @@ def available() -> str | None:
     if shutil.which("node") is None:
         return "node is not installed (Azurite runs on node)"
     if executable() is None:
-        return "azurite-blob is not installed (./run.sh test runs `npm install --prefix .cache/azurite azurite@...`)"
+        return "azurite-blob is not installed (looked in $STREAMSCOPE_AZURITE, .cache/azurite and PATH)"
     return None
 
 

@@ -142,12 +142,13 @@ def _google_kwargs(opts: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, 
             f"storage_options {', '.join(unknown)} are not google-cloud-storage Client arguments "
             "(obstore's GCS options need backend='obstore')"
         )
-    base_url = opts.get("base_url")
-    if base_url:
-        client_options = kwargs.get("client_options") or {}
-        if not isinstance(client_options, Mapping):
-            raise ConfigError("GCS storage_options: give 'base_url' or a ClientOptions object, not both")
+    # google-cloud-storage reads STORAGE_EMULATOR_HOST itself, but its downloads need the scheme in it
+    base_url = opts.get("base_url") or _emulator_host()
+    client_options = kwargs.get("client_options") or {}
+    if base_url and isinstance(client_options, Mapping):
         kwargs["client_options"] = {"api_endpoint": str(base_url), **dict(client_options)}
+    elif opts.get("base_url"):
+        raise ConfigError("GCS storage_options: give 'base_url' or a ClientOptions object, not both")
     token = opts.get("token")
     if token is not None and not isinstance(token, str):
         raise ConfigError("GCS storage_options['token'] must be a path to a service-account JSON file or 'anon'")
@@ -334,7 +335,9 @@ class GCSStore(RemoteStore):
 
             args = dict(kwargs)
             if spec is not None:
-                args["credentials"] = _google_credentials(spec)
+                args["credentials"] = creds = _google_credentials(spec)
+                # bucket operations need no project; without one the client would look for default credentials
+                args.setdefault("project", getattr(creds, "project_id", None) or "<none>")
             return storage.Client(**args)
 
         return gcs_backend.GoogleBackend(self._parsed.bucket, make_client)

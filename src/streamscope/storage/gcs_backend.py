@@ -88,7 +88,7 @@ def map_error(exc: BaseException, where: str, op: str) -> StorageError:
         err = StorageAuthError(
             redact(
                 f"{op} {where!r}: no usable Google credentials ({name}: {detail}) - pass storage_options "
-                "'credentials' / 'service_account', or 'skip_signature': True for public buckets and emulators"
+                "'credentials' or 'service_account', or ask for anonymous access (skip_signature) for public buckets and emulators"
             )
         )
     elif status == 416:
