@@ -130,7 +130,7 @@ def test_forked_child_falls_back_or_says_how_to_fix(url: str, monkeypatch) -> No
     try:
         store = open_store(url, {**opts, "backend": "obstore"})
         with pytest.raises(StorageError) as info:
-            store.backend_name
+            _ = store.backend_name
         extra = "azure" if url.startswith("azure") else "gcs"
         assert "forked" in str(info.value) and f"streamscope[{extra}]" in str(info.value)
         store = open_store(url, opts)  # auto
