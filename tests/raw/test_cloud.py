@@ -26,7 +26,7 @@ def cloud(request: pytest.FixtureRequest) -> Any:
 
 
 def test_raw_epoch_with_workers(cloud: Any, tmp_path: Path) -> None:
-    n, size = 40, 700
+    n, size = 24, 700
     for i in range(n):
         cloud.put(f"raw/s{i % 3}/f{i:05d}.bin", content(i, size))  # uploaded by the server's own API
     url = cloud.url("raw")
