@@ -285,3 +285,23 @@ def test_error_mapping(client: str) -> None:
         err = mapper(exc, "gs://b/k", "get")
         assert type(err) is expected, (exc, err)
         assert "gs://b/k" in str(err)
+
+
+def test_credentials_from_obstore_environment_variables(monkeypatch) -> None:
+    """Both clients of a scheme find the account obstore would find in the environment."""
+    from streamscope.storage.azure_backend import client_arguments
+    from streamscope.storage.cloud import _google_kwargs
+    from streamscope.storage.redact import registered_secrets
+
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "envacct")
+    monkeypatch.setenv("AZURE_STORAGE_ACCESS_KEY", "ZW52aXJvbm1lbnQta2V5")
+    assert client_arguments({}, "c") == {
+        "account_url": "https://envacct.blob.core.windows.net",
+        "credential": {"account_name": "envacct", "account_key": "ZW52aXJvbm1lbnQta2V5"},
+    }
+    assert client_arguments({"account_key": "b3B0aW9uLWtleQ=="}, "c")["credential"]["account_key"] == "b3B0aW9uLWtleQ=="
+    monkeypatch.setenv("GOOGLE_SERVICE_ACCOUNT_KEY", '{"type": "service_account", "private_key": "pk-from-env"}')
+    assert _google_kwargs({}) == ({}, ("info", {"type": "service_account", "private_key": "pk-from-env"}))
+    assert _google_kwargs({"token": "anon"})[1] == ("anonymous", None)  # explicit options win
+    assert "ZW52aXJvbm1lbnQta2V5" in registered_secrets()

@@ -107,3 +107,15 @@ def test_gcs_large_upload_is_resumable(gcs_server, tmp_path) -> None:
     assert store.download_file("big.bin", str(dest)) == len(data)
     assert dest.read_bytes() == data
     assert store.get_range("big.bin", (8 << 20) - 5, (8 << 20) + 5) == data[(8 << 20) - 5 : (8 << 20) + 5]
+
+
+@pytest.mark.parametrize("backend", ["obstore", "azure-storage-blob"])
+def test_azure_account_from_environment(azurite_server, backend: str, monkeypatch) -> None:
+    ep = azurite_server
+    ep.put("env/k", b"from env")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", ep.account)
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", ep.account_key)
+    monkeypatch.setenv("AZURE_STORAGE_ENDPOINT", ep.blob_url)  # plain http: allowed for obstore too
+    store = open_store(ep.url("env"), {"backend": backend})
+    assert store.get("k") == b"from env"
+    assert store.backend_name == backend

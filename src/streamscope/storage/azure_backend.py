@@ -27,7 +27,7 @@ from streamscope._core.errors import (
     TruncatedBodyError,
 )
 from streamscope._core.protocols import ObjectMeta
-from streamscope.storage.redact import redact
+from streamscope.storage.redact import redact, register_secret
 
 NAME = "azure-storage-blob"
 # obstore AzureConfig keys this client can be built from (see client_arguments)
@@ -47,21 +47,52 @@ def available() -> bool:
         return False
 
 
+# the environment variables obstore reads for the keys above (the first one set wins)
+_ENV = {
+    "account_name": ("AZURE_STORAGE_ACCOUNT_NAME",),
+    "account_key": ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_ACCESS_KEY", "AZURE_STORAGE_MASTER_KEY"),
+    "sas_key": ("AZURE_STORAGE_SAS_KEY", "AZURE_STORAGE_SAS_TOKEN"),
+    "endpoint": ("AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT"),
+    "use_emulator": ("AZURE_STORAGE_USE_EMULATOR",),
+}
+
+
+def _from_environment(env: Mapping[str, str]) -> dict[str, Any]:
+    """The AzureConfig keys obstore would take from the environment, so both clients see the same account."""
+    out: dict[str, Any] = {}
+    for key, names in _ENV.items():
+        value = next((env[n] for n in names if env.get(n)), None)
+        if value is not None:
+            out[key] = value
+    for secret in (out.get("account_key"), out.get("sas_key")):
+        register_secret(secret)
+    return out
+
+
+def endpoint_from_environment() -> str | None:
+    """The blob endpoint obstore would take from the environment (None when no variable names one)."""
+    import os
+
+    value = _from_environment(os.environ).get("endpoint")
+    return str(value) if value else None
+
+
 def client_arguments(cfg: Mapping[str, Any], container: str) -> dict[str, Any]:
     """``BlobServiceClient`` arguments (``account_url``, ``credential``) from obstore's AzureConfig keys.
 
     Raises:
         ConfigError: an option this client cannot take (e.g. service-principal keys: use obstore for those).
     """
+    import os
+
     unknown = sorted(set(cfg) - SUPPORTED)
     if unknown:
         raise ConfigError(f"azure-storage-blob cannot take the storage_options {', '.join(unknown)}")
+    cfg = {**_from_environment(os.environ), **cfg}
     account = cfg.get("account_name")
     endpoint = cfg.get("endpoint")
     credential: Any = None
-    if cfg.get("use_emulator"):
-        import os
-
+    if cfg.get("use_emulator") and str(cfg["use_emulator"]).lower() not in ("false", "0"):
         account = account or _EMULATOR_ACCOUNT
         base = os.environ.get("AZURITE_BLOB_STORAGE_URL", "http://127.0.0.1:10000").rstrip("/")
         endpoint = endpoint or f"{base}/{account}"

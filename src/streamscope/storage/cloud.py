@@ -65,6 +65,13 @@ _SHARED_GCS = (
     "bearer_token",
     "application_credentials",
 )
+# obstore's credential variables google-cloud-storage does not read (GOOGLE_APPLICATION_CREDENTIALS it does)
+_GOOGLE_ENV = (
+    ("GOOGLE_SERVICE_ACCOUNT", "file"),
+    ("GOOGLE_SERVICE_ACCOUNT_PATH", "file"),
+    ("GOOGLE_SERVICE_ACCOUNT_KEY", "json"),
+    ("GOOGLE_BEARER_TOKEN", "bearer"),
+)
 _warned_fallback = False
 
 
@@ -143,7 +150,7 @@ def _google_kwargs(opts: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, 
             "(obstore's GCS options need backend='obstore')"
         )
     # google-cloud-storage reads STORAGE_EMULATOR_HOST itself, but its downloads need the scheme in it
-    base_url = opts.get("base_url") or _emulator_host()
+    base_url = opts.get("base_url") or _emulator_host() or os.environ.get("GOOGLE_BASE_URL")
     client_options = kwargs.get("client_options") or {}
     if base_url and isinstance(client_options, Mapping):
         kwargs["client_options"] = {"api_endpoint": str(base_url), **dict(client_options)}
@@ -168,6 +175,12 @@ def _google_kwargs(opts: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, 
     ):
         if opts.get(key):
             kinds.append((kind, opts[key]))
+    if not kinds:  # as obstore: its environment variables, which google-cloud-storage does not read
+        for var, kind in _GOOGLE_ENV:
+            if os.environ.get(var):
+                kinds.append((kind, os.environ[var]))
+                register_secret(os.environ[var])
+                break
     if len({k for k, _ in kinds}) > 1 or len({id(v) if k == "object" else v for k, v in kinds}) > 1:
         raise ConfigError(
             f"GCS storage_options give more than one set of credentials ({', '.join(k for k, _ in kinds)})"
@@ -310,7 +323,7 @@ class GCSStore(RemoteStore):
     def _obstore_factory(self) -> Any:
         from obstore.store import GCSStore as ObsGCSStore
 
-        base_url = self._config.get("base_url")
+        base_url = self._config.get("base_url") or os.environ.get("GOOGLE_BASE_URL")
         return ObsGCSStore(
             self._parsed.bucket,
             config=self._config,
@@ -382,7 +395,8 @@ class AzureStore(RemoteStore):
     def _factory(self) -> Any:
         from obstore.store import AzureStore as ObsAzureStore
 
-        endpoint = self._config.get("endpoint")
+        # obstore takes the endpoint from the environment too; plain http must then be allowed here as well
+        endpoint = self._config.get("endpoint") or azure_backend.endpoint_from_environment()
         return ObsAzureStore(
             self._parsed.bucket,
             config=self._config,
