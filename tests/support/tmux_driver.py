@@ -27,13 +27,20 @@ from pathlib import Path
 
 from tests.support.components import require_program
 
-_CONF = "set -g remain-on-exit on\nset -g status off\nset -g history-limit 10000\nset -g default-terminal screen\n"
+# default-size: with no client attached, tmux sizes the window from it (80x24 unless set)
+_CONF = ("set -g remain-on-exit on\nset -g status off\nset -g history-limit 10000\nset -g default-terminal screen\n"
+         "set -g default-size {width}x{height}\n")
 _POLL = 0.05  # tmux offers no blocking "screen changed" call for an arbitrary program, so waits poll
 # Runs the program and writes its exit status to the file named by $0. tmux 3.3's own #{pane_dead_status}
 # sometimes stays empty for good after the pane died (seen in about 1 run in 4), so the status comes from
 # here. The shell catches the keyboard signals (a handler, not an ignore, so the program gets the default
 # action back on exec) to outlive a Ctrl-C that ends the program and report its 128 + n.
 _WRAPPER = 'trap : INT QUIT; "$@"; s=$?; echo "$s" > "$0.tmp" && mv "$0.tmp" "$0"'
+
+# The environment of the tmux server and so of the program: not nested in a tmux the tests may run under, and
+# without COLUMNS/LINES, which would override the terminal's size for the program (pytest-xdist workers have
+# COLUMNS=80 LINES=24).
+_ENV = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "COLUMNS", "LINES")}
 
 
 class TmuxError(RuntimeError):
@@ -55,7 +62,7 @@ class TmuxSession:
         self._dir = Path(tempfile.mkdtemp(prefix="tmux-test-"))
         self.socket = self._dir / "sock"
         conf = self._dir / "tmux.conf"
-        conf.write_text(_CONF)
+        conf.write_text(_CONF.format(width=width, height=height))
         self.target = "test"
         self._status_file = self._dir / "exit-status"
         program = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
@@ -73,8 +80,7 @@ class TmuxSession:
     def _tmux(self, *args: str, check: bool = True) -> str:
         # -f only matters to the command that starts the server; later commands talk to it through -S
         cmd = [self.tmux, "-S", str(self.socket), *args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL,
-                              env={**os.environ, "TMUX": ""})  # not nested in a tmux the tests run under
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL, env=_ENV)
         if check and proc.returncode != 0:
             raise TmuxError(f"{' '.join(cmd)} failed (rc={proc.returncode}): {proc.stderr.strip()}")
         return proc.stdout
