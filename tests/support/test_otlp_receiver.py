@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.common.v1 import common_pb2
 
 from tests.support.otlp_receiver import OTLPReceiver
 
@@ -304,3 +305,30 @@ def test_close_ends_a_hanging_request_and_is_idempotent() -> None:
     assert time.monotonic() - t0 < 2
     with pytest.raises((http.client.RemoteDisconnected, ConnectionResetError)):
         conn.getresponse()
+
+
+def test_logs_are_decoded_and_flattened(rx: OTLPReceiver) -> None:
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+
+    req = logs_service_pb2.ExportLogsServiceRequest()
+    rl = req.resource_logs.add()
+    kv = rl.resource.attributes.add()
+    kv.key, kv.value.string_value = "service.name", "svc"
+    sl = rl.scope_logs.add()
+    sl.scope.name = "streamscope"
+    rec = sl.log_records.add()
+    rec.time_unix_nano, rec.severity_number, rec.severity_text = 5, 13, "WARN"
+    rec.body.string_value = "export dropped 3 spans"
+    rec.trace_id, rec.span_id, rec.event_name = b"\x0a" * 16, b"\x0b" * 8, "streamscope.drop"
+    a = rec.attributes.add()
+    a.key = "counts"
+    a.value.kvlist_value.values.add(key="spans", value=common_pb2.AnyValue(int_value=3))
+    resp = _post(rx, req.SerializeToString(), path="/v1/logs")
+    assert resp.status == 200
+    logs_service_pb2.ExportLogsServiceResponse.FromString(resp.read())
+    (log,) = rx.wait_for("logs")
+    assert (log.body, log.severity_number, log.severity_text, log.time_ns, log.event_name) == (
+        "export dropped 3 spans", 13, "WARN", 5, "streamscope.drop")
+    assert (log.trace_id, log.span_id, log.attributes, log.resource, log.scope) == (
+        "0a" * 16, "0b" * 8, {"counts": {"spans": 3}}, {"service.name": "svc"}, "streamscope")
+    assert len(rx.messages("logs")) == 1 and rx.spans() == []
