@@ -74,13 +74,15 @@ def test_kill_ends_the_program_and_the_server() -> None:
     import psutil
 
     tm = TmuxSession([sys.executable, "-c", "print('ready'); input()"])
-    tm.wait_for_text("ready")
-    shell = tm.pid()
-    (program,) = psutil.Process(shell).children()
-    pids = [shell, program.pid]
-    assert all(_running(p) for p in pids)
-    sock_dir = tm.socket.parent
-    tm.kill()
+    try:
+        tm.wait_for_text("ready")
+        shell = tm.pid()
+        (program,) = psutil.Process(shell).children()
+        pids = [shell, program.pid]
+        assert all(_running(p) for p in pids)
+        sock_dir = tm.socket.parent
+    finally:
+        tm.kill()
     tm.kill()
     assert not sock_dir.exists()
     deadline = time.monotonic() + 5
