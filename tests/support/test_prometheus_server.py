@@ -92,9 +92,11 @@ def test_a_config_prometheus_refuses_is_an_error_with_its_log(tmp_path: Path) ->
 
 def test_stop_ends_the_process_and_removes_its_directory() -> None:
     prom = PrometheusServer([])
-    workdir, proc = prom.workdir, prom._proc
-    assert proc is not None and workdir.is_dir()
-    prom.stop()
+    try:
+        workdir, proc = prom.workdir, prom._proc
+        assert proc is not None and workdir.is_dir()
+    finally:
+        prom.stop()
     assert proc.returncode is not None and not workdir.exists()
     with pytest.raises(ConnectionRefusedError):  # nothing listens on its port any more
         socket.create_connection(("127.0.0.1", prom.port), timeout=2).close()
