@@ -105,7 +105,8 @@ def test_explicit_keys_do_not_mix_with_environment_credentials(monkeypatch) -> N
 
 def test_missing_emulator_skips_loudly_and_fails_under_ci(monkeypatch, tmp_path) -> None:
     from tests.support import azurite, gcsserver
-    from tests.support.servers import emulator_unavailable, in_ci
+    from tests.support.components import in_ci
+    from tests.support.servers import emulator_unavailable
 
     if in_ci():  # ./run.sh test installs both: CI runs the gs:// and azure:// server tests, never skips them
         assert gcsserver.available() is None and azurite.available() is None

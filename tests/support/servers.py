@@ -2,7 +2,7 @@
 
 A test that needs an emulator (the GCS emulator, Azurite) skips only when the emulator cannot be found or
 started, and says why loudly (a warning as well as the skip reason). Under CI (``CI=true``) it fails
-instead: ``./run.sh test`` installs both emulators, so a missing one there is a broken install step, never
+instead, as the other external components do (``tests/support/components.py``): ``./run.sh test`` installs both emulators, so a missing one there is a broken install step, never
 a reason to pass without running the tests.
 """
 
@@ -20,10 +20,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-
-def in_ci() -> bool:
-    """True when running under CI (``CI=true``, as ``.ci/run`` is started)."""
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+from tests.support.components import in_ci
 
 
 def emulator_unavailable(what: str, why: str) -> None:
