@@ -16,7 +16,19 @@ from streamscope._core.errors import MissingDependencyError, StreamscopeError
 from streamscope._core.optional import PACKAGES, available, install_hint, missing, require
 
 #: every package an extra installs (import names), hidden from the "core install" subprocess
-OPTIONAL = ("pyarrow", "cryptography", "PIL", "tifffile", "torchvision", "obstore", "boto3", "botocore", "matplotlib")
+OPTIONAL = (
+    "pyarrow",
+    "cryptography",
+    "PIL",
+    "tifffile",
+    "torchvision",
+    "obstore",
+    "boto3",
+    "botocore",
+    "matplotlib",
+    "google.cloud",
+    "azure",
+)
 
 HIDE = textwrap.dedent(
     """
@@ -25,7 +37,7 @@ HIDE = textwrap.dedent(
 
     class _Hide(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
-            if name.split(".", 1)[0] in HIDDEN:
+            if any(name == h or name.startswith(h + ".") for h in HIDDEN):
                 raise ModuleNotFoundError(f"No module named {name!r}", name=name)
             return None
 
@@ -52,6 +64,9 @@ def test_default_extra_and_distribution_names():
     assert install_hint("obstore", "gcs") == 'pip install "streamscope[gcs]"'
     assert install_hint("perfetto.trace_builder").startswith("pip install perfetto (a dependency of streamscope")
     assert install_hint("somepkg") == "pip install somepkg"
+    assert install_hint("google.cloud.storage") == 'pip install "streamscope[gcs]"'
+    assert install_hint("google.protobuf.message").startswith("pip install protobuf (a dependency")
+    assert install_hint("azure.storage.blob") == 'pip install "streamscope[azure]"'
     assert "needs pillow" in str(missing("PIL.Image", "decoding a `pil` leaf"))
 
 

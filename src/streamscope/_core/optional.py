@@ -14,8 +14,8 @@ Extras (``pyproject.toml``; docs/install.md says what each enables):
 extra       packages                   enables
 ==========  =========================  ===============================================================
 s3          obstore, boto3             ``s3://`` and ``r2://`` datasets and outputs
-gcs         obstore                    ``gs://``
-azure       obstore                    ``azure://`` / ``az://``
+gcs         obstore, google-cloud-...  ``gs://`` (google-cloud-storage: LitData's client)
+azure       obstore, azure-storage...  ``azure://`` / ``az://`` (azure-storage-blob: LitData's client)
 parquet     pyarrow                    Parquet datasets (``index_parquet_dataset``, ``ParquetLoader``)
 keys        pyarrow                    keyed lookup (``optimize(key_fn=...)``, ``get_by_key``, ...)
 arrow       pyarrow                    LitData 0.2.76 chunks whose dict samples are Arrow rows
@@ -34,7 +34,8 @@ from types import ModuleType
 
 from streamscope._core.errors import MissingDependencyError
 
-#: top-level import name -> (distribution to install, the extra that installs it; None: a core dependency)
+#: import name (the longest dotted prefix that matches wins) -> (distribution to install, the extra that installs
+#: it; None: a core dependency)
 PACKAGES: dict[str, tuple[str, str | None]] = {
     "pyarrow": ("pyarrow", "parquet"),
     "cryptography": ("cryptography", "encryption"),
@@ -44,30 +45,41 @@ PACKAGES: dict[str, tuple[str, str | None]] = {
     "obstore": ("obstore", "s3"),
     "boto3": ("boto3", "s3"),
     "botocore": ("boto3", "s3"),
+    "google.cloud": ("google-cloud-storage", "gcs"),
+    "azure": ("azure-storage-blob", "azure"),
     "matplotlib": ("matplotlib", "trace"),
     "perfetto": ("perfetto", None),
-    "google": ("protobuf", None),
+    "google.protobuf": ("protobuf", None),
 }
+
+
+def _entry(module: str) -> tuple[str, tuple[str, str | None] | None]:
+    """The :data:`PACKAGES` key that names ``module`` (its longest matching prefix) and its entry."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        key = ".".join(parts[:n])
+        if key in PACKAGES:
+            return key, PACKAGES[key]
+    return parts[0], None
 
 
 def install_hint(module: str, extra: str | None = None) -> str:
     """The ``pip install`` line for ``module`` (an import name): its extra, or the package itself."""
-    top = module.split(".", 1)[0]
-    dist, default_extra = PACKAGES.get(top, (top, None))
+    key, entry = _entry(module)
+    dist, default_extra = entry or (key, None)
     extra = extra or default_extra
     if extra:
         return f'pip install "streamscope[{extra}]"'
-    return (
-        f"pip install {dist} (a dependency of streamscope: reinstall it)" if top in PACKAGES else f"pip install {dist}"
-    )
+    return f"pip install {dist} (a dependency of streamscope: reinstall it)" if entry else f"pip install {dist}"
 
 
 def missing(
     module: str, feature: str, extra: str | None = None, cause: BaseException | None = None
 ) -> MissingDependencyError:
     """The error for ``feature`` when ``module`` cannot be imported (``cause``: the ImportError, if any)."""
+    key, entry = _entry(module)
+    dist = (entry or (key, None))[0]
     top = module.split(".", 1)[0]
-    dist = PACKAGES.get(top, (top, None))[0]
     name = getattr(cause, "name", None)
     if cause is None or name is None or name == top or name.startswith(top + "."):
         why = "which is not installed"

@@ -149,7 +149,9 @@ class Boto3Backend:
     def __init__(
         self, bucket: str, client_kwargs: dict[str, Any], session_kwargs: dict[str, Any] | None = None
     ) -> None:
-        Config = require("botocore.config", f"S3 storage through boto3 (bucket {bucket!r})", "s3").Config  # noqa: N806
+        feature = f"S3 storage through boto3 (bucket {bucket!r})"
+        require("boto3", feature, "s3")
+        Config = require("botocore.config", feature, "s3").Config  # noqa: N806
 
         cfg = Config(
             connect_timeout=float(config.get("storage_connect_timeout")),
