@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from streamscope._core.errors import CorruptChunkError, FormatError
+from streamscope._core.errors import CorruptChunkError, FormatError, MissingDependencyError
 from streamscope.format import PyTreeLoader, load_index
 from streamscope.format.arrowchunk import ArrowChunk
 from streamscope.format.chunk import decompress_file, open_chunk_file
@@ -159,7 +159,9 @@ def test_arrow_footer_behind_full_items_wins(ld076: Any, tmp_path: Path) -> None
 def test_arrow_footer_without_pyarrow(ld076_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = str(ld076_data / "plain" / "chunk-0-0.bin")
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow -> ImportError
-    with pytest.raises(FormatError, match=r"chunk-0-0\.bin.*pip install pyarrow"):
+    with pytest.raises(
+        MissingDependencyError, match=r'chunk-0-0\.bin.*needs pyarrow.*pip install "streamscope\[arrow\]"'
+    ):
         open_chunk_file(path, 5)
 
 

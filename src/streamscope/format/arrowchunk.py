@@ -17,7 +17,7 @@ Worked example: ``{"id": "k0", "i": 0}`` and ``{"id": "k1", "i": 1}`` in one chu
 
 :class:`ArrowChunk` maps nothing itself: it reads a buffer (an ``mmap`` from :func:`open_chunk_file
 <streamscope.format.chunk.open_chunk_file>`, or bytes) and hands it to pyarrow without a copy; one record batch is
-materialised at a time. Reading needs pyarrow (``pip install pyarrow``).
+materialised at a time. Reading needs pyarrow (``pip install "streamscope[arrow]"``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from streamscope._core.errors import CorruptChunkError, FormatError
+from streamscope._core.optional import require
 
 __all__ = ["ARROW_MAGIC", "FOOTER_ROWS", "ArrowChunk", "arrow_footer_start", "check_footer_magic", "require_arrow"]
 
@@ -40,15 +41,8 @@ _WHOLE_BATCH = 8  # rows of one record batch asked for together from which the b
 
 
 def require_arrow(name: str) -> Any:
-    """``pyarrow``, or a FormatError naming the chunk that needs it."""
-    try:
-        import pyarrow as pa  # noqa: PLC0415
-    except ImportError:
-        raise FormatError(
-            f"chunk {name!r} keeps its samples in a LitData 0.2.76 Arrow footer; reading it needs pyarrow "
-            "(pip install pyarrow)"
-        ) from None
-    return pa
+    """``pyarrow``, or a MissingDependencyError naming the chunk that needs it and the extra to install."""
+    return require("pyarrow", f"chunk {name!r} keeps its samples in a LitData 0.2.76 Arrow footer; reading it", "arrow")
 
 
 def check_footer_magic(tail: bytes, name: str) -> None:
