@@ -345,8 +345,11 @@ class ArrowCollator:
 
     @staticmethod
     def _column(name: str, tables: list[tuple[np.ndarray, Any]], n: int) -> Any:
-        import pyarrow as pa
         from torch.utils.data import default_collate
+
+        from streamscope._core.optional import require
+
+        pa = require("pyarrow", "batching LitData 0.2.76 Arrow rows", "arrow")
 
         cols = [(pos, t.column(name)) for pos, t in tables]
         typ = cols[0][1].type
