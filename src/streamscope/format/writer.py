@@ -51,7 +51,7 @@ from streamscope.format.framed_write import (
 )
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader
 from streamscope.format.pytree import TreeSpec, leaf_paths, spec_difference, tree_flatten, treespec_dumps
-from streamscope.format.serializers import Serializer, merge_serializers
+from streamscope.format.serializers import Serializer, key_for_format, merge_serializers
 
 _U32_LIMIT = 1 << 32
 #: the keys a LitData 0.2.76 writer adds to ``config`` (their presence tells the layout of a dataset)
@@ -229,6 +229,7 @@ class ChunkWriter:
         self._skip_ipc = False
         self._ipc_decided = False
         self._row_bytes: float | None = None  # bytes per row of the last Arrow chunk
+        self._resume_format: tuple[list[str], str] | None = None  # leaf formats of the writer this one continues
         if state:
             self._load_state(state)
         # pending items of the open chunk
@@ -266,11 +267,17 @@ class ChunkWriter:
             )
         return out
 
-    def state(self) -> dict[str, Any] | None:
-        """What a writer continuing this one's chunks needs (JSON; None for "0.2.68", which keeps none)."""
+    def state(self) -> dict[str, Any]:
+        """What a writer continuing this one's chunks needs to write what this one would have (JSON): the
+        first sample's leaf formats and, for "0.2.76", the fused schema and what the chunks so far used."""
+        out: dict[str, Any] = {
+            "data_format": self._data_format,
+            "data_spec": None if self._spec is None else treespec_dumps(self._spec),
+        }
         if not self._v076:
-            return None
+            return out
         return {
+            **out,
             "types": sch.schema_state(self._types),
             "keys": self._keys,
             "file_compressed": self._file_compressed,
@@ -282,6 +289,10 @@ class ChunkWriter:
         }
 
     def _load_state(self, state: dict[str, Any]) -> None:
+        if state.get("data_format") is not None and state.get("data_spec") is not None:
+            self._resume_format = (list(state["data_format"]), str(state["data_spec"]))
+        if not self._v076:
+            return
         self._types = sch.schema_from_state(state.get("types"))
         self._keys = state.get("keys")
         self._file_compressed = bool(state.get("file_compressed"))
@@ -343,6 +354,22 @@ class ChunkWriter:
         except (OverflowError, ValueError, TypeError, KeyError, RuntimeError) as exc:
             raise FormatError(f"sample {index} field {path}: cannot serialize {type(leaf).__name__}: {exc}") from exc
 
+    def _adopt(self, spec: TreeSpec, formats: list[str], spec_text: str) -> None:
+        """Take the leaf formats of the writer this one continues when ``spec`` is its structure (a first sample
+        of its own could pick other serializers, e.g. ``str`` where the dataset has ``pickle``)."""
+        self._resume_format = None
+        if treespec_dumps(spec) != spec_text or len(formats) != spec.num_leaves:
+            return  # another structure: detected afresh, and the merge then names the difference
+        try:
+            sers = [self._serializers[key_for_format(f, self._serializers)] for f in formats]
+        except KeyError:
+            return
+        self._data_format = formats
+        self._spec = spec
+        self._leaf_sers = sers
+        self._matchers = [getattr(ser, "matches", None) or ser.can_serialize for ser in sers]
+        self._paths = leaf_paths(spec)
+
     def _next_sample(self, index: int, leaves: list[Any], spec: TreeSpec) -> tuple[list[bytes], list[int]]:
         assert self._spec is not None and self._data_format is not None
         if spec != self._spec:
@@ -373,6 +400,8 @@ class ChunkWriter:
         The sample is taken as given: a "0.2.76" writer wraps dict samples first (:meth:`encode` does).
         """
         leaves, spec = tree_flatten(sample)
+        if self._data_format is None and self._resume_format is not None:
+            self._adopt(spec, *self._resume_format)
         if self._data_format is None:
             data, sizes = self._first_sample(index, leaves, spec)
         else:
@@ -395,7 +424,7 @@ class ChunkWriter:
         self._types = inferred if self._types is None else sch.fuse_type(self._types, inferred)
         if isinstance(sample, dict):
             sample = sch.wrap_for_pytree(sample, self._types, keys=self._keys, wrap_leaf=_json_leaf)
-        first = self._data_format is None
+        first = self._data_format is None and self._resume_format is None
         exact, error = True, ""
         try:
             blob, dim = self.serialize(index, sample)
