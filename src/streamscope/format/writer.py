@@ -22,11 +22,16 @@ resolve the ``write_format`` knob):
   compression instead (``config.ipc_compression``). The config gains ``types``, ``compression_level``,
   ``compression_batch_size`` and ``ipc_compression``; ``compression`` stays null when no chunk was compressed.
 
-Two things differ from LitData 0.2.76 on purpose: with sample-level encryption the samples are never copied
-into a plaintext Arrow footer (the chunks stay classic, every item encrypted), and a row whose nested fields
-differ from the first sample's is accepted only while its chunk is an Arrow chunk (its pytree bytes are not
-written); if such a chunk must keep its item bytes, :class:`SchemaMismatchError` is raised instead of writing
-mis-aligned leaves.
+Three things differ from LitData 0.2.76 on purpose (each where 0.2.76 cannot read its own output or leaks data):
+
+* with sample-level encryption the samples are never copied into a plaintext Arrow footer (the chunks stay
+  classic, every item encrypted; 0.2.76 writes the rows in clear and then fails to read them);
+* samples whose schema looks like Arrow rows but that are no dicts (lists, tuples) are framed like any classic
+  chunk when ``compression_level`` is "batch"/"sample" (0.2.76 writes them unframed under an index that says
+  framed, and refuses to read them);
+* a row whose nested fields differ from the first sample's is accepted while its chunk is an Arrow chunk (its
+  pytree bytes are not written; 0.2.76 fails on such a row); if such a chunk must keep its item bytes,
+  :class:`SchemaMismatchError` is raised instead of writing mis-aligned leaves.
 """
 
 from __future__ import annotations
@@ -545,11 +550,9 @@ class ChunkWriter:
                 arrow_only = True
         if not arrow_only:
             parts = self._classic(items)
-            if self._arrow_rows():
-                # rows that Arrow could not hold (or a sample that is not a row): LitData 0.2.76 then writes the
-                # item bytes, and neither frames nor compresses them in the file
-                pass
-            elif self._v076 and in_file(self.compression_level):
+            # LitData 0.2.76 leaves such a chunk unframed when the schema is Arrow-like but the samples are no
+            # rows (lists, tuples) while its index says "batch"/"sample", and then cannot read it: framed here
+            if self._v076 and in_file(self.compression_level):
                 assert self.compression is not None
                 plain = b"".join(parts)
                 if self.compression_level == "batch":
