@@ -16,7 +16,8 @@ from streamscope.processing import optimize
 from streamscope.utilities.encryption import FernetEncryption
 from tests.format.conftest import same
 from tests.processing import _fns, _layout_fns
-from tests.processing.conftest import read_dataset, read_samples, visible_files
+from tests.processing._read import read_samples
+from tests.processing.conftest import read_dataset, visible_files
 
 V076_KEYS = {"types", "compression_level", "compression_batch_size", "ipc_compression"}
 

@@ -57,7 +57,7 @@ def write_keys_for(store: Any, key_fn: Callable[[Any], Any], num_shards: int = 1
                 with open(raw, "wb") as f:
                     f.write(store.get(name))
                 path = raw
-                if compression:
+                if compression and name.endswith(f".{compression}.bin"):  # whole-file zstd (0.2.76 frames in .bin)
                     path = os.path.join(tmp, "plain.bin")
                     decompress_file(raw, path, compression, int(entry["chunk_bytes"]))
                 chunk = open_chunk(path, config, int(entry["chunk_size"]))
