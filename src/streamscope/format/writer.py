@@ -387,7 +387,7 @@ class ChunkWriter:
                 lead = getattr(ser, "litdata_mismatch", "")
                 raise SchemaMismatchError(
                     (lead.format(item=short_repr(leaf, 80)) + " " if lead else "")
-                    + f"sample {index} field {self._paths[j]}: {type(leaf).__name__} does not fit the field's "
+                    + f"sample {index} field {self._paths[j]}: {_leaf_type(leaf)} does not fit the field's "
                     f"data_format {fmt!r} set by the first sample"
                 )
             blob, name = self._run(ser, leaf, index, self._paths[j])
@@ -584,6 +584,13 @@ class ChunkWriter:
         self._pending_bytes = 0
         self._pending_count = 0
         return entry
+
+
+def _leaf_type(leaf: Any) -> str:
+    """The type name of a leaf; for a ``json`` leaf, of the value it wraps (a field whose type changed)."""
+    if type(leaf).__name__ == "JsonLeaf" and hasattr(leaf, "value"):
+        return f"{type(leaf.value).__name__} (a json leaf: the field's type changed from the earlier samples')"
+    return type(leaf).__name__
 
 
 def _json_leaf(value: Any) -> Any:
