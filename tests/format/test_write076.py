@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from streamscope._core import config as cfg
 from streamscope._core.errors import ConfigError, FormatError, SchemaMismatchError
 from streamscope.format import schema as sch
-from streamscope.format.chunk import decompress_file, open_chunk
+from streamscope.format.chunk import decompress_file, open_chunk_bytes
 from streamscope.format.compression import uncompressed_name
 from streamscope.format.framed_write import pack_framed_zstd
 from streamscope.format.index import load_index
@@ -55,7 +55,7 @@ def _read(out: str) -> list[Any]:
             plain = os.path.join(out, "plain-" + uncompressed_name(entry["filename"], comp))
             decompress_file(path, plain, comp, expected_bytes=entry["chunk_bytes"])
             path = plain
-        chunk = open_chunk(path, config, entry["chunk_size"])
+        chunk = open_chunk_bytes(path, config, entry["chunk_size"])
         try:
             got += [chunk.sample(i, loader) for i in range(chunk.num_items)]
         finally:

@@ -9,7 +9,7 @@ from typing import Any
 
 def read_samples(path: str) -> list[Any]:
     """Every sample of a local dataset of either layout, through the format readers (Arrow rows as dicts)."""
-    from streamscope.format.chunk import decompress_file, open_chunk
+    from streamscope.format.chunk import decompress_file, open_chunk_bytes
     from streamscope.format.compression import uncompressed_name
     from streamscope.format.index import load_index
     from streamscope.format.item_loader import PyTreeLoader
@@ -27,7 +27,7 @@ def read_samples(path: str) -> list[Any]:
             plain = os.path.join(path, ".plain-" + uncompressed_name(name, comp))
             decompress_file(src, plain, comp, expected_bytes=entry["chunk_bytes"])
             src = plain
-        chunk = open_chunk(src, config, entry["chunk_size"])
+        chunk = open_chunk_bytes(src, config, entry["chunk_size"])
         try:
             out += [chunk.sample(i, loader) for i in range(chunk.num_items)]
         finally:

@@ -40,7 +40,7 @@ from streamscope._core.errors import (
     SchemaMismatchError,
     UpdateSessionError,
 )
-from streamscope.format.chunk import ChunkFile, decompress_file, open_chunk
+from streamscope.format.chunk import decompress_file, open_chunk_bytes
 from streamscope.format.index import INDEX_FILENAME, load_index, write_index
 from streamscope.format.item_loader import PyTreeLoader
 from streamscope.format.keys import normalize_key
@@ -222,10 +222,8 @@ class DatasetUpdate:
             plain = os.path.join(staging, "read-" + entry["filename"])
             decompress_file(path, plain, compression)  # type: ignore[arg-type]
             path = plain
-        chunk: Any = open_chunk(path, self._index["config"], int(entry["chunk_size"]))
+        chunk: Any = open_chunk_bytes(path, self._index["config"], int(entry["chunk_size"]))  # any layout
         try:
-            if isinstance(chunk, ChunkFile):
-                return [loader.decode(chunk.item_view(i)) for i in range(chunk.num_items)]
             return [chunk.sample(i, loader) for i in range(chunk.num_items)]
         finally:
             chunk.close()
