@@ -386,7 +386,7 @@ class ChunkWriter:
             if not matches(leaf):
                 lead = getattr(ser, "litdata_mismatch", "")
                 raise SchemaMismatchError(
-                    (lead.format(item=short_repr(leaf, 80)) + " " if lead else "")
+                    (lead.format(item=short_repr(_leaf_value(leaf), 80)) + " " if lead else "")
                     + f"sample {index} field {self._paths[j]}: {_leaf_type(leaf)} does not fit the field's "
                     f"data_format {fmt!r} set by the first sample"
                 )
@@ -584,6 +584,10 @@ class ChunkWriter:
         self._pending_bytes = 0
         self._pending_count = 0
         return entry
+
+
+def _leaf_value(leaf: Any) -> Any:
+    return leaf.value if type(leaf).__name__ == "JsonLeaf" and hasattr(leaf, "value") else leaf
 
 
 def _leaf_type(leaf: Any) -> str:
