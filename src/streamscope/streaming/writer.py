@@ -214,10 +214,10 @@ class BinaryWriter:
         self._held[index] = writer.encode(index, items)
         if self._run and index < self._run[0]:
             self._run = []  # a lower index: the run starts there now
-        path = None
-        while (end := self._full_run()) is not None:
-            path = self._write_run(end)
-        return path
+        # at most one chunk per call, as LitData: the item that crossed the limit waits for the next call (or
+        # done()), so a lower index still missing can come before a chunk of it is written
+        end = self._full_run()
+        return None if end is None else self._write_run(end)
 
     def _full_run(self) -> int | None:
         """The end (exclusive) of the chunk the consecutive run from the lowest held index fills, if it does."""
