@@ -9,6 +9,12 @@ How a job runs (both functions):
 3. When every worker has reported, merge their chunk lists in rank order (append: existing chunks first) and
    publish ``index.json`` LAST. Until then the output directory holds no index a reader would accept.
 
+The layout written is LitData 0.2.76's by default, or 0.2.68's (byte for byte): the ``write_format`` knob
+(``STREAMSCOPE_WRITE_FORMAT``) chooses it, see :mod:`streamscope.format.writer`. ``mode="append"`` keeps the
+layout of the dataset it extends, whatever the knob says (a 0.2.76 dataset is told by its config keys), and, when
+they are not given, its ``compression_level`` / ``compression_batch_size``; the workers' and the existing
+dataset's ``config.types`` are fused as LitData 0.2.76's index merge does.
+
 On failure (an exception in ``fn``, a serializer error, a killed worker) the job raises, the chunks this run
 published are deleted (unless ``use_checkpoint=True``, which keeps them with the checkpoint records so a rerun
 resumes), and no ``index.json`` is written.
