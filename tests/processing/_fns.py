@@ -142,3 +142,10 @@ def kill_rows_on_flag(i: int) -> Iterator[dict[str, Any]]:
             "note": None if i % 5 else f"n{i}",
             "tags": [f"t{i}"] * (i % 3),
         }
+
+
+class Arrays(Numbers):
+    """``Numbers`` whose samples hold an array (classic chunks in LitData 0.2.76's layout, not Arrow rows)."""
+
+    def prepare_item(self, item: int) -> dict[str, Any]:  # type: ignore[override]
+        return {"a": np.full(3, item, dtype=np.int64), "i": item}

@@ -177,3 +177,17 @@ def test_resumed_0_2_76_job_equals_uninterrupted(tmp_path: Any, knob: Any, monke
     assert ref_index["config"]["types"]["note"] == {"optional": True, "type": "str"}
     assert all(data.endswith(b"LDARW01\0") for data in ref_chunks.values())
     assert read_dataset(out) == (ref_index, ref_chunks)
+
+
+def test_chunk_recipe_passes_the_compression_level(tmp_path: Any, knob: Any) -> None:
+    from streamscope.processing.data_processor import DataProcessor  # noqa: PLC0415
+
+    knob(None)
+    out = str(tmp_path / "out")
+    recipe = _fns.Arrays(9, chunk_size=4, compression="zstd", compression_level="sample")
+    assert (recipe.compression_level, recipe.compression_batch_size) == ("sample", None)
+    DataProcessor(input_dir=None, output_dir=out, num_workers=1, fast_dev_run=False, verbose=False).run(recipe)
+    index, chunks = read_dataset(out)
+    assert (index["config"]["compression"], index["config"]["compression_level"]) == ("zstd", "sample")
+    assert all(name.endswith(".bin") and "zstd" not in name for name in chunks)
+    assert [s["i"] for s in read_samples(out)] == list(range(9))
