@@ -44,7 +44,7 @@ def _keep_start_method() -> Iterator[None]:
 
 
 def _installed_litdata_layout() -> str | None:
-    """"0.2.76" or "0.2.68" after the ``litdata`` that ``import litdata`` would load (not imported here)."""
+    """The layout ("0.2.76" or "0.2.68") of the ``litdata`` that ``import litdata`` would load (not imported)."""
     try:
         spec = importlib.util.find_spec("litdata")
     except (ImportError, ValueError):
