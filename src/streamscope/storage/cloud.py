@@ -42,7 +42,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from streamscope import events as ev
-from streamscope._core.errors import ConfigError, StorageError
+from streamscope._core.errors import ConfigError, MissingDependencyError, StorageError
 from streamscope.storage import azure_backend, gcs_backend
 from streamscope.storage import obstore_backend as ob
 from streamscope.storage.redact import redact, register_options, register_secret
@@ -266,7 +266,10 @@ def _invalid(url: str, opts: Mapping[str, Any], exc: BaseException) -> ConfigErr
 def _obstore_client(url: str, alternative: str, extra: str) -> None:
     """Raise when obstore cannot serve ``url`` in this process (missing, or forked from a process using it)."""
     if not ob.obstore_available():
-        raise StorageError(f'{url!r} needs obstore or {alternative} (pip install "streamscope[{extra}]")')
+        raise MissingDependencyError(
+            f'{url!r} needs obstore or {alternative}, neither is installed: pip install "streamscope[{extra}]"',
+            name="obstore",
+        )
     if not ob.obstore_usable():
         raise StorageError(
             f"{url!r}: obstore's runtime was started in parent pid {ob.runtime_pid()} before this process was "
@@ -298,7 +301,8 @@ class GCSStore(RemoteStore):
             self.preference = "google"
         self._config: dict[str, Any] = {}
         self._google: tuple[dict[str, Any], tuple[str, Any] | None] | None = None
-        super().__init__(parsed, self._build)
+        endpoint = opts.get("base_url") or _emulator_host() or os.environ.get("GOOGLE_BASE_URL")
+        super().__init__(parsed, self._build, endpoint=endpoint if isinstance(endpoint, str) else None)
         if self.preference != "obstore" and gcs_backend.available():
             try:
                 self._google = _google_kwargs(opts)
@@ -377,7 +381,8 @@ class AzureStore(RemoteStore):
         self.preference = _AZURE_BACKENDS[asked]
         self._config = _azure_config(opts)
         self._arguments: dict[str, Any] | None = None
-        super().__init__(parsed, self._build)
+        endpoint = self._config.get("endpoint") or azure_backend.endpoint_from_environment()
+        super().__init__(parsed, self._build, endpoint=endpoint if isinstance(endpoint, str) else None)
         if self.preference != "obstore" and azure_backend.available():
             try:
                 self._arguments = azure_backend.client_arguments(self._config, parsed.bucket)
