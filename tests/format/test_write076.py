@@ -99,6 +99,19 @@ def test_dict_rows_are_arrow_rows_with_types(tmp_path: Any) -> None:
     assert _read(out) == samples
 
 
+def test_without_pyarrow_rows_keep_their_item_bytes(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # as LitData 0.2.76 without pyarrow: the same config, classic chunks (which 0.2.76 reads too)
+    import streamscope.format.arrow_write as aw  # noqa: PLC0415
+
+    monkeypatch.setattr(aw, "available", lambda module: False)
+    out = str(tmp_path)
+    samples = [_rows(i) for i in range(7)]
+    config = _write(out, samples, chunk_size=5, compression="zstd")["config"]
+    assert config["types"]["id"] == "str" and config["ipc_compression"] is None
+    assert not any(d.endswith(b"LDARW01\0") for d in _files(out).values())
+    assert _read(out) == samples
+
+
 def test_tensor_samples_stay_classic(tmp_path: Any) -> None:
     out = str(tmp_path)
     samples = [_tensors(i) for i in range(9)]

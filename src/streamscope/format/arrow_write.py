@@ -19,6 +19,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from streamscope._core.optional import available
+
 __all__ = ["ARROW_MAGIC", "BATCH_ROWS", "arrow_footer", "slim_chunk"]
 
 ARROW_MAGIC = b"LDARW01\0"
@@ -40,10 +42,9 @@ def arrow_footer(samples: list[Any], ipc_compression: str | None = None) -> byte
     """``<IPC file> | u32 len | LDARW01\\0`` for dict ``samples``, or None when they cannot be Arrow rows."""
     if not samples or any(not isinstance(s, dict) for s in samples):
         return None
-    try:
-        import pyarrow as pa  # noqa: PLC0415
-    except ImportError:
+    if not available("pyarrow"):  # the "arrow" extra; without it the chunk keeps its item bytes, as LitData's does
         return None
+    import pyarrow as pa  # noqa: PLC0415
     rows = [_plain(s) for s in samples]
     keys: dict[str, None] = {}
     for row in rows:
