@@ -191,3 +191,22 @@ def test_chunk_recipe_passes_the_compression_level(tmp_path: Any, knob: Any) -> 
     assert (index["config"]["compression"], index["config"]["compression_level"]) == ("zstd", "sample")
     assert all(name.endswith(".bin") and "zstd" not in name for name in chunks)
     assert [s["i"] for s in read_samples(out)] == list(range(9))
+
+
+def test_merge_datasets_keeps_framed_names_and_fuses_types(tmp_path: Any, knob: Any) -> None:
+    from streamscope.processing.merge import merge_datasets  # noqa: PLC0415
+
+    knob(None)
+    a, b, out = (str(tmp_path / n) for n in ("a", "b", "out"))
+    optimize(_arr, list(range(5)), a, chunk_size=4, compression="zstd", num_workers=1, verbose=False)
+    optimize(_arr, list(range(5, 9)), b, chunk_size=4, compression="zstd", num_workers=1, verbose=False)
+    merge_datasets([a, b], out)
+    index, chunks = read_dataset(out)
+    assert list(chunks) == ["chunk-0-0.bin", "chunk-0-1.bin", "chunk-0-2.bin"]  # framed zstd stays .bin
+    assert all(data.startswith(b"LDFZ01\0\0") for data in chunks.values())
+    assert all(same(x, y) for x, y in zip(read_samples(out), [_arr(i) for i in range(9)]))
+    rows_a, rows_b, rows_out = (str(tmp_path / n) for n in ("ra", "rb", "rout"))
+    optimize(_row, list(range(3)), rows_a, chunk_size=4, num_workers=1, verbose=False)
+    optimize(_row_opt, list(range(4, 7)), rows_b, chunk_size=4, num_workers=1, verbose=False)
+    merge_datasets([rows_a, rows_b], rows_out)
+    assert read_dataset(rows_out)[0]["config"]["types"]["s"] == {"optional": True, "type": "str"}
