@@ -45,6 +45,7 @@ def arrow_footer(samples: list[Any], ipc_compression: str | None = None) -> byte
     if not available("pyarrow"):  # the "arrow" extra; without it the chunk keeps its item bytes, as LitData's does
         return None
     import pyarrow as pa  # noqa: PLC0415
+
     rows = [_plain(s) for s in samples]
     keys: dict[str, None] = {}
     for row in rows:
