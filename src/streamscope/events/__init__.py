@@ -38,7 +38,9 @@ Contract for call sites (stable; the recorder and sinks behind it may change):
 
 Field values should be ints, floats, bools or short strings; URLs must already have credentials removed.
 See :mod:`streamscope.events.vocab` for categories, levels and field names, :mod:`.recorder` for the
-flusher, fork and exit behaviour, :mod:`.sinks` for the plugin mechanism and :mod:`.metrics` for metrics.
+flusher, fork and exit behaviour, :mod:`.exporters` for the plugin mechanism, :mod:`.metrics` for metrics and
+:mod:`.setup` for configuration: importing this package configures nothing (no environment read, no hook, no
+thread, no file); ``configure(...)`` or ``configure_from_env()`` does.
 
 Cost: an inactive category costs the membership test; an active one appends a tuple to a bounded deque
 (a full buffer drops and counts). Encoding and I/O happen on the flusher thread.
@@ -53,7 +55,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from streamscope.events import sinks, vocab
+from streamscope.events import handover, vocab
 from streamscope.events.bus import (
     ACTIVE,
     BUF,
@@ -76,9 +78,12 @@ from streamscope.events.bus import (
     record_bulk,
     take,
 )
-from streamscope.events.metrics import MetricsSnapshot, SpanStats
-from streamscope.events.recorder import RECORDER, configure_from_env
-from streamscope.events.sinks import EventBatch, Parcel, Sink, SinkFactory, take_spool
+from streamscope.events.exporters import FLUSH_TIMEOUT_MILLIS, EventBatch, Exporter, ExportResult, Sink, SinkFactory
+from streamscope.events.handover import Parcel, take_spool
+from streamscope.events.metrics import SpanStats
+from streamscope.events.recorder import RECORDER
+from streamscope.events.setup import configure_from_env
+from streamscope.events.snapshots import MetricsSnapshot
 from streamscope.events.vocab import CATEGORIES, CNAMES, LEVELS
 
 __all__ = [
@@ -91,6 +96,8 @@ __all__ = [
     "Event",
     "Bulk",
     "EventBatch",
+    "Exporter",
+    "ExportResult",
     "MetricsSnapshot",
     "Parcel",
     "Sink",
@@ -103,6 +110,7 @@ __all__ = [
     "bulk",
     "each",
     "configure",
+    "configure_from_env",
     "counter",
     "crash",
     "drain",
@@ -111,6 +119,7 @@ __all__ = [
     "enabled",
     "expand",
     "flush",
+    "force_flush",
     "hand_over",
     "instant",
     "metrics_snapshot",
@@ -316,7 +325,8 @@ def configure(
 ) -> None:
     """Set the traced and the metrics-only categories of this process and start the flusher.
 
-    ``streamscope.enable_tracer`` is the user-facing way; this is the low-level one.
+    ``streamscope.enable_tracer`` is the user-facing way; this is the low-level one. Once called,
+    :func:`configure_from_env` leaves this process's configuration alone.
     """
     RECORDER.configure(frozenset(trace), frozenset(metrics), flush_interval)
 
@@ -325,7 +335,7 @@ def add_sink(factory: SinkFactory) -> None:
     """Register a sink factory (a zero-argument callable returning a :class:`Sink`) in this process.
 
     Forked children build their own instance from the factory; spawned processes need the
-    ``STREAMSCOPE_TRACE_SINKS`` environment variable instead (see :mod:`streamscope.events.sinks`).
+    ``STREAMSCOPE_TRACE_SINKS`` environment variable instead (see :mod:`streamscope.events.exporters`).
     """
     with RECORDER.lock:
         if factory not in RECORDER.factories:
@@ -352,11 +362,13 @@ def flush(publish: bool = True, repair: bool = True) -> None:
     flush, e.g. once the workers now exiting are gone.
     """
     RECORDER.flush(publish, repair)
-    for _spec, sink in RECORDER.sinks or []:
-        try:
-            sink.force_flush()
-        except Exception:
-            RECORDER.sink_errors += 1
+    RECORDER.force_flush()
+
+
+def force_flush(timeout_millis: int = FLUSH_TIMEOUT_MILLIS) -> bool:
+    """Ask this process's exporters to push what they buffered (each within ``timeout_millis``); True when all
+    did. Does not take the buffer: :func:`flush` does both."""
+    return RECORDER.force_flush(timeout_millis)
 
 
 def hand_over(tag: int = -1, received: Callable[[], bool | None] | None = None) -> Parcel:
@@ -391,7 +403,7 @@ def drop_spool(pid: int) -> None:
     """Remove the parcel process ``pid`` left at exit, unread (its receiver took the parcel itself)."""
     d = RECORDER.metrics_dir
     if d:
-        sinks.drop_spool(d, pid)
+        handover.drop_spool(d, pid)
 
 
 @contextmanager
@@ -421,5 +433,4 @@ def metrics_snapshot() -> MetricsSnapshot:
     return RECORDER.snapshot_all()
 
 
-_ = Series, Timeline, poll, BUF, LEVELS, CNAMES, Bulk, BULK, expand  # re-exported names
-configure_from_env()
+_ = Series, Timeline, poll, BUF, LEVELS, CNAMES, Bulk, BULK, expand, Exporter, ExportResult, Sink  # re-exported

@@ -129,6 +129,7 @@ class StreamingDataLoader(DataLoader):
         collate_fn: Callable[[list[Any]], Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        ev.configure_from_env()  # an entry point: tracing switched on by the environment starts here (once)
         if not isinstance(dataset, StreamingDataset) and not all(hasattr(dataset, a) for a in _PROTOCOL):
             raise NotAStreamingDatasetError(
                 f"StreamingDataLoader needs a StreamingDataset (or a dataset with {', '.join(_PROTOCOL)}, such as "
