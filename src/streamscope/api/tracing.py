@@ -36,7 +36,7 @@ from streamscope._core.procs import pid_alive
 from streamscope.events import vocab
 from streamscope.events.snapshots import MetricsSnapshot, read_snapshots
 from streamscope.trace import LITRACER_SINK
-from streamscope.trace.litracer import open_log
+from streamscope.trace.files import open_log
 
 __all__ = ["enable_metrics", "enable_tracer", "flush_tracer", "metrics"]
 
