@@ -25,8 +25,9 @@ from torch.utils.data import DataLoader
 
 from streamscope import events as ev
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, StateDictError
-from streamscope.stream.batching import PARCEL_ABANDONED, PARCEL_RECEIVED, ArenaFlags, Reorder
+from streamscope.stream.batching import ArenaFlags, Reorder
 from streamscope.stream.dataset import StreamingDataset
+from streamscope.stream.handover import ParcelAcks
 
 #: What the loader calls on its dataset (StreamingDataset and CombinedStreamingDataset provide it).
 _PROTOCOL = ("plan", "iter_batches", "state_dict", "resume_position", "set_batch_size", "set_num_workers")
@@ -61,14 +62,6 @@ def pending_worker_shutdowns() -> int:
     return len(_SHUTDOWNS)
 
 
-def _adopt(parcel: Any, acks: Any, parcels: list[int]) -> None:
-    """Take a worker's trace parcel (see ``stream.batching.worker_share``) and mark it received."""
-    if acks is not None and 0 <= parcel.tag < len(acks):
-        acks[parcel.tag] = PARCEL_RECEIVED
-    ev.adopt(parcel)
-    parcels[0] -= 1
-
-
 def _tell_workers_to_stop(it: Any) -> None:
     """The first step of torch's ``_shutdown_workers``, done at once: the done event set and a stop (None) sent
     to each worker still active, so they exit while this process goes on; ``_shutdown_workers`` then skips them
@@ -91,9 +84,7 @@ def _tell_workers_to_stop(it: Any) -> None:
 def _finish_workers(shutdown: Callable[[], None], pids: list[int | None]) -> None:
     """Let a complete epoch's workers exit; drop the parcels they left at exit (the loop took every parcel)."""
     shutdown()
-    for pid in pids:
-        if pid is not None:
-            ev.drop_spool(pid)
+    ParcelAcks.drop_left(pids)
 
 
 def _identity(item: Any) -> Any:
@@ -216,12 +207,12 @@ class StreamingDataLoader(DataLoader):
         if arenas is not None and not self.persistent_workers:
             arenas = ArenaFlags(self.num_workers)  # this iteration's fresh workers (an older iterator keeps its own)
         # Non-persistent workers end their share with a parcel of trace events, which this process writes
-        # (see stream.batching.worker_share); persistent ones write their own (their flusher runs on, and their
-        # next epoch's events must not reach the log before this parcel). Decided when the workers start.
+        # (see stream.handover); persistent ones write their own (their flusher runs on, and their next epoch's
+        # events must not reach the log before this parcel). Decided when the workers start.
         if not (self.persistent_workers and getattr(self, "_iterator", None) is not None):
             self._parcels = self.num_workers if ev.ACTIVE and not self.persistent_workers else 0
         # one flag per worker, set when its parcel arrives (a worker whose parcel was lost writes its own events)
-        acks = multiprocessing.RawArray("b", self.num_workers) if self._parcels else None
+        acks = ParcelAcks(self.num_workers) if self._parcels else None
         ds._batch_mode = {
             "epoch": epoch,
             "start": start,
@@ -230,7 +221,7 @@ class StreamingDataLoader(DataLoader):
             "position": self._position,
             "arena_flags": arenas.flags if arenas is not None else None,
             "parcel": self._parcels > 0,
-            "parcel_acks": acks,
+            "parcel_acks": acks.flags if acks is not None else None,
         }
         try:
             # workers that hand their events over need no flusher thread unless their epoch runs long
@@ -241,11 +232,10 @@ class StreamingDataLoader(DataLoader):
             ds._batch_mode = None
         return self._run(it, plan, epoch, arenas, acks)
 
-    def _run(self, it: Any, plan: Any, epoch: int, arenas: ArenaFlags | None, acks: Any) -> Iterator[Any]:
+    def _run(self, it: Any, plan: Any, epoch: int, arenas: ArenaFlags | None, acks: ParcelAcks | None) -> Iterator[Any]:
         workers = max(1, self.num_workers)
         reorder = Reorder(self.batches_consumed, arenas)
         done = False
-        parcels = [self._parcels]  # still to come
         try:
             with ev.span(
                 "epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches, workers=self.num_workers
@@ -280,7 +270,7 @@ class StreamingDataLoader(DataLoader):
                             self.num_workers > 0
                             and reorder.expected >= plan.num_batches
                             and not reorder.pending()
-                            and parcels[0] <= 0
+                            and (acks is None or acks.pending <= 0)
                         ):
                             # Every batch of the plan and every trace parcel arrived: no need to wait for the
                             # workers' stop. (A worker sends its parcel right after its last batch: a loop that
@@ -299,14 +289,14 @@ class StreamingDataLoader(DataLoader):
                                 break
                             raise
                         if type(item) is parcel_type:
-                            _adopt(item, acks, parcels)  # a worker's last trace events (still waiting: no boundary)
+                            acks.take(item)  # type: ignore[union-attr]  # a worker's last trace events (no boundary)
                             continue
                         if on:
                             mark(now())
                             put(~reorder.expected)
                         parcel = reorder.add(item)
                         if parcel is not None:
-                            _adopt(parcel, acks, parcels)  # a worker's last trace events, with its last group
+                            acks.take(parcel)  # type: ignore[union-attr]  # a worker's last trace events, with its last group
                 finally:
                     loop.finish()
                 if reorder.pending() or reorder.expected != plan.num_batches:
@@ -332,14 +322,10 @@ class StreamingDataLoader(DataLoader):
                     t.start()
                 else:
                     if acks is not None:  # parcels not taken are abandoned: their workers write them themselves
-                        for w in range(len(acks)):
-                            acks[w] = acks[w] or PARCEL_ABANDONED
+                        acks.abandon_rest()
                     shutdown()  # an abandoned epoch frees its workers now (persistent ones are reset by torch)
-                    for w, pid in enumerate(pids):
-                        # a worker that exited before the loop decided left its parcel in the run directory
-                        parcel = ev.claim_spool(pid) if pid is not None else None
-                        if parcel is not None and acks is not None and acks[w] != PARCEL_RECEIVED:
-                            ev.adopt(parcel)
+                    if acks is not None:  # a worker that exited before the loop decided left its parcel behind
+                        acks.claim_left(pids)
 
     def __len__(self) -> int:
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]
