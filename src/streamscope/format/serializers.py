@@ -22,14 +22,16 @@ from typing import Any
 import numpy as np
 
 from streamscope._core.errors import FormatError
-from streamscope.format import dtypes
+from streamscope.format import dtypes, jsonleaf
 
 __all__ = [
     "BooleanSerializer",
     "BytesSerializer",
     "FileSerializer",
     "FloatSerializer",
+    "ImageSerializer",
     "IntegerSerializer",
+    "JsonSerializer",
     "JPEGArraySerializer",
     "JPEGSerializer",
     "NoHeaderNumpySerializer",
@@ -463,6 +465,37 @@ class TensorSerializer(Serializer):
         return _is_tensor(item) and item.ndim != 1
 
 
+class ImageSerializer(Serializer):
+    """``image:{ext}`` (LitData 0.2.76): an image file's bytes (a str path to a .png/.jpg/... file); decodes to a
+    uint8 CHW RGB tensor like ``jpeg``. Reading only: streamscope does not pick it when writing."""
+
+    def serialize(self, item: Any) -> tuple[bytes, str | None]:
+        raise FormatError("streamscope writes image files as `pil`/`jpeg` leaves, not `image:{ext}`")
+
+    def deserialize(self, data: bytes | memoryview) -> Any:
+        return _decode_jpeg(data)
+
+    def can_serialize(self, item: Any) -> bool:
+        return False
+
+
+class JsonSerializer(Serializer):
+    """``json`` (LitData 0.2.76): a list/dict field as one tagged-binary leaf (:mod:`streamscope.format.jsonleaf`).
+
+    Only a :class:`~streamscope.format.jsonleaf.JsonLeaf` marker is detected, so plain samples keep their
+    0.2.68 leaves unless the writer wraps a field.
+    """
+
+    def serialize(self, item: Any) -> tuple[bytes, str | None]:
+        return jsonleaf.encode(item.value if isinstance(item, jsonleaf.JsonLeaf) else item), "json"
+
+    def deserialize(self, data: bytes | memoryview) -> Any:
+        return jsonleaf.decode(data)
+
+    def can_serialize(self, item: Any) -> bool:
+        return isinstance(item, jsonleaf.JsonLeaf)
+
+
 class PickleSerializer(Serializer):
     """``pickle``: ``pickle.dumps`` with the default protocol; accepts anything."""
 
@@ -500,6 +533,8 @@ _ORDER: tuple[tuple[str, type[Serializer]], ...] = (
     ("numpy", NumpySerializer),
     ("no_header_tensor", NoHeaderTensorSerializer),
     ("tensor", TensorSerializer),
+    ("image", ImageSerializer),
+    ("json", JsonSerializer),
     ("pickle", PickleSerializer),
 )
 
