@@ -23,8 +23,7 @@ def in_ci() -> bool:
 def missing(reason: str) -> NoReturn:
     """Skip the calling test for ``reason``; under CI=true fail it instead."""
     if in_ci():
-        pytest.fail(f"{reason}; CI=true, where every test component must be installed ({INSTALL_HINT})",
-                    pytrace=False)
+        pytest.fail(f"{reason}; CI=true, where every test component must be installed ({INSTALL_HINT})", pytrace=False)
     pytest.skip(reason)
 
 
@@ -32,6 +31,8 @@ def require_program(name: str, package: str) -> str:
     """The path of program ``name`` (from Debian package ``package``), or skip/fail the test."""
     path = shutil.which(name)
     if path is None:
-        missing(f"{name} is not installed (Debian package {package!r}: "
-                f"apt-get install -y --no-install-recommends {package}; {INSTALL_HINT})")
+        missing(
+            f"{name} is not installed (Debian package {package!r}: "
+            f"apt-get install -y --no-install-recommends {package}; {INSTALL_HINT})"
+        )
     return path

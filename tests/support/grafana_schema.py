@@ -38,8 +38,17 @@ SCHEMA_VERSION = "11.6.0"
 TYPESCRIPT_MAJOR = "5"
 ALLOWED_VARIABLE_KEYS = frozenset({"auto", "auto_count", "auto_min"})
 _REPO = Path(__file__).resolve().parents[2]
-_TSC_FLAGS = ["--noEmit", "--strict", "--skipLibCheck", "--module", "esnext", "--moduleResolution", "bundler",
-              "--pretty", "false"]
+_TSC_FLAGS = [
+    "--noEmit",
+    "--strict",
+    "--skipLibCheck",
+    "--module",
+    "esnext",
+    "--moduleResolution",
+    "bundler",
+    "--pretty",
+    "false",
+]
 _HEADER = "import type { Dashboard } from '@grafana/schema';\n"  # the JSON's line 1 is the file's line 2
 # tsc's "file(line,col): error TSnnnn: message" (continuation lines of a message are indented)
 _ERROR = re.compile(r"^(?P<file>.+?)\((?P<line>\d+),(?P<col>\d+)\): error (?P<code>TS\d+): (?P<msg>.*)$")
@@ -60,8 +69,11 @@ def _installed_version(d: Path, package: str) -> str | None:
 
 def _ready(d: Path) -> bool:
     ts = _installed_version(d, "typescript") or ""
-    return (_installed_version(d, "@grafana/schema") == SCHEMA_VERSION and ts.split(".")[0] == TYPESCRIPT_MAJOR
-            and (d / "node_modules" / ".bin" / "tsc").exists())
+    return (
+        _installed_version(d, "@grafana/schema") == SCHEMA_VERSION
+        and ts.split(".")[0] == TYPESCRIPT_MAJOR
+        and (d / "node_modules" / ".bin" / "tsc").exists()
+    )
 
 
 def ensure_tsc() -> Path:
@@ -70,20 +82,37 @@ def ensure_tsc() -> Path:
     if not _ready(d):
         npm = shutil.which("npm")
         if npm is None:
-            missing(f"@grafana/schema {SCHEMA_VERSION} + typescript {TYPESCRIPT_MAJOR} are not in {d} and npm is "
-                    "not installed (./run.sh test installs them)")
+            missing(
+                f"@grafana/schema {SCHEMA_VERSION} + typescript {TYPESCRIPT_MAJOR} are not in {d} and npm is "
+                "not installed (./run.sh test installs them)"
+            )
         from filelock import FileLock
 
         d.mkdir(parents=True, exist_ok=True)
         with FileLock(str(d.parent / f"{d.name}.lock")):  # xdist workers may arrive here together
             if not _ready(d):
                 proc = subprocess.run(
-                    [npm, "install", "--prefix", str(d), "--no-audit", "--no-fund", "--loglevel=error",
-                     f"@grafana/schema@{SCHEMA_VERSION}", f"typescript@{TYPESCRIPT_MAJOR}"],
-                    capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+                    [
+                        npm,
+                        "install",
+                        "--prefix",
+                        str(d),
+                        "--no-audit",
+                        "--no-fund",
+                        "--loglevel=error",
+                        f"@grafana/schema@{SCHEMA_VERSION}",
+                        f"typescript@{TYPESCRIPT_MAJOR}",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                    stdin=subprocess.DEVNULL,
+                )
                 if proc.returncode != 0 or not _ready(d):
-                    missing(f"npm could not install @grafana/schema {SCHEMA_VERSION} + typescript into {d} "
-                            f"(rc={proc.returncode}): {(proc.stderr or proc.stdout).strip()[-500:]}")
+                    missing(
+                        f"npm could not install @grafana/schema {SCHEMA_VERSION} + typescript into {d} "
+                        f"(rc={proc.returncode}): {(proc.stderr or proc.stdout).strip()[-500:]}"
+                    )
     return d / "node_modules" / ".bin" / "tsc"
 
 
@@ -130,8 +159,14 @@ def tsc_check_dashboards(dashboards: Sequence[str | os.PathLike[str] | Dashboard
             ts = Path(tmp) / f"dashboard_{i}.ts"
             ts.write_text(f"{_HEADER}export const d: Dashboard = {text};\n")
             files[ts.name] = (name, text.splitlines())
-        proc = subprocess.run([str(tsc), *_TSC_FLAGS, *sorted(str(Path(tmp) / f) for f in files)],
-                              capture_output=True, text=True, timeout=300, cwd=tmp, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [str(tsc), *_TSC_FLAGS, *sorted(str(Path(tmp) / f) for f in files)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp,
+            stdin=subprocess.DEVNULL,
+        )
     errors: dict[str, list[str]] = {name: [] for name in names}
     current: list[str] | None = None
     stray: list[str] = []

@@ -58,12 +58,25 @@ _RESPONSE_TYPES: dict[Signal, type[Message]] = {
     "logs": logs_service_pb2.ExportLogsServiceResponse,
 }
 # partial_success's "rejected_*" field per signal
-_REJECTED_FIELD: dict[Signal, str] = {"traces": "rejected_spans", "metrics": "rejected_data_points", "logs": "rejected_log_records"}
+_REJECTED_FIELD: dict[Signal, str] = {
+    "traces": "rejected_spans",
+    "metrics": "rejected_data_points",
+    "logs": "rejected_log_records",
+}
 _PROTOBUF = "application/x-protobuf"
 # OTLP's HTTP-to-gRPC status mapping, used when a status fault is served over gRPC
-_GRPC_CODE_FOR_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-                         429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 501: "UNIMPLEMENTED", 502: "UNAVAILABLE",
-                         503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+_GRPC_CODE_FOR_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -194,18 +207,25 @@ def flatten_traces(req: trace_service_pb2.ExportTraceServiceRequest) -> list[Spa
         res = attributes(rs.resource.attributes)
         for ss in rs.scope_spans:
             for s in ss.spans:
-                out.append(Span(
-                    name=s.name, trace_id=_hex(s.trace_id), span_id=_hex(s.span_id),
-                    parent_span_id=_hex(s.parent_span_id) or None,
-                    kind=trace_pb2.Span.SpanKind.Name(s.kind).removeprefix("SPAN_KIND_"),
-                    start_ns=s.start_time_unix_nano, end_ns=s.end_time_unix_nano,
-                    attributes=attributes(s.attributes), resource=res,
-                    scope=ss.scope.name, scope_version=ss.scope.version,
-                    events=[Event(e.name, e.time_unix_nano, attributes(e.attributes)) for e in s.events],
-                    links=[Link(_hex(lk.trace_id), _hex(lk.span_id), attributes(lk.attributes)) for lk in s.links],
-                    status_code=trace_pb2.Status.StatusCode.Name(s.status.code).removeprefix("STATUS_CODE_"),
-                    status_message=s.status.message,
-                ))
+                out.append(
+                    Span(
+                        name=s.name,
+                        trace_id=_hex(s.trace_id),
+                        span_id=_hex(s.span_id),
+                        parent_span_id=_hex(s.parent_span_id) or None,
+                        kind=trace_pb2.Span.SpanKind.Name(s.kind).removeprefix("SPAN_KIND_"),
+                        start_ns=s.start_time_unix_nano,
+                        end_ns=s.end_time_unix_nano,
+                        attributes=attributes(s.attributes),
+                        resource=res,
+                        scope=ss.scope.name,
+                        scope_version=ss.scope.version,
+                        events=[Event(e.name, e.time_unix_nano, attributes(e.attributes)) for e in s.events],
+                        links=[Link(_hex(lk.trace_id), _hex(lk.span_id), attributes(lk.attributes)) for lk in s.links],
+                        status_code=trace_pb2.Status.StatusCode.Name(s.status.code).removeprefix("STATUS_CODE_"),
+                        status_message=s.status.message,
+                    )
+                )
     return out
 
 
@@ -222,32 +242,50 @@ def flatten_metrics(req: metrics_service_pb2.ExportMetricsServiceRequest) -> lis
                 kind = m.WhichOneof("data")
                 if kind is None:
                     continue
-                common = dict(name=m.name, unit=m.unit, description=m.description, type=kind, resource=res,
-                              scope=sm.scope.name)
+                common = dict(
+                    name=m.name, unit=m.unit, description=m.description, type=kind, resource=res, scope=sm.scope.name
+                )
                 data = getattr(m, kind)
                 for p in data.data_points:
-                    base = dict(common, attributes=attributes(p.attributes), start_ns=p.start_time_unix_nano,
-                                time_ns=p.time_unix_nano)
+                    base = dict(
+                        common,
+                        attributes=attributes(p.attributes),
+                        start_ns=p.start_time_unix_nano,
+                        time_ns=p.time_unix_nano,
+                    )
                     if kind in ("sum", "gauge"):
                         value = getattr(p, p.WhichOneof("value")) if p.WhichOneof("value") else None
                         extra: dict[str, Any] = dict(value=value)
                         if kind == "sum":
-                            extra.update(monotonic=data.is_monotonic, temporality=_temporality(data.aggregation_temporality))
+                            extra.update(
+                                monotonic=data.is_monotonic, temporality=_temporality(data.aggregation_temporality)
+                            )
                     elif kind == "histogram":
-                        extra = dict(temporality=_temporality(data.aggregation_temporality), count=p.count,
-                                     sum=p.sum if p.HasField("sum") else None,
-                                     min=p.min if p.HasField("min") else None, max=p.max if p.HasField("max") else None,
-                                     bounds=list(p.explicit_bounds), bucket_counts=list(p.bucket_counts))
+                        extra = dict(
+                            temporality=_temporality(data.aggregation_temporality),
+                            count=p.count,
+                            sum=p.sum if p.HasField("sum") else None,
+                            min=p.min if p.HasField("min") else None,
+                            max=p.max if p.HasField("max") else None,
+                            bounds=list(p.explicit_bounds),
+                            bucket_counts=list(p.bucket_counts),
+                        )
                     elif kind == "exponential_histogram":
-                        extra = dict(temporality=_temporality(data.aggregation_temporality), count=p.count,
-                                     sum=p.sum if p.HasField("sum") else None,
-                                     min=p.min if p.HasField("min") else None, max=p.max if p.HasField("max") else None,
-                                     scale=p.scale, zero_count=p.zero_count,
-                                     positive=(p.positive.offset, list(p.positive.bucket_counts)),
-                                     negative=(p.negative.offset, list(p.negative.bucket_counts)))
+                        extra = dict(
+                            temporality=_temporality(data.aggregation_temporality),
+                            count=p.count,
+                            sum=p.sum if p.HasField("sum") else None,
+                            min=p.min if p.HasField("min") else None,
+                            max=p.max if p.HasField("max") else None,
+                            scale=p.scale,
+                            zero_count=p.zero_count,
+                            positive=(p.positive.offset, list(p.positive.bucket_counts)),
+                            negative=(p.negative.offset, list(p.negative.bucket_counts)),
+                        )
                     else:  # summary
-                        extra = dict(count=p.count, sum=p.sum,
-                                     quantiles={q.quantile: q.value for q in p.quantile_values})
+                        extra = dict(
+                            count=p.count, sum=p.sum, quantiles={q.quantile: q.value for q in p.quantile_values}
+                        )
                     out.append(MetricPoint(**base, **extra))
     return out
 
@@ -258,17 +296,28 @@ def flatten_logs(req: logs_service_pb2.ExportLogsServiceRequest) -> list[LogReco
         res = attributes(rl.resource.attributes)
         for sl in rl.scope_logs:
             for r in sl.log_records:
-                out.append(LogRecord(
-                    body=any_value(r.body), severity_number=r.severity_number, severity_text=r.severity_text,
-                    time_ns=r.time_unix_nano, observed_time_ns=r.observed_time_unix_nano,
-                    attributes=attributes(r.attributes), resource=res, scope=sl.scope.name,
-                    trace_id=_hex(r.trace_id) or None, span_id=_hex(r.span_id) or None, event_name=r.event_name,
-                ))
+                out.append(
+                    LogRecord(
+                        body=any_value(r.body),
+                        severity_number=r.severity_number,
+                        severity_text=r.severity_text,
+                        time_ns=r.time_unix_nano,
+                        observed_time_ns=r.observed_time_unix_nano,
+                        attributes=attributes(r.attributes),
+                        resource=res,
+                        scope=sl.scope.name,
+                        trace_id=_hex(r.trace_id) or None,
+                        span_id=_hex(r.span_id) or None,
+                        event_name=r.event_name,
+                    )
+                )
     return out
 
 
 _FLATTEN: dict[Signal, Callable[[Any], list[Any]]] = {
-    "traces": flatten_traces, "metrics": flatten_metrics, "logs": flatten_logs,
+    "traces": flatten_traces,
+    "metrics": flatten_metrics,
+    "logs": flatten_logs,
 }
 
 
@@ -330,8 +379,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.receiver.verbose:
             super().log_message(format, *args)
 
-    def _reply(self, status: int, body: bytes = b"", content_type: str = "text/plain",
-               headers: dict[str, str] | None = None) -> None:
+    def _reply(
+        self, status: int, body: bytes = b"", content_type: str = "text/plain", headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -456,8 +506,9 @@ class OTLPReceiver:
         self._conns: set[socket.socket] = set()
         self._server = _Server((host, port), _Handler)
         self._server.receiver = self
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="otlp-receiver", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="otlp-receiver", daemon=True
+        )
         self._thread.start()
         self.host, self.port = self._server.server_address[:2]
         self._grpc_server: Any = None
@@ -488,9 +539,19 @@ class OTLPReceiver:
 
     # -- faults -----------------------------------------------------------------------------------
 
-    def set_fault(self, *, status: int | None = None, retry_after: float | None = None, delay: float = 0.0,
-                  hang: bool = False, close: bool = False, partial_rejected: int = 0, partial_message: str = "",
-                  signals: Sequence[str] | None = None, times: int | None = None) -> None:
+    def set_fault(
+        self,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        delay: float = 0.0,
+        hang: bool = False,
+        close: bool = False,
+        partial_rejected: int = 0,
+        partial_message: str = "",
+        signals: Sequence[str] | None = None,
+        times: int | None = None,
+    ) -> None:
         """Fault the next ``times`` requests (all until :meth:`clear_fault` when None) of ``signals`` (default all).
 
         * ``status``: answer that HTTP status (gRPC: OTLP's matching code) instead of accepting the data;
@@ -578,8 +639,9 @@ class OTLPReceiver:
                 self._messages[s].clear()
                 self._records[s].clear()
 
-    def wait_for(self, kind: Signal | Literal["requests"], predicate: Callable[[list[Any]], Any] = bool,
-                 timeout: float = 10.0) -> list[Any]:
+    def wait_for(
+        self, kind: Signal | Literal["requests"], predicate: Callable[[list[Any]], Any] = bool, timeout: float = 10.0
+    ) -> list[Any]:
         """Block until ``predicate(items)`` is truthy, then return ``items``.
 
         ``items`` is the list of flattened records of ``kind`` ("traces" -> :class:`Span`, "metrics" ->
@@ -596,15 +658,20 @@ class OTLPReceiver:
                     return items
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"OTLP receiver at {self.url}: no {kind} matching the predicate within "
-                                       f"{timeout:g} s; {self._summary_locked()}")
+                    raise TimeoutError(
+                        f"OTLP receiver at {self.url}: no {kind} matching the predicate within "
+                        f"{timeout:g} s; {self._summary_locked()}"
+                    )
                 self._cond.wait(left)
 
     def _summary_locked(self) -> str:
         counts = ", ".join(f"{s}: {len(self._records[s])} records" for s in SIGNALS)
-        outcomes = [f"{r.path} -> {r.status if r.status is not None else 'no answer'}"
-                    + (f" ({r.fault})" if r.fault else "") + (f" ({r.error})" if r.error else "")
-                    for r in self._requests[-5:]]
+        outcomes = [
+            f"{r.path} -> {r.status if r.status is not None else 'no answer'}"
+            + (f" ({r.fault})" if r.fault else "")
+            + (f" ({r.error})" if r.error else "")
+            for r in self._requests[-5:]
+        ]
         return f"{len(self._requests)} requests ({counts}); last: {outcomes}"
 
     def summary(self) -> str:
@@ -654,8 +721,18 @@ class OTLPReceiver:
 
         def handle(signal: Signal, request: Message, context: Any) -> Message:
             metadata = {k.lower(): str(v) for k, v in context.invocation_metadata()}
-            req = Request(signal, "grpc", f"grpc:{signal}", metadata, request.ByteSize(), request.ByteSize(),
-                          None, None, None, None)
+            req = Request(
+                signal,
+                "grpc",
+                f"grpc:{signal}",
+                metadata,
+                request.ByteSize(),
+                request.ByteSize(),
+                None,
+                None,
+                None,
+                None,
+            )
             fault = rx._take_fault(signal)
             if fault is not None:
                 req.fault = fault.describe()

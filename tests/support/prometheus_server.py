@@ -70,10 +70,19 @@ def scrape_config(targets: Sequence[str] | Mapping[str, Sequence[str]], scrape_i
 
     Written as JSON, which is YAML too, so the values need no YAML quoting.
     """
-    jobs = [{"job_name": job, "scrape_interval": scrape_interval, "scrape_timeout": scrape_interval,
-             "static_configs": [{"targets": ts}]} for job, ts in _targets_by_job(targets).items()]
-    cfg = {"global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
-           "scrape_configs": jobs}
+    jobs = [
+        {
+            "job_name": job,
+            "scrape_interval": scrape_interval,
+            "scrape_timeout": scrape_interval,
+            "static_configs": [{"targets": ts}],
+        }
+        for job, ts in _targets_by_job(targets).items()
+    ]
+    cfg = {
+        "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
+        "scrape_configs": jobs,
+    }
     return json.dumps(cfg, indent=1) + "\n"
 
 
@@ -85,8 +94,14 @@ class PrometheusServer:
     (fails under CI=true).
     """
 
-    def __init__(self, targets: Sequence[str] | Mapping[str, Sequence[str]] = (), *, scrape_interval: str = "1s",
-                 workdir: str | os.PathLike[str] | None = None, extra_args: Sequence[str] = ()):
+    def __init__(
+        self,
+        targets: Sequence[str] | Mapping[str, Sequence[str]] = (),
+        *,
+        scrape_interval: str = "1s",
+        workdir: str | os.PathLike[str] | None = None,
+        extra_args: Sequence[str] = (),
+    ):
         self.binary = require_program("prometheus", "prometheus")
         self.scrape_interval = scrape_interval
         self._own_dir = workdir is None
@@ -111,10 +126,19 @@ class PrometheusServer:
             self.port = free_port(self.host)
             with open(self.log_path, "ab") as log:
                 self._proc = subprocess.Popen(
-                    [self.binary, f"--config.file={self.config_path}", f"--storage.tsdb.path={self.workdir / 'data'}",
-                     f"--web.listen-address={self.host}:{self.port}", "--log.level=warn", "--web.enable-lifecycle",
-                     *extra_args],
-                    cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    [
+                        self.binary,
+                        f"--config.file={self.config_path}",
+                        f"--storage.tsdb.path={self.workdir / 'data'}",
+                        f"--web.listen-address={self.host}:{self.port}",
+                        "--log.level=warn",
+                        "--web.enable-lifecycle",
+                        *extra_args,
+                    ],
+                    cwd=self.workdir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
                 )
             if self._wait_ready():
                 return
@@ -182,8 +206,9 @@ class PrometheusServer:
 
     # -- HTTP API ---------------------------------------------------------------------------------
 
-    def _api(self, path: str, params: Mapping[str, str] | None = None, *, method: str = "GET",
-             raw: bool = False) -> Any:
+    def _api(
+        self, path: str, params: Mapping[str, str] | None = None, *, method: str = "GET", raw: bool = False
+    ) -> Any:
         url = f"{self.url}{path}"
         data = None
         if params:
@@ -226,8 +251,9 @@ class PrometheusServer:
             return [Sample({}, float(result[1]), float(result[0]))]
         raise PromQLError(f"query {expr!r} returned a {kind}, not an instant vector or scalar")
 
-    def wait_for_series(self, expr: str, timeout: float = 20.0,
-                        predicate: Callable[[list[Sample]], Any] = bool) -> list[Sample]:
+    def wait_for_series(
+        self, expr: str, timeout: float = 20.0, predicate: Callable[[list[Sample]], Any] = bool
+    ) -> list[Sample]:
         """Poll ``expr`` until ``predicate(samples)`` holds (default: any series), then return the samples.
 
         Prometheus offers nothing to block on, so this polls every 0.25 s. Raises ``TimeoutError`` with the
@@ -240,16 +266,26 @@ class PrometheusServer:
             if predicate(samples):
                 return samples
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"Prometheus at {self.url}: {expr!r} did not match within {timeout:g} s; "
-                                   f"last result {samples}; targets {self.targets()}")
+                raise TimeoutError(
+                    f"Prometheus at {self.url}: {expr!r} did not match within {timeout:g} s; "
+                    f"last result {samples}; targets {self.targets()}"
+                )
             time.sleep(0.25)
 
     def targets(self) -> list[dict[str, Any]]:
         """The active scrape targets: job, scrape URL, health ("up"/"down"/"unknown") and last error."""
         data = self._api("/api/v1/targets", {"state": "active"})
-        return [{"job": t["labels"].get("job", t.get("scrapePool", "")), "instance": t["labels"].get("instance", ""),
-                 "scrape_url": t["scrapeUrl"], "health": t["health"], "last_error": t["lastError"],
-                 "last_scrape": t["lastScrape"]} for t in data["activeTargets"]]
+        return [
+            {
+                "job": t["labels"].get("job", t.get("scrapePool", "")),
+                "instance": t["labels"].get("instance", ""),
+                "scrape_url": t["scrapeUrl"],
+                "health": t["health"],
+                "last_error": t["lastError"],
+                "last_scrape": t["lastScrape"],
+            }
+            for t in data["activeTargets"]
+        ]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -258,8 +294,12 @@ class PrometheusServer:
 
 # Grafana's built-in interval variables, each with a value that keeps the expression valid PromQL
 _GRAFANA_BUILTINS = {
-    "__rate_interval": "1m", "__interval": "1m", "__range": "1m", "__interval_ms": "60000",
-    "__range_s": "60", "__range_ms": "60000",
+    "__rate_interval": "1m",
+    "__interval": "1m",
+    "__range": "1m",
+    "__interval_ms": "60000",
+    "__range_s": "60",
+    "__range_ms": "60000",
 }
 # $name, ${name} and ${name:format}; longest names first is not needed: \w+ is greedy
 _VARIABLE = re.compile(r"\$\{(\w+)(?::[^}]*)?\}|\$(\w+)|\[\[(\w+)(?::[^\]]*)?\]\]")
@@ -300,13 +340,21 @@ def promtool_check_rules(exprs: Iterable[str], *, substitute: bool = True) -> di
         return {}
     promql = [substitute_grafana_vars(e) if substitute else e for e in exprs]
     # JSON is YAML: no quoting of the expressions' quotes, braces and colons to get wrong
-    doc = {"groups": [{"name": "streamscope_check", "rules": [
-        {"record": f"check_{i}", "expr": q} for i, q in enumerate(promql)]}]}
+    doc = {
+        "groups": [
+            {"name": "streamscope_check", "rules": [{"record": f"check_{i}", "expr": q} for i, q in enumerate(promql)]}
+        ]
+    }
     with tempfile.TemporaryDirectory(prefix="promtool-") as d:
         path = Path(d) / "rules.yml"
         path.write_text(json.dumps(doc, indent=1))
-        proc = subprocess.run([promtool, "check", "rules", "--lint=none", str(path)], capture_output=True,
-                              text=True, timeout=60, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [promtool, "check", "rules", "--lint=none", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
     out = proc.stdout + proc.stderr
     errors: dict[str, str] = {}
     for m in re.finditer(r'"check_(\d+)": (.*)', out):

@@ -28,8 +28,9 @@ def test_present_program_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     assert require_program("sh", "dash").endswith("/sh")
 
 
-@pytest.mark.parametrize(("program", "package"), [("prometheus", "prometheus"), ("promtool", "prometheus"),
-                                                  ("tmux", "tmux"), ("npm", "npm")])
+@pytest.mark.parametrize(
+    ("program", "package"), [("prometheus", "prometheus"), ("promtool", "prometheus"), ("tmux", "tmux"), ("npm", "npm")]
+)
 def test_components_are_installed_when_ci_runs(program: str, package: str) -> None:
     """Under CI=true this fails if ./run.sh test did not install a component (elsewhere it skips)."""
     require_program(program, package)

@@ -18,14 +18,28 @@ MINIMAL: dict[str, Any] = {
     "schemaVersion": 41,
     "refresh": "5s",
     "time": {"from": "now-15m", "to": "now"},
-    "templating": {"list": [{"type": "query", "name": "job", "query": "label_values(up, job)", "multi": True,
-                             "includeAll": True, "datasource": {"type": "prometheus", "uid": "${datasource}"}}]},
-    "panels": [{
-        "type": "timeseries", "title": "samples/s", "gridPos": {"h": 8, "w": 12, "x": 0, "y": 0},
-        "datasource": {"type": "prometheus", "uid": "${datasource}"},
-        "fieldConfig": {"defaults": {"unit": "ops"}, "overrides": []},
-        "targets": [{"refId": "A", "expr": 'sum(rate(x_total{job=~"$job"}[$__rate_interval]))'}],
-    }],
+    "templating": {
+        "list": [
+            {
+                "type": "query",
+                "name": "job",
+                "query": "label_values(up, job)",
+                "multi": True,
+                "includeAll": True,
+                "datasource": {"type": "prometheus", "uid": "${datasource}"},
+            }
+        ]
+    },
+    "panels": [
+        {
+            "type": "timeseries",
+            "title": "samples/s",
+            "gridPos": {"h": 8, "w": 12, "x": 0, "y": 0},
+            "datasource": {"type": "prometheus", "uid": "${datasource}"},
+            "fieldConfig": {"defaults": {"unit": "ops"}, "overrides": []},
+            "targets": [{"refId": "A", "expr": 'sum(rate(x_total{job=~"$job"}[$__rate_interval]))'}],
+        }
+    ],
 }
 
 
@@ -50,12 +64,21 @@ def _foundation_sdk_dashboard() -> dict[str, Any] | None:
     except ImportError:  # the SDK needs Python >= 3.11 (the test extra installs it there only)
         return None
     ds = DataSourceRef(type_val="prometheus", uid="${datasource}")
-    built = (dashboard.Dashboard("sdk").uid("sdk").refresh("5s")
-             .with_variable(dashboard.DatasourceVariable("datasource").type("prometheus"))
-             .with_variable(dashboard.QueryVariable("job").datasource(ds).query("label_values(up, job)").multi(True))
-             .with_panel(timeseries.Panel().title("samples/s").unit("ops").datasource(ds).with_target(
-                 prometheus.Dataquery().expr('sum(rate(x_total{job=~"$job"}[$__rate_interval]))').ref_id("A")))
-             .build())
+    built = (
+        dashboard.Dashboard("sdk")
+        .uid("sdk")
+        .refresh("5s")
+        .with_variable(dashboard.DatasourceVariable("datasource").type("prometheus"))
+        .with_variable(dashboard.QueryVariable("job").datasource(ds).query("label_values(up, job)").multi(True))
+        .with_panel(
+            timeseries.Panel()
+            .title("samples/s")
+            .unit("ops")
+            .datasource(ds)
+            .with_target(prometheus.Dataquery().expr('sum(rate(x_total{job=~"$job"}[$__rate_interval]))').ref_id("A"))
+        )
+        .build()
+    )
     return json.loads(json.dumps(built, cls=JSONEncoder))
 
 
@@ -140,7 +163,8 @@ def test_a_file_that_is_not_a_dashboard_is_a_clear_error(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(("ci", "outcome"), [("", pytest.skip.Exception), ("true", pytest.fail.Exception)])
 def test_without_the_types_and_without_npm_it_skips_or_fails_under_ci(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ci: str, outcome: type[BaseException]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ci: str, outcome: type[BaseException]
+) -> None:
     monkeypatch.setenv("STREAMSCOPE_GRAFANA_SCHEMA_DIR", str(tmp_path / "empty"))
     monkeypatch.setenv("CI", ci)
     monkeypatch.setattr(grafana_schema.shutil, "which", lambda _name: None)

@@ -39,22 +39,34 @@ def _export_with_sdk(traces_exporter: object, metrics_exporter: object | None) -
     tp = TracerProvider(resource=res)
     tp.add_span_processor(SimpleSpanProcessor(traces_exporter))  # type: ignore[arg-type]
     tracer = tp.get_tracer("streamscope.test", "0.1")
-    readers = [] if metrics_exporter is None else [
-        PeriodicExportingMetricReader(metrics_exporter, export_interval_millis=3_600_000)]  # type: ignore[arg-type]
-    mp = MeterProvider(resource=res, metric_readers=readers, views=[
-        View(instrument_name="streamscope.test.latency",
-             aggregation=ExplicitBucketHistogramAggregation(boundaries=[0.001, 0.01, 0.1, 1.0]))])
+    readers = (
+        []
+        if metrics_exporter is None
+        else [PeriodicExportingMetricReader(metrics_exporter, export_interval_millis=3_600_000)]
+    )  # type: ignore[arg-type]
+    mp = MeterProvider(
+        resource=res,
+        metric_readers=readers,
+        views=[
+            View(
+                instrument_name="streamscope.test.latency",
+                aggregation=ExplicitBucketHistogramAggregation(boundaries=[0.001, 0.01, 0.1, 1.0]),
+            )
+        ],
+    )
     meter = mp.get_meter("streamscope.test", "0.1")
     counter = meter.create_counter("streamscope.test.samples", unit="{sample}", description="samples delivered")
     hist = meter.create_histogram("streamscope.test.latency", unit="s")
-    meter.create_observable_gauge("streamscope.test.depth", unit="{chunk}",
-                                  callbacks=[lambda _o: [Observation(7, {"stage": "decode"})]])
+    meter.create_observable_gauge(
+        "streamscope.test.depth", unit="{chunk}", callbacks=[lambda _o: [Observation(7, {"stage": "decode"})]]
+    )
     try:
         with tracer.start_as_current_span("epoch", attributes={"epoch": 0}) as epoch:
             with tracer.start_as_current_span("download", attributes={"chunk": 5, "tags": ["a", "b"]}) as dl:
                 dl.add_event("fetched", {"bytes": 1024})
-            with tracer.start_as_current_span("read", links=[Link(dl.get_span_context(), {"chunk.index": 5})],
-                                              attributes={"ratio": 0.5, "ok": True}):
+            with tracer.start_as_current_span(
+                "read", links=[Link(dl.get_span_context(), {"chunk.index": 5})], attributes={"ratio": 0.5, "ok": True}
+            ):
                 pass
         counter.add(32, {"worker": "w0"})
         counter.add(64, {"worker": "w0"})
@@ -78,8 +90,9 @@ def _check_decoded(rx: OTLPReceiver, ids: dict[str, str]) -> None:
     assert dl.attributes == {"chunk": 5, "tags": ["a", "b"]}
     assert read.attributes == {"ratio": 0.5, "ok": True}
     assert [(e.name, e.attributes) for e in dl.events] == [("fetched", {"bytes": 1024})]
-    assert [(lk.trace_id, lk.span_id, lk.attributes) for lk in read.links] == [(ids["trace"], ids["download"],
-                                                                              {"chunk.index": 5})]
+    assert [(lk.trace_id, lk.span_id, lk.attributes) for lk in read.links] == [
+        (ids["trace"], ids["download"], {"chunk.index": 5})
+    ]
     assert epoch.resource["service.name"] == "streamscope-test" and epoch.resource["streamscope.rank"] == 3
     assert epoch.scope == "streamscope.test" and epoch.scope_version == "0.1"
     assert epoch.start_ns <= dl.start_ns <= dl.end_ns <= read.start_ns <= read.end_ns <= epoch.end_ns
@@ -89,10 +102,23 @@ def _check_decoded(rx: OTLPReceiver, ids: dict[str, str]) -> None:
     by_name = {p.name: p for p in points}
     c = by_name["streamscope.test.samples"]
     assert (c.type, c.unit, c.description, c.value, c.monotonic, c.temporality, c.attributes) == (
-        "sum", "{sample}", "samples delivered", 96, True, "CUMULATIVE", {"worker": "w0"})
+        "sum",
+        "{sample}",
+        "samples delivered",
+        96,
+        True,
+        "CUMULATIVE",
+        {"worker": "w0"},
+    )
     h = by_name["streamscope.test.latency"]
     assert (h.type, h.unit, h.count, h.bounds, h.bucket_counts, h.attributes) == (
-        "histogram", "s", 4, [0.001, 0.01, 0.1, 1.0], [1, 1, 1, 0, 1], {"stage": "read"})
+        "histogram",
+        "s",
+        4,
+        [0.001, 0.01, 0.1, 1.0],
+        [1, 1, 1, 0, 1],
+        {"stage": "read"},
+    )
     assert h.sum == pytest.approx(5.0555) and (h.min, h.max) == (0.0005, 5.0)
     g = by_name["streamscope.test.depth"]
     assert (g.type, g.unit, g.value, g.attributes) == ("gauge", "{chunk}", 7, {"stage": "decode"})
@@ -107,8 +133,10 @@ def test_decodes_a_real_sdk_export_over_http(rx: OTLPReceiver, gzipped: bool) ->
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     comp = Compression.Gzip if gzipped else Compression.NoCompression
-    ids = _export_with_sdk(OTLPSpanExporter(endpoint=rx.endpoint("traces"), compression=comp, timeout=5),
-                           OTLPMetricExporter(endpoint=rx.endpoint("metrics"), compression=comp, timeout=5))
+    ids = _export_with_sdk(
+        OTLPSpanExporter(endpoint=rx.endpoint("traces"), compression=comp, timeout=5),
+        OTLPMetricExporter(endpoint=rx.endpoint("metrics"), compression=comp, timeout=5),
+    )
     _check_decoded(rx, ids)
     reqs = rx.requests
     assert reqs and all(r.status == 200 and r.transport == "http" for r in reqs)
@@ -125,14 +153,17 @@ def test_decodes_a_real_sdk_export_over_grpc() -> None:
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
     with OTLPReceiver(grpc=True) as rx:
-        ids = _export_with_sdk(OTLPSpanExporter(endpoint=rx.grpc_endpoint, insecure=True, timeout=5),
-                               OTLPMetricExporter(endpoint=rx.grpc_endpoint, insecure=True, timeout=5))
+        ids = _export_with_sdk(
+            OTLPSpanExporter(endpoint=rx.grpc_endpoint, insecure=True, timeout=5),
+            OTLPMetricExporter(endpoint=rx.grpc_endpoint, insecure=True, timeout=5),
+        )
         _check_decoded(rx, ids)
         assert {r.transport for r in rx.requests} == {"grpc"}
 
 
-def test_base_url_from_the_standard_variable_reaches_the_signal_paths(rx: OTLPReceiver,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_base_url_from_the_standard_variable_reaches_the_signal_paths(
+    rx: OTLPReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rx.url)
@@ -152,11 +183,21 @@ def _trace_body() -> bytes:
     return req.SerializeToString()
 
 
-def _post(rx: OTLPReceiver, body: bytes | None = None, *, path: str = "/v1/traces", timeout: float = 5,
-          headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
+def _post(
+    rx: OTLPReceiver,
+    body: bytes | None = None,
+    *,
+    path: str = "/v1/traces",
+    timeout: float = 5,
+    headers: dict[str, str] | None = None,
+) -> http.client.HTTPResponse:
     conn = http.client.HTTPConnection(rx.host, rx.port, timeout=timeout)
-    conn.request("POST", path, body=_trace_body() if body is None else body,
-                 headers=headers or {"Content-Type": "application/x-protobuf"})
+    conn.request(
+        "POST",
+        path,
+        body=_trace_body() if body is None else body,
+        headers=headers or {"Content-Type": "application/x-protobuf"},
+    )
     return conn.getresponse()
 
 
@@ -221,7 +262,10 @@ def test_partial_success_fault_accepts_and_reports_rejections(rx: OTLPReceiver) 
     resp = _post(rx)
     answer = trace_service_pb2.ExportTraceServiceResponse.FromString(resp.read())
     assert (resp.status, answer.partial_success.rejected_spans, answer.partial_success.error_message) == (
-        200, 3, "too many")
+        200,
+        3,
+        "too many",
+    )
     assert len(rx.spans()) == 1
 
 
@@ -260,8 +304,9 @@ def test_the_real_exporter_gives_up_on_a_400(rx: OTLPReceiver) -> None:
     ],
     ids=["bad-protobuf", "bad-gzip", "json", "unknown-path"],
 )
-def test_bad_requests_are_refused_with_a_reason(rx: OTLPReceiver, body: bytes, headers: dict[str, str] | None,
-                                                path: str, status: int, error: str) -> None:
+def test_bad_requests_are_refused_with_a_reason(
+    rx: OTLPReceiver, body: bytes, headers: dict[str, str] | None, path: str, status: int, error: str
+) -> None:
     h = {"Content-Type": "application/x-protobuf", **(headers or {})}
     resp = _post(rx, body, path=path, headers=h)
     assert resp.status == status
@@ -271,8 +316,9 @@ def test_bad_requests_are_refused_with_a_reason(rx: OTLPReceiver, body: bytes, h
 
 
 def test_gzip_body_by_hand_is_decoded(rx: OTLPReceiver) -> None:
-    resp = _post(rx, gzip.compress(_trace_body()),
-                 headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"})
+    resp = _post(
+        rx, gzip.compress(_trace_body()), headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"}
+    )
     assert resp.status == 200 and [s.name for s in rx.spans()] == ["s"]
 
 
@@ -328,7 +374,17 @@ def test_logs_are_decoded_and_flattened(rx: OTLPReceiver) -> None:
     logs_service_pb2.ExportLogsServiceResponse.FromString(resp.read())
     (log,) = rx.wait_for("logs")
     assert (log.body, log.severity_number, log.severity_text, log.time_ns, log.event_name) == (
-        "export dropped 3 spans", 13, "WARN", 5, "streamscope.drop")
+        "export dropped 3 spans",
+        13,
+        "WARN",
+        5,
+        "streamscope.drop",
+    )
     assert (log.trace_id, log.span_id, log.attributes, log.resource, log.scope) == (
-        "0a" * 16, "0b" * 8, {"counts": {"spans": 3}}, {"service.name": "svc"}, "streamscope")
+        "0a" * 16,
+        "0b" * 8,
+        {"counts": {"spans": 3}},
+        {"service.name": "svc"},
+        "streamscope",
+    )
     assert len(rx.messages("logs")) == 1 and rx.spans() == []

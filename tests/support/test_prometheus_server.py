@@ -24,8 +24,9 @@ class _Endpoint:
         self.registry = CollectorRegistry()
         self.samples = Counter("streamscope_test_samples", "samples", ["stage"], registry=self.registry)
         self.depth = Gauge("streamscope_test_depth", "queue depth", registry=self.registry)
-        self.latency = Histogram("streamscope_test_latency_seconds", "latency", buckets=(0.01, 0.1, 1.0),
-                                 registry=self.registry)
+        self.latency = Histogram(
+            "streamscope_test_latency_seconds", "latency", buckets=(0.01, 0.1, 1.0), registry=self.registry
+        )
         self.port = free_port()
         self.server, self.thread = start_http_server(self.port, addr="127.0.0.1", registry=self.registry)
 
@@ -55,8 +56,12 @@ def prom(endpoint: _Endpoint) -> Iterator[PrometheusServer]:
 def test_query_returns_the_scraped_values(prom: PrometheusServer, endpoint: _Endpoint) -> None:
     (s,) = prom.wait_for_series("streamscope_test_samples_total", timeout=20)
     assert s.value == 96
-    assert s.labels == {"__name__": "streamscope_test_samples_total", "stage": "decode", "job": "streamscope",
-                        "instance": f"127.0.0.1:{endpoint.port}"}
+    assert s.labels == {
+        "__name__": "streamscope_test_samples_total",
+        "stage": "decode",
+        "job": "streamscope",
+        "instance": f"127.0.0.1:{endpoint.port}",
+    }
     assert [x.value for x in prom.query("streamscope_test_depth")] == [7]
     (q,) = prom.query("histogram_quantile(0.5, sum by (le) (streamscope_test_latency_seconds_bucket))")
     assert 0.01 < q.value <= 0.1
@@ -70,7 +75,11 @@ def test_targets_report_the_endpoint_up(prom: PrometheusServer, endpoint: _Endpo
     prom.wait_for_series("up", timeout=20)
     (t,) = prom.targets()
     assert (t["job"], t["scrape_url"], t["health"], t["last_error"]) == (
-        "streamscope", f"http://127.0.0.1:{endpoint.port}/metrics", "up", "")
+        "streamscope",
+        f"http://127.0.0.1:{endpoint.port}/metrics",
+        "up",
+        "",
+    )
 
 
 @pytest.mark.slow
@@ -140,8 +149,10 @@ def test_promtool_without_substitution_refuses_grafana_variables() -> None:
 
 def test_substitute_grafana_vars() -> None:
     assert substitute_grafana_vars('rate(x{job=~"$job",rank=~"${rank}"}[$__rate_interval])') == (
-        'rate(x{job=~".*",rank=~".*"}[1m])')
+        'rate(x{job=~".*",rank=~".*"}[1m])'
+    )
     assert substitute_grafana_vars('x{d=~"${dataset:regex}"}[$__range] * $__interval_ms', {"dataset": "a|b"}) == (
-        'x{d=~"a|b"}[1m] * 60000')
+        'x{d=~"a|b"}[1m] * 60000'
+    )
     with pytest.raises(ValueError, match=r"\$__unknown"):
         substitute_grafana_vars("x[$__unknown]")

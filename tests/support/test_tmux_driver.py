@@ -56,8 +56,11 @@ def test_a_shell_string_and_a_regex_and_resize() -> None:
 def test_wait_for_text_times_out_showing_the_screen() -> None:
     with TmuxSession([sys.executable, "-c", "print('something else'); input()"]) as tm:
         tm.wait_for_text("something else")
-        with pytest.raises(TimeoutError, match=r"'never shown' not on the screen within 0.2 s \(program still "
-                                               r"running\); screen:\nsomething else"):
+        with pytest.raises(
+            TimeoutError,
+            match=r"'never shown' not on the screen within 0.2 s \(program still "
+            r"running\); screen:\nsomething else",
+        ):
             tm.wait_for_text("never shown", timeout=0.2)
 
 

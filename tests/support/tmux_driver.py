@@ -28,8 +28,10 @@ from pathlib import Path
 from tests.support.components import require_program
 
 # default-size: with no client attached, tmux sizes the window from it (80x24 unless set)
-_CONF = ("set -g remain-on-exit on\nset -g status off\nset -g history-limit 10000\nset -g default-terminal screen\n"
-         "set -g default-size {width}x{height}\n")
+_CONF = (
+    "set -g remain-on-exit on\nset -g status off\nset -g history-limit 10000\nset -g default-terminal screen\n"
+    "set -g default-size {width}x{height}\n"
+)
 _POLL = 0.05  # tmux offers no blocking "screen changed" call for an arbitrary program, so waits poll
 # Runs the program and writes its exit status to the file named by $0. tmux 3.3's own #{pane_dead_status}
 # sometimes stays empty for good after the pane died (seen in about 1 run in 4), so the status comes from
@@ -53,8 +55,15 @@ class TmuxSession:
     ``env`` entries are set for the program (on top of this process's environment); ``cwd`` is its directory.
     """
 
-    def __init__(self, command: Sequence[str] | str, *, width: int = 120, height: int = 40,
-                 env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None):
+    def __init__(
+        self,
+        command: Sequence[str] | str,
+        *,
+        width: int = 120,
+        height: int = 40,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ):
         self.tmux = require_program("tmux", "tmux")
         if width < 10 or height < 5:
             raise ValueError(f"a {width}x{height} terminal is too small to drive a program in")
@@ -70,8 +79,23 @@ class TmuxSession:
         env_args = [a for k, v in (env or {}).items() for a in ("-e", f"{k}={v}")]
         self._alive = True
         try:
-            self._tmux("-f", str(conf), "new-session", "-d", "-s", self.target, "-x", str(width), "-y", str(height),
-                       "-c", str(cwd or os.getcwd()), *env_args, "--", *argv)
+            self._tmux(
+                "-f",
+                str(conf),
+                "new-session",
+                "-d",
+                "-s",
+                self.target,
+                "-x",
+                str(width),
+                "-y",
+                str(height),
+                "-c",
+                str(cwd or os.getcwd()),
+                *env_args,
+                "--",
+                *argv,
+            )
         except BaseException:
             self._alive = False
             shutil.rmtree(self._dir, ignore_errors=True)
@@ -122,14 +146,15 @@ class TmuxSession:
         needle = text if isinstance(text, re.Pattern) else "\n".join(ln.rstrip() for ln in text.split("\n"))
         while True:
             screen = self.capture(history=history)
-            if (needle.search(screen) if isinstance(needle, re.Pattern) else needle in screen):
+            if needle.search(screen) if isinstance(needle, re.Pattern) else needle in screen:
                 return screen
             if time.monotonic() >= deadline:
                 dead = self.exit_status()
                 state = "still running" if dead is None else f"exited with status {dead}"
                 shown = text.pattern if isinstance(text, re.Pattern) else text
-                raise TimeoutError(f"{shown!r} not on the screen within {timeout:g} s (program {state}); "
-                                   f"screen:\n{screen}")
+                raise TimeoutError(
+                    f"{shown!r} not on the screen within {timeout:g} s (program {state}); screen:\n{screen}"
+                )
             time.sleep(_POLL)
 
     def exit_status(self) -> int | None:

@@ -55,7 +55,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from streamscope.events import handover, vocab
+from streamscope.events import context, handover, registry, vocab
+from streamscope.events.attribution import STAGED, staged_span
 from streamscope.events.bus import (
     ACTIVE,
     BUF,
@@ -80,10 +81,14 @@ from streamscope.events.bus import (
 )
 from streamscope.events.exporters import FLUSH_TIMEOUT_MILLIS, EventBatch, Exporter, ExportResult, Sink, SinkFactory
 from streamscope.events.handover import Parcel, take_spool
+from streamscope.events.instruments import add as add_value
+from streamscope.events.instruments import observe
 from streamscope.events.metrics import SpanStats
 from streamscope.events.recorder import RECORDER
+from streamscope.events.registry import METRICS, M, Metric
 from streamscope.events.setup import configure_from_env
 from streamscope.events.snapshots import MetricsSnapshot
+from streamscope.events.view import MetricsView, build, node_rank
 from streamscope.events.vocab import CATEGORIES, CNAMES, LEVELS
 
 __all__ = [
@@ -93,6 +98,10 @@ __all__ = [
     "COMPACT",
     "CNAMES",
     "LEVELS",
+    "M",
+    "METRICS",
+    "Metric",
+    "MetricsView",
     "Event",
     "Bulk",
     "EventBatch",
@@ -123,6 +132,10 @@ __all__ = [
     "hand_over",
     "instant",
     "metrics_snapshot",
+    "metrics_view",
+    "observe",
+    "add_value",
+    "registry",
     "now",
     "remove_sink",
     "shutdown",
@@ -144,6 +157,8 @@ def span(name: str, cat: str, **fields: Any) -> Span | Any:
     """
     if cat not in ACTIVE:
         return NULL_SPAN
+    if cat in STAGED:  # this process attributes the loop's wait (metrics on): the span moves its stage clock
+        return staged_span(name, cat, fields, cat in COMPACT)
     if cat in COMPACT:
         return CompleteSpan(name, cat, fields)
     return Span(name, cat, fields)
@@ -429,8 +444,21 @@ def shutdown() -> None:
 
 
 def metrics_snapshot() -> MetricsSnapshot:
-    """Metrics of this process merged with those its worker processes published."""
+    """Metrics of this process merged with those its worker processes published (flushes first: see
+    :func:`metrics_view` for the read without side effects)."""
     return RECORDER.snapshot_all()
+
+
+def metrics_view() -> MetricsView:
+    """The run's metrics as data points of the registry (:mod:`.registry`), read without side effects.
+
+    This process merged with every process of its run (its DataLoader workers, the finished ones included): as
+    of the flusher's last tick for the others, and for this process's own events (``metrics_interval``, 1 s);
+    nothing is flushed or exported and no file is read. Rank and node attributes are this process's.
+    """
+    snap = RECORDER.read() if RECORDER.started else MetricsSnapshot()
+    rank = int(context.env_fields()["dist_global_rank"])
+    return build(snap, rank, node_rank(rank))
 
 
 _ = Series, Timeline, poll, BUF, LEVELS, CNAMES, Bulk, BULK, expand, Exporter, ExportResult, Sink  # re-exported

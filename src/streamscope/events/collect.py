@@ -109,11 +109,14 @@ class RunCollector:
             snaps[pid] = current(snaps.get(pid), handed)  # type: ignore[assignment]
         return snaps
 
-    def merged(self, me: int, own: dict[str, Any], directory: str | None, scan: bool = True) -> MetricsSnapshot:
-        """This process's ``own`` snapshot merged with the run's other processes and the retired ones."""
+    def merged(
+        self, me: int, own: dict[str, Any], directory: str | None, scan: bool = True, processes: bool = True
+    ) -> MetricsSnapshot:
+        """This process's ``own`` snapshot merged with the run's other processes and the retired ones
+        (``processes=False``: without the per-process map)."""
         snaps = self.current(me, directory, scan)
         snaps[me] = own
-        return merge(snaps, base=self.retired)
+        return merge(snaps, base=self.retired, processes=processes)
 
 
 def close_for(pid: int, snap: dict[str, Any], now: int, export: ExportFn) -> None:

@@ -19,12 +19,8 @@ from typing import Any
 import numpy as np
 
 from streamscope.events.bus import BULK, Bulk, Event, joined
+from streamscope.events.registry import BUCKETS_S  # the histograms' bounds (seconds), declared with the metrics
 
-#: Upper bounds (seconds) of the latency histogram buckets; a last bucket holds everything above.
-BUCKETS_S: tuple[float, ...] = (
-    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2,
-    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-)  # fmt: skip
 _BOUNDS_NS = tuple(int(b * 1e9) for b in BUCKETS_S)
 _BOUNDS = np.array(_BOUNDS_NS, dtype=np.int64)
 #: Epoch-category spans around a training loop: LitData's ``dataloader`` and streamscope's ``epoch``.

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streamscope._core import config
-from streamscope.events import context
+from streamscope.events import attribution, context, instruments
 from streamscope.events.bus import (
     ACTIVE,
     COMPACT,
@@ -321,6 +321,8 @@ class Recorder:
 
         ``hold``: events behind a complete event still open on their thread stay for the next take.
         """
+        if attribution.ACTIVE_ATTRIBUTOR[0] is not None:
+            attribution.fold()  # this process's share of the wait split (metrics on, see attribution)
         events = self.processor.take(hold)
         if not events:
             return []
@@ -383,6 +385,7 @@ class Recorder:
             open=opened,
             env=context.env_fields(),
             token=self.token,
+            values=instruments.collect(),
         )
 
     def _repair_dead_workers(self) -> None:
@@ -465,6 +468,8 @@ class Recorder:
         """
         _bus_after_fork()
         context.after_fork_in_child()
+        instruments.after_fork_in_child()
+        attribution.after_fork_in_child()
         if not self.started:  # nothing was ever recorded here: the state is as new, but for the process
             self.pid, self.token, self.lock = os.getpid(), time.monotonic_ns(), threading.RLock()
             return
@@ -497,9 +502,32 @@ class Recorder:
         with self.lock:
             self._flush_locked()
             own = self.agg.snapshot(
-                self.pid, dropped=STATE.dropped, sink_errors=self.sink_errors, final=False, alive=True
+                self.pid,
+                dropped=STATE.dropped,
+                sink_errors=self.sink_errors,
+                final=False,
+                alive=True,
+                values=instruments.collect(),
             )
             return self.collector.merged(self.pid, own, self.metrics_dir)
+
+    def read(self) -> MetricsSnapshot:
+        """The run's metrics now, merged, without side effects: nothing is taken from the buffer, exported or
+        published, and no file is read (the other processes' snapshots are those of the last scan, at the
+        flusher's last tick). So this process's own events of the last tick (``metrics_interval``) are not in
+        yet. The per-process map is left out."""
+        with self.lock:
+            opened = [[sp.name, sp.cat, 0, {}] for sp in OPEN.copy().values()]
+            own = self.agg.snapshot(
+                self.pid,
+                dropped=STATE.dropped,
+                sink_errors=self.sink_errors,
+                final=False,
+                alive=True,
+                values=instruments.collect(),
+                open=opened,
+            )
+            return self.collector.merged(self.pid, own, self.metrics_dir, scan=False, processes=False)
 
 
 RECORDER = Recorder()

@@ -15,6 +15,7 @@ from typing import Any
 
 from streamscope._core.procs import pid_alive
 from streamscope.events.metrics import SpanStats
+from streamscope.events.registry import Instrument, by_name
 
 
 @dataclass
@@ -29,6 +30,12 @@ class MetricsSnapshot:
         dropped: events dropped because a buffer was full.
         sink_errors: failed sink exports.
         processes: pid -> that process's own numbers (events, dropped, sink_errors, alive, final).
+        values: the processes' reported values (:mod:`.instruments`), by snapshot key (``"<metric>|<attrs>"``):
+            counters summed over every process, the finished ones included; gauges and up-down counters summed
+            over the processes still running.
+        gauges_max: ``"cat/name"`` -> the largest last value among processes still running (e.g. the bytes of a
+            cache directory its workers share).
+        open_spans: ``"cat/name"`` -> spans open in the processes still running (as of their last snapshot).
     """
 
     spans: dict[str, SpanStats] = field(default_factory=dict)
@@ -38,14 +45,18 @@ class MetricsSnapshot:
     dropped: int = 0
     sink_errors: int = 0
     processes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    values: dict[str, float] = field(default_factory=dict)
+    gauges_max: dict[str, float] = field(default_factory=dict)
+    open_spans: dict[str, int] = field(default_factory=dict)
 
     def span(self, name: str, cat: str | None = None) -> SpanStats:
         """Stats of span ``name`` in ``cat`` (default: category of the same name); empty if never seen."""
         return self.spans.get(f"{cat or name}/{name}", SpanStats())
 
-    def copy(self) -> MetricsSnapshot:
+    def copy(self, processes: bool = True) -> MetricsSnapshot:
         """A copy sharing nothing mutable with this one. (``copy.deepcopy`` took ~7 ms once the per-process map
-        held the 2,000 processes of 1,000 epochs with non-persistent workers; this takes a tenth.)"""
+        held the 2,000 processes of 1,000 epochs with non-persistent workers; this takes a tenth.)
+        ``processes=False`` leaves the per-process map out (what a read of the metrics does not need)."""
         return MetricsSnapshot(
             spans={k: replace(v, buckets=list(v.buckets)) for k, v in self.spans.items()},
             instants=dict(self.instants),
@@ -53,7 +64,10 @@ class MetricsSnapshot:
             events=self.events,
             dropped=self.dropped,
             sink_errors=self.sink_errors,
-            processes={pid: dict(p) for pid, p in self.processes.items()},
+            processes={pid: dict(p) for pid, p in self.processes.items()} if processes else {},
+            values=dict(self.values),
+            gauges_max=dict(self.gauges_max),
+            open_spans=dict(self.open_spans),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,11 +128,17 @@ def write_snapshot(directory: str, snap: dict[str, Any]) -> None:
     os.replace(tmp, final)
 
 
-def merge(snaps: dict[int, dict[str, Any]], base: MetricsSnapshot | None = None) -> MetricsSnapshot:
-    """Sum per-process snapshots (on top of a copy of ``base``) into one :class:`MetricsSnapshot`."""
-    out = base.copy() if base is not None else MetricsSnapshot()
+def merge(
+    snaps: dict[int, dict[str, Any]], base: MetricsSnapshot | None = None, processes: bool = True
+) -> MetricsSnapshot:
+    """Sum per-process snapshots (on top of a copy of ``base``) into one :class:`MetricsSnapshot`.
+
+    ``processes=False``: the result's per-process map is left empty (cheaper to copy from ``base``)."""
+    out = base.copy(processes) if base is not None else MetricsSnapshot()
     for pid, s in sorted(snaps.items()):
         add_snapshot(out, pid, s)
+    if not processes:
+        out.processes = {}
     return out
 
 
@@ -142,6 +162,12 @@ def add_snapshot(out: MetricsSnapshot, pid: int, snap: dict[str, Any]) -> bool:
         out.instants[k] = out.instants.get(k, 0) + n
     for k, g in trial.gauges.items():
         out.gauges[k] = out.gauges.get(k, 0.0) + g
+    for k, g in trial.gauges_max.items():
+        out.gauges_max[k] = max(out.gauges_max.get(k, g), g)
+    for k, v in trial.values.items():
+        out.values[k] = out.values.get(k, 0.0) + v
+    for k, n in trial.open_spans.items():
+        out.open_spans[k] = out.open_spans.get(k, 0) + n
     out.processes.update(trial.processes)
     return True
 
@@ -167,6 +193,13 @@ def _merge_one(out: MetricsSnapshot, pid: int, s: dict[str, Any]) -> None:
     if alive:
         for k, g in s.get("gauges", {}).items():
             out.gauges[k] = out.gauges.get(k, 0.0) + float(g)
+            out.gauges_max[k] = max(out.gauges_max.get(k, float(g)), float(g))
+        for name, cat, _tid, _fields in s.get("open") or []:
+            k = f"{cat}/{name}"
+            out.open_spans[k] = out.open_spans.get(k, 0) + 1
+    for k, v in (s.get("values") or {}).items():
+        if alive or _cumulative(k):
+            out.values[k] = out.values.get(k, 0.0) + float(v)
     out.processes[pid] = {
         "events": int(s.get("events", 0)),
         "dropped": int(s.get("dropped", 0)),
@@ -174,3 +207,11 @@ def _merge_one(out: MetricsSnapshot, pid: int, s: dict[str, Any]) -> None:
         "alive": alive,
         "final": bool(s.get("final", False)),
     }
+
+
+def _cumulative(k: str) -> bool:
+    """True for the key of a counter (its value counts once its process is done); False for anything else."""
+    try:
+        return by_name(k.partition("|")[0]).instrument is Instrument.COUNTER
+    except KeyError:
+        return False

@@ -56,7 +56,8 @@ class Group(list):  # type: ignore[type-arg]
     """A list of ``(batch_number, batch)`` sent by a worker as one queue message.
 
     ``slot`` is the arena slot the batches live in (-1: none) and ``anchor`` the arena itself, so the main
-    process can tell when the loop has dropped the group. ``last``: the worker's last group of the epoch, sent
+    process can tell when the loop has dropped the group; ``nbytes`` the bytes they take (the loader's bytes
+    delivered). ``last``: the worker's last group of the epoch, sent
     after its batch generator has finished (see :func:`grouped`); ``parcel``: the worker's trace parcel riding
     with it (see :func:`~streamscope.stream.handover.worker_share`).
     """
@@ -65,6 +66,7 @@ class Group(list):  # type: ignore[type-arg]
     anchor: torch.Tensor | None = None
     last: bool = False
     parcel: Any = None
+    nbytes: int = 0  # tensor bytes of the group's batches (its arena's used bytes, or the packed block's size)
 
 
 class ArenaFlags:
@@ -198,7 +200,9 @@ def pack(group: Group) -> Group:
         dst = arena[off : off + nbytes].view(t.dtype).view(t.shape)
         dst.copy_(t)
         table[id(t)] = dst
-    return Group((j, _replace(batch, table)) for j, batch in group)
+    out = Group((j, _replace(batch, table)) for j, batch in group)
+    out.nbytes = total
+    return out
 
 
 def batch_bytes(batch: Any) -> int:
@@ -329,16 +333,22 @@ def _seal(group: Group, alloc: _ArenaAllocator | None) -> Group:
         alloc.pool.flags[arena.slot] = 1
         group.slot = arena.slot
     group.anchor = arena.tensor
+    group.nbytes = arena.used
     return group
 
 
 class Reorder:
-    """Main-process side: turn worker messages (single batches or groups) into batches in batch order."""
+    """Main-process side: turn worker messages (single batches or groups) into batches in batch order.
 
-    def __init__(self, first: int, arenas: ArenaFlags | None = None) -> None:
+    ``bytes`` counts the tensor bytes received: a group's ``nbytes``, and with ``count_bytes`` (metrics on) a
+    single batch's, measured as it comes."""
+
+    def __init__(self, first: int, arenas: ArenaFlags | None = None, count_bytes: bool = False) -> None:
         self.expected = first
         self._held: dict[int, Any] = {}
         self._arenas = arenas
+        self.bytes = 0
+        self._count_bytes = count_bytes
 
     def add(self, item: Any) -> Any:
         """Take one worker message; the trace parcel that rode with it, if any (see :mod:`.handover`)."""
@@ -349,10 +359,13 @@ class Reorder:
                 item.anchor = None
             for j, batch in item:
                 self._held[j] = batch
+            self.bytes += item.nbytes
             parcel, item.parcel = item.parcel, None
             return parcel
         j, batch = item
         self._held[j] = batch
+        if self._count_bytes:
+            self.bytes += batch_bytes(batch)
         return None
 
     def ready(self) -> Iterator[tuple[int, Any]]:

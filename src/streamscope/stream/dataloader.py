@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing
+import os
 import threading
 import time
 import warnings
@@ -25,6 +26,8 @@ from torch.utils.data import DataLoader
 
 from streamscope import events as ev
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, StateDictError
+from streamscope.events import attribution, instruments
+from streamscope.events.registry import M
 from streamscope.stream.batching import ArenaFlags, Reorder
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.handover import ParcelAcks
@@ -179,6 +182,14 @@ class StreamingDataLoader(DataLoader):
         self._pending: tuple[int, int] | None = None
         self._latest_worker_idx = 0
         self._parcels = 0  # trace parcels the workers send at the end of each epoch (see __iter__)
+        # metrics: an iteration adds its batches, samples and bytes to this process's counters as it ends (so they
+        # outlive the loader); the running one's start is kept for _observe
+        self._live: tuple[int, int, Reorder, Any] | None = None
+        self._iter_t0 = 0
+        self._first_batch_s = 0.0
+        self._wait_ring: attribution.WaitRing | None = None  # the loop's waits, for the wait split (metrics on)
+        self._dataset_name = _dataset_name(dataset)
+        ev.observe(self._observe)
         #: LitData's flag: True after load_state_dict() of a state saved inside an epoch, until an epoch completes.
         self.restore = False
         self.profile_batches = profile_batches
@@ -188,6 +199,7 @@ class StreamingDataLoader(DataLoader):
     # --- iteration ---------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        self._iter_t0 = ev.now()
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]
         if self._pending is not None:
             epoch, start = self._pending
@@ -213,6 +225,9 @@ class StreamingDataLoader(DataLoader):
             self._parcels = self.num_workers if ev.ACTIVE and not self.persistent_workers else 0
         # one flag per worker, set when its parcel arrives (a worker whose parcel was lost writes its own events)
         acks = ParcelAcks(self.num_workers) if self._parcels else None
+        # the wait split (metrics on): the loop's waits go to a ring its workers read (stream.handover)
+        if ev.RECORDER.metric_cats and "stall" in ev.ACTIVE and self._wait_ring is None:
+            self._wait_ring = attribution.WaitRing()
         ds._batch_mode = {
             "epoch": epoch,
             "start": start,
@@ -222,6 +237,8 @@ class StreamingDataLoader(DataLoader):
             "arena_flags": arenas.flags if arenas is not None else None,
             "parcel": self._parcels > 0,
             "parcel_acks": acks.flags if acks is not None else None,
+            "wait_ring": self._wait_ring if ev.RECORDER.metric_cats else None,
+            "workers": self.num_workers,
         }
         try:
             # workers that hand their events over need no flusher thread unless their epoch runs long
@@ -234,8 +251,13 @@ class StreamingDataLoader(DataLoader):
 
     def _run(self, it: Any, plan: Any, epoch: int, arenas: ArenaFlags | None, acks: ParcelAcks | None) -> Iterator[Any]:
         workers = max(1, self.num_workers)
-        reorder = Reorder(self.batches_consumed, arenas)
+        reorder = Reorder(self.batches_consumed, arenas, count_bytes=bool(ev.RECORDER.metric_cats))
+        self._live = (self.batches_consumed, self.num_samples_yielded, reorder, it)
+        t_first = self._iter_t0
         done = False
+        ring = self._wait_ring if ev.RECORDER.metric_cats and "stall" in ev.ACTIVE else None
+        if ring is not None and self.num_workers == 0:
+            attribution.start(ring, 0, instruments.add_key)  # the loop's own process decodes: it splits its waits
         try:
             with ev.span(
                 "epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches, workers=self.num_workers
@@ -248,6 +270,7 @@ class StreamingDataLoader(DataLoader):
                 )
                 on = "batch" in ev.ACTIVE or "stall" in ev.ACTIVE  # else no clock reads at all
                 now, mark, put, parcel_type = ev.now, loop.mark, loop.put, ev.Parcel
+                marks = loop.marks if ring is not None else []  # the last boundary begins a wait
                 if on:
                     mark(now())
                 try:
@@ -256,6 +279,9 @@ class StreamingDataLoader(DataLoader):
                             self.batches_consumed = j + 1
                             self.num_samples_yielded += plan.batch_len(j)
                             self._latest_worker_idx = j % workers
+                            if t_first:
+                                self._first_batch_s = (now() - t_first) / 1e9
+                                t_first = 0
                             try:
                                 yield batch
                             except BaseException:  # the loop left during this batch (break, exception)
@@ -279,11 +305,18 @@ class StreamingDataLoader(DataLoader):
                             break
                         if arenas is not None:
                             arenas.release_dropped()  # arenas of batches the loop has dropped go back to the workers
+                        if ring is not None:
+                            ring.begin(marks[-1])
                         try:
                             item = next(it)
                         except BaseException as exc:
                             if on:
-                                mark(now())
+                                if ring is None:
+                                    mark(now())
+                                else:
+                                    t = now()
+                                    ring.end(marks[-1], t)
+                                    mark(t)
                                 put(~reorder.expected)
                             if isinstance(exc, StopIteration):
                                 break
@@ -292,7 +325,12 @@ class StreamingDataLoader(DataLoader):
                             acks.take(item)  # type: ignore[union-attr]  # a worker's last trace events (no boundary)
                             continue
                         if on:
-                            mark(now())
+                            if ring is None:
+                                mark(now())
+                            else:
+                                t = now()
+                                ring.end(marks[-1], t)
+                                mark(t)
                             put(~reorder.expected)
                         parcel = reorder.add(item)
                         if parcel is not None:
@@ -307,6 +345,14 @@ class StreamingDataLoader(DataLoader):
                     )
             self.restore = False  # a complete epoch
         finally:
+            if ring is not None and self.num_workers == 0:
+                attribution.stop()
+            live, self._live = self._live, None
+            if live is not None and ev.ACTIVE:
+                name = self._dataset_name
+                instruments.add(M.LOADER_BATCHES, self.batches_consumed - live[0], dataset=name)
+                instruments.add(M.LOADER_SAMPLES, self.num_samples_yielded - live[1], dataset=name)
+                instruments.add(M.LOADER_BYTES, reorder.bytes, dataset=name)
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None and not self.persistent_workers:
                 pids = [getattr(p, "pid", None) for p in getattr(it, "_workers", [])] if acks is not None else []
@@ -326,6 +372,31 @@ class StreamingDataLoader(DataLoader):
                     shutdown()  # an abandoned epoch frees its workers now (persistent ones are reset by torch)
                     if acks is not None:  # a worker that exited before the loop decided left its parcel behind
                         acks.claim_left(pids)
+
+    def _observe(self) -> list[tuple[Any, dict[str, Any], float]]:
+        """This loader's metrics now (``events.observe``: read when the metrics are, never on the loop's path): the
+        running iteration's part of the counters (the finished ones are in this process's counters) and gauges."""
+        batches = samples = nbytes = queued = alive = 0
+        live = self._live
+        if live is not None:
+            b0, s0, reorder, it = live
+            batches = self.batches_consumed - b0
+            samples = self.num_samples_yielded - s0
+            nbytes = reorder.bytes
+            try:
+                queued = int(it._data_queue.qsize())
+            except Exception:  # no worker queue (num_workers=0), or a platform without qsize
+                queued = 0
+            alive = sum(1 for w in getattr(it, "_workers", ()) if w.is_alive())
+        attrs = {"dataset": self._dataset_name}
+        return [
+            (M.LOADER_BATCHES, attrs, batches),
+            (M.LOADER_SAMPLES, attrs, samples),
+            (M.LOADER_BYTES, attrs, nbytes),
+            (M.LOADER_TIME_TO_FIRST_BATCH, attrs, self._first_batch_s),
+            (M.LOADER_QUEUE_DEPTH, attrs, queued),
+            (M.LOADER_WORKERS, attrs, alive),
+        ]
 
     def __len__(self) -> int:
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]
@@ -387,6 +458,15 @@ class StreamingDataLoader(DataLoader):
         self.restore = start > 0
         self.num_samples_yielded = _samples_yielded(obj.get("num_samples_yielded", 0)) if start else 0
         self._latest_worker_idx = int(obj.get("latest_worker_idx", 0))
+
+
+def _dataset_name(ds: Any) -> str:
+    """A short name of the dataset (the metrics' ``dataset`` attribute): the last part of its input directory,
+    else its class."""
+    d = getattr(ds, "input_dir", None)
+    raw = getattr(d, "url", None) or getattr(d, "path", None) or (d if isinstance(d, str) else None)
+    name = os.path.basename(str(raw).rstrip("/")) if raw else ""
+    return (name or type(ds).__name__)[:64]
 
 
 def _samples_yielded(saved: Any) -> int:

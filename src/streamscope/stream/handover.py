@@ -23,6 +23,7 @@ from typing import Any
 from torch.utils.data import get_worker_info
 
 from streamscope import events as ev
+from streamscope.events import attribution, instruments
 
 #: A worker's parcel flag: not yet answered, received by the loop, abandoned by it.
 PARCEL_PENDING, PARCEL_RECEIVED, PARCEL_ABANDONED = 0, 1, 2
@@ -87,11 +88,19 @@ def worker_share(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
     Otherwise, and when the share is abandoned (early ``break``, an error), the worker writes its events itself
     as the share ends, while the loop still consumes the batches it queued: its exit, on the epoch's critical
     path, is then short. (Its metrics snapshot is written at exit, final, a moment later.)
+
+    With metrics on the loader passes the ring of its loop's waits (``mode["wait_ring"]``): the worker then
+    counts its share of the wait split (:mod:`streamscope.events.attribution`), its batch production as
+    ``decode``, until its share ends.
     """
     parcel = bool(mode.get("parcel"))
     handed = False
     finished = False
     poll = ev.poll  # a flusher deferred at the fork starts once a tick is due (a long epoch)
+    ring = mode.get("wait_ring")
+    if ring is not None:
+        attribution.start(ring, int(mode.get("workers") or 1), instruments.add_key)
+        items = _produced(items, attribution.CLOCK)
     try:
         for item in items:
             poll()
@@ -105,17 +114,43 @@ def worker_share(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
             close = getattr(items, "close", None)
             if close is not None:
                 close()  # as ``yield from`` would: the generators below clean up first
+            if ring is not None:
+                attribution.stop()
             if ev.ACTIVE:
                 ev.flush(publish=False)
     if parcel:
         if not handed:
             yield _hand_over(mode)
-    elif ev.ACTIVE:
-        ev.flush(publish=False)
+    else:
+        if ring is not None:
+            attribution.stop()
+        if ev.ACTIVE:
+            ev.flush(publish=False)
+
+
+def _produced(items: Iterator[Any], clock: attribution.StageClock) -> Iterator[Any]:
+    """``items``, the time spent producing each shown on ``clock`` as ``decode`` (the worker's batch work)."""
+    it = iter(items)
+    try:
+        while True:
+            clock.enter(attribution.DECODE)
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+            finally:
+                clock.exit(attribution.DECODE)
+            yield item
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
 
 
 def _hand_over(mode: dict[str, Any]) -> Any:
     """This worker's parcel (``ev.hand_over``), tagged with its worker id and asking the loader's acks."""
+    if mode.get("wait_ring") is not None:
+        attribution.stop()  # its share of the wait split is complete: in the parcel's snapshot
     info = get_worker_info()
     wid = info.id if info is not None else -1
     acks = mode.get("parcel_acks")  # the loader marks each parcel: received or abandoned (pending: not yet)
