@@ -101,11 +101,17 @@ class RunCollector:
     def current(self, me: int, directory: str | None, scan: bool = True) -> dict[int, dict[str, Any]]:
         """pid -> the snapshot that stands for each other process of the run still counted (not retired).
 
-        ``scan``: read the directory now (what ``streamscope.metrics()`` does); else use the last scan.
+        ``scan``: read the directory now (what ``streamscope.metrics()`` does); else use the last scan, whose
+        processes were alive then unless their snapshot was final (a dead one was retired by that scan's repair).
         """
-        snaps = (read_snapshots(directory) if scan else dict(self.files)) if directory else {}
+        if not scan:
+            snaps = {pid: {**s, "alive": not s.get("final")} for pid, s in self.files.items()}
+        else:
+            snaps = read_snapshots(directory) if directory else {}
         snaps.pop(me, None)
         for pid, handed in self.parcel_snaps.items():
+            if not scan:
+                handed = {**handed, "alive": not handed.get("final")}
             snaps[pid] = current(snaps.get(pid), handed)  # type: ignore[assignment]
         return snaps
 

@@ -62,6 +62,12 @@ def add_key(k: str, value: float) -> None:
         COUNTS[k] = COUNTS.get(k, 0) + value
 
 
+def reset() -> None:
+    """Counters back to zero (a new run)."""
+    with _lock:
+        COUNTS.clear()
+
+
 def counts() -> dict[str, float]:
     """This process's counters as they are now (a copy)."""
     with _lock:

@@ -232,6 +232,7 @@ class Recorder:
             try:
                 self.metrics_dir = tempfile.mkdtemp(prefix="streamscope-metrics-")
                 self.agg = Aggregator()  # a new run: metrics start from zero
+                instruments.reset()
                 self.collector = RunCollector()
                 self._published_events = self._published_dropped = -1
                 os.environ[METRICS_DIR_ENV] = self.metrics_dir

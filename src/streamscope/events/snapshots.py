@@ -179,7 +179,8 @@ def forget_snapshot(path: str) -> None:
 
 def _merge_one(out: MetricsSnapshot, pid: int, s: dict[str, Any]) -> None:
     """Add one process's snapshot to ``out`` (raises on a damaged snapshot)."""
-    alive = bool(s.get("alive", not s.get("final", False) and pid_alive(pid)))
+    # (not s.get("alive", <default>): the default would be computed, a /proc read, even when the key is there)
+    alive = bool(s["alive"]) if "alive" in s else not s.get("final", False) and pid_alive(pid)
     out.events += int(s.get("events", 0))
     out.dropped += int(s.get("dropped", 0))
     out.sink_errors += int(s.get("sink_errors", 0))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from streamscope._core import config
 from streamscope.events.instruments import parse_key
@@ -49,8 +49,7 @@ class Histogram:
         return Histogram(BUCKETS_S, tuple(st.buckets), st.count, st.total_s, st.max_s)
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):
     """One data point: a metric, its attributes (sorted name/value pairs), and a value or a histogram."""
 
     metric: Metric
@@ -61,6 +60,11 @@ class Point:
     @property
     def attrs(self) -> dict[str, str]:
         return dict(self.attributes)
+
+
+#: Attribute tuples already built, by (base attributes, extra attributes): a read builds few new ones.
+_ATTRS: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}
+_LIVE_KNOBS: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -113,13 +117,21 @@ def _loop_wait(snap: MetricsSnapshot) -> SpanStats | None:
 def build(snap: MetricsSnapshot, rank: int = 0, node: int = 0, time_ns: int | None = None) -> MetricsView:
     """The data points of every registry metric in ``snap`` (a merged snapshot of one rank's processes), with
     this rank's ``rank`` and ``node`` attributes and the live knobs' values now."""
-    base = (("node", str(node)), ("rank", str(rank)))
+    plain = (("node", str(node)), ("rank", str(rank)))
     pts: list[Point] = []
+    have: set[str] = set()
 
     def put(metric: Metric, value: float = 0.0, hist: Histogram | None = None, **attrs: Any) -> None:
-        pairs = dict(base)
-        pairs.update((k, str(v)) for k, v in attrs.items())
-        pts.append(Point(metric, tuple(sorted(pairs.items())), float(value), hist))
+        key = plain
+        if attrs:
+            ck = (plain, tuple(attrs.items()))
+            key = _ATTRS.get(ck)  # type: ignore[assignment]
+            if key is None:
+                key = tuple(sorted({**dict(plain), **{k: str(v) for k, v in attrs.items()}}.items()))
+                if len(_ATTRS) < 4096:
+                    _ATTRS[ck] = key
+        pts.append(Point(metric, key, float(value), hist))
+        have.add(metric.name)
 
     wait = _loop_wait(snap)
     put(M.LOADER_WAIT, wait.total_s if wait is not None else 0.0)
@@ -142,7 +154,7 @@ def build(snap: MetricsSnapshot, rank: int = 0, node: int = 0, time_ns: int | No
     put(M.EVENTS_DROPPED, snap.dropped)
     put(M.EXPORT_ERRORS, snap.sink_errors)
 
-    done = {m.name for m in METRICS if any(p.metric is m for p in pts)}
+    done = set(have)
     for k, v in sorted(snap.values.items()):
         name, attrs = parse_key(k)
         if name in done:
@@ -153,16 +165,16 @@ def build(snap: MetricsSnapshot, rank: int = 0, node: int = 0, time_ns: int | No
             continue
         attrs = {a: x for a, x in attrs.items() if a in metric.attributes}
         put(metric, v, **attrs)
-    have = {p.metric.name for p in pts}
     for metric in METRICS:  # a metric of the rank as a whole is there from the start, at 0
         if metric.name not in have and set(metric.attributes) <= {"rank", "node"}:
             put(metric, hist=Histogram.of(None) if metric.instrument is Instrument.HISTOGRAM else None)
-    for name, knob in sorted(config.KNOBS.items()):
-        if knob.live:
-            try:
-                put(M.KNOB_VALUE, float(config.get(name)), knob=name)
-            except Exception:  # a knob whose value is not a number (or a bad environment value)
-                continue
+    if not _LIVE_KNOBS:
+        _LIVE_KNOBS.extend(sorted(name for name, knob in config.KNOBS.items() if knob.live))
+    for name in _LIVE_KNOBS:
+        try:
+            put(M.KNOB_VALUE, float(config.get(name)), knob=name)
+        except Exception:  # a knob whose value is not a number (or a bad environment value)
+            continue
     return MetricsView(tuple(pts), time.time_ns() if time_ns is None else time_ns)
 
 
