@@ -7,7 +7,7 @@ a few stores per wait. How:
 
 * **The loop's waits.** The loader's process writes every wait of its loop into a small ring in shared memory
   (:class:`WaitRing`): the wait's begin before it blocks in ``next()``, the whole interval when the batch
-  arrives. Three stores per wait.
+  arrives. Five stores per wait.
 * **What a worker does.** Each worker keeps a clock of its own activity (:class:`StageClock`): the spans of the
   ``download``, ``decompress`` and ``read`` categories, in any of its threads, and its batch production (the
   time inside its batch generator, reported as ``decode``) move the clock between stages. At every moment the
