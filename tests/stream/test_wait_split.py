@@ -72,3 +72,16 @@ def test_a_slow_download_makes_the_wait_downloading(tmp_path, s3_server, fault_p
     view = ev.metrics_view()
     assert view.value(M.LOADER_BATCHES) == 20 and view.value(M.LOADER_SAMPLES) == 160
     assert view.histogram(M.DOWNLOAD_DURATION).count == 16 and view.value(M.CACHE_MISSES) == 16
+
+
+def test_the_dataset_attribute_is_short_and_never_holds_a_credential():
+    from streamscope.stream.dataloader import _dataset_name
+
+    class _Ds:
+        def __init__(self, url: str) -> None:
+            self.input_dir = url
+
+    assert _dataset_name(_Ds("s3://AKIA:s3cr3t@bucket")) == "bucket"
+    assert _dataset_name(_Ds("s3://AKIA:s3cr3t@bucket/data/train/")) == "train"
+    assert _dataset_name(_Ds("/data/imgs")) == "imgs"
+    assert _dataset_name(object()) == "object"

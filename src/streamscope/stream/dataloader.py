@@ -20,6 +20,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy.random  # noqa: F401  torch seeds numpy in every worker: import it once here, before the fork
 from torch.utils.data import DataLoader
@@ -465,7 +466,11 @@ def _dataset_name(ds: Any) -> str:
     else its class."""
     d = getattr(ds, "input_dir", None)
     raw = getattr(d, "url", None) or getattr(d, "path", None) or (d if isinstance(d, str) else None)
-    name = os.path.basename(str(raw).rstrip("/")) if raw else ""
+    name = ""
+    if raw:
+        parts = urlsplit(str(raw))
+        # the path's last part, else the bucket without any user:password@ (never a credential in a label)
+        name = os.path.basename(parts.path.rstrip("/")) or parts.netloc.rpartition("@")[2]
     return (name or type(ds).__name__)[:64]
 
 
