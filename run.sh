@@ -73,6 +73,15 @@ case "${1:-}" in
         # The real LitData, for the interop tests. --no-deps: it declares an unpinned torchvision that would
         # replace torch 2.13.0 with a multi-GB build; its other requirements are in our test extras.
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "litdata==0.2.68"
+        # Azurite, the Azure Blob emulator of tests/support/azurite.py (npm; once, into .cache/azurite)
+        if [ ! -x .cache/azurite/node_modules/.bin/azurite-blob ]; then
+            if command -v npm >/dev/null; then
+                npm install --prefix .cache/azurite --no-audit --no-fund --loglevel=error "azurite@3.35.0" \
+                    || echo "run.sh: installing Azurite failed: the azure:// emulator tests cannot run" >&2
+            else
+                echo "run.sh: npm not found: the azure:// emulator tests cannot run" >&2
+            fi
+        fi
         "$VENV/bin/ruff" check .
         "$VENV/bin/lint-imports"
         exec "$VENV/bin/python" -m pytest -n 2 --dist loadfile -q "$@"

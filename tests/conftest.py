@@ -5,6 +5,10 @@
 * ``s3_https_server``: the same over https; ``ca_file`` is the throw-away CA that signed the certificate.
 * ``fault_proxy``: a :class:`~tests.support.faultproxy.FaultProxy` in front of the http server, no faults
   until configured; ``fault_proxy.s3`` is an endpoint for the same bucket as ``s3_server`` through it.
+* ``gcs_server``: a :class:`~tests.support.gcsserver.GCSEndpoint` for a fresh bucket on the GCS emulator
+  (gcp-storage-emulator), and ``azurite_server``: an :class:`~tests.support.azurite.AzureEndpoint` for a fresh
+  container on Azurite; each emulator is started once per test session on 127.0.0.1. A missing emulator
+  skips its tests loudly, and fails them under CI (``tests/support/servers.py``).
 * Every test leaves multiprocessing's start method as it found it: LitData's ``optimize``, run in-process by
   the compat tests, sets it to ``spawn`` for the whole process, and a later test in the same xdist worker
   would then start its DataLoader workers by spawn instead of fork.
@@ -19,8 +23,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support import azurite, gcsserver
 from tests.support.faultproxy import FaultProxy
 from tests.support.s3server import S3Endpoint, S3Server
+from tests.support.servers import emulator_unavailable
 
 
 @pytest.fixture(autouse=True)
@@ -70,3 +76,55 @@ def fault_proxy(s3_server: S3Endpoint) -> Iterator[FaultProxy]:
         yield proxy
     finally:
         proxy.close()
+
+
+@pytest.fixture(scope="session")
+def _gcs_process() -> Iterator[gcsserver.GCSServer | str]:
+    why = gcsserver.available()
+    if why is not None:
+        yield why
+        return
+    try:
+        srv = gcsserver.GCSServer().start()
+    except RuntimeError as exc:
+        yield f"it did not start: {exc}"
+        return
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def gcs_server(_gcs_process: gcsserver.GCSServer | str) -> gcsserver.GCSEndpoint:
+    """A fresh bucket on the session's GCS emulator."""
+    if isinstance(_gcs_process, str):
+        emulator_unavailable("GCS emulator (gcp-storage-emulator)", _gcs_process)
+    assert not isinstance(_gcs_process, str)
+    return _gcs_process.endpoint(_gcs_process.new_bucket())
+
+
+@pytest.fixture(scope="session")
+def _azurite_process() -> Iterator[azurite.AzuriteServer | str]:
+    why = azurite.available()
+    if why is not None:
+        yield why
+        return
+    try:
+        srv = azurite.AzuriteServer().start()
+    except RuntimeError as exc:
+        yield f"it did not start: {exc}"
+        return
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def azurite_server(_azurite_process: azurite.AzuriteServer | str) -> azurite.AzureEndpoint:
+    """A fresh container on the session's Azurite."""
+    if isinstance(_azurite_process, str):
+        emulator_unavailable("Azure emulator (Azurite)", _azurite_process)
+    assert not isinstance(_azurite_process, str)
+    return _azurite_process.endpoint(_azurite_process.new_container())

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from streamscope._core.errors import CorruptChunkError, FormatError
+from streamscope._core.errors import CorruptChunkError, MissingDependencyError
 from streamscope.format import PyTreeLoader, load_index, open_chunk_bytes, uncompressed_name
 from streamscope.format.chunk import decompress_file
 from tests.format.conftest import same
@@ -160,7 +160,7 @@ def test_arrow_footer_without_pyarrow(v076: Path, monkeypatch: pytest.MonkeyPatc
     chunk = open_chunk_bytes(raw)
     assert chunk.kind == "arrow"
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow -> ImportError
-    with pytest.raises(FormatError, match="needs pyarrow"):
+    with pytest.raises(MissingDependencyError, match=r'needs pyarrow.*pip install "streamscope\[arrow\]"'):
         chunk.sample(0, None)
 
 

@@ -313,10 +313,13 @@ def emit(ph: str, name: str, cat: str, **fields: Any) -> None:
         record(ph, name, cat, fields)
 
 
-def crash(exc: BaseException, name: str = "crash", **fields: Any) -> None:
-    """Record a ``crash`` instant with the exception class and message; the traceback goes to stderr."""
+def crash(exc: BaseException, name: str = "crash", *, stderr: bool = True, **fields: Any) -> None:
+    """Record a ``crash`` instant with the exception class and message; the traceback goes to stderr unless
+    ``stderr`` is False (a DataLoader worker's error is printed by the main process that re-raises it)."""
     if "crash" in ACTIVE:
         record("I", name, "crash", {**fields, "exception": type(exc).__name__, "error": f"{type(exc).__name__}: {exc}"})
+    if not stderr:
+        return
     try:
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     except Exception:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from streamscope._core.errors import FormatError
+from streamscope._core.optional import require
 from streamscope.format import dtypes, jsonleaf
 
 __all__ = [
@@ -181,14 +182,11 @@ class VideoSerializer(_RawFileSerializer):
     def deserialize(self, data: bytes | memoryview) -> Any:
         import tempfile  # noqa: PLC0415
 
-        try:
-            import torchvision.io  # noqa: PLC0415
-        except ImportError:
-            raise FormatError("decoding a `video` leaf needs torchvision: pip install torchvision") from None
+        tvio = require("torchvision.io", "decoding a `video` leaf", "video")
         with tempfile.NamedTemporaryFile(suffix=".mp4") as f:
             f.write(bytes(data))
             f.flush()
-            return torchvision.io.read_video(f.name, pts_unit="sec")
+            return tvio.read_video(f.name, pts_unit="sec")
 
     def can_serialize(self, item: Any) -> bool:
         return isinstance(item, str) and os.path.isfile(item) and item.endswith(_VIDEO_EXTENSIONS)
@@ -201,10 +199,7 @@ class TIFFSerializer(_RawFileSerializer):
         return self._read(item), None
 
     def deserialize(self, data: bytes | memoryview) -> Any:
-        try:
-            import tifffile  # noqa: PLC0415
-        except ImportError:
-            raise FormatError("decoding a `tifffile` leaf needs tifffile: pip install tifffile") from None
+        tifffile = require("tifffile", "decoding a `tifffile` leaf", "image")
         return tifffile.imread(io.BytesIO(bytes(data)))
 
     def can_serialize(self, item: Any) -> bool:
@@ -236,7 +231,7 @@ class PILSerializer(Serializer):
         return struct.pack("<III", width, height, len(mode)) + mode + item.tobytes(), None
 
     def deserialize(self, data: bytes | memoryview) -> Any:
-        from PIL import Image  # noqa: PLC0415
+        Image = require("PIL.Image", "decoding a `pil` leaf", "image")  # noqa: N806
 
         width, height, mode_len = struct.unpack_from("<III", data, 0)
         mode = str(data[12 : 12 + mode_len], "utf-8")
@@ -271,7 +266,7 @@ def _decode_jpeg(data: bytes | memoryview) -> Any:
     try:
         from torchvision.io import ImageReadMode, decode_image  # noqa: PLC0415
     except ImportError:
-        from PIL import Image  # noqa: PLC0415
+        Image = require("PIL.Image", "decoding a `jpeg` leaf (torchvision or pillow)", "image")  # noqa: N806
 
         with Image.open(io.BytesIO(bytes(data))) as img:
             arr = np.asarray(img.convert("RGB"))

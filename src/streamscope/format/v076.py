@@ -20,6 +20,7 @@ import struct
 from typing import Any
 
 from streamscope._core.errors import CorruptChunkError, FormatError
+from streamscope._core.optional import require
 from streamscope.format.chunk import parse_header
 
 FRAMED_MAGIC = b"LDFZ01\0\0"
@@ -161,13 +162,7 @@ class V076Chunk:
 
     def _arrow_rows(self) -> list[Any]:
         if self._rows is None:
-            try:
-                import pyarrow as pa  # noqa: PLC0415
-            except ImportError:
-                raise FormatError(
-                    f"chunk {self.name!r} has a LitData 0.2.76 Arrow footer; reading it needs pyarrow "
-                    "(pip install pyarrow)"
-                ) from None
+            pa = require("pyarrow", f"chunk {self.name!r} has a LitData 0.2.76 Arrow footer; reading it", "arrow")
             assert self._arrow_span is not None
             start, n = self._arrow_span
             ipc = pa.py_buffer(bytes(self._buf[start : start + n]))

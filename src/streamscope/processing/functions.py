@@ -208,6 +208,11 @@ def optimize(
         raise OptimizeInputError(f"key_fn must be callable (sample -> str or int key), got {key_fn!r}")
     if key_fn is not None and encryption is not None:
         raise OptimizeInputError("optimize(key_fn=...) does not support encrypted datasets")
+    if key_fn is not None:  # before the work: the keys sidecar is written with pyarrow at the end
+        from streamscope.format.keys import KEYS_FEATURE
+        from streamscope.format.parquet import require_pyarrow
+
+        require_pyarrow(KEYS_FEATURE, "keys")
 
     output_dir = _location(output_dir)
     keep: int | None = None

@@ -8,8 +8,9 @@ chunk by binary search.
 
 Reading modes:
 
-* local, uncompressed: chunks are mapped where they are (no copy, no cache, no refcount);
-* remote or compressed: chunks are fetched (and decompressed) into ``cache_dir`` by a
+* local path, uncompressed: chunks are mapped where they are (no copy, no cache, no refcount);
+* remote (an object-store URL, or a ``local:/dir`` folder read as remote storage, LitData's meaning) or
+  compressed: chunks are fetched (and decompressed) into ``cache_dir`` by a
   :class:`~streamscope.cache.chunk_cache.ChunkCache`, prefetched ahead of use in plan order, leased while in use
   and evicted under ``max_cache_size``.
 
@@ -67,27 +68,36 @@ def _process_leases() -> LeaseTable:
 
 
 def _is_remote(path: str) -> bool:
-    return "://" in path and not path.startswith(("local:", "file://"))
+    """True when chunks are fetched through a store into the cache: object-store URLs, and ``local:`` folders
+    (LitData's "a local folder read as remote storage"); plain paths and ``file://`` are read in place."""
+    return path.startswith("local:") or ("://" in path and not path.startswith("file://"))
 
 
 def _input_path(input_dir: Any) -> str:
-    """A path or URL from a str, a ``Dir``-like object (``.url`` wins over ``.path``) or an os.PathLike."""
+    """A path or URL from a str, a ``Dir``-like object (``.url`` wins over ``.path``) or an os.PathLike.
+
+    A ``local:`` URL is made absolute (``local:/abs/dir``): it names the cache directory, and a DataLoader
+    worker started elsewhere must name the same one.
+    """
     if isinstance(input_dir, (str, os.PathLike)):
-        return os.fspath(input_dir)
-    url = getattr(input_dir, "url", None)
-    path = getattr(input_dir, "path", None)
-    if url:
-        return str(url)
-    if path:
-        return str(path)
-    raise DatasetError(f"input_dir must be a path, a URL or a Dir, got {input_dir!r}")
+        text = os.fspath(input_dir)
+    elif getattr(input_dir, "url", None):
+        text = str(input_dir.url)
+    elif getattr(input_dir, "path", None):
+        text = str(input_dir.path)
+    else:
+        raise DatasetError(f"input_dir must be a path, a URL or a Dir, got {input_dir!r}")
+    if text.startswith("local:") and len(text) > len("local:"):
+        text = "local:" + os.path.abspath(os.path.expanduser(text[len("local:") :]))
+    return text
 
 
 class StreamingDataset(Resumable, IterableDataset):
     """Stream samples of an optimized dataset (LitData-compatible arguments and defaults).
 
     Args:
-        input_dir: local directory or URL (``s3://``, ``gs://``, ...) holding ``index.json`` and the chunks.
+        input_dir: local directory or URL (``s3://``, ``gs://``, ..., or ``local:/dir``: a folder copied into the
+            cache like a remote one) holding ``index.json`` and the chunks.
         cache_dir: root of the chunk cache for remote or compressed datasets (default: the ``cache_dir`` knob).
         item_loader: ``PyTreeLoader()`` (default) or ``TokensLoader(block_size)``; must match the index.
         shuffle: shuffle by ``(seed, epoch)`` over chunks and within chunks.
@@ -269,8 +279,7 @@ class StreamingDataset(Resumable, IterableDataset):
                 raise IndexNotFoundError(f"index file {path!r} (index_path) does not exist")
             return load_index(path)
         if not self.remote:
-            local = self.input_dir[len("local:") :] if self.input_dir.startswith("local:") else self.input_dir
-            local = local[len("file://") :] if local.startswith("file://") else local
+            local = self.input_dir[len("file://") :] if self.input_dir.startswith("file://") else self.input_dir
             self.input_dir = local
             path = os.path.join(local, "index.json")
             if not os.path.isfile(path):

@@ -85,9 +85,10 @@ def worker_share(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
     last item. The loader marks each parcel it takes in ``mode["parcel_acks"]`` (received, or abandoned by a loop
     that left the epoch early); a worker whose parcel was abandoned writes it itself at exit.
 
-    Otherwise, and when the share is abandoned (early ``break``, an error), the worker writes its events itself
-    as the share ends, while the loop still consumes the batches it queued: its exit, on the epoch's critical
-    path, is then short. (Its metrics snapshot is written at exit, final, a moment later.)
+    Otherwise, and when the share is abandoned (early ``break``, an error: then after a ``crash`` instant with the
+    exception's class and message), the worker writes its events itself as the share ends, while the loop still
+    consumes the batches it queued: its exit, on the epoch's critical path, is then short. (Its metrics snapshot
+    is written at exit, final, a moment later.)
 
     With metrics on the loader passes the ring of its loop's waits (``mode["wait_ring"]``): the worker then
     counts its share of the wait split (:mod:`streamscope.events.attribution`), its batch production as
@@ -109,6 +110,10 @@ def worker_share(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
                 handed = True
             yield item
         finished = True
+    except Exception as exc:
+        # recorded here, in the worker, and written by the flush below before torch sends the error to the loop
+        ev.crash(exc, stderr=False)
+        raise
     finally:
         if not finished:
             close = getattr(items, "close", None)
