@@ -30,6 +30,7 @@ from streamscope._core import config
 from streamscope._core.errors import ChunkDownloadError, ChunkWaitTimeoutError
 from streamscope._core.protocols import ObjectStore
 from streamscope.cache.leases import LEASE_MARK, LeaseTable, live_lease_owners
+from streamscope.events import attribution
 from streamscope.events.instruments import add as add_value
 from streamscope.events.registry import M
 from streamscope.storage import redact_url
@@ -139,7 +140,8 @@ class ChunkCache:
         lock = FileLock(path + ".lock")
         start = time.monotonic()
         try:
-            lock.acquire(timeout=timeout)
+            with attribution.stage(attribution.DOWNLOAD):  # another process may be downloading it: this waits
+                lock.acquire(timeout=timeout)
         except FileLockTimeout:
             raise ChunkWaitTimeoutError(path, time.monotonic() - start) from None
         try:

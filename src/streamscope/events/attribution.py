@@ -9,8 +9,9 @@ a few stores per wait. How:
   (:class:`WaitRing`): the wait's begin before it blocks in ``next()``, the whole interval when the batch
   arrives. Five stores per wait.
 * **What a worker does.** Each worker keeps a clock of its own activity (:class:`StageClock`): the spans of the
-  ``download``, ``decompress`` and ``read`` categories, in any of its threads, and its batch production (the
-  time inside its batch generator, reported as ``decode``) move the clock between stages. At every moment the
+  ``download``, ``decompress`` and ``read`` categories, in any of its threads, its wait for a chunk another
+  process is downloading (:func:`stage`), and its batch production (the time inside its batch generator,
+  reported as ``decode``) move the clock between stages. At every moment the
   clock shows the stage of highest priority active in the worker (download, then decompress, read, decode, as
   the stall report ranks them), so its segments never overlap: a worker waiting for a chunk its prefetch thread
   downloads is downloading.
@@ -35,6 +36,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -313,6 +315,31 @@ class StagedCompleteSpan(CompleteSpan):
             return CompleteSpan.__exit__(self, et, exc, tb)
         finally:
             self.clock.exit(self.stage)
+
+
+class _Stage:
+    """The context manager :func:`stage` returns while this process attributes."""
+
+    __slots__ = ("code", "clock")
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+        self.clock = CLOCK
+
+    def __enter__(self) -> None:
+        self.clock.enter(self.code)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.clock.exit(self.code)
+
+
+_NO_STAGE = nullcontext()
+
+
+def stage(code: int) -> Any:
+    """A ``with`` block this process spends in stage ``code`` without a span of the stage's category, e.g. waiting
+    for a chunk another process downloads (:data:`DOWNLOAD`). Nothing unless this process attributes."""
+    return _Stage(code) if STAGED else _NO_STAGE
 
 
 def staged_span(name: str, cat: str, fields: dict[str, Any], compact: bool) -> Span | CompleteSpan:
