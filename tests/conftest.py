@@ -5,6 +5,9 @@
 * ``s3_https_server``: the same over https; ``ca_file`` is the throw-away CA that signed the certificate.
 * ``fault_proxy``: a :class:`~tests.support.faultproxy.FaultProxy` in front of the http server, no faults
   until configured; ``fault_proxy.s3`` is an endpoint for the same bucket as ``s3_server`` through it.
+* A test that compares streamscope's output with the real LitData (marked ``interop``, or a module holding LitData
+  objects) writes the layout of the LitData it meets: ``STREAMSCOPE_WRITE_FORMAT`` is set to "0.2.68" or "0.2.76"
+  after the installed ``litdata`` (streamscope's own default is 0.2.76's layout).
 * ``gcs_server``: a :class:`~tests.support.gcsserver.GCSEndpoint` for a fresh bucket on the GCS emulator
   (gcp-storage-emulator), and ``azurite_server``: an :class:`~tests.support.azurite.AzureEndpoint` for a fresh
   container on Azurite; each emulator is started once per test session on 127.0.0.1. A missing emulator
@@ -18,7 +21,10 @@ Subsystems add their own fixtures in their own ``tests/<subsystem>/conftest.py``
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing
+import os
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -35,6 +41,44 @@ def _keep_start_method() -> Iterator[None]:
     yield
     if multiprocessing.get_start_method(allow_none=True) != before:
         multiprocessing.set_start_method(before, force=True)
+
+
+def _installed_litdata_layout() -> str | None:
+    """The layout ("0.2.76" or "0.2.68") of the ``litdata`` that ``import litdata`` would load (not imported)."""
+    try:
+        spec = importlib.util.find_spec("litdata")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    about = os.path.join(next(iter(spec.submodule_search_locations)), "__about__.py")
+    try:
+        with open(about) as f:
+            found = re.search(r"""^__version__\s*=\s*["']([^"']+)["']""", f.read(), re.M)
+    except OSError:
+        return None
+    version = tuple(int(p) for p in re.findall(r"\d+", found.group(1))[:3]) if found else ()
+    return "0.2.76" if version >= (0, 2, 76) else "0.2.68"
+
+
+_LITDATA_LAYOUT = _installed_litdata_layout()
+
+
+def _meets_litdata(request: pytest.FixtureRequest) -> bool:
+    if request.node.get_closest_marker("interop") is not None:
+        return True
+    module = getattr(request, "module", None)
+    for value in vars(module).values() if module is not None else ():
+        name = getattr(value, "__name__", "") if isinstance(value, type(os)) else getattr(value, "__module__", "")
+        if isinstance(name, str) and (name == "litdata" or name.startswith("litdata.")):
+            return True
+    return False
+
+
+@pytest.fixture(autouse=True)
+def _write_installed_litdata_layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if _LITDATA_LAYOUT is not None and "STREAMSCOPE_WRITE_FORMAT" not in os.environ and _meets_litdata(request):
+        monkeypatch.setenv("STREAMSCOPE_WRITE_FORMAT", _LITDATA_LAYOUT)
 
 
 @pytest.fixture(scope="session")

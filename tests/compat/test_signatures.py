@@ -63,9 +63,16 @@ def _ours(name: str) -> Any:
     return getattr(streamscope, name)
 
 
+# LitData 0.2.76 inserted these after `compression` (optimize, BinaryWriter, Cache, DataChunkRecipe); streamscope
+# has them in that place, which a call written for LitData 0.2.68 (keywords after `compression`) binds the same
+NEW_IN_076 = ("compression_level", "compression_batch_size")
+
+
 def _differences(where: str, theirs: Callable[..., Any], ours: Callable[..., Any]) -> list[str]:
     a = list(inspect.signature(theirs).parameters.values())
     b = list(inspect.signature(ours).parameters.values())
+    lit_names = {p.name for p in a}
+    b = [p for p in b if p.name not in NEW_IN_076 or p.name in lit_names]
     out = []
     for i, p in enumerate(a):
         if i >= len(b):

@@ -36,6 +36,11 @@ def rows(i: int) -> dict[str, Any]:
     }
 
 
+def table(i: int) -> dict[str, Any]:
+    """Rows that ``default_collate`` can batch: every field of fixed shape."""
+    return {"index": i, "text": f"row {i}", "score": i / 4, "ok": i % 3 == 0, "vec": [i, i + 1], "meta": {"k": i}}
+
+
 def opt(i: int) -> dict[str, Any]:
     return {"a": i, "b": (f"x{i}" if i % 2 else None), "f": float(i) if i % 3 else None}
 
@@ -93,6 +98,8 @@ def key_of_tens(sample: Any) -> int:
 DATASETS: dict[str, tuple[Any, int, dict[str, Any]]] = {
     "plain": (plain, 12, {"chunk_size": 5}),
     "rows": (rows, 600, {"chunk_size": 300}),
+    "table": (table, 600, {"chunk_size": 300}),
+    "table_ipc_zstd": (table, 300, {"chunk_size": 140, "compression": "zstd"}),
     "rows_ipc_zstd": (rows, 300, {"chunk_size": 270, "compression": "zstd"}),
     "opt": (opt, 12, {"chunk_size": 5}),
     "bytes": (bytes_, 12, {"chunk_size": 5}),
@@ -212,3 +219,19 @@ def main(out: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+
+
+def classic_chunk(samples: list[Any]) -> bytes:
+    """The classic chunk (header and items) LitData 0.2.76 serializes ``samples`` into, without a footer."""
+    import struct
+
+    from litdata.streaming.writer import BinaryWriter
+
+    with tempfile.TemporaryDirectory() as tmp:
+        w = BinaryWriter(tmp, chunk_size=len(samples))
+        items = [w.serialize(s)[0] for s in samples]
+    n = len(items)
+    offsets = [4 * (n + 2)]
+    for it in items:
+        offsets.append(offsets[-1] + len(it))
+    return struct.pack(f"<I{n + 1}I", n, *offsets) + b"".join(items)
