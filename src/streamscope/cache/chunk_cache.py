@@ -30,6 +30,9 @@ from streamscope._core import config
 from streamscope._core.errors import ChunkDownloadError, ChunkWaitTimeoutError, FormatError
 from streamscope._core.protocols import ObjectStore
 from streamscope.cache.leases import LEASE_MARK, LeaseTable, live_lease_owners
+from streamscope.events import attribution
+from streamscope.events.instruments import add as add_value
+from streamscope.events.registry import M
 from streamscope.storage import redact_url
 
 
@@ -134,17 +137,21 @@ class ChunkCache:
 
     def _ensure(self, index: int, path: str, store: ObjectStore | None = None) -> None:
         if os.path.exists(path):
+            add_value(M.CACHE_HITS)
             return
         timeout = float(config.get("chunk_wait_timeout"))
         lock = FileLock(path + ".lock")
         start = time.monotonic()
         try:
-            lock.acquire(timeout=timeout)
+            with attribution.stage(attribution.DOWNLOAD):  # another process may be downloading it: this waits
+                lock.acquire(timeout=timeout)
         except FileLockTimeout:
             raise ChunkWaitTimeoutError(path, time.monotonic() - start) from None
         try:
             if os.path.exists(path):
+                add_value(M.CACHE_HITS)  # fetched by another process while this one waited
                 return
+            add_value(M.CACHE_MISSES)
             self._fetch(index, path, store or self.store)
         finally:
             lock.release()

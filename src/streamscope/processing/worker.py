@@ -136,6 +136,7 @@ def _set_environ(job: WorkerJob) -> None:
 def run_worker(job: WorkerJob, results: Any, progress: Any) -> None:
     """Process entry point: run the job, report ``done`` or ``error`` on ``results``."""
     _set_environ(job)
+    ev.configure_from_env()  # a spawned worker's bootstrap: trace as the parent does (once per process)
     # The main process stops workers with SIGTERM; exit through SystemExit so that finalizers run (trace
     # events buffered in this process are flushed, open spans closed) instead of dying mid-buffer.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)

@@ -146,6 +146,7 @@ class StreamingDataset(Resumable, IterableDataset):
         shuffle_buffer: int = 0,
     ) -> None:
         super().__init__()
+        ev.configure_from_env()  # an entry point: tracing switched on by the environment starts here (once)
         if not isinstance(shuffle, bool):
             raise DatasetError(f"shuffle must be a bool, got {shuffle!r}")
         if not isinstance(subsample, (int, float)) or isinstance(subsample, bool) or subsample <= 0:
@@ -347,6 +348,7 @@ class StreamingDataset(Resumable, IterableDataset):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        ev.configure_from_env()  # a spawned worker's bootstrap: trace as the parent does (once per process)
         cls, kwargs = state.pop("_loader_recipe")
         self.__dict__.update(state)
         loader = cls(**kwargs)
