@@ -99,6 +99,21 @@ def test_credentials_never_reach_a_label():
     assert "hunter2secret" not in text and "abcdef" not in text and "streamscope_loader_batches_total" in text
 
 
+def test_a_counter_never_goes_down():
+    """The view's idle share can shrink when a worker's late report arrives; Prometheus must not see a reset."""
+    prom._HIGH.clear()
+    idle = tuple(sorted((*PLAIN, ("stage", "idle"))))
+    first = _samples(_exposition(MetricsView((Point(M.LOADER_WAIT_STAGE, idle, 2.0),))))
+    again = _samples(_exposition(MetricsView((Point(M.LOADER_WAIT_STAGE, idle, 1.5),))))
+    later = _samples(_exposition(MetricsView((Point(M.LOADER_WAIT_STAGE, idle, 2.5),))))
+    key = ("streamscope_loader_wait_stage_seconds_total", frozenset(idle))
+    assert (first[key], again[key], later[key]) == (2.0, 2.0, 2.5)
+    gauge = tuple(sorted((*PLAIN, ("worker", "0"))))
+    _exposition(MetricsView((Point(M.PREFETCH_DEPTH, gauge, 3.0),)))
+    down = _samples(_exposition(MetricsView((Point(M.PREFETCH_DEPTH, gauge, 1.0),))))
+    assert down[("streamscope_prefetch_depth", frozenset(gauge))] == 1.0  # gauges go down as they please
+
+
 def test_series_per_metric_are_capped(capsys):
     pts = tuple(Point(M.KNOB_VALUE, tuple(sorted((*PLAIN, ("knob", f"k{i}")))), float(i)) for i in range(400))
     fams = prom.families(MetricsView(pts))

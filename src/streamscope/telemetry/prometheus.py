@@ -90,6 +90,8 @@ class _Names:
 
 _NAMES: dict[str, _Names] = {m.name: _Names(m) for m in METRICS}
 _CLEAN: dict[str, str] = {}
+#: Highest value served so far of each counter series, see :func:`families`.
+_HIGH: dict[tuple[str, tuple[str, ...]], float] = {}
 
 
 def _label_value(value: str) -> str:
@@ -114,6 +116,11 @@ def families(view: MetricsView) -> list[Any]:
     Each metric's series are its points (one per attribute set; a histogram point gives ``_bucket``, ``_sum``
     and ``_count``). A metric with no point is left out. More than :data:`MAX_SERIES_PER_METRIC` series of one
     metric: the rest are dropped, said once on stderr.
+
+    A counter is served at the highest value it had so far: Prometheus reads a decrease as a restart and
+    ``rate()`` would count the whole value again. The view lowers one: the ``idle`` share of the wait is the wait
+    minus the stages the workers reported so far, and a worker reports its share of a wait up to a flush tick
+    after the loop counted it, so ``idle`` gives back what a late report names.
     """
     core = require("prometheus_client.core", "the Prometheus endpoint", "prometheus")
     fmt = require("prometheus_client.utils", "the Prometheus endpoint", "prometheus").floatToGoString
@@ -149,6 +156,12 @@ def families(view: MetricsView) -> list[Any]:
                     buckets.append((fmt(bound), cum))
                 buckets.append(("+Inf", h.count))
                 fam.add_metric(values, buckets, h.sum)
+            elif n.type == "counter":
+                key = (n.name, tuple(values))
+                v = max(p.value, _HIGH.get(key, p.value))
+                if len(_HIGH) < 16384:
+                    _HIGH[key] = v
+                fam.add_metric(values, v)
             else:
                 fam.add_metric(values, p.value)
         out.append(fam)
