@@ -59,7 +59,13 @@ def _cmd_knobs(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from streamscope.cli.demo import run_demo
 
-    return run_demo(args.output, args.samples, args.workers)
+    port = args.metrics_port
+    if port is None:
+        from streamscope._core import config
+
+        port = config.get("prometheus_port")
+        port = 0 if port is None else port
+    return run_demo(args.output, args.samples, args.workers, None if port < 0 else port, args.linger)
 
 
 def _cmd_top(args: argparse.Namespace) -> int:
@@ -92,6 +98,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", default="demo_output", help="where the dataset, trace and summary go")
     p.add_argument("--samples", type=int, default=5000, help="number of synthetic samples")
     p.add_argument("--workers", type=int, default=2, help="optimize and DataLoader worker processes")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve the metrics for Prometheus on this port while the demo runs (default: STREAMSCOPE_PROMETHEUS_PORT, "
+        "else 0: a free port; -1: do not serve)",
+    )
+    p.add_argument("--linger", type=float, default=0.0, help="keep serving the metrics this many seconds after the run")
     p.set_defaults(func=_cmd_demo)
     t = sub.add_parser("top", help="live view of a running job, from its ranks' Prometheus endpoints (q quits)")
     t.add_argument(
