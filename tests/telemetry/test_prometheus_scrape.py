@@ -25,6 +25,7 @@ from streamscope.telemetry import prometheus as prom
 from tests.stream._data import image_sample, write_dataset
 from tests.support.prometheus_server import PrometheusServer
 from tests.support.tracing import clean_tracer  # noqa: F401
+from tests.telemetry.test_prometheus_docs import promql_examples
 
 pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
@@ -89,6 +90,7 @@ def test_prometheus_scrapes_a_streaming_run(tmp_path, s3_server, fault_proxy):
             # Prometheus's first sample takes ~6 s: the run starts once it scrapes, so it sees the run live
             prometheus.wait_for_series(prometheus_name(M.LOADER_WAIT), timeout=30)
             scraper.start()
+            t_run = time.time()
             loader = StreamingDataLoader(StreamingDataset(local, transform=_slow), batch_size=BATCH, num_workers=2)
             assert _run(loader, 3) == 3 * LOCAL_N
             ep = fault_proxy.s3
@@ -163,6 +165,12 @@ def test_prometheus_scrapes_a_streaming_run(tmp_path, s3_server, fault_proxy):
                 per_metric[s.labels["__name__"]] = per_metric.get(s.labels["__name__"], 0) + 1
             assert max(per_metric.values()) <= 2 * 30  # a histogram's buckets x 2 datasets at most
             assert all(t["health"] == "up" for t in prometheus.targets())
+            # the documented queries answer on a real run (a gauge of workers only while they ran)
+            moments = [t_run + i * 0.5 for i in range(int((time.time() - t_run) / 0.5) + 1)]
+            for expr in promql_examples():
+                assert any(prometheus.query(expr, at=t) for t in moments), (
+                    f"docs/telemetry.md: {expr!r} returned nothing"
+                )
             up = prometheus.query(f"min_over_time(up{window})")
             assert up and up[0].value == 1  # no failed scrape, workers restarting or not
     finally:
