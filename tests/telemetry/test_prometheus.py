@@ -8,6 +8,7 @@ import pickle
 import socket
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -296,3 +297,53 @@ def test_a_dataloader_worker_starts_nothing(endpoint):
     loader = torch_data.DataLoader(_Starts(), batch_size=None, num_workers=1, multiprocessing_context="fork")
     assert [int(x) for x in loader] == [-1, -1]
     assert prom.endpoint_port() is None
+
+
+_RANK_SCRIPT = """
+import sys, time, urllib.request
+from streamscope.telemetry.prometheus import start_endpoint
+port = start_endpoint(int(sys.argv[1]))
+print(port, flush=True)
+sys.stdin.readline()  # serve until the test has read both ranks
+"""
+
+
+def test_two_ranks_of_a_node_serve_on_port_and_port_plus_one(tmp_path):
+    import subprocess
+    import sys
+
+    from streamscope.cli.top import parse_exposition
+
+    root = Path(__file__).resolve().parents[2]
+    for _ in range(20):  # a base port whose next one is free too
+        base = _free_port()
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", base + 1))
+            break
+        except OSError:
+            continue
+    procs = []
+    try:
+        for rank in (0, 1):
+            env = dict(os.environ, PYTHONPATH=f"{root / 'src'}{os.pathsep}{root}", RANK=str(rank),
+                       LOCAL_RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2")  # fmt: skip
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", _RANK_SCRIPT, str(base)],
+                    env=env,
+                    text=True,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )  # fmt: skip
+            )
+        ports = [int(p.stdout.readline()) for p in procs]
+        assert ports == [base, base + 1]
+        for rank, port in enumerate(ports):
+            series = parse_exposition(_get(f"http://127.0.0.1:{port}/metrics"))
+            assert {lb["rank"] for lb, _ in series[prometheus_name(M.LOADER_WAIT)]} == {str(rank)}
+    finally:
+        errs = [p.communicate("\n", timeout=30)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errs
+    assert f"Prometheus metrics of rank 1 at http://127.0.0.1:{base + 1}/metrics" in errs[1]
