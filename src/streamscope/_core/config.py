@@ -1,9 +1,15 @@
 """Every knob of streamscope, in one place, with its default, unit and environment variable.
 
-A knob is read with :func:`get`. Resolution order: a value set at run time with :func:`set_value` (the
-auto-tuner and tests do this), then the environment variable, then the default. Environment values are
-parsed by the knob's parser; a bad value raises :class:`~streamscope._core.errors.ConfigError` naming the
-variable.
+A knob is read with :func:`get`. Resolution order: a value set at run time with :func:`set_value` (the user's
+code and tests do this), then the environment variable, then the default. Values are checked against the knob's
+type and bounds: a bad environment value raises :class:`~streamscope._core.errors.ConfigError` naming the
+variable, a bad :func:`set_value` one naming the knob.
+
+*Live* knobs may change while a job runs. They declare bounds and a step (the auto-tuner's move) and have a slot
+on every :class:`~streamscope._core.board.KnobBoard`: the shared-memory board a dataset creates and its
+DataLoader workers read, so a value set in the main process (:func:`set_value`, or the tuner's
+``board.propose``) reaches every worker. A live knob set explicitly (here, by environment variable or by a
+dataset argument) is *pinned* on the boards: the tuner never moves it.
 
 Subsystems declare their knobs in their own section below (keep sections in layer order) with
 :func:`knob`. ``python -m streamscope knobs`` prints this table; ``docs/knobs.md`` is generated from it.
@@ -11,6 +17,7 @@ Subsystems declare their knobs in their own section below (keep sections in laye
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable
@@ -34,12 +41,35 @@ def _parse_str(raw: str) -> str:
     return raw
 
 
-_PARSERS: dict[type, Callable[[str], Any]] = {int: int, float: float, bool: _parse_bool, str: _parse_str}
+def _parse_int(raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise ValueError(f"expected a whole number, got {raw!r}") from None
+
+
+def _parse_float(raw: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ValueError(f"expected a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {raw!r}")
+    return value
+
+
+_PARSERS: dict[type, Callable[[str], Any]] = {int: _parse_int, float: _parse_float, bool: _parse_bool, str: _parse_str}
 
 
 @dataclass(frozen=True)
 class Knob:
-    """One setting: its name, default, unit, environment variable(s) and meaning."""
+    """One setting: its name, default, unit, environment variable(s) and meaning.
+
+    ``kind`` is the type of its values (int, float, bool or str; None: not checked). ``bounds`` (inclusive) and
+    ``step`` are declared by every live knob: :meth:`check` enforces the bounds, and ``step`` is the smallest move
+    worth making (the tuner's grid, see :meth:`snap` and :meth:`moved`). ``unset`` is the value that means "the
+    dataset's own setting" (``prefetch_depth=0``: each dataset's ``max_pre_download``), or None.
+    """
 
     name: str
     default: Any
@@ -47,12 +77,67 @@ class Knob:
     env: tuple[str, ...]
     doc: str
     parse: Callable[[str], Any]
-    live: bool = False  # True: may change while a job runs (read it each time you use it)
+    live: bool = False  # True: may change while a job runs (read it each time you use it, from the board)
+    kind: type | None = None
+    bounds: tuple[Any, Any] | None = None
+    step: Any = None
+    unset: Any = None
+    value_default: Any = None  # ``default`` as a value of ``kind`` (``"100GB"`` -> 100_000_000_000)
+
+    def check(self, value: Any, where: str | None = None) -> Any:
+        """``value`` as a value of this knob (a string is parsed first), or :class:`ConfigError` naming ``where``
+        (default: the knob) when it has the wrong type or lies outside the bounds."""
+        where = where or f"knob {self.name}"
+        if isinstance(value, str) and self.kind not in (None, str):
+            try:
+                value = self.parse(value)
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+        kind = self.kind
+        if kind is not None:
+            if kind is bool:
+                ok = isinstance(value, bool)
+            elif kind is int:
+                ok = isinstance(value, int) and not isinstance(value, bool)
+            elif kind is float:
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                value = float(value) if ok else value
+            else:
+                ok = isinstance(value, kind)
+            if not ok:
+                raise ConfigError(f"{where}: expected {kind.__name__}, got {type(value).__name__} {value!r}")
+        if self.bounds is not None and kind is not bool:
+            lo, hi = self.bounds
+            if not lo <= value <= hi:
+                raise ConfigError(f"{where}: {value!r} is outside its bounds {lo}..{hi} ({self.unit})")
+        return value
+
+    def snap(self, value: float) -> Any:
+        """The value of the step grid ``lo, lo + step, ..., hi`` nearest ``value`` (clamped into the bounds)."""
+        if self.bounds is None or not self.step:
+            raise ConfigError(f"knob {self.name} declares no bounds and step")
+        lo, hi = self.bounds
+        k = round((min(max(value, lo), hi) - lo) / self.step)
+        out = lo + k * self.step
+        if out > hi:
+            out -= self.step
+        return self.kind(out) if self.kind in (int, float, bool) else out
+
+    def moved(self, value: Any, steps: int) -> Any:
+        """``value`` moved by ``steps`` steps (negative: down), clamped into the bounds."""
+        if self.bounds is None or not self.step:
+            raise ConfigError(f"knob {self.name} declares no bounds and step")
+        lo, hi = self.bounds
+        out = min(max(value + steps * self.step, lo), hi)
+        return self.kind(out) if self.kind in (int, float, bool) else out
 
 
 KNOBS: dict[str, Knob] = {}
 _overrides: dict[str, Any] = {}
 _lock = threading.Lock()
+#: Called as ``hook(name, value)`` after :func:`set_value` (``value`` None after :func:`reset`): the knob boards
+#: of this process pass the change on to their workers (see :mod:`streamscope._core.board`).
+_HOOKS: list[Callable[[str, Any], None]] = []
 
 
 def knob(
@@ -63,57 +148,161 @@ def knob(
     doc: str,
     parse: Callable[[str], Any] | None = None,
     live: bool = False,
+    *,
+    kind: type | None = None,
+    bounds: tuple[Any, Any] | None = None,
+    step: Any = None,
+    unset: Any = None,
 ) -> Knob:
-    """Declare a knob. ``env`` may list several variable names; the first one set wins."""
+    """Declare a knob. ``env`` may list several variable names; the first one set wins.
+
+    ``kind`` defaults to the type of ``default`` (None when the default is None, or a string read by a custom
+    ``parse``). A live knob must declare ``bounds`` and ``step``.
+    """
     if name in KNOBS:
         raise ConfigError(f"knob {name!r} declared twice")
     envs = (env,) if isinstance(env, str) else tuple(env)
+    if kind is None and default is not None and not (isinstance(default, str) and parse is not None):
+        kind = type(default)
     if parse is None:
-        parse = _PARSERS.get(type(default), _parse_str)
-    k = Knob(name, default, unit, envs, doc, parse, live)
+        parse = _PARSERS.get(kind or type(default), _parse_str)
+    if live and (bounds is None or not step or kind not in (int, float, bool)):
+        raise ConfigError(f"live knob {name!r} must be a number or a flag and declare bounds and a step")
+    if bounds is not None and not bounds[0] <= bounds[1]:
+        raise ConfigError(f"knob {name!r}: bounds {bounds} are empty")
+    if step is not None and not step > 0:
+        raise ConfigError(f"knob {name!r}: step must be > 0, got {step!r}")
+    k = Knob(name, default, unit, envs, doc, parse, live, kind, bounds, step, unset)
+    value_default = default if default is None else k.check(default, f"default of knob {name}")
+    k = Knob(name, default, unit, envs, doc, parse, live, kind, bounds, step, unset, value_default)
     KNOBS[name] = k
     return k
 
 
-def get(name: str) -> Any:
-    """Current value of knob ``name``."""
+def _knob(name: str) -> Knob:
     try:
-        k = KNOBS[name]
+        return KNOBS[name]
     except KeyError:
         raise ConfigError(f"unknown knob {name!r}; known: {', '.join(sorted(KNOBS))}") from None
-    if name in _overrides:
-        return _overrides[name]
+
+
+def _from_env(k: Knob) -> tuple[Any, str] | None:
+    """(value, variable) of the first environment variable of ``k`` that is set, checked; None when none is."""
     for var in k.env:
         raw = os.environ.get(var)
         if raw is not None:
+            where = f"environment variable {var}={raw!r} (knob {k.name})"
             try:
-                return k.parse(raw)
+                value = k.parse(raw)
             except (ValueError, TypeError) as exc:
-                raise ConfigError(f"environment variable {var}={raw!r} is not valid for {name}: {exc}") from None
-    return k.default
+                raise ConfigError(f"{where} is not valid: {exc}") from None
+            return k.check(value, where), var
+    return None
+
+
+def get(name: str) -> Any:
+    """Current value of knob ``name`` in this process (the run-time override, the environment, the default)."""
+    k = _knob(name)
+    if name in _overrides:
+        return _overrides[name]
+    found = _from_env(k)
+    return found[0] if found is not None else k.value_default
+
+
+def explicit(name: str) -> tuple[Any, str] | None:
+    """``(value, where)`` when the user set knob ``name`` explicitly in this process: by :func:`set_value`
+    (``where`` = ``"set_value"``) or by environment variable (``where`` = its name); None otherwise."""
+    k = _knob(name)
+    if name in _overrides:
+        return _overrides[name], "set_value"
+    return _from_env(k)
+
+
+class _IntDefault(int):
+    """A parameter's default int: equal to the int, but told apart from the same value passed by the caller."""
+
+    __slots__ = ()
+
+
+class _StrDefault(str):
+    """A parameter's default string (see :class:`_IntDefault`)."""
+
+    __slots__ = ()
+
+
+def default_arg(value: Any) -> Any:
+    """``value`` marked as a parameter's default, for :func:`given` (``max_pre_download: int = default_arg(2)``;
+    the signature still shows ``2`` and compares equal to it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"default_arg takes an int or a str, got {value!r}")
+    return _IntDefault(value) if isinstance(value, int) else _StrDefault(value)
+
+
+def given(value: Any) -> bool:
+    """False for a value made by :func:`default_arg` (the caller left the parameter out), True otherwise: a
+    dataset argument the user gave pins its knob (the tuner leaves it)."""
+    return type(value) not in (_IntDefault, _StrDefault)
 
 
 def set_value(name: str, value: Any) -> None:
-    """Override a knob at run time (the tuner moves live knobs this way)."""
-    if name not in KNOBS:
-        raise ConfigError(f"unknown knob {name!r}")
+    """Set a knob at run time in this process, and on every knob board this process created (so a live knob
+    reaches the DataLoader workers too; there it is pinned: the tuner leaves it alone).
+
+    Raises:
+        ConfigError: unknown knob, or a value of the wrong type or outside the knob's bounds (naming the knob).
+    """
+    value = _knob(name).check(value)
     with _lock:
         _overrides[name] = value
+    for hook in list(_HOOKS):
+        hook(name, value)
 
 
 def reset(name: str | None = None) -> None:
-    """Drop run-time overrides (all of them, or one)."""
+    """Drop run-time overrides (all of them, or one); the boards of this process go back to what the
+    environment and their dataset's arguments say."""
     with _lock:
-        if name is None:
-            _overrides.clear()
-        else:
-            _overrides.pop(name, None)
+        names = list(_overrides) if name is None else [name]
+        for n in names:
+            _overrides.pop(n, None)
+    for hook in list(_HOOKS):
+        for n in names:
+            hook(n, None)
+
+
+#: Dataset arguments that start a live knob on the dataset's board, as (class, argument, knob, note):
+#: given, the argument pins the knob (docs/knobs.md is generated from this).
+ARGUMENT_KNOBS: tuple[tuple[str, str, str, str], ...] = (
+    ("StreamingDataset", "max_pre_download", "prefetch_depth", "chunks ahead of each reader"),
+    (
+        "StreamingDataset",
+        "max_cache_size",
+        "max_cache_size",
+        "bytes; `STREAMSCOPE_MAX_CACHE_SIZE` / `MAX_CACHE_SIZE` win over the argument (as in LitData)",
+    ),
+    ("StreamingRawDataset", "max_concurrent_downloads", "raw_concurrency", "None (the default) = 0: adaptive"),
+    ("StreamingRawDataset", "max_prefetch", "raw_prefetch", "items ahead of each worker"),
+)
+
+
+def live_names() -> tuple[str, ...]:
+    """The live knobs, sorted by name (the slots of a knob board)."""
+    return tuple(sorted(n for n, k in KNOBS.items() if k.live))
 
 
 def table() -> list[dict[str, Any]]:
-    """All knobs as rows (name, default, unit, env, live, doc), sorted by name."""
+    """All knobs as rows (name, default, unit, env, live, bounds, step, doc), sorted by name."""
     return [
-        {"name": k.name, "default": k.default, "unit": k.unit, "env": ", ".join(k.env), "live": k.live, "doc": k.doc}
+        {
+            "name": k.name,
+            "default": k.default,
+            "unit": k.unit,
+            "env": ", ".join(k.env),
+            "live": k.live,
+            "bounds": k.bounds,
+            "step": k.step,
+            "doc": k.doc,
+        }
         for k in sorted(KNOBS.values(), key=lambda k: k.name)
     ]
 
@@ -360,16 +549,23 @@ knob(
     0,
     "chunks",
     ("STREAMSCOPE_PREFETCH_DEPTH",),
-    "Chunks fetched ahead of the reader (0 = use the dataset's max_pre_download). Read live each prefetch loop.",
+    "Chunks fetched ahead of the reader. 0 = each dataset's max_pre_download (its board starts there). Read live "
+    "from the dataset's knob board each prefetch loop.",
     live=True,
+    bounds=(0, 4096),
+    step=1,
+    unset=0,
 )
 knob(
     "download_concurrency",
     4,
     "chunks",
     ("STREAMSCOPE_DOWNLOAD_CONCURRENCY",),
-    "Chunks one reader (DataLoader worker) fetches at once from storage, within prefetch_depth. Read live.",
+    "Chunks one reader (DataLoader worker) fetches at once from storage, within prefetch_depth (at most 32 "
+    "threads). Read live from the dataset's knob board.",
     live=True,
+    bounds=(1, 32),
+    step=1,
 )
 knob(
     "prefetch_head_first",
@@ -377,8 +573,10 @@ knob(
     "flag",
     ("STREAMSCOPE_PREFETCH_HEAD_FIRST",),
     "While the reader waits for a chunk that is still downloading, start no download of a later chunk (the "
-    "waited-for chunk gets the bandwidth; downloads already running go on). Read live.",
+    "waited-for chunk gets the bandwidth; downloads already running go on). Read live from the dataset's knob board.",
     live=True,
+    bounds=(False, True),
+    step=1,
 )
 knob(
     "chunk_wait_timeout",
@@ -392,7 +590,13 @@ knob(
     "100GB",
     "bytes",
     ("STREAMSCOPE_MAX_CACHE_SIZE", "MAX_CACHE_SIZE"),
-    "Default budget of the chunk cache when a dataset does not give max_cache_size.",
+    "Budget of the chunk cache: a dataset's max_cache_size argument (the environment variables win over it, as "
+    "in LitData). Eviction reads it live from the dataset's knob board.",
+    _bytes,
+    live=True,
+    kind=int,
+    bounds=(0, 2**60),
+    step=2**26,
 )
 knob(
     "open_chunks_max",
@@ -469,16 +673,25 @@ knob(
     "requests",
     ("STREAMSCOPE_RAW_CONCURRENCY",),
     "Per-process cap on in-flight raw-file GETs. 0 = the dataset's max_concurrent_downloads, or the adaptive "
-    "default from the median file size when that is None. Read at every batch.",
+    "default from the median file size when that is None (latency-driven, per worker: see "
+    "raw_adaptive_concurrency). A board value > 0 switches the adaptive limit off. Read live from the dataset's "
+    "knob board at every batch.",
     live=True,
+    bounds=(0, 1024),
+    step=1,
+    unset=0,
 )
 knob(
     "raw_prefetch",
     -1,
     "items",
     ("STREAMSCOPE_RAW_PREFETCH",),
-    "Per-worker look-ahead of raw-file items. -1 = the dataset's max_prefetch; 0 = off. Read at every batch.",
+    "Per-worker look-ahead of raw-file items. -1 = the dataset's max_prefetch; 0 = off. Read live from the "
+    "dataset's knob board at every batch.",
     live=True,
+    bounds=(-1, 4096),
+    step=1,
+    unset=-1,
 )
 knob(
     "raw_lookahead_when_left",
@@ -487,8 +700,11 @@ knob(
     ("STREAMSCOPE_RAW_LOOKAHEAD_WHEN_LEFT",),
     "Raw-file look-ahead GETs start once at most this many items of the current batch are still in flight, "
     "so a server that answers in arrival order works on them across the next batch's round trip. -1 = the "
-    "look-ahead depth; a large number = together with the batch. Read at every batch.",
+    "look-ahead depth; a large number = together with the batch. Read live from the dataset's knob board at "
+    "every batch.",
     live=True,
+    bounds=(-1, 1 << 20),
+    step=1,
 )
 knob(
     "raw_io_threads",

@@ -19,7 +19,7 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from filelock import FileLock
@@ -58,7 +58,8 @@ class ChunkCache:
         cache_dir: the dataset version's cache directory.
         chunks: the index's chunk entries (``filename``, ``chunk_bytes``, ...).
         compression: the index's compression name, or None.
-        max_cache_size: byte budget of ``cache_dir``.
+        max_cache_size: byte budget of ``cache_dir``, or a function returning it now (a knob board's
+            ``max_cache_size`` reader: eviction follows a budget the main process or the tuner moves).
         leases: this process's lease table (one per process; shared by all caches of the process).
         config: the index ``config`` (its ``compression_level`` tells LitData 0.2.76's per-sample zstd apart).
     """
@@ -69,7 +70,7 @@ class ChunkCache:
         cache_dir: str,
         chunks: Sequence[dict[str, Any]],
         compression: str | None,
-        max_cache_size: int,
+        max_cache_size: int | Callable[[], int],
         leases: LeaseTable | None = None,
         config: dict[str, Any] | None = None,
     ) -> None:
@@ -77,12 +78,21 @@ class ChunkCache:
         self.cache_dir = cache_dir
         self.chunks = list(chunks)
         self.compression = compression
-        self.max_cache_size = int(max_cache_size)
+        if callable(max_cache_size):
+            self._budget = max_cache_size
+        else:
+            fixed = int(max_cache_size)
+            self._budget = lambda: fixed
         self.leases = leases if leases is not None else LeaseTable()
         self.config = {"compression": compression, **(config or {})}
         self._names = {decompressed_name(c["filename"], compression) for c in self.chunks}
         self._stream_store: tuple[int, ObjectStore] | None = None
         os.makedirs(cache_dir, exist_ok=True)
+
+    @property
+    def max_cache_size(self) -> int:
+        """The byte budget now."""
+        return int(self._budget())
 
     # --- paths -------------------------------------------------------------------------------------
 
@@ -227,9 +237,10 @@ class ChunkCache:
         files = self.cached_files()
         total = sum(size for _, size, _ in files)
         freed = 0
-        if total > self.max_cache_size:
+        budget = self.max_cache_size
+        if total > budget:
             for path, size, _ in sorted(files, key=lambda t: t[2]):
-                if total <= self.max_cache_size:
+                if total <= budget:
                     break
                 if self.leases.count(path) > 0 or live_lease_owners(path):
                     continue

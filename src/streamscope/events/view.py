@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from streamscope._core import config
+from streamscope._core import board
 from streamscope.events.instruments import parse_key
 from streamscope.events.metrics import SpanStats
 from streamscope.events.registry import BUCKETS_S, METRICS, STAGES, Instrument, M, Metric, by_name
@@ -64,7 +64,6 @@ class Point(NamedTuple):
 
 #: Attribute tuples already built, by (base attributes, extra attributes): a read builds few new ones.
 _ATTRS: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}
-_LIVE_KNOBS: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -116,7 +115,8 @@ def _loop_wait(snap: MetricsSnapshot) -> SpanStats | None:
 
 def build(snap: MetricsSnapshot, rank: int = 0, node: int = 0, time_ns: int | None = None) -> MetricsView:
     """The data points of every registry metric in ``snap`` (a merged snapshot of one rank's processes), with
-    this rank's ``rank`` and ``node`` attributes and the live knobs' values now."""
+    this rank's ``rank`` and ``node`` attributes and the live knobs' values now (from the knob board of the
+    loader that iterated last, see :func:`streamscope._core.board.live_values`)."""
     plain = (("node", str(node)), ("rank", str(rank)))
     pts: list[Point] = []
     have: set[str] = set()
@@ -168,13 +168,8 @@ def build(snap: MetricsSnapshot, rank: int = 0, node: int = 0, time_ns: int | No
     for metric in METRICS:  # a metric of the rank as a whole is there from the start, at 0
         if metric.name not in have and set(metric.attributes) <= {"rank", "node"}:
             put(metric, hist=Histogram.of(None) if metric.instrument is Instrument.HISTOGRAM else None)
-    if not _LIVE_KNOBS:
-        _LIVE_KNOBS.extend(sorted(name for name, knob in config.KNOBS.items() if knob.live))
-    for name in _LIVE_KNOBS:
-        try:
-            put(M.KNOB_VALUE, float(config.get(name)), knob=name)
-        except Exception:  # a knob whose value is not a number (or a bad environment value)
-            continue
+    for name, value in board.live_values().items():  # the knob board the workers read (config without one)
+        put(M.KNOB_VALUE, value, knob=name)
     return MetricsView(tuple(pts), time.time_ns() if time_ns is None else time_ns)
 
 

@@ -5,8 +5,10 @@
 whole batch of indices, and every file of the batch is fetched concurrently. After each batch, the files
 this worker will most likely be asked for next are fetched ahead (see :class:`~.planning.LookAhead`).
 
-Live knobs (read at every batch): ``raw_concurrency`` (0 = the ``max_concurrent_downloads`` argument, or
-the adaptive default) and ``raw_prefetch`` (-1 = the ``max_prefetch`` argument).
+Live knobs (read at every batch from :attr:`StreamingRawDataset.knobs`, the dataset's knob board, which the
+DataLoader workers share with the process that built it): ``raw_concurrency`` (starts at the
+``max_concurrent_downloads`` argument; 0 = the adaptive, latency-driven limit of each process), ``raw_prefetch``
+(starts at the ``max_prefetch`` argument) and ``raw_lookahead_when_left``. An argument given pins its knob.
 
 Runtime state (threads, store clients, futures) is per process: a forked DataLoader worker starts fresh and
 pickling (spawn) drops it. One process should call ``__getitems__`` from one thread at a time (as torch's
@@ -29,7 +31,9 @@ from torch.utils.data import Dataset, get_worker_info
 
 from streamscope import events as ev
 from streamscope._core import config
+from streamscope._core.board import KnobBoard
 from streamscope._core.errors import ConfigError, RawDownloadTimeoutError, RawSetupError
+from streamscope.cache.knobs import new_board
 from streamscope.raw.fetch import Fetcher, Hedge, sweep_orphans
 from streamscope.raw.indexer import BaseIndexer, FileIndexer, FileMetadata
 from streamscope.raw.planning import (
@@ -91,7 +95,7 @@ class StreamingRawDataset(Dataset):
         recompute_index: bool = False,
         transform: Callable[[Any], Any] | None = None,
         max_concurrent_downloads: int | None = None,
-        max_prefetch: int = 16,
+        max_prefetch: int = config.default_arg(16),
         prefetch_cache_size: int | None = None,
         item_type: Literal["bytes", "path"] = "bytes",
         hedge_delay: float = 0.0,
@@ -115,6 +119,18 @@ class StreamingRawDataset(Dataset):
         self.transform = transform
         self.max_concurrent_downloads = max_concurrent_downloads
         self.max_prefetch = max(0, int(max_prefetch))
+        # the live knobs, shared with the DataLoader workers (a knob set by config.set_value or its environment
+        # variable wins over the argument)
+        self._knobs = new_board(
+            {
+                "raw_concurrency": (
+                    0 if max_concurrent_downloads is None else int(max_concurrent_downloads),
+                    max_concurrent_downloads is not None,
+                    "max_concurrent_downloads",
+                ),
+                "raw_prefetch": (self.max_prefetch, config.given(max_prefetch), "max_prefetch"),
+            }
+        )
         if prefetch_cache_size is None:
             prefetch_cache_size = 2 * self.max_prefetch
         self.prefetch_cache_size = max(0, int(prefetch_cache_size))
@@ -201,14 +217,19 @@ class StreamingRawDataset(Dataset):
         self.__dict__.update(state)
         self._reset_runtime_state()
 
+    @property
+    def knobs(self) -> KnobBoard:
+        """This dataset's live knobs, shared with its DataLoader workers (docs/knobs.md)."""
+        return self._knobs
+
     def concurrency(self) -> int:
         """In-flight GETs this process allows now.
 
-        The live ``raw_concurrency`` knob when set; else ``max_concurrent_downloads`` exactly; else, for remote
-        sources, a latency-driven limit (:class:`~.planning.ConcurrencyGovernor`) under the size-based
-        default; local sources use the size-based default.
+        The board's ``raw_concurrency`` when > 0 (``max_concurrent_downloads``, a knob set by the user, or the
+        tuner); else, for remote sources, a latency-driven limit (:class:`~.planning.ConcurrencyGovernor`)
+        under the size-based default; local sources use the size-based default.
         """
-        live = int(config.get("raw_concurrency"))
+        live = int(self._knobs.value("raw_concurrency"))
         if live > 0:
             return live
         if self.max_concurrent_downloads is not None:
@@ -230,7 +251,7 @@ class StreamingRawDataset(Dataset):
 
     def prefetch_depth(self) -> int:
         """Items this worker fetches ahead now (live knob, else the argument), worker-aware."""
-        live = int(config.get("raw_prefetch"))
+        live = int(self._knobs.value("raw_prefetch"))
         depth = live if live >= 0 else self.max_prefetch
         return effective_prefetch(depth, _num_workers())
 
@@ -280,7 +301,7 @@ class StreamingRawDataset(Dataset):
         # served about in the order they arrive, so look-ahead sent with the batch is served within the
         # batch and the server sits idle for one round trip when the next batch's misses go out; sent near
         # the batch's end it is served across that gap (and nothing it fetches is held longer than needed).
-        left = int(config.get("raw_lookahead_when_left"))
+        left = int(self._knobs.value("raw_lookahead_when_left"))
         if left < 0:
             left = self.prefetch_depth()
         with ev.span("read", "read", items=len(indices)):

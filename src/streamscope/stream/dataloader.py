@@ -26,6 +26,7 @@ import numpy.random  # noqa: F401  torch seeds numpy in every worker: import it 
 from torch.utils.data import DataLoader
 
 from streamscope import events as ev
+from streamscope._core.board import BoardGroup, KnobBoard
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, StateDictError
 from streamscope.events import attribution, instruments
 from streamscope.events.registry import M
@@ -202,6 +203,9 @@ class StreamingDataLoader(DataLoader):
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         self._iter_t0 = ev.now()
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]
+        knobs = self.knobs
+        if knobs is not None:
+            knobs.activate()  # the knob values the metrics report are this loader's
         if self._pending is not None:
             epoch, start = self._pending
             self._pending = None
@@ -373,6 +377,17 @@ class StreamingDataLoader(DataLoader):
                     shutdown()  # an abandoned epoch frees its workers now (persistent ones are reset by torch)
                     if acks is not None:  # a worker that exited before the loop decided left its parcel behind
                         acks.claim_left(pids)
+
+    @property
+    def knobs(self) -> KnobBoard | BoardGroup | None:
+        """The live knobs of this loader's dataset (prefetch depth, download concurrency, cache budget, ...).
+
+        The board is the dataset's shared memory, made when the dataset was built, so before any worker starts:
+        forked workers inherit it, spawned ones receive it with the dataset. A value set here (``set``, or the
+        tuner's ``propose``) or by ``config.set_value`` in this process reaches every worker, persistent or not,
+        at its next chunk or batch. See docs/knobs.md.
+        """
+        return getattr(self.dataset, "knobs", None)
 
     def _observe(self) -> list[tuple[Any, dict[str, Any], float]]:
         """This loader's metrics now (``events.observe``: read when the metrics are, never on the loop's path): the

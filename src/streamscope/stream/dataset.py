@@ -25,7 +25,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -34,6 +33,7 @@ from torch.utils.data import IterableDataset, default_collate, get_worker_info
 
 from streamscope import events as ev
 from streamscope._core import config
+from streamscope._core.board import KnobBoard
 from streamscope._core.errors import (
     DatasetError,
     DatasetIndexError,
@@ -44,8 +44,8 @@ from streamscope._core.errors import (
 )
 from streamscope._core.units import parse_bytes
 from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir
+from streamscope.cache.knobs import new_board
 from streamscope.cache.leases import LeaseTable
-from streamscope.cache.prefetch import live_depth
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
 from streamscope.stream.batching import grouped, worker_items
 from streamscope.stream.collate import ArrowCollator, BlockCollator, ColumnCollator
@@ -105,7 +105,9 @@ class StreamingDataset(Resumable, IterableDataset):
         drop_last: drop the tail that does not fill a batch on every rank; None → True when world_size > 1.
         seed: shuffle seed.
         serializers: extra serializers by name (go first, like LitData).
-        max_cache_size: byte budget of the cache (int or "100GB").
+        max_cache_size: byte budget of the cache (int or "100GB"); the ``max_cache_size`` knob of
+            :attr:`knobs`, so the main process (or the tuner) can move it while workers evict. The environment
+            variables ``STREAMSCOPE_MAX_CACHE_SIZE`` / ``MAX_CACHE_SIZE`` win over it (as in LitData).
         subsample: fraction of the items per epoch (> 1 repeats the dataset, LitData semantics).
         encryption: the key of an encrypted dataset (``streamscope.utilities.encryption``; LitData's key objects
             work too). Its chunks are decrypted once, at construction, into a private temporary directory under
@@ -115,7 +117,11 @@ class StreamingDataset(Resumable, IterableDataset):
             raises ``WrongKeyError``, which is also ``cryptography.fernet.InvalidToken`` like LitData's error.
         storage_options: passed to the object store.
         session_options: accepted for compatibility (unused).
-        max_pre_download: chunks prefetched ahead (the live ``prefetch_depth`` knob overrides when set).
+        max_pre_download: chunks prefetched ahead: the ``prefetch_depth`` knob of :attr:`knobs` starts here
+            (``prefetch_depth`` set by ``config.set_value`` or ``STREAMSCOPE_PREFETCH_DEPTH`` wins over it).
+
+    Live knobs: :attr:`knobs` is this dataset's :class:`~streamscope._core.board.KnobBoard`, shared with the
+    DataLoader workers that read it (docs/knobs.md). An argument given here pins its knob: the tuner never moves it.
         index_path: an ``index.json`` to use instead of the one in ``input_dir``.
         force_override_state_dict: accept a state_dict whose configuration differs (restart the epoch).
         transform: a callable (or list of callables, applied in order) run on every sample.
@@ -134,12 +140,12 @@ class StreamingDataset(Resumable, IterableDataset):
         drop_last: bool | None = None,
         seed: int = 42,
         serializers: dict[str, Any] | None = None,
-        max_cache_size: int | str = "100GB",
+        max_cache_size: int | str = config.default_arg("100GB"),
         subsample: float = 1.0,
         encryption: Any = None,
         storage_options: dict[str, Any] | None = None,
         session_options: dict[str, Any] | None = None,
-        max_pre_download: int = 2,
+        max_pre_download: int = config.default_arg(2),
         index_path: str | None = None,
         force_override_state_dict: bool = False,
         transform: Callable[[Any], Any] | Sequence[Callable[[Any], Any]] | None = None,
@@ -165,10 +171,14 @@ class StreamingDataset(Resumable, IterableDataset):
         self.shuffle = shuffle
         self.seed = int(seed)
         self.subsample = float(subsample)
-        if any(var in os.environ for var in config.KNOBS["max_cache_size"].env):
-            max_cache_size = config.get("max_cache_size")  # LitData: MAX_CACHE_SIZE overrides the argument
-        self.max_cache_size = parse_bytes(max_cache_size)
-        self.max_pre_download = max_pre_download
+        # the live knobs, shared with the DataLoader workers; a knob set in the environment (MAX_CACHE_SIZE, as in
+        # LitData) or by config.set_value wins over the argument
+        self._knobs = new_board(
+            {
+                "prefetch_depth": (int(max_pre_download), config.given(max_pre_download), "max_pre_download"),
+                "max_cache_size": (parse_bytes(max_cache_size), config.given(max_cache_size), "max_cache_size"),
+            }
+        )
         self.index_path = index_path
         self.force_override_state_dict = force_override_state_dict
         if transform is not None or not callable(getattr(type(self), "transform", None)):
@@ -257,6 +267,7 @@ class StreamingDataset(Resumable, IterableDataset):
         new.__dict__.update(self.__getstate__())
         new.item_loader = self.item_loader
         new.__dict__.pop("_loader_recipe", None)
+        new._knobs = copy.copy(self._knobs)  # its own board (same values and pins): each split is tuned alone
         new.regions = [(int(c), int(a), int(b)) for c, a, b in regions]
         arr = np.asarray(new.regions, dtype=np.int64).reshape(-1, 3)
         new._r_chunk, new._r_start = arr[:, 0], arr[:, 1]
@@ -427,31 +438,53 @@ class StreamingDataset(Resumable, IterableDataset):
                     self._cache_root, source if self.remote else os.path.abspath(source), self.updated_at
                 )
                 store = self._store()
-                cache = ChunkCache(
-                    store, cdir, self.chunks, self.compression, self.max_cache_size, _process_leases(), self.config
-                )
+                budget = self._knobs.reader("max_cache_size")
+                cache = ChunkCache(store, cdir, self.chunks, self.compression, budget, _process_leases(), self.config)
             else:
                 local_dir = self._plain_dir or self.input_dir
             if self.is_parquet:
                 from streamscope.stream.parquet import ParquetChunkReader
 
-                self._reader = ParquetChunkReader(self.chunks, local_dir, cache, self._depth_getter(), self.item_loader)
+                self._reader = ParquetChunkReader(
+                    self.chunks, local_dir, cache, self._depth_reader(), self.item_loader, self._knobs
+                )
             else:
-                self._reader = ChunkReader(self.chunks, local_dir, cache, self._depth_getter())
+                self._reader = ChunkReader(self.chunks, local_dir, cache, self._depth_reader(), self._knobs)
             self._reader_pid = os.getpid()
         return self._reader
 
-    def _depth_getter(self) -> Callable[[], int]:
-        """The reader's live prefetch depth (``max_pre_download``, read at each call), holding this dataset weakly:
-        a reader that held it strongly would make a reference cycle, and a dropped dataset's mapped chunks would
-        then wait for a garbage collection (unmapping them there stalls whatever runs at that moment)."""
-        ref = weakref.ref(self)
+    def _depth_reader(self) -> Callable[[], int]:
+        """The reader's live prefetch depth: the board's ``prefetch_depth`` reader, which holds the board's memory
+        and not this dataset: a reader that held the dataset would make a reference cycle, and a dropped
+        dataset's mapped chunks would then wait for a garbage collection (unmapping them there stalls whatever
+        runs at that moment)."""
+        return self._knobs.reader("prefetch_depth")
 
-        def depth() -> int:
-            ds = ref()
-            return live_depth(ds.max_pre_download if ds is not None else 0)
+    # --- live knobs --------------------------------------------------------------------------------
 
-        return depth
+    @property
+    def knobs(self) -> KnobBoard:
+        """This dataset's live knobs (prefetch depth, download concurrency, cache budget, ...), shared with its
+        DataLoader workers: see :class:`~streamscope._core.board.KnobBoard` and docs/knobs.md."""
+        return self._knobs
+
+    @property
+    def max_pre_download(self) -> int:
+        """Chunks prefetched ahead now (the board's ``prefetch_depth``)."""
+        return int(self._knobs.value("prefetch_depth"))
+
+    @max_pre_download.setter
+    def max_pre_download(self, value: int) -> None:
+        self._knobs.set("prefetch_depth", value, base=True)
+
+    @property
+    def max_cache_size(self) -> int:
+        """The cache's byte budget now (the board's ``max_cache_size``)."""
+        return int(self._knobs.value("max_cache_size"))
+
+    @max_cache_size.setter
+    def max_cache_size(self, value: int | str) -> None:
+        self._knobs.set("max_cache_size", parse_bytes(value), base=True)
 
     def _decode(self, oc: Any, item: int) -> Any:
         if self.is_tokens:

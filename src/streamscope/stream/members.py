@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from streamscope._core.board import BoardGroup
 from streamscope._core.errors import DatasetError
 
 
@@ -19,6 +20,11 @@ class MemberSetters:
     batch_size: int
     num_workers: int
     drop_last: bool
+
+    @property
+    def knobs(self) -> BoardGroup:
+        """The members' live knobs as one board (reads from the first member, writes to all of them)."""
+        return BoardGroup(d.knobs for d in self._datasets)
 
     def _forget_plans(self) -> None:
         """Drop plans derived from the members' settings (they are rebuilt where they are used)."""

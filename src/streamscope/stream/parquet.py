@@ -205,8 +205,9 @@ class ParquetChunkReader(ChunkReader):
         cache: Any,
         depth: Any,
         loader: ParquetLoader,
+        knobs: Any = None,
     ) -> None:
-        super().__init__(chunks, local_dir, cache, depth)
+        super().__init__(chunks, local_dir, cache, depth, knobs)
         self._loader = loader
 
     def _open_file(self, chunk: int, path: str, num_items: int) -> OpenChunk:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamscope._core import config
+from streamscope._core.board import BoardGroup, KnobBoard
 from streamscope.cache.chunk_cache import ChunkCache
 from streamscope.cache.prefetch import Prefetcher
 from streamscope.format.chunk import ChunkFile, open_chunk_file
@@ -53,6 +54,7 @@ class ChunkReader:
         local_dir: directory of a local, uncompressed dataset (read in place), else None.
         cache: the chunk cache for remote or compressed datasets, else None.
         depth: returns the prefetch depth now (read live).
+        knobs: the dataset's knob board (the prefetcher's other live knobs), or None for this process's knobs.
     """
 
     def __init__(
@@ -61,11 +63,13 @@ class ChunkReader:
         local_dir: str | None,
         cache: ChunkCache | None,
         depth: Callable[[], int],
+        knobs: KnobBoard | BoardGroup | None = None,
     ) -> None:
         self.chunks = chunks
         self.local_dir = local_dir
         self.cache = cache
         self._depth = depth
+        self._knobs = knobs
         self._open: OrderedDict[int, OpenChunk] = OrderedDict()
         self._leased: set[int] = set()  # chunks leased for random access (no prefetcher)
         self._prefetcher: Prefetcher | None = None
@@ -79,7 +83,7 @@ class ChunkReader:
         self.stop()
         if self.cache is not None and schedule:
             self._sched_pos = {c: p for p, c in enumerate(schedule)}
-            self._prefetcher = Prefetcher(self.cache, schedule, self._depth)
+            self._prefetcher = Prefetcher(self.cache, schedule, self._depth, self._knobs)
 
     def finished_with(self, chunk: int) -> None:
         """The iteration will not read ``chunk`` again: unmap it and drop its lease."""
