@@ -110,3 +110,16 @@ def test_metrics_only_mode_writes_no_log(monkeypatch, tmp_path):
         ev.metrics_view().value(M.DOWNLOAD_BYTES) == 7 and ev.metrics_view().histogram(M.DOWNLOAD_DURATION).count == 1
     )
     assert not log.exists() and not ev.RECORDER.sinks
+
+
+def test_the_knob_gauges_come_from_the_active_knob_board():
+    from streamscope._core.board import KnobBoard
+
+    board = KnobBoard({"prefetch_depth": (5, False, "max_pre_download")})  # the newest board is the active one
+    board.propose("download_concurrency", 11)
+    v = build(MetricsSnapshot())
+    assert v.value(M.KNOB_VALUE, knob="prefetch_depth") == 5
+    assert v.value(M.KNOB_VALUE, knob="download_concurrency") == 11
+    assert {p.attrs["knob"] for p in v.of(M.KNOB_VALUE)} == set(board.names)
+    board.propose("prefetch_depth", 9)  # what the workers read is what the next read of the metrics reports
+    assert build(MetricsSnapshot()).value(M.KNOB_VALUE, knob="prefetch_depth") == 9
