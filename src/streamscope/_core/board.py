@@ -98,6 +98,7 @@ class KnobBoard:
         self._f64 = memoryview(raw).cast("B").cast("d")
         self._index = {n: _HEADER + _SLOT * i for i, n in enumerate(names)}
         self._kinds = {n: (config.KNOBS[n].kind if n in config.KNOBS else int) for n in names}
+        self._typed = {n: (self._f64 if k is float else self._i64, self._index[n], k) for n, k in self._kinds.items()}
         self._lock = threading.Lock()
         self._listener: Listener | None = None
         self._base = {}
@@ -114,11 +115,12 @@ class KnobBoard:
 
     def value(self, name: str) -> Any:
         """Knob ``name``'s value now, as its type (int, float or bool)."""
-        i = self._slot(name)
-        kind = self._kinds[name]
-        if kind is float:
-            return self._f64[i]
-        v = self._i64[i]
+        try:
+            view, i, kind = self._typed[name]
+        except KeyError:
+            self._slot(name)  # raises, naming the live knobs
+            raise
+        v = view[i]
         return bool(v) if kind is bool else v
 
     def version(self) -> int:
