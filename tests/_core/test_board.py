@@ -211,6 +211,8 @@ def test_a_group_reads_the_first_and_writes_all():
     c.set("download_concurrency", 2)
     assert g.pinned("download_concurrency") and g.propose("download_concurrency", 8) is False
     assert a.value("download_concurrency") != 8
+    BoardGroup([a, c]).activate()  # a group made on demand: the metrics follow its first board
+    assert kb.active() is a
 
 
 # --- other processes ---------------------------------------------------------------------------------

@@ -44,9 +44,9 @@ def test_every_value_change_is_a_tune_event():
         ev.drain()
         assert board.propose("prefetch_depth", 6, "downloads wait") is True
         board.propose("prefetch_depth", 6)  # no change: no event
-        config.set_value("download_concurrency", 7)  # the user's, reaching the board
+        board.set("download_concurrency", 7)  # the user's (as config.set_value does it on every board)
         assert board.propose("download_concurrency", 2) is False  # refused: no event
-        config.reset("download_concurrency")
+        board.restore("download_concurrency")
         events = _tune(ev.drain())
     finally:
         ev.ACTIVE.discard("tune")

@@ -119,3 +119,32 @@ def test_config_set_value_in_the_main_process_reaches_the_workers_and_pins(tmp_p
     _check(samples, t0, t1, {"depth": 3, "concurrency": 4}, {"depth": 3, "concurrency": 2})
     assert loader.knobs.pinned("download_concurrency")
     assert loader.knobs.propose("download_concurrency", 8) is False
+
+
+def test_a_combination_moves_the_knobs_of_every_member_in_the_workers(tmp_path):
+    from streamscope.stream.combined import CombinedStreamingDataset
+
+    dirs = [
+        write_dataset(
+            str(tmp_path / f"ds{m}"), 48, lambda i, m=m: {"index": 1000 * m + i}, chunk_size=4, compression="zstd"
+        )
+        for m in range(2)
+    ]
+
+    def loader(tag: str) -> StreamingDataLoader:
+        members = [ProbeDataset(d, cache_dir=str(tmp_path / f"cache-{tag}")) for d in dirs]
+        combo = CombinedStreamingDataset(members, seed=3)
+        combo.knobs.propose("prefetch_depth", 1)
+        return StreamingDataLoader(combo, batch_size=4, num_workers=2)
+
+    reference = [s["index"] for s in _epoch(loader("ref"), {})[0]]
+    moved = loader("moved")
+    samples, t0, t1 = _epoch(moved, {"prefetch_depth": 5})
+    assert [s["index"] for s in samples] == reference and sorted(reference) == sorted(
+        [i for i in range(48)] + [1000 + i for i in range(48)]
+    )
+    assert all(s["depth"] == 1 for s in samples if s["t"] < t0)
+    late = [s for s in samples if s["t0"] > t1]
+    assert late and all(s["depth"] == 5 for s in late)
+    assert {s["index"] // 1000 for s in late} == {0, 1}  # both members' readers
+    assert [b.value("prefetch_depth") for b in moved.knobs.boards] == [5, 5]

@@ -327,7 +327,7 @@ class BoardGroup:
             b.restore(name)
 
     def activate(self) -> None:
-        _ACTIVE[0] = weakref.ref(self)
+        self.boards[0].activate()  # the group is made on demand: the metrics report its first board's values
 
 
 def active() -> KnobBoard | BoardGroup | None:

@@ -246,7 +246,16 @@ class StreamingRawDataset(Dataset):
         before = int(self._governor.limit)
         limit = self._governor.update(samples, cap)
         if limit != before and "tune" in ev.ACTIVE:
-            ev.instant("raw_concurrency", "tune", old=before, new=limit, samples=len(samples))
+            # this worker's own limit (the board's raw_concurrency is 0): told apart from board changes by its source
+            ev.instant(
+                "raw_concurrency",
+                "tune",
+                knob="raw_concurrency",
+                old=before,
+                new=limit,
+                source="governor",
+                samples=len(samples),
+            )
         return limit
 
     def prefetch_depth(self) -> int:
