@@ -274,6 +274,13 @@ class TraceConfigError(StreamscopeError, ValueError):
 # --- tune -----------------------------------------------------------------------------------------
 
 
+# --- telemetry: OpenTelemetry --------------------------------------------------------------------
+
+
+class TelemetryConfigError(StreamscopeError, ValueError):
+    """A malformed ``OTEL_*`` environment variable or ``enable_telemetry`` argument; the message names it."""
+
+
 # --- api (merge_datasets) -------------------------------------------------------------------------
 
 
