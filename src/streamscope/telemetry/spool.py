@@ -86,7 +86,7 @@ class SpoolSink:
     def _drop(self, events: list[Any]) -> None:
         n = events_represented(events)
         self.dropped += n
-        instruments.add(M.EXPORT_DROPPED, n)
+        instruments.add_key(M.EXPORT_DROPPED.name, n)
 
     def force_flush(self, timeout_millis: int = FLUSH_TIMEOUT_MILLIS) -> bool:
         """Every export is written at once."""
