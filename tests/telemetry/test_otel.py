@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 
@@ -216,3 +217,30 @@ def test_the_span_sink_is_the_spool_outside_a_ranks_main_process(monkeypatch):
     assert isinstance(otel.span_sink(), otel.OTelSpanSink)
     monkeypatch.setattr(otel, "is_rank_main", lambda: False)
     assert isinstance(otel.span_sink(), SpoolSink)
+
+
+def test_an_application_with_an_sdk_meter_provider_gets_the_metrics_at_streamscopes_entry():
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = """
+import json
+from opentelemetry import metrics
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+reader = InMemoryMetricReader()
+metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+from streamscope import events as ev
+ev.configure_from_env()  # what building a dataset or a loader calls
+names = sorted({m.name for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics
+                for m in sm.metrics})
+print(json.dumps([sorted(ev.RECORDER.metric_cats) == sorted(ev.LEVELS["chunk"]), names]))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "OTEL_"))}
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(root, "src"), root])
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    on, names = json.loads(out.stdout.strip().splitlines()[-1])
+    assert on  # metrics recording switched itself on: a real SDK provider is there
+    assert M.LOADER_WAIT.name in names and M.KNOB_VALUE.name in names

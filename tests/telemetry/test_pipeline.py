@@ -154,3 +154,22 @@ def test_a_forked_child_exports_nothing_and_starts_no_thread():
             assert [s.name for s in rx.wait_for("traces")] == ["in-parent"]
         finally:
             pipe.shutdown(1)
+
+
+def test_grpc_when_asked():
+    with OTLPReceiver(grpc=True) as rx:
+        cfg = otlp_config.load(
+            {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_METRIC_EXPORT_INTERVAL": "100000"},
+            endpoint=f"http://{rx.grpc_endpoint}",
+            timeout=5,
+        )
+        pipe = Pipeline(cfg, set_global=False)
+        try:
+            _spans(pipe, 2)
+            pipe.meter_provider.get_meter("streamscope").create_counter("streamscope.test.count").add(3)
+            assert pipe.force_flush(5)
+            assert [s.name for s in rx.wait_for("traces", lambda s: len(s) >= 2)] == ["download", "download"]
+            assert rx.wait_for("metrics")[0].value == 3
+            assert {r.transport for r in rx.requests} == {"grpc"}
+        finally:
+            pipe.shutdown(2)

@@ -178,3 +178,37 @@ def test_the_event_bus_events_of_a_traced_chunk_become_ops():
     names = [(o.kind, o.name) for o in ops]
     assert ("start", "download") in names and ("end", "download") in names
     assert any(n == "mmap" for _k, n in names) and not any(n == "sample" for _k, n in names)
+
+
+def test_ends_that_come_before_their_begins_still_close_their_spans():
+    # a worker's last events (its spool) can reach the main process before its parcel with the rest
+    enc = SpanEncoder(MAIN)
+    spool = enc.encode(
+        _batch(
+            [
+                ("E", "download", "download", 30, WORKER, 7, {"chunk": 3, "bytes": 9}),
+                ("E", "prefetch", "prefetch", 40, WORKER, 7, {"chunk": 3, "aborted": 1}),
+            ]
+        )
+    )
+    assert spool == []
+    parcel = enc.encode(
+        _batch(
+            [
+                ("B", "prefetch", "prefetch", 10, WORKER, 7, {"chunk": 3}),
+                ("B", "download", "download", 20, WORKER, 7, {"chunk": 3}),
+            ]
+        )
+    )
+    assert [(o.kind, o.name) for o in parcel] == [
+        ("start", "prefetch"),
+        ("start", "download"),
+        ("end", "download"),
+        ("end", "prefetch"),
+    ]
+    pre, dl, end_dl, end_pre = parcel
+    assert dl.parent == pre.key and end_dl.key == dl.key and end_pre.key == pre.key
+    assert (
+        end_dl.t1 == OFF + 30 and end_dl.attrs["streamscope.bytes"] == 9 and end_pre.attrs["streamscope.aborted"] == 1
+    )
+    assert not enc.stacks and not enc.orphans

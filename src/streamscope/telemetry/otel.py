@@ -41,7 +41,7 @@ from streamscope import events as ev
 from streamscope._core import config
 from streamscope.events import vocab
 from streamscope.events.exporters import FLUSH_TIMEOUT_MILLIS, EventBatch, ExportResult, parse_specs
-from streamscope.events.processor import DEFAULT_SINK, mixed_batch
+from streamscope.events.processor import DEFAULT_SINK
 from streamscope.events.recorder import RECORDER
 from streamscope.events.registry import METRICS, Instrument, Metric
 from streamscope.events.report import Reporter
@@ -379,6 +379,17 @@ class SpanWriter:
                 break
         span.end(end_time=max(t1, 0))
 
+    def end_all(self) -> int:
+        """End every open span now, marked ``streamscope.end_lost``; how many."""
+        n = 0
+        while self.live:
+            _key, span = self.live.popitem(last=False)
+            span.set_attribute("streamscope.end_lost", True)
+            span.end()
+            n += 1
+        self.skipped.clear()
+        return n
+
     def write(self, ops: Iterable[Op]) -> None:
         """Start, end or annotate spans, in order."""
         live = self.live
@@ -406,6 +417,16 @@ class SpanWriter:
                 span = live.get(op.parent)
                 if span is not None:
                     span.add_event(op.name, op.attrs, timestamp=op.t0)
+
+
+def end_open_spans() -> int:
+    """End the spans still open in this process's span writer now (marked ``streamscope.end_lost``): their ends will
+    not come (process exit). How many."""
+    st = _STATE
+    if st is None or st.pid != os.getpid():
+        return 0
+    with st.lock:
+        return st.writer.end_all()
 
 
 class _SinkState:
@@ -452,18 +473,23 @@ class OTelSpanSink:
         self.state = _state()
 
     def export(self, batch: EventBatch) -> ExportResult:
-        st = self.state
-        with st.lock:
-            st.writer.write(st.encoder.encode(batch))
-        self.tick()
+        self._write(batch)
         return ExportResult.SUCCESS
 
     def tick(self) -> None:
+        self._write(None)
+
+    def _write(self, batch: EventBatch | None) -> None:
+        """``batch`` and what other processes spooled, as one batch in time order: a worker's flush spooled its
+        events before it handed the rest over in a parcel (which ``batch`` may hold), and a chunk's download by one
+        worker is written before another worker's reads of that chunk link to it."""
         st = self.state
         with st.lock:
             batches = st.reader.collect(RECORDER.metrics_dir)
-            if batches:  # one batch, so a chunk's download is written before another worker's reads of it
-                st.writer.write(st.encoder.encode(mixed_batch(batches)))
+            if batch is not None:
+                batches.append(batch)
+            if batches:
+                st.writer.write(st.encoder.encode(batches[0] if len(batches) == 1 else _merged(batches)))
 
     def force_flush(self, timeout_millis: int = FLUSH_TIMEOUT_MILLIS) -> bool:
         """Takes what other processes spooled. The SDK's queue is the SDK's to flush: a call here must not wait for
@@ -473,6 +499,17 @@ class OTelSpanSink:
 
     def shutdown(self) -> None:
         self.tick()
+
+
+def _merged(batches: list[EventBatch]) -> EventBatch:
+    """One batch of the events of ``batches``, each process with its own rank/worker fields."""
+    events: list[Any] = []
+    envs: dict[int, dict[str, int]] = {}
+    for b in batches:
+        events += b.events
+        for pid in {e[4] for e in b.events}:
+            envs[pid] = b.env_of(pid)
+    return EventBatch(events, batches[-1].epoch_offset_ns, batches[-1].env, envs)
 
 
 def span_sink() -> OTelSpanSink | SpoolSink:

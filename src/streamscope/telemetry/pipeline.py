@@ -26,7 +26,6 @@ may take at most ``otel_exit_timeout`` seconds.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import math
 import os
@@ -41,7 +40,7 @@ from streamscope._core import config
 from streamscope._core.optional import require
 from streamscope.events import instruments
 from streamscope.events.registry import BUCKETS_S, M
-from streamscope.telemetry.otel import SCOPE
+from streamscope.telemetry.otel import SCOPE, end_open_spans
 from streamscope.telemetry.otlp_config import OTLPConfig, SignalConfig, redact_url
 
 FEATURE = "OTLP export (streamscope.enable_telemetry)"
@@ -161,7 +160,7 @@ def _make_queue_processor() -> type:
                     "traces", 1, f"the span queue (OTEL_BSP_MAX_QUEUE_SIZE={self.size}) is full: the endpoint is slow"
                 )
                 return
-            q.append(span)
+            q.append(_slim(span))
             if len(q) >= self.batch:
                 self.wake.set()
 
@@ -179,6 +178,34 @@ def _make_queue_processor() -> type:
             return True
 
     return QueueSpanProcessor
+
+
+_READABLE: Any = None
+
+
+def _slim(span: Any) -> Any:
+    """An ended span as a plain ``ReadableSpan`` (its events and links as tuples): what the exporter reads, in about
+    a third of the memory of the SDK's live span (its lock and bounded lists), so a full queue stays small."""
+    global _READABLE
+    try:
+        if _READABLE is None:
+            _READABLE = require("opentelemetry.sdk.trace", FEATURE).ReadableSpan
+        return _READABLE(
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=span.resource,
+            attributes=span.attributes,
+            events=tuple(span.events),
+            links=tuple(span.links),
+            kind=span.kind,
+            status=span.status,
+            start_time=span.start_time,
+            end_time=span.end_time,
+            instrumentation_scope=span.instrumentation_scope,
+        )
+    except Exception:
+        return span
 
 
 def _count_points(data: Any) -> int:
@@ -381,7 +408,11 @@ class Pipeline:
             self.pumps.append(
                 _Pump("streamscope-otlp-metrics", cfg.metric_interval_s, self._export_metrics, self._metric_wake)
             )
-        atexit.register(self._at_exit)
+        # At exit after the event bus: its last flush (threading's exit hook) and the spans of workers killed at exit,
+        # which the run's owner closes in a multiprocessing finalizer of priority -10 (events.recorder)
+        import multiprocessing.util as mp_util
+
+        self._finalizer = mp_util.Finalize(None, self._at_exit, exitpriority=-20)
 
     # --- the pumps -------------------------------------------------------------------------------------
 
@@ -432,7 +463,14 @@ class Pipeline:
         if self.closed or os.getpid() != self.pid:
             return
         self.closed = True
-        atexit.unregister(self._at_exit)
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None:
+            finalizer.cancel()
+        if self.processor is not None:
+            try:
+                end_open_spans()  # their ends will not come: sent as they are rather than lost
+            except Exception:
+                pass
         if timeout is None:
             try:
                 timeout = float(config.get("otel_exit_timeout"))

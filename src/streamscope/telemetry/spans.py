@@ -45,6 +45,8 @@ INSTANT_SPANS = frozenset({"crash", "tune"})
 #: Spans that a chunk's reads link to, and the spans that link to them.
 DOWNLOAD = ("download", "download")
 LINKED_CATEGORIES = frozenset({"read", "decompress"})
+#: Most ends kept waiting for their begins (see :meth:`SpanEncoder.encode`).
+MAX_ORPHANS = 4096
 #: Longest string attribute value (characters).
 MAX_STR = 256
 
@@ -141,7 +143,11 @@ class SpanEncoder:
     def __init__(self, main_pid: int, stall_min_ns: int = 1_000_000) -> None:
         self.main_pid = main_pid
         self.stall_min_ns = stall_min_ns
-        self.stacks: dict[tuple[int, int], list[tuple[tuple[int, int], str, int]]] = {}
+        #: per thread, its open spans: (key, name, begin ns, category)
+        self.stacks: dict[tuple[int, int], list[tuple[tuple[int, int], str, int, str]]] = {}
+        #: per thread, ends that came before their begins: (name, end ns, attributes, error, Unix end ns)
+        self.orphans: dict[tuple[int, int], list[tuple[str, int, dict[str, Any], str | None, int]]] = {}
+        self._orphan_count = 0
         self._seq = 0
 
     def _key(self, pid: int) -> tuple[int, int]:
@@ -169,23 +175,25 @@ class SpanEncoder:
                 stack = stacks.setdefault(sk, [])
                 key = self._key(pid)
                 parent = stack[-1][0] if stack else None
-                stack.append((key, name, ts))
                 attrs = attributes(fields, env, pid, tid, worker)
                 out.append(Op("start", key, name, cat, t, 0, attrs, parent, pid, None, _stem(name, cat, fields)))
+                stack.append((key, name, ts, cat))
             elif ph == "E":
                 stack = stacks.get(sk)
-                if not stack:
-                    continue  # its begin went another way (or was dropped): nothing to end
-                i = len(stack) - 1
-                while i >= 0 and stack[i][1] != name:
+                i = len(stack) - 1 if stack else -1
+                while i >= 0 and stack[i][1] != name:  # type: ignore[index]
                     i -= 1
+                attrs = attributes(fields, env, pid, tid, worker)
                 if i < 0:
+                    # Its begin has not come yet: a worker's last events (its spool, written at exit and read at a
+                    # flush) can reach the main process before its parcel with the rest (a queue message the loop
+                    # has not taken yet). The spans that parcel leaves open take these ends (_end_matched).
+                    self._keep_orphan(sk, name, ts, attrs, _error(fields), t)
                     continue
-                key = stack[i][0]
-                del stack[i]
+                key = stack[i][0]  # type: ignore[index]
+                del stack[i]  # type: ignore[union-attr]
                 if not stack:
                     del stacks[sk]
-                attrs = attributes(fields, env, pid, tid, worker)
                 out.append(Op("end", key, name, cat, 0, t, attrs, None, pid, _error(fields)))
             elif ph == "X":
                 dur_ns = int(float(fields.get("dur", 0)) * 1000)
@@ -218,7 +226,39 @@ class SpanEncoder:
                     stack = stacks.get(sk)
                     if stack:
                         out.append(Op("note", None, name, cat, t, t, attrs, stack[-1][0], pid))
+        self._end_matched(out)
         return out
+
+    def _keep_orphan(
+        self, sk: tuple[int, int], name: str, ts: int, attrs: dict[str, Any], err: str | None, t: int
+    ) -> None:
+        if self._orphan_count >= MAX_ORPHANS:
+            return  # bounded: such an end is lost, as one whose begin never comes
+        self.orphans.setdefault(sk, []).append((name, ts, attrs, err, t))
+        self._orphan_count += 1
+
+    def _end_matched(self, out: list[Op]) -> None:
+        """End the spans this batch left open whose ends came before it, innermost first (all of a thread's kept
+        ends are later than everything of that thread in the batch)."""
+        for sk in [sk for sk in self.orphans if sk in self.stacks]:
+            stack = self.stacks[sk]
+            left = []
+            for name, te, attrs, err, t in sorted(self.orphans[sk], key=lambda o: o[1]):
+                i = len(stack) - 1
+                while i >= 0 and (stack[i][1] != name or stack[i][2] > te):
+                    i -= 1
+                if i < 0:
+                    left.append((name, te, attrs, err, t))
+                    continue
+                key, _n, _ts, cat = stack.pop(i)
+                out.append(Op("end", key, name, cat, 0, t, attrs, None, sk[0], err))
+                self._orphan_count -= 1
+            if left:
+                self.orphans[sk] = left
+            else:
+                del self.orphans[sk]
+            if not stack:
+                del self.stacks[sk]
 
     def _parent(self, sk: tuple[int, int], ts: int) -> tuple[int, int] | None:
         """The span open on this thread that began before ``ts`` (None: find one by time)."""
@@ -255,6 +295,8 @@ class SpanEncoder:
         gone = set(pids)
         for sk in [sk for sk in self.stacks if sk[0] in gone]:
             del self.stacks[sk]
+        for sk in [sk for sk in self.orphans if sk[0] in gone]:
+            self._orphan_count -= len(self.orphans.pop(sk))
 
 
 def _ts(e: tuple[Any, ...]) -> int:
