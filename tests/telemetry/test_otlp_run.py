@@ -229,3 +229,35 @@ def test_a_failing_endpoint_never_stops_the_training_loop(fault, s3_dataset, tmp
         assert 1 <= len(said) <= 4 and len(set(said)) == len(said), out.stderr  # each kind of failure said once
         assert rx.requests  # it did try
         rx.clear_fault()
+
+
+def test_optimize_workers_hand_their_spans_to_the_main_process(tmp_path):
+    code = """
+import json, os, sys
+import streamscope
+from tests.integration._fns import sample
+h = streamscope.enable_telemetry(trace_level="chunk")
+streamscope.optimize(sample, list(range(200)), output_dir=sys.argv[1], chunk_size=20, num_workers=2)
+streamscope.flush_tracer(wait_workers=20)
+h.force_flush(10)
+print(json.dumps({"pid": os.getpid()}))
+"""
+    with OTLPReceiver() as rx:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "STREAMSCOPE_", "LITDATA_TRACE"))}
+        env.update(
+            PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), ROOT]),
+            OTEL_EXPORTER_OTLP_ENDPOINT=rx.url,
+            OTEL_BSP_SCHEDULE_DELAY="100",
+            OTEL_METRIC_EXPORT_INTERVAL="200",
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=180
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        main = json.loads(out.stdout.strip().splitlines()[-1])["pid"]
+        spans = rx.wait_for("traces", lambda s: any(x.name == "chunk_write" for x in s))
+        (opt,) = [s for s in spans if s.name == "optimize"]
+        writes = [s for s in spans if s.name == "chunk_write"]
+        assert opt.attributes["process.pid"] == main and opt.parent_span_id is None
+        assert {s.attributes["process.pid"] for s in writes} - {main}  # the workers' spans, exported by the main
+        assert all(s.trace_id == opt.trace_id for s in writes)  # inside the optimize span's trace
