@@ -23,14 +23,21 @@ from tests.support.tracing import clean_tracer  # noqa: F401
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _run(code: str, env: dict[str, str] | None = None, timeout: float = 120) -> tuple[dict, str, float]:
+def _run(
+    code: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: str | None = None
+) -> tuple[dict, str, float]:
     """Run ``code`` in a fresh interpreter; (the JSON it printed last, its stderr, seconds it took)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "STREAMSCOPE_", "LITDATA_TRACE"))}
     base["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "src"), ROOT])
     base.update(env or {})
     t0 = time.monotonic()
     out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=base, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
     )
     took = time.monotonic() - t0
     assert out.returncode == 0, out.stderr[-3000:]
@@ -141,6 +148,26 @@ def test_one_trace_level_for_every_sink(tmp_path):
         assert names == {"epoch"}  # the download is below the level: in neither sink
         text = log.read_text()
         assert "name: epoch" in text and "name: download" not in text
+
+
+def test_spans_without_a_trace_log(tmp_path):
+    with OTLPReceiver() as rx:
+        got, _err, _t = _run(
+            """
+            import json, os, streamscope
+            from streamscope import events as ev
+            h = streamscope.enable_telemetry(trace_level="chunk")
+            with ev.span("download", "download", chunk=1, url="s3://b/chunk-0-1.bin"):
+                pass
+            h.force_flush(5)
+            print(json.dumps(os.environ["STREAMSCOPE_TRACE_SINKS"]))
+            """,
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": rx.url},
+            cwd=str(tmp_path),
+        )
+        assert got == "streamscope.telemetry.otel:span_sink"
+        assert [s.name for s in rx.wait_for("traces")] == ["download"]
+        assert not list(tmp_path.iterdir())  # no litdata_debug.log: enable_telemetry starts no trace log
 
 
 @pytest.mark.slow

@@ -549,6 +549,15 @@ knob(
 
 # --- telemetry: OpenTelemetry ---------------------------------------------------------------------
 knob(
+    "otel_auto",
+    True,
+    "flag",
+    ("STREAMSCOPE_OTEL_AUTO",),
+    "When the application has loaded OpenTelemetry's API, streamscope's entry points (a dataset or loader built) "
+    "wire streamscope to its global providers with no call: the registry's metrics, and spans at the tracer's "
+    "level. 0: only streamscope.enable_telemetry() does.",
+)
+knob(
     "otel_span_rate",
     100.0,
     "spans/s",

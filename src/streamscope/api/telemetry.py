@@ -179,7 +179,7 @@ def enable_telemetry(
             pipe = Pipeline(cfg)
             handle.pipeline = pipe
             handle.installed = frozenset(pipe.installed)
-            otel.install()
+            otel.install(keep_default_sink=False)
         _HANDLE, _HANDLE_PID = handle, os.getpid()
     if not handle.disabled:
         handle.trace_categories = _switch_tracing(cats)

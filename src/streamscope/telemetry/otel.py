@@ -98,13 +98,14 @@ def ensure_metrics() -> None:
     ev.configure(rec.trace_cats, cats, rec.flush_interval if rec.started else None)
 
 
-def add_span_sink() -> None:
+def add_span_sink(keep_default: bool = True) -> None:
     """Add :data:`SPAN_SINK` to ``STREAMSCOPE_TRACE_SINKS`` (this process and every worker it starts) and rebuild
-    the exporters. Tracing switched on by the environment alone keeps its Litracer log."""
+    the exporters. With no sink named there, the Litracer log the recorder would have written by default stays
+    (``keep_default``; ``enable_telemetry()`` keeps it only while tracing is on, so it starts no log of its own)."""
     specs = parse_specs(os.environ.get("STREAMSCOPE_TRACE_SINKS", ""))
     if SPAN_SINK in specs:
         return
-    if not specs and not RECORDER.factories and RECORDER.trace_cats:
+    if not specs and not RECORDER.factories and (keep_default or RECORDER.trace_cats):
         specs = [DEFAULT_SINK]  # what the recorder would have used without any sink named
     specs.append(SPAN_SINK)
     os.environ["STREAMSCOPE_TRACE_SINKS"] = ",".join(specs)
@@ -236,10 +237,10 @@ class MetricInstruments:
 _INSTRUMENTS: MetricInstruments | None = None
 
 
-def install(meter: Any = None) -> MetricInstruments | None:
+def install(meter: Any = None, keep_default_sink: bool = True) -> MetricInstruments | None:
     """Instrument this process (once; a rank's main process only): the registry's instruments on ``meter`` (the
-    API's global ``streamscope`` meter by default) and the span exporter on the event bus. Metrics recording is
-    switched on when the global meter provider is an SDK's."""
+    API's global ``streamscope`` meter by default) and the span exporter on the event bus (:func:`add_span_sink`).
+    Metrics recording is switched on when the global meter provider is an SDK's."""
     global _INSTRUMENTS
     if not is_rank_main():
         return None
@@ -248,7 +249,7 @@ def install(meter: Any = None) -> MetricInstruments | None:
     with _lock:
         if _INSTRUMENTS is None or _INSTRUMENTS.pid != os.getpid():
             _INSTRUMENTS = MetricInstruments(meter or metrics.get_meter(SCOPE, __version__))
-        add_span_sink()
+        add_span_sink(keep_default_sink)
         if _real(metrics.get_meter_provider()):
             ensure_metrics()
         return _INSTRUMENTS
@@ -256,8 +257,9 @@ def install(meter: Any = None) -> MetricInstruments | None:
 
 def on_entry() -> None:
     """streamscope's entry points call this once per process after OpenTelemetry's API is loaded (see
-    ``streamscope.events.setup``): instrument a rank's main process; nothing elsewhere."""
-    if is_rank_main():
+    ``streamscope.events.setup``): instrument a rank's main process; nothing elsewhere, nor with the ``otel_auto``
+    knob off (``STREAMSCOPE_OTEL_AUTO=0``)."""
+    if is_rank_main() and config.get("otel_auto"):
         install()
 
 
