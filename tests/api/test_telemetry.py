@@ -198,7 +198,6 @@ def test_a_hanging_endpoint_holds_up_exit_at_most_the_exit_timeout():
         rx.clear_fault()
 
 
-@pytest.mark.xfail(strict=True, reason="streamscope.telemetry.prometheus (helper prom23) is not merged yet")
 def test_prometheus_port_opens_the_endpoint():
     got, _err, _t = _run(
         """

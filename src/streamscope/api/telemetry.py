@@ -20,7 +20,6 @@ Call it before building datasets and loaders, so that workers inherit what it sw
 
 from __future__ import annotations
 
-import importlib
 import os
 import socket
 import uuid
@@ -33,7 +32,7 @@ from streamscope._core import config
 from streamscope._core.errors import TelemetryConfigError
 from streamscope.events import context, vocab
 from streamscope.events.view import node_rank
-from streamscope.telemetry import otel, otlp_config
+from streamscope.telemetry import otel, otlp_config, prometheus
 from streamscope.telemetry.otlp_config import OTLPConfig
 
 __all__ = ["Telemetry", "enable_telemetry"]
@@ -42,7 +41,6 @@ __all__ = ["Telemetry", "enable_telemetry"]
 RANK_ATTR = "streamscope.rank"
 NODE_ATTR = "streamscope.node"
 RUN_ATTR = "streamscope.run.id"
-PROMETHEUS_MODULE = "streamscope.telemetry.prometheus"
 
 
 @dataclass
@@ -214,11 +212,8 @@ def _switch_tracing(cats: frozenset[str] | None) -> frozenset[str]:
 
 
 def _start_prometheus(port: int | None) -> int | None:
-    """The Prometheus endpoint (``streamscope.telemetry.prometheus``): on ``port``, or as ``STREAMSCOPE_PROMETHEUS_PORT``
-    says when ``port`` is None."""
-    if port is None and not os.environ.get("STREAMSCOPE_PROMETHEUS_PORT", "").strip():
-        return None
-    prometheus: Any = importlib.import_module(PROMETHEUS_MODULE)
+    """The Prometheus endpoint (:mod:`streamscope.telemetry.prometheus`): on ``port``, or as
+    ``STREAMSCOPE_PROMETHEUS_PORT`` says when ``port`` is None; the port it listens on, or None."""
     if port is None:
         return prometheus.start_from_env()
-    return prometheus.start_endpoint(port)
+    return prometheus.start_endpoint(port, str(config.get("prometheus_addr")))

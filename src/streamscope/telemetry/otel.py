@@ -27,9 +27,7 @@ their data over, as for the trace log.
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
-import sys
 import threading
 import time
 from collections import OrderedDict, deque
@@ -46,6 +44,7 @@ from streamscope.events.recorder import RECORDER
 from streamscope.events.registry import METRICS, Instrument, Metric
 from streamscope.events.report import Reporter
 from streamscope.events.view import Histogram, MetricsView
+from streamscope.telemetry.prometheus import is_rank_main_process
 from streamscope.telemetry.spans import ESSENTIAL_CATEGORIES, LINKED_CATEGORIES, Op, SpanEncoder
 from streamscope.telemetry.spool import SpoolReader, SpoolSink
 
@@ -65,20 +64,9 @@ _lock = threading.RLock()
 
 def is_rank_main() -> bool:
     """True in a rank's main process; False in a DataLoader worker (forked or spawned, also while a spawned one
-    unpickles its dataset), an optimize worker or any other daemonic multiprocessing child."""
-    if RECORDER.owner and RECORDER.pid == os.getpid():
-        return True
-    data: Any = sys.modules.get("torch.utils.data")
-    if data is not None:
-        try:
-            if data.get_worker_info() is not None:
-                return False
-        except Exception:
-            pass
-    proc = multiprocessing.current_process()
-    if getattr(proc, "_inheriting", False):
-        return False
-    return not proc.daemon
+    unpickles its dataset), an optimize worker or any other daemonic multiprocessing child (the Prometheus
+    endpoint's rule, :func:`~streamscope.telemetry.prometheus.is_rank_main_process`)."""
+    return is_rank_main_process()
 
 
 def _real(provider: Any) -> bool:

@@ -1,0 +1,1 @@
+"""Grafana dashboards of streamscope, generated from the metric registry (``python -m dashboards.generate``)."""

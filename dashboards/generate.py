@@ -1,0 +1,581 @@
+"""Generate ``dashboards/streamscope.json``, the Grafana dashboard of a streamscope job, from the metric registry.
+
+Usage (Python >= 3.11: grafana-foundation-sdk needs it; the pinned 11.6 schema build is in the test extra)::
+
+    python -m dashboards.generate            # rewrite dashboards/streamscope.json
+    python -m dashboards.generate --check    # exit 1 when the committed JSON is not what the registry gives
+
+Every metric name comes from ``streamscope.events.registry`` (``prometheus_name(M.LOADER_WAIT)``), and a
+selector filters only by the variables whose attribute the metric carries (``dataset`` is an attribute of the
+loader's metrics, not of the wait's), so a renamed metric or attribute changes the JSON and the test that
+regenerates it fails until the JSON is committed again. ``dashboards/README.md`` says what each panel shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streamscope.events.registry import Instrument, M, Metric, prometheus_label, prometheus_name
+
+if sys.version_info < (3, 11):  # pragma: no cover - the message is the point
+    raise SystemExit("dashboards/generate.py needs Python >= 3.11 (grafana-foundation-sdk uses typing.Self)")
+
+from grafana_foundation_sdk.builders import bargauge, common, dashboard, heatmap, prometheus, stat, timeseries
+from grafana_foundation_sdk.cog import encoder
+from grafana_foundation_sdk.models import common as common_models
+from grafana_foundation_sdk.models import dashboard as dashboard_models
+from grafana_foundation_sdk.models import heatmap as heatmap_models
+from grafana_foundation_sdk.models import prometheus as prometheus_models
+
+OUTPUT = Path(__file__).resolve().parent / "streamscope.json"
+UID = "streamscope-loader"
+TITLE = "streamscope: data loading"
+
+#: Dashboard variables -> the registry attribute each one filters (``job`` is Prometheus's own target label).
+VARIABLES: dict[str, str | None] = {"job": None, "rank": "rank", "dataset": "dataset"}
+DATASOURCE = dashboard_models.DataSourceRef(type_val="prometheus", uid="${datasource}")
+RATE = "[$__rate_interval]"
+
+
+# -- PromQL, from registry names only ------------------------------------------------------------------------------
+
+
+def series(metric: Metric, suffix: str = "") -> str:
+    """``metric``'s series filtered by the dashboard's variables: ``job`` always, ``rank``/``dataset`` when the
+    metric has that attribute. ``suffix`` picks a histogram's ``_bucket``/``_sum``/``_count`` series."""
+    if suffix and metric.instrument is not Instrument.HISTOGRAM:
+        raise ValueError(f"{metric.name} is a {metric.instrument.value}, it has no {suffix} series")
+    matchers = [
+        f'{var if attr is None else prometheus_label(attr)}=~"${var}"'
+        for var, attr in VARIABLES.items()
+        if attr is None or attr in metric.attributes
+    ]
+    return f"{prometheus_name(metric)}{suffix}{{{', '.join(matchers)}}}"
+
+
+def rate(metric: Metric, suffix: str = "") -> str:
+    if metric.instrument is Instrument.COUNTER or suffix:
+        return f"rate({series(metric, suffix)}{RATE})"
+    raise ValueError(f"rate() of {metric.name}, a {metric.instrument.value}: only counters and buckets grow")
+
+
+def sum_by(labels: Sequence[str], inner: str, op: str = "sum") -> str:
+    return f"{op} by ({', '.join(labels)}) ({inner})"
+
+
+def quantile(q: float, metric: Metric) -> str:
+    return f"histogram_quantile({q:g}, {sum_by(['le'], rate(metric, '_bucket'))})"
+
+
+def by(*attributes: str) -> tuple[str, ...]:
+    """Grouping labels: Prometheus's ``job`` and the label of each registry attribute."""
+    return ("job", *(prometheus_label(a) for a in attributes))
+
+
+RANK = by("rank")
+
+
+def ms_per_batch() -> str:
+    """The exposed data-loading time of each rank: its wait per batch in ms (Ray's panel, with the rank kept)."""
+    return f"1000 * {sum_by(RANK, rate(M.LOADER_WAIT))}\n  / {sum_by(RANK, rate(M.LOADER_BATCHES))}"
+
+
+def wait_share() -> str:
+    """Each rank's wait over wall time (seconds waited per second): the share of its step spent waiting."""
+    return sum_by(RANK, rate(M.LOADER_WAIT))
+
+
+def hit_ratio() -> str:
+    hits = sum_by(RANK, rate(M.CACHE_HITS))
+    misses = sum_by(RANK, rate(M.CACHE_MISSES))
+    return f"{hits}\n  / ({hits} + {misses})"
+
+
+def knob_changes() -> str:
+    """The tuner's decisions: a knob's gauge changed within the interval (the tuner moves only live knobs)."""
+    return f"changes({series(M.KNOB_VALUE)}{RATE}) > 0"
+
+
+# -- panels ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Query:
+    expr: str
+    legend: str
+    instant: bool = False
+    heatmap: bool = False
+
+
+@dataclass(frozen=True)
+class PanelSpec:
+    kind: str  # timeseries, stat, bargauge, heatmap
+    title: str
+    description: str
+    queries: tuple[Query, ...]
+    unit: str = "short"
+    width: int = 8
+    height: int = 8
+    stacked: bool = False
+    min: float | None = None
+    max: float | None = None
+    axis_label: str = ""
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    title: str
+    panels: tuple[PanelSpec, ...] = field(default_factory=tuple)
+
+
+def q(expr: str, legend: str, **kw: Any) -> Query:
+    return Query(expr, legend, **kw)
+
+
+def rows() -> tuple[RowSpec, ...]:
+    """The dashboard's rows and panels (what ``dashboards/README.md`` describes)."""
+    per_rank = "rank {{rank}} ({{job}})"
+    return (
+        RowSpec(
+            "Overview",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Exposed data-loading time per rank (ms per batch)",
+                    "How long each rank's training loop waited for its next batch, per batch: the loader's "
+                    "exposed time (Ray's 'exposed data loading time', per rank).",
+                    (q(ms_per_batch(), per_rank),),
+                    unit="ms",
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Data wait, share of the step per rank",
+                    "Seconds each rank's loop waited for data per second of wall time: the share of its step "
+                    "lost to data loading (above ~5% the job is input-bound).",
+                    (q(wait_share(), per_rank),),
+                    unit="percentunit",
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Straggler: max exposed data-loading time across ranks",
+                    "The slowest rank's wait per batch against the mean over ranks: in synchronous training "
+                    "every rank waits for the slowest one.",
+                    (
+                        q(sum_by(["job"], ms_per_batch(), op="max"), "max over ranks ({{job}})"),
+                        q(sum_by(["job"], ms_per_batch(), op="avg"), "mean over ranks ({{job}})"),
+                    ),
+                    unit="ms",
+                    min=0,
+                ),
+                PanelSpec(
+                    "stat",
+                    "Time to first batch",
+                    "From the start of the last epoch's iteration (workers started) to its first batch, per rank.",
+                    (
+                        q(
+                            sum_by(by("rank", "dataset"), series(M.LOADER_TIME_TO_FIRST_BATCH), op="max"),
+                            "rank {{rank}} {{dataset}}",
+                        ),
+                    ),
+                    unit="s",
+                    width=12,
+                    height=5,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Telemetry health: events dropped, exporter errors",
+                    "Trace events dropped because a buffer was full, exporter (sink) failures, and the spans and "
+                    "metric points exporters could not deliver (e.g. an OTLP endpoint down), per second. "
+                    "Non-zero: the trace or the exported metrics miss something.",
+                    (
+                        q(sum_by(RANK, rate(M.EVENTS_DROPPED)), "dropped, " + per_rank),
+                        q(sum_by(RANK, rate(M.EXPORT_ERRORS)), "export errors, " + per_rank),
+                        q(sum_by(RANK, rate(M.EXPORT_DROPPED)), "export dropped, " + per_rank),
+                    ),
+                    unit="cps",
+                    width=12,
+                    height=5,
+                    min=0,
+                ),
+            ),
+        ),
+        RowSpec(
+            "Wait attribution",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Wait by stage (share of wall time, mean over the selected ranks)",
+                    "The loop's wait split by what the DataLoader workers were doing meanwhile (download, "
+                    "decompress, read, decode, or nothing: idle); the stages stack up to the wait's share.",
+                    (q(sum_by([prometheus_label("stage")], rate(M.LOADER_WAIT_STAGE), op="avg"), "{{stage}}"),),
+                    unit="percentunit",
+                    width=12,
+                    stacked=True,
+                    min=0,
+                ),
+                PanelSpec(
+                    "bargauge",
+                    "Wait by stage over the time range",
+                    "Seconds of wait attributed to each stage over the dashboard's time range, summed over the "
+                    "selected ranks.",
+                    (
+                        q(
+                            sum_by([prometheus_label("stage")], f"increase({series(M.LOADER_WAIT_STAGE)}[$__range])"),
+                            "{{stage}}",
+                            instant=True,
+                        ),
+                    ),
+                    unit="s",
+                    width=6,
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Wait per batch p50 / p99",
+                    "Quantiles of the loop's wait for each batch over the selected ranks.",
+                    (q(quantile(0.5, M.LOADER_WAIT_DURATION), "p50"), q(quantile(0.99, M.LOADER_WAIT_DURATION), "p99")),
+                    unit="s",
+                    width=6,
+                    min=0,
+                ),
+            ),
+        ),
+        RowSpec(
+            "Throughput",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Samples/s",
+                    "Samples handed to the training loop per second, per rank and dataset, and their sum.",
+                    (
+                        q(sum_by(by("rank", "dataset"), rate(M.LOADER_SAMPLES)), "rank {{rank}} {{dataset}}"),
+                        q(f"sum({rate(M.LOADER_SAMPLES)})", "all selected"),
+                    ),
+                    unit="suffix: samples/s",
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "MB/s delivered",
+                    "Tensor bytes of the batches handed to the training loop per second.",
+                    (
+                        q(sum_by(by("rank", "dataset"), rate(M.LOADER_BYTES)), "rank {{rank}} {{dataset}}"),
+                        q(f"sum({rate(M.LOADER_BYTES)})", "all selected"),
+                    ),
+                    unit="Bps",
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "DataLoader result queue and workers",
+                    "Worker messages waiting in the DataLoader's result queue (0 while the loop waits: the "
+                    "workers are behind), and the worker processes alive.",
+                    (
+                        q(sum_by(RANK, series(M.LOADER_QUEUE_DEPTH)), "queued, " + per_rank),
+                        q(sum_by(RANK, series(M.LOADER_WORKERS)), "workers, " + per_rank),
+                    ),
+                    min=0,
+                ),
+            ),
+        ),
+        RowSpec(
+            "Storage",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Download latency p50 / p99",
+                    "Quantiles of the time to download one chunk, over the selected ranks.",
+                    (q(quantile(0.5, M.DOWNLOAD_DURATION), "p50"), q(quantile(0.99, M.DOWNLOAD_DURATION), "p99")),
+                    unit="s",
+                    min=0,
+                ),
+                PanelSpec(
+                    "heatmap",
+                    "Download latency heatmap",
+                    "Chunk downloads per second in each latency bucket.",
+                    (q(sum_by(["le"], rate(M.DOWNLOAD_DURATION, "_bucket")), "{{le}}", heatmap=True),),
+                    unit="s",
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Download MB/s",
+                    "Bytes of chunks downloaded per second.",
+                    (q(sum_by(RANK, rate(M.DOWNLOAD_BYTES)), per_rank),),
+                    unit="Bps",
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Retries and errors",
+                    "Storage requests retried after a retryable error, and chunk downloads that failed, per second.",
+                    (
+                        q(sum_by(RANK, rate(M.DOWNLOAD_RETRIES)), "retries, " + per_rank),
+                        q(sum_by(RANK, rate(M.DOWNLOAD_ERRORS)), "errors, " + per_rank),
+                    ),
+                    unit="cps",
+                    width=12,
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Downloads in flight",
+                    "Chunk downloads under way in the prefetchers of each rank's workers.",
+                    (q(sum_by(RANK, series(M.DOWNLOAD_IN_FLIGHT)), per_rank),),
+                    width=12,
+                    min=0,
+                ),
+            ),
+        ),
+        RowSpec(
+            "Cache",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Cache bytes",
+                    "Bytes of chunks in the local cache (as of its last eviction pass).",
+                    (q(sum_by(RANK, series(M.CACHE_SIZE), op="max"), per_rank),),
+                    unit="bytes",
+                    width=6,
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Cache hit ratio",
+                    "Chunks asked for that were already in the cache, over all chunks asked for.",
+                    (q(hit_ratio(), per_rank),),
+                    unit="percentunit",
+                    width=6,
+                    min=0,
+                    max=1,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Cache hits, misses, evictions",
+                    "Chunks per second found in the cache, fetched, and evicted.",
+                    (
+                        q(sum_by(RANK, rate(M.CACHE_HITS)), "hits, " + per_rank),
+                        q(sum_by(RANK, rate(M.CACHE_MISSES)), "misses, " + per_rank),
+                        q(sum_by(RANK, rate(M.CACHE_EVICTIONS)), "evictions, " + per_rank),
+                    ),
+                    unit="cps",
+                    width=6,
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Prefetch depth",
+                    "Chunks fetched or being fetched ahead of each worker's reader and not yet released.",
+                    (q(sum_by(by("rank", "worker"), series(M.PREFETCH_DEPTH)), "rank {{rank}} worker {{worker}}"),),
+                    width=6,
+                    min=0,
+                ),
+            ),
+        ),
+        RowSpec(
+            "Tuner",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Live knob values",
+                    "The value of each live knob (docs/knobs.md), which the tuner moves; its decisions are the "
+                    "dashboard's 'Tuner decisions' annotations.",
+                    (q(sum_by(by("rank", "knob"), series(M.KNOB_VALUE), op="max"), "{{knob}}, rank {{rank}}"),),
+                    width=24,
+                ),
+            ),
+        ),
+    )
+
+
+# -- building the dashboard -------------------------------------------------------------------------------------------
+
+
+def _target(query: Query, ref: str) -> prometheus.Dataquery:
+    t = prometheus.Dataquery().expr(query.expr).legend_format(query.legend).ref_id(ref).datasource(DATASOURCE)
+    if query.heatmap:
+        t = t.format(prometheus_models.PromQueryFormat.HEATMAP)
+    return t.instant() if query.instant else t.range()
+
+
+_KINDS: dict[str, Callable[[], Any]] = {
+    "timeseries": timeseries.Panel,
+    "stat": stat.Panel,
+    "bargauge": bargauge.Panel,
+    "heatmap": heatmap.Panel,
+}
+
+
+def _panel(spec: PanelSpec) -> Any:
+    p = _KINDS[spec.kind]().title(spec.title).description(spec.description).datasource(DATASOURCE)
+    p = p.span(spec.width).height(spec.height)
+    for i, query in enumerate(spec.queries):
+        p = p.with_target(_target(query, chr(ord("A") + i)))
+    if spec.kind == "heatmap":
+        return (
+            p.calculate(False)
+            .y_axis(heatmap.YAxisConfig().unit(spec.unit))
+            .cell_values(heatmap.CellValues().unit("cps"))
+            .color(
+                heatmap.HeatmapColorOptions()
+                .mode(heatmap_models.HeatmapColorMode.SCHEME)
+                .scheme("Oranges")
+                .scale(heatmap_models.HeatmapColorScale.EXPONENTIAL)
+                .exponent(0.5)
+                .steps(64)
+            )
+        )
+    p = p.unit(spec.unit)
+    if spec.min is not None:
+        p = p.min(spec.min)
+    if spec.max is not None:
+        p = p.max(spec.max)
+    if spec.kind == "timeseries":
+        p = p.fill_opacity(40 if spec.stacked else 10).legend(
+            common.VizLegendOptions()
+            .display_mode(common_models.LegendDisplayMode.LIST)
+            .placement(common_models.LegendPlacement.BOTTOM)
+            .show_legend(True)
+        )
+        p = p.tooltip(
+            common.VizTooltipOptions()
+            .mode(common_models.TooltipDisplayMode.MULTI)
+            .sort(common_models.SortOrder.DESCENDING)
+        )
+        if spec.stacked:
+            p = p.stacking(common.StackingConfig().mode(common_models.StackingMode.NORMAL))
+    elif spec.kind == "bargauge":
+        p = p.orientation(common_models.VizOrientation.HORIZONTAL).display_mode(
+            common_models.BarGaugeDisplayMode.GRADIENT
+        )
+    elif spec.kind == "stat":
+        p = p.graph_mode(common_models.BigValueGraphMode.AREA).reduce_options(
+            common.ReduceDataOptions().calcs(["lastNotNull"]).values(False)
+        )
+    return p
+
+
+def _variables() -> list[Any]:
+    ds = dashboard.DatasourceVariable("datasource").label("Prometheus").type("prometheus")
+    out: list[Any] = [ds]
+    # each variable's values come from a metric that carries its label; later ones narrow by the earlier ones
+    source = {"job": M.LOADER_WAIT, "rank": M.LOADER_WAIT, "dataset": M.LOADER_BATCHES}
+    earlier: list[str] = []
+    for var in VARIABLES:
+        metric = source[var]
+        narrow = ", ".join(f'{v}=~"${v}"' for v in earlier)
+        selector = f"{prometheus_name(metric)}{{{narrow}}}" if narrow else prometheus_name(metric)
+        query = f"label_values({selector}, {var})"
+        out.append(
+            dashboard.QueryVariable(var)
+            .label(var)
+            .datasource(DATASOURCE)
+            .query(query)
+            .refresh(dashboard_models.VariableRefresh.ON_TIME_RANGE_CHANGED)
+            .sort(dashboard_models.VariableSort.NATURAL_ASC)
+            .multi(True)
+            .include_all(True)
+            .all_value(".*")
+            .current(dashboard_models.VariableOption(text="All", value="$__all", selected=True))
+        )
+        earlier.append(var)
+    return out
+
+
+def _annotation() -> Any:
+    return (
+        dashboard.AnnotationQuery()
+        .name("Tuner decisions")
+        .datasource(DATASOURCE)
+        .enable(True)
+        .icon_color("purple")
+        .expr(knob_changes())
+    )
+
+
+#: Keys of a Prometheus annotation that foundation-sdk's generic AnnotationQuery cannot set (Grafana's
+#: Prometheus data source reads them; @grafana/schema's types do not declare them).
+ANNOTATION_EXTRAS: dict[str, Any] = {
+    "titleFormat": "{{knob}} moved (rank {{rank}})",
+    "tagKeys": "knob,rank,job",
+    "textFormat": "the tuner changed {{knob}} on rank {{rank}} of {{job}}",
+}
+
+
+def build() -> dict[str, Any]:
+    """The dashboard as a JSON-ready dict."""
+    d = (
+        dashboard.Dashboard(TITLE)
+        .uid(UID)
+        .tags(["streamscope", "data-loading"])
+        .description(
+            "A streamscope job seen through its Prometheus endpoint: each rank's wait for data and what caused "
+            "it, throughput, storage, cache and the tuner. Generated by dashboards/generate.py from the metric "
+            "registry."
+        )
+        .editable()
+        .tooltip(dashboard_models.DashboardCursorSync.CROSSHAIR)
+        .time("now-30m", "now")
+        .refresh("10s")
+        .timezone("browser")
+        .variables(_variables())
+        .annotation(_annotation())
+    )
+    for row in rows():
+        d = d.with_row(dashboard.Row(row.title))
+        for spec in row.panels:
+            d = d.with_panel(_panel(spec))
+    doc = json.loads(json.dumps(d.build(), cls=encoder.JSONEncoder))
+    for i, panel in enumerate(doc["panels"], start=1):
+        panel["id"] = i  # Grafana needs unique ids; deterministic ones keep the JSON stable
+    for ann in doc["annotations"]["list"]:
+        if ann.get("name") == "Tuner decisions":
+            ann.update(ANNOTATION_EXTRAS)
+    return doc
+
+
+def render() -> str:
+    return json.dumps(build(), indent=2, sort_keys=False) + "\n"
+
+
+def expressions(doc: dict[str, Any]) -> list[str]:
+    """Every PromQL expression of a dashboard: panel targets (rows' nested panels too) and annotations."""
+    out: list[str] = []
+
+    def panels(ps: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+        for p in ps:
+            yield p
+            yield from panels(p.get("panels") or ())
+
+    for p in panels(doc.get("panels") or ()):
+        out += [t["expr"] for t in p.get("targets") or () if t.get("expr")]
+    out += [a["expr"] for a in (doc.get("annotations") or {}).get("list") or () if a.get("expr")]
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m dashboards.generate", description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if the committed JSON differs from the registry's")
+    ap.add_argument("--output", type=Path, default=OUTPUT)
+    args = ap.parse_args(argv)
+    text = render()
+    if args.check:
+        current = args.output.read_text() if args.output.exists() else ""
+        if current != text:
+            print(f"{args.output} is out of date: run python -m dashboards.generate", file=sys.stderr)
+            return 1
+        return 0
+    args.output.write_text(text)
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
