@@ -607,11 +607,11 @@ knob(
 )
 knob(
     "otel_stall_min",
-    0.001,
+    0.01,
     "s",
     ("STREAMSCOPE_OTEL_STALL_MIN",),
     "Shortest wait of the training loop for its next batch that becomes a stall span (every wait is in the "
-    "streamscope.loader.wait metrics).",
+    "streamscope.loader.wait metrics; with num_workers=0 every batch's decoding is a wait).",
 )
 knob(
     "otel_exit_timeout",

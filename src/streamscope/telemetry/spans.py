@@ -11,7 +11,8 @@ What becomes a span (the span rate is bounded: per-sample and per-batch work is 
   of the rank's other spans by time (a worker's download that began during an epoch is a child of it).
 * chunk-level work: the ``download``, ``read``, ``decompress``, ``delete``, ``prefetch`` and ``cache`` spans,
   except the per-batch and per-item ones (:data:`PER_ITEM_NAMES`: ``decode_batch``, ``key_lookup``, ...).
-* ``stall``: the training loop's waits of at least ``otel_stall_min`` (1 ms).
+* ``stall``: the training loop's waits of at least ``otel_stall_min`` (10 ms: with no
+  workers every batch's decoding is a wait, and waits that short are in the metrics).
 * ``crash`` and ``tune`` instants: zero-length spans (a crash with status ERROR). Other instants (a retry, a
   hedge) become events of the span open on their thread.
 * Never: the ``sample``, ``batch`` and ``lock`` categories and counter samples: the metrics count them.
@@ -140,7 +141,7 @@ class SpanEncoder:
         stall_min_ns: the shortest ``stall`` that becomes a span.
     """
 
-    def __init__(self, main_pid: int, stall_min_ns: int = 1_000_000) -> None:
+    def __init__(self, main_pid: int, stall_min_ns: int = 10_000_000) -> None:
         self.main_pid = main_pid
         self.stall_min_ns = stall_min_ns
         #: per thread, its open spans: (key, name, begin ns, category)
