@@ -138,7 +138,8 @@ class MetricInstruments:
 
     Args:
         meter: an OpenTelemetry meter (the API's global one by default, see :func:`install`).
-        read: returns the metrics to report (default :func:`streamscope.events.metrics_view`).
+        read: returns the metrics to report (default :func:`streamscope.events.metrics_view`, and then the first
+            collection switches metrics recording on when it is off).
     """
 
     #: Callbacks of one collection share one read of the metrics (each instrument's callback is called on its own).
@@ -150,6 +151,7 @@ class MetricInstruments:
         self._observation = Observation
         self.pid = os.getpid()
         self.read = read or ev.metrics_view
+        self.switch_on = read is None  # the run's metrics: recording switches on at the first collection
         self._view: MetricsView | None = None
         self._at = -math.inf
         self._hist_seen: dict[tuple[str, tuple[tuple[str, str], ...]], Histogram] = {}
@@ -189,7 +191,7 @@ class MetricInstruments:
             now = time.monotonic()
             if self._view is not None and now - self._at < self.SHARE_S:
                 return self._view
-            if not (RECORDER.started and RECORDER.metric_cats):  # only a real SDK collects: switch metrics on
+            if self.switch_on and not (RECORDER.started and RECORDER.metric_cats):  # only a real SDK collects
                 try:
                     ensure_metrics()
                 except Exception as exc:
