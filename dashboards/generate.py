@@ -192,11 +192,13 @@ def rows() -> tuple[RowSpec, ...]:
                 PanelSpec(
                     "timeseries",
                     "Telemetry health: events dropped, exporter errors",
-                    "Trace events dropped because a buffer was full, and exporter (sink) failures, per second. "
+                    "Trace events dropped because a buffer was full, exporter (sink) failures, and the spans and "
+                    "metric points exporters could not deliver (e.g. an OTLP endpoint down), per second. "
                     "Non-zero: the trace or the exported metrics miss something.",
                     (
                         q(sum_by(RANK, rate(M.EVENTS_DROPPED)), "dropped, " + per_rank),
                         q(sum_by(RANK, rate(M.EXPORT_ERRORS)), "export errors, " + per_rank),
+                        q(sum_by(RANK, rate(M.EXPORT_DROPPED)), "export dropped, " + per_rank),
                     ),
                     unit="cps",
                     width=12,

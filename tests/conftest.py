@@ -34,6 +34,11 @@ from tests.support.faultproxy import FaultProxy
 from tests.support.s3server import S3Endpoint, S3Server
 from tests.support.servers import emulator_unavailable
 
+# The OTLP tests import OpenTelemetry into the test process: streamscope would then wire itself to it at the first
+# dataset some test builds, adding its span exporter to that test's sinks. The tests of that wiring run in fresh
+# processes (tests/telemetry), with it on.
+os.environ.setdefault("STREAMSCOPE_OTEL_AUTO", "0")
+
 
 @pytest.fixture(autouse=True)
 def _keep_start_method() -> Iterator[None]:

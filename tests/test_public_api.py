@@ -27,3 +27,15 @@ def test_dir_accepts_litdata_forms():
     assert as_dir("/data/x") == Dir(path="/data/x")
     d = Dir(path="/a", url="s3://b")
     assert as_dir(d) is d
+
+
+def test_enable_telemetry_is_public_and_loads_opentelemetry_only_when_called():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, streamscope; f = streamscope.enable_telemetry; "
+        "print(callable(f), any(m.startswith('opentelemetry') for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False"]

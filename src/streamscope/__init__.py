@@ -31,6 +31,7 @@ _LAZY: dict[str, str] = {
     "enable_tracer": "streamscope.api.tracing",
     "flush_tracer": "streamscope.api.tracing",
     "metrics": "streamscope.api.tracing",
+    "enable_telemetry": "streamscope.api.telemetry",
     "merge_datasets": "streamscope.api.merge",
     "breakpoint": "streamscope.api.breakpoint",
     "index_parquet_dataset": "streamscope.stream.parquet",

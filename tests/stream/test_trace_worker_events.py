@@ -85,3 +85,20 @@ def test_download_only_selection_on_a_local_url_writes_the_download_spans(tmp_pa
     chunks = sorted(int(e["args"]["chunk"]) for e in events if e["name"] == "download" and e["ph"] == "B")
     assert chunks == [0, 1, 2, 3]
     assert any(e["name"] == "get" and str(e["args"]["url"]).endswith("/index.json") for e in events)
+
+
+@pytest.mark.parametrize("context", ["fork", pytest.param("spawn", marks=pytest.mark.slow)])
+def test_a_failing_worker_of_a_plain_torch_dataloader_writes_its_crash(tmp_path, context):
+    from torch.utils.data import DataLoader
+
+    src = write_dataset(str(tmp_path / "src"), 40, chunk_size=10)
+    os.remove(os.path.join(src, "chunk-0-2.bin"))
+    log = tmp_path / "t.log"
+    enable_tracer("batch", log_file=str(log))
+    loader = DataLoader(StreamingDataset(src), batch_size=5, num_workers=2, multiprocessing_context=context)
+    with pytest.raises(Exception, match="chunk-0-2.bin"):
+        for _ in loader:
+            pass
+    early = [e for e in check_log(log.read_text()) if e.get("name") == "crash"]
+    assert early, "no crash event in the log"
+    assert all(e["pid"] != os.getpid() and e["args"]["exception"] == "FileNotFoundError" for e in early)

@@ -281,6 +281,13 @@ class PrometheusPortError(StreamscopeError, OSError):
 # --- tune -----------------------------------------------------------------------------------------
 
 
+# --- telemetry: OpenTelemetry --------------------------------------------------------------------
+
+
+class TelemetryConfigError(StreamscopeError, ValueError):
+    """A malformed ``OTEL_*`` environment variable or ``enable_telemetry`` argument; the message names it."""
+
+
 # --- api (merge_datasets) -------------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ image       pillow, tifffile           PIL/JPEG leaves, TIFF leaves
 video       torchvision                decoding ``video`` leaves (must match the installed torch)
 encryption  cryptography               ``FernetEncryption`` / ``RSAEncryption``
 trace       matplotlib                 the PNG plots of ``streamscope-trace summary``
+otel        opentelemetry-sdk, -expo.  ``enable_telemetry()``: OTLP/HTTP export (``otel-grpc``: OTLP/gRPC too)
 prometheus  prometheus_client          the Prometheus endpoint (``STREAMSCOPE_PROMETHEUS_PORT``)
 all         every extra but ``video``
 ==========  =========================  ===============================================================
@@ -49,6 +50,10 @@ PACKAGES: dict[str, tuple[str, str | None]] = {
     "google.cloud": ("google-cloud-storage", "gcs"),
     "azure": ("azure-storage-blob", "azure"),
     "matplotlib": ("matplotlib", "trace"),
+    "opentelemetry": ("opentelemetry-api", None),
+    "opentelemetry.sdk": ("opentelemetry-sdk", "otel"),
+    "opentelemetry.exporter.otlp.proto.http": ("opentelemetry-exporter-otlp-proto-http", "otel"),
+    "opentelemetry.exporter.otlp.proto.grpc": ("opentelemetry-exporter-otlp-proto-grpc", "otel-grpc"),
     "prometheus_client": ("prometheus_client", "prometheus"),
     "perfetto": ("perfetto", None),
     "google.protobuf": ("protobuf", None),

@@ -143,6 +143,19 @@ class BatchProcessor:
                 ok = False
         return ok
 
+    def tick(self) -> None:
+        """Let each exporter that has a ``tick()`` method do its periodic work (called at every flush, events or
+        not), e.g. take what other processes of the run left for it. Failures are counted and reported once."""
+        for spec, sink in self.sinks or ():
+            fn = getattr(sink, "tick", None)
+            if fn is None:
+                continue
+            try:
+                fn()
+            except Exception as exc:
+                self.errors += 1
+                self.report(f"tick:{spec}:{type(exc).__name__}", f"sink {spec} failed: {type(exc).__name__}: {exc}")
+
     def get_sinks(self) -> list[tuple[str, Sink]]:
         """This process's exporters, built now if they are not yet."""
         if self.sinks is not None:

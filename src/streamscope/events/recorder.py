@@ -312,6 +312,8 @@ class Recorder:
                 self.collector.note(parcel.pid, parcel.snapshot)
         if pieces:
             self._export_pieces(pieces)
+        if self.trace_cats:
+            self.processor.tick()
         if self.owner and (final or repair):
             self._repair_dead_workers()
         if publish or final:

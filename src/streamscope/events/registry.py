@@ -145,6 +145,13 @@ class M:
     EXPORT_ERRORS = Metric(
         "streamscope.events.export.errors", C, "{error}", "Exporter (sink) failures: creations, exports, flushes."
     )
+    EXPORT_DROPPED = Metric(
+        "streamscope.events.export.dropped",
+        C,
+        "{item}",
+        "Spans and metric points an exporter could not deliver: its bounded queue was full, or the export failed "
+        "for good (e.g. an OTLP endpoint unreachable, hanging or refusing).",
+    )
     KNOB_VALUE = Metric(
         "streamscope.knob.value",
         G,

@@ -18,6 +18,7 @@ and exit (open spans closed, events flushed, the final snapshot published).
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import sys
 import threading
@@ -32,6 +33,13 @@ _hooks_pid = 0  # the process that installed the hooks (fork hooks are inherited
 #: This process (or the parent it was forked from) was configured: from the environment or explicitly.
 _configured = False
 
+#: Called (``module:function``, resolved lazily: ``events`` cannot import the layers above it) at every entry point
+#: once the application has loaded OpenTelemetry's API, until it has run in this process: streamscope's metrics and
+#: spans then reach the application's OpenTelemetry set-up with no streamscope call (see streamscope.telemetry).
+OTEL_ENTRY_HOOK = "streamscope.telemetry.otel:on_entry"
+_OTEL_API = ("opentelemetry.metrics", "opentelemetry.trace")
+_otel_hook_pid = 0  # the process where the hook ran
+
 
 def configure_from_env(force: bool = False) -> None:
     """Configure this process from ``STREAMSCOPE_TRACE_*`` / ``LITDATA_TRACE_*`` and ``STREAMSCOPE_METRICS_LEVEL``.
@@ -41,18 +49,34 @@ def configure_from_env(force: bool = False) -> None:
     stderr and tracing stays off: the data path must not fail to start.
     """
     global _configured
-    if _configured and not force:
+    if not _configured or force:
+        _configured = True
+        try:
+            cats = config.get("trace_categories")
+            trace = vocab.resolve(config.get("trace_level"), cats if cats.strip() else None)
+            metric = metric_categories(config.get("metrics_level"))
+        except Exception as exc:
+            sys.stderr.write(f"streamscope tracer: disabled, bad environment: {exc}\n")
+            trace = metric = frozenset()
+        if trace or metric:
+            RECORDER.configure(trace, metric)
+    if _otel_hook_pid != os.getpid():
+        _otel_entry()
+
+
+def _otel_entry() -> None:
+    """Run :data:`OTEL_ENTRY_HOOK` once per process, as soon as OpenTelemetry's API is loaded (two dict lookups
+    until then). A failing hook is said on stderr; the data path carries on."""
+    global _otel_hook_pid
+    modules = sys.modules
+    if _OTEL_API[0] not in modules and _OTEL_API[1] not in modules:
         return
-    _configured = True
+    _otel_hook_pid = os.getpid()
+    mod, _, fn = OTEL_ENTRY_HOOK.partition(":")
     try:
-        cats = config.get("trace_categories")
-        trace = vocab.resolve(config.get("trace_level"), cats if cats.strip() else None)
-        metric = metric_categories(config.get("metrics_level"))
+        getattr(importlib.import_module(mod), fn)()
     except Exception as exc:
-        sys.stderr.write(f"streamscope tracer: disabled, bad environment: {exc}\n")
-        return
-    if trace or metric:
-        RECORDER.configure(trace, metric)
+        sys.stderr.write(f"streamscope telemetry: OpenTelemetry not wired up: {type(exc).__name__}: {exc}\n")
 
 
 def mark_configured() -> None:

@@ -152,7 +152,7 @@ def build(snap: MetricsSnapshot, rank: int = 0, node: int = 0, time_ns: int | No
     evicted = snap.spans.get("delete/delete")
     put(M.CACHE_EVICTIONS, evicted.count if evicted is not None else 0)
     put(M.EVENTS_DROPPED, snap.dropped)
-    put(M.EXPORT_ERRORS, snap.sink_errors)
+    put(M.EXPORT_ERRORS, snap.sink_errors + snap.values.get(M.EXPORT_ERRORS.name, 0.0))  # sinks' and exporters' own
 
     done = set(have)
     for k, v in sorted(snap.values.items()):

@@ -21,6 +21,8 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from torch.utils.data import get_worker_info
+
 from streamscope import events as ev
 from streamscope._core.errors import StateDictError
 from streamscope.stream.plan import batches_from_samples, check_state, resume_point
@@ -89,11 +91,19 @@ class Resumable:
             self.current_epoch = epoch
         else:
             epoch, start = self.current_epoch, 0
-        with ev.span(span, "epoch", epoch=epoch, worker=worker_id, rank=rank):
-            for _, samples in self.iter_batches(
-                epoch, start, worker_id, num_workers, self.batch_size, None, collate=False
-            ):
-                yield from samples
+        try:
+            with ev.span(span, "epoch", epoch=epoch, worker=worker_id, rank=rank):
+                for _, samples in self.iter_batches(
+                    epoch, start, worker_id, num_workers, self.batch_size, None, collate=False
+                ):
+                    yield from samples
+        except Exception as exc:
+            ev.crash(exc, stderr=False)  # the error itself reaches the caller: no second traceback
+            if ev.ACTIVE and get_worker_info() is not None:
+                # a plain DataLoader worker: torch sends the error to the loop and may end this process before its
+                # flusher runs, so the crash is written now, as a StreamingDataLoader worker's is (stream.handover)
+                ev.flush(publish=False)
+            raise
         if self._pass_advances_epoch():
             self.current_epoch = epoch + 1
 

@@ -1,0 +1,211 @@
+"""streamscope.enable_telemetry(): bad input first, never replacing the application's providers, one trace level for
+every sink, a bounded exit, the Prometheus switch. Scenarios that set OpenTelemetry's global providers run in their
+own process (the API lets a process set each provider once)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import streamscope
+from streamscope import events as ev
+from streamscope._core.errors import TelemetryConfigError, TraceConfigError
+from streamscope.api import telemetry as api
+from tests.support.otlp_receiver import OTLPReceiver
+from tests.support.tracing import clean_tracer  # noqa: F401
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(
+    code: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: str | None = None
+) -> tuple[dict, str, float]:
+    """Run ``code`` in a fresh interpreter; (the JSON it printed last, its stderr, seconds it took)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "STREAMSCOPE_", "LITDATA_TRACE"))}
+    base["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "src"), ROOT])
+    base.update(env or {})
+    t0 = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
+    took = time.monotonic() - t0
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr, took
+
+
+def test_it_is_public():
+    assert streamscope.enable_telemetry is api.enable_telemetry
+    assert "enable_telemetry" in dir(streamscope)
+
+
+@pytest.mark.usefixtures("clean_tracer")
+@pytest.mark.parametrize(
+    ("env", "kw", "err", "words"),
+    [
+        ({"OTEL_EXPORTER_OTLP_TIMEOUT": "ten"}, {}, TelemetryConfigError, "OTEL_EXPORTER_OTLP_TIMEOUT"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"}, {}, TelemetryConfigError, "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        ({}, {"trace_level": "loud"}, TraceConfigError, "unknown trace level"),
+        ({}, {"prometheus_port": 70000}, TelemetryConfigError, "prometheus_port"),
+        ({}, {"metric_export_interval": -1}, TelemetryConfigError, "metric_export_interval"),
+    ],
+)
+def test_bad_input_is_an_error_before_anything_is_set_up(monkeypatch, env, kw, err, words):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    sinks = os.environ.get("STREAMSCOPE_TRACE_SINKS")
+    with pytest.raises(err, match=words):
+        streamscope.enable_telemetry(**kw)
+    assert os.environ.get("STREAMSCOPE_TRACE_SINKS") == sinks and not (
+        ev.RECORDER.trace_cats or ev.RECORDER.metric_cats
+    )
+    assert api._HANDLE is None or api._HANDLE_PID != os.getpid()
+
+
+@pytest.mark.usefixtures("clean_tracer")
+def test_a_worker_sets_nothing_up(monkeypatch):
+    from streamscope.telemetry import otel
+
+    monkeypatch.setattr(otel, "is_rank_main", lambda: False)
+    handle = streamscope.enable_telemetry(endpoint="http://127.0.0.1:9")
+    assert handle.disabled and handle.pipeline is None and not (ev.RECORDER.trace_cats or ev.RECORDER.metric_cats)
+
+
+def test_otel_sdk_disabled_sets_up_no_provider():
+    got, _err, _t = _run(
+        """
+        import json, streamscope
+        from opentelemetry import metrics, trace
+        h = streamscope.enable_telemetry()
+        print(json.dumps([h.disabled, sorted(h.installed), type(trace.get_tracer_provider()).__name__,
+                          type(metrics.get_meter_provider()).__name__]))
+        """,
+        {"OTEL_SDK_DISABLED": "true"},
+    )
+    assert got == [True, [], "ProxyTracerProvider", "_ProxyMeterProvider"]
+
+
+def test_the_applications_providers_are_kept_and_receive_streamscope():
+    with OTLPReceiver() as rx:
+        got, err, _t = _run(
+            """
+            import json, streamscope
+            from opentelemetry import trace
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+            from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+            mine = InMemorySpanExporter()
+            tp = TracerProvider()
+            tp.add_span_processor(SimpleSpanProcessor(mine))
+            trace.set_tracer_provider(tp)
+            h = streamscope.enable_telemetry(trace_level="batch")
+            from streamscope import events as ev
+            with ev.span("epoch", "epoch", epoch=1):
+                pass
+            ev.flush()
+            h.force_flush(5)
+            print(json.dumps([sorted(h.installed), trace.get_tracer_provider() is tp,
+                              [s.name for s in mine.get_finished_spans()]]))
+            """,
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": rx.url, "OTEL_METRIC_EXPORT_INTERVAL": "100"},
+        )
+        assert got == [["metrics"], True, ["epoch"]]  # streamscope's spans went to the application's provider
+        assert "kept the application's TracerProvider" in err
+        assert rx.wait_for("metrics", lambda ps: any(p.name.startswith("streamscope.") for p in ps))
+        assert not rx.spans()
+
+
+def test_one_trace_level_for_every_sink(tmp_path):
+    log = tmp_path / "trace.log"
+    with OTLPReceiver() as rx:
+        got, _err, _t = _run(
+            f"""
+            import json, streamscope
+            from streamscope import events as ev
+            streamscope.enable_tracer("batch", log_file={str(log)!r})
+            h = streamscope.enable_telemetry()  # no level: the tracer's
+            with ev.span("epoch", "epoch", epoch=1):
+                with ev.span("download", "download", chunk=1, url="s3://b/chunk-0-1.bin"):
+                    pass
+            streamscope.flush_tracer()
+            h.force_flush(5)
+            print(json.dumps(sorted(h.trace_categories)))
+            """,
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": rx.url},
+        )
+        assert got == sorted(ev.LEVELS["batch"])
+        names = {s.name for s in rx.wait_for("traces")}
+        assert names == {"epoch"}  # the download is below the level: in neither sink
+        text = log.read_text()
+        assert "name: epoch" in text and "name: download" not in text
+
+
+def test_spans_without_a_trace_log(tmp_path):
+    with OTLPReceiver() as rx:
+        got, _err, _t = _run(
+            """
+            import json, os, streamscope
+            from streamscope import events as ev
+            h = streamscope.enable_telemetry(trace_level="chunk")
+            with ev.span("download", "download", chunk=1, url="s3://b/chunk-0-1.bin"):
+                pass
+            h.force_flush(5)
+            print(json.dumps(os.environ["STREAMSCOPE_TRACE_SINKS"]))
+            """,
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": rx.url},
+            cwd=str(tmp_path),
+        )
+        assert got == "streamscope.telemetry.otel:span_sink"
+        assert [s.name for s in rx.wait_for("traces")] == ["download"]
+        assert not list(tmp_path.iterdir())  # no litdata_debug.log: enable_telemetry starts no trace log
+
+
+@pytest.mark.slow
+def test_a_hanging_endpoint_holds_up_exit_at_most_the_exit_timeout():
+    with OTLPReceiver() as rx:
+        rx.set_fault(hang=True)
+        got, err, took = _run(
+            """
+            import json, time, streamscope
+            from streamscope import events as ev
+            h = streamscope.enable_telemetry(trace_level="chunk", timeout=30)
+            t0 = time.monotonic()
+            for i in range(300):
+                with ev.span("download", "download", chunk=i, url=f"s3://b/chunk-0-{i}.bin"):
+                    pass
+            ev.flush()
+            print(json.dumps({"pid": 1, "loop_s": time.monotonic() - t0, "t": time.time()}))
+            """,
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": rx.url,
+                "OTEL_BSP_SCHEDULE_DELAY": "50",
+                "STREAMSCOPE_OTEL_EXIT_TIMEOUT": "1.5",
+            },
+        )
+        exit_s = time.time() - got["t"]
+        assert got["loop_s"] < 2.0  # recording never waited for the endpoint
+        assert exit_s < 1.5 + 2.0, exit_s  # the exit timeout, not the 30 s export timeout
+        rx.clear_fault()
+
+
+def test_prometheus_port_opens_the_endpoint():
+    got, _err, _t = _run(
+        """
+        import json, urllib.request, streamscope
+        h = streamscope.enable_telemetry(prometheus_port=0)
+        body = urllib.request.urlopen(f"http://127.0.0.1:{h.prometheus_port}/metrics", timeout=5).read().decode()
+        print(json.dumps([h.prometheus_port, "streamscope_loader_wait_seconds_total" in body]))
+        """,
+        {"OTEL_SDK_DISABLED": "true"},
+    )
+    assert got[0] > 0 and got[1]

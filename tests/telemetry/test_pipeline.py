@@ -1,0 +1,175 @@
+"""enable_telemetry()'s SDK pipeline against a real OTLP receiver: delivery, and every fault of the endpoint.
+
+The training loop's side of the pipeline is the span processor's ``on_end`` (called by the event bus's flusher, never
+by the loop itself) and the metric instruments' callbacks (the pump's thread): whatever the endpoint does, they
+must return at once, count what is lost and say it once.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from streamscope.events import instruments
+from streamscope.events.registry import BUCKETS_S, M
+from streamscope.telemetry import otlp_config
+from streamscope.telemetry.pipeline import Pipeline
+from tests.support.otlp_receiver import OTLPReceiver
+
+
+def _pipeline(endpoint: str, *, timeout: float = 1.0, env: dict[str, str] | None = None, **kw) -> Pipeline:
+    base = {"OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_METRIC_EXPORT_INTERVAL": "100000"}
+    cfg = otlp_config.load({**base, **(env or {})}, endpoint=endpoint, timeout=timeout, **kw)
+    return Pipeline(cfg, set_global=False)
+
+
+def _spans(pipe: Pipeline, n: int, name: str = "download") -> float:
+    """End ``n`` spans; the longest ``end()`` call in seconds (what the event bus's flusher pays)."""
+    tracer = pipe.tracer_provider.get_tracer("test")
+    worst = 0.0
+    for i in range(n):
+        sp = tracer.start_span(name, attributes={"streamscope.chunk": i})
+        t0 = time.perf_counter()
+        sp.end()
+        worst = max(worst, time.perf_counter() - t0)
+    return worst
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_spans_and_metrics_arrive_gzipped_with_the_registry_bounds():
+    with OTLPReceiver() as rx:
+        pipe = _pipeline(rx.url)
+        try:
+            hist = pipe.meter_provider.get_meter("streamscope").create_histogram(
+                M.DOWNLOAD_DURATION.name, unit="s", explicit_bucket_boundaries_advisory=[1.0]
+            )
+            hist.record(0.003, {"rank": "0"})
+            _spans(pipe, 3)
+            assert pipe.force_flush(5)
+            spans = rx.wait_for("traces", lambda s: len(s) >= 3)
+            assert [s.name for s in spans] == ["download"] * 3
+            (p,) = rx.wait_for("metrics", lambda p: p)
+            assert p.name == M.DOWNLOAD_DURATION.name and p.unit == "s"
+            assert p.bounds == list(BUCKETS_S)  # the View wins over the instrument's advice
+            assert p.count == 1 and p.bucket_counts[BUCKETS_S.index(5e-3)] == 1
+            assert all(r.headers.get("content-encoding") == "gzip" for r in rx.requests)
+            assert pipe.stats.exported["traces"] == 3 and pipe.stats.dropped == {"traces": 0, "metrics": 0}
+        finally:
+            pipe.shutdown(2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "fault",
+    [
+        pytest.param({"status": 503}, id="5xx"),
+        pytest.param({"status": 400}, id="4xx"),
+        pytest.param({"hang": True}, id="hanging"),
+        pytest.param({"delay": 3.0}, id="slow"),
+        pytest.param({"close": True}, id="closed"),
+    ],
+)
+def test_a_faulty_endpoint_never_blocks_drops_are_counted_and_said_once(fault, capfd, caplog):
+    before = instruments.counts()
+    with OTLPReceiver() as rx:
+        rx.set_fault(**fault)
+        pipe = _pipeline(
+            rx.url, timeout=1.0, env={"OTEL_BSP_MAX_QUEUE_SIZE": "64", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "8"}
+        )
+        try:
+            t0 = time.monotonic()
+            worst = 0.0
+            while time.monotonic() - t0 < 2.5:  # the flusher keeps handing spans over while exports fail
+                worst = max(worst, _spans(pipe, 40))
+                time.sleep(0.05)
+            assert worst < 0.05, f"ending a span waited {worst:.3f} s"
+            assert len(pipe.processor.queue) <= 64  # bounded whatever the endpoint does
+            rx.wait_for("requests", lambda r: r)
+            t1 = time.monotonic()
+            pipe.shutdown(1.0)
+            assert time.monotonic() - t1 < 3.0  # the last export is bounded too
+        finally:
+            rx.clear_fault()
+    for pump in pipe.pumps:  # an export still hanging at shutdown ends with the receiver
+        pump.thread.join(5)
+    st = pipe.stats
+    lost = st.dropped["traces"]
+    assert lost > 0 and st.exported["traces"] + lost >= 40
+    assert not pipe.processor.queue
+    after = instruments.counts()
+    assert after.get(M.EXPORT_DROPPED.name, 0) - before.get(M.EXPORT_DROPPED.name, 0) == lost
+    err = capfd.readouterr().err
+    ours = [line for line in err.splitlines() if line.startswith("streamscope telemetry:")]
+    assert 1 <= len(ours) <= 2, err  # failed exports and a full queue: each said once
+    assert all("dropped" in line for line in ours)
+    sdk = [(r.name, r.msg) for r in caplog.records if r.name.startswith("opentelemetry")]
+    assert len(sdk) == len(set(sdk)), sdk  # the SDK's repeated log lines (each retry, each batch) cut to their first
+
+
+def test_an_unreachable_endpoint_counts_failed_metric_exports():
+    port = _free_port()  # nothing listens there
+    before = instruments.counts()
+    pipe = _pipeline(f"http://127.0.0.1:{port}", timeout=0.5)
+    try:
+        meter = pipe.meter_provider.get_meter("streamscope")
+        meter.create_counter("streamscope.test.count").add(1)
+        t0 = time.monotonic()
+        ok = pipe.force_flush(0.5)
+        assert not ok and time.monotonic() - t0 < 5
+        assert pipe.stats.failed["metrics"] >= 1 and pipe.stats.dropped["metrics"] >= 1
+    finally:
+        pipe.shutdown(0.5)
+    after = instruments.counts()
+    assert after.get(M.EXPORT_ERRORS.name, 0) > before.get(M.EXPORT_ERRORS.name, 0)
+
+
+def test_a_forked_child_exports_nothing_and_starts_no_thread():
+    import os
+    import threading
+
+    with OTLPReceiver() as rx:
+        pipe = _pipeline(rx.url)
+        try:
+            tracer = pipe.tracer_provider.get_tracer("t")
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child
+                tracer.start_span("in-child").end()
+                names = sorted(t.name for t in threading.enumerate())
+                os.write(w, f"{len(pipe.processor.queue)}|{','.join(names)}".encode())
+                os._exit(0)
+            os.waitpid(pid, 0)
+            queued, names = os.read(r, 4096).decode().split("|")
+            assert queued == "0"  # the child's span was not queued: its parent exports the rank
+            assert "streamscope-otlp" not in names
+            _spans(pipe, 1, "in-parent")
+            assert pipe.force_flush(5)
+            assert [s.name for s in rx.wait_for("traces")] == ["in-parent"]
+        finally:
+            pipe.shutdown(1)
+
+
+def test_grpc_when_asked():
+    with OTLPReceiver(grpc=True) as rx:
+        cfg = otlp_config.load(
+            {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_METRIC_EXPORT_INTERVAL": "100000"},
+            endpoint=f"http://{rx.grpc_endpoint}",
+            timeout=5,
+        )
+        pipe = Pipeline(cfg, set_global=False)
+        try:
+            _spans(pipe, 2)
+            pipe.meter_provider.get_meter("streamscope").create_counter("streamscope.test.count").add(3)
+            assert pipe.force_flush(5)
+            assert [s.name for s in rx.wait_for("traces", lambda s: len(s) >= 2)] == ["download", "download"]
+            assert rx.wait_for("metrics")[0].value == 3
+            assert {r.transport for r in rx.requests} == {"grpc"}
+        finally:
+            pipe.shutdown(2)
