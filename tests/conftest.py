@@ -5,6 +5,9 @@
 * ``s3_https_server``: the same over https; ``ca_file`` is the throw-away CA that signed the certificate.
 * ``fault_proxy``: a :class:`~tests.support.faultproxy.FaultProxy` in front of the http server, no faults
   until configured; ``fault_proxy.s3`` is an endpoint for the same bucket as ``s3_server`` through it.
+* ``litdata_version`` and the ``interop`` marker guard come from ``tests/support/interop_plugin.py``: every test
+  that uses the real LitData must carry ``pytest.mark.interop`` (``./run.sh test`` runs those tests a second time
+  against LitData 0.2.76).
 * Every test leaves multiprocessing's start method as it found it: LitData's ``optimize``, run in-process by
   the compat tests, sets it to ``spawn`` for the whole process, and a later test in the same xdist worker
   would then start its DataLoader workers by spawn instead of fork.
@@ -21,6 +24,8 @@ import pytest
 
 from tests.support.faultproxy import FaultProxy
 from tests.support.s3server import S3Endpoint, S3Server
+
+pytest_plugins = ["tests.support.interop_plugin"]
 
 
 @pytest.fixture(autouse=True)

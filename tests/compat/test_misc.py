@@ -14,6 +14,8 @@ import pytest
 from tests.compat import _fns
 from tests.compat.conftest import both, engine
 
+pytestmark = pytest.mark.interop
+
 
 def test_walk_lists_like_litdata(data_dir: str) -> None:
     root = os.path.dirname(data_dir)

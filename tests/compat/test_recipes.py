@@ -6,8 +6,12 @@ import json
 import os
 from typing import Any
 
+import pytest
+
 from tests.compat import _recipes
 from tests.compat.conftest import both
+
+pytestmark = pytest.mark.interop
 
 
 def _files(d: str) -> dict[str, bytes]:

@@ -16,6 +16,8 @@ import pytest
 
 import streamscope
 
+pytestmark = pytest.mark.interop
+
 EMPTY = inspect.Parameter.empty
 
 # (callable, parameter) -> why streamscope's default differs

@@ -28,6 +28,8 @@ from tests.format.conftest import same
 
 litdata_enc = pytest.importorskip("litdata.utilities.encryption")
 
+pytestmark = pytest.mark.interop
+
 LEVELS = ("sample", "chunk")
 
 

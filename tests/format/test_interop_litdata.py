@@ -18,7 +18,7 @@ from tests.format.conftest import same
 litdata = pytest.importorskip("litdata")
 from litdata.streaming.writer import BinaryWriter  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:An item was larger than the target chunk size")
+pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore:An item was larger than the target chunk size")]
 
 try:
     import zstd  # noqa: F401  (python-zstd: LitData's compressor)

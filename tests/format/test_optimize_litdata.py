@@ -12,6 +12,7 @@ import pytest
 from streamscope.format import ChunkWriter, dumps_index, load_index
 
 pytest.importorskip("litdata")
+pytestmark = pytest.mark.interop
 
 SCRIPT = r"""
 import os, sys

@@ -91,6 +91,7 @@ def test_tokens_block_size_required():
         TokensLoader().state_dict()
 
 
+@pytest.mark.interop
 @pytest.mark.parametrize(
     "sample",
     [

@@ -133,6 +133,7 @@ def trees(leaf: Any) -> Any:
     )
 
 
+@pytest.mark.interop
 @SETTINGS
 @given(trees(st.integers() | st.text(max_size=4) | st.none()))
 def test_pytree_round_trip_and_matches_litdata(tree: Any) -> None:
@@ -179,6 +180,7 @@ def datasets(draw: Any) -> tuple[list[Any], dict[str, Any]]:
     return samples, limits
 
 
+@pytest.mark.interop
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(datasets())
 def test_writer_reader_round_trip_and_litdata_bytes(data: tuple[list[Any], dict[str, Any]]) -> None:
@@ -261,6 +263,7 @@ def test_corrupted_chunks_fail_cleanly(flips: list[tuple[int, int]], cut: int) -
             cf.close()
 
 
+@pytest.mark.interop
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(0, 30), min_size=1, max_size=25), st.integers(1, 40), st.booleans())
 def test_tokens_chunking_matches_litdata(lengths: list[int], limit: int, by_bytes: bool) -> None:

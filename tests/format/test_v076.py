@@ -17,6 +17,8 @@ from streamscope.format import PyTreeLoader, load_index, open_chunk_bytes, uncom
 from streamscope.format.chunk import decompress_file
 from tests.format.conftest import same
 
+pytestmark = pytest.mark.interop
+
 GEN = r"""
 import os, sys
 os.environ["LITDATA_DISABLE_VERSION_CHECK"] = "1"

@@ -8,6 +8,8 @@ import pytest
 
 from tests.compat.test_signatures import _differences
 
+pytestmark = pytest.mark.interop
+
 METHODS = {
     ("streaming.writer", "BinaryWriter"): [
         "add_item", "done", "merge", "get_chunk_filename", "get_config", "write_chunks_index", "__setitem__",

@@ -30,6 +30,8 @@ from streamscope.streaming.sampler import ChunkedIndex as SamplerChunkedIndex  #
 from streamscope.streaming.writer import BinaryWriter  # noqa: E402
 from tests.format.conftest import same  # noqa: E402
 
+pytestmark = pytest.mark.interop
+
 
 def _sample(i: int) -> dict[str, Any]:
     return {"i": i, "t": torch.arange(i % 4), "s": "x" * (i % 7), "a": np.full((2, 2), i, dtype=np.float32)}
