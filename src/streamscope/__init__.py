@@ -36,6 +36,7 @@ _LAZY: dict[str, str] = {
     "index_parquet_dataset": "streamscope.stream.parquet",
     "build_keys_index": "streamscope.stream.keys",
     "dataset_update": "streamscope.stream.update",
+    "litdata_collate": "streamscope.stream.collate_fn",
 }
 
 __all__ = sorted(["ChunkWaitTimeoutError", "Dir", "StreamscopeError", "__version__", *_LAZY])

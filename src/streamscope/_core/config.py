@@ -365,10 +365,12 @@ knob(
 )
 knob(
     "max_cache_size",
-    "100GB",
+    "auto",
     "bytes",
     ("STREAMSCOPE_MAX_CACHE_SIZE", "MAX_CACHE_SIZE"),
-    "Default budget of the chunk cache when a dataset does not give max_cache_size.",
+    "Budget of the chunk cache; when set, it overrides the dataset's max_cache_size (as LitData's MAX_CACHE_SIZE): "
+    'a size ("100GB"), a share of the free disk ("0.9"), or "auto" (what max_cache_size=None means: 75 % of the '
+    "free disk, leaving 50 GB free).",
 )
 knob(
     "open_chunks_max",

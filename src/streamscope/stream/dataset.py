@@ -41,7 +41,7 @@ from streamscope._core.errors import (
     IndexNotFoundError,
     ItemLoaderMismatchError,
 )
-from streamscope._core.units import parse_bytes
+from streamscope._core.units import cache_budget
 from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir
 from streamscope.cache.leases import LeaseTable
 from streamscope.cache.prefetch import live_depth
@@ -49,6 +49,7 @@ from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensL
 from streamscope.stream.batching import grouped, worker_items
 from streamscope.stream.collate import BlockCollator, ColumnCollator
 from streamscope.stream.distributed import DistEnv, WorkerEnv
+from streamscope.stream.newer_options import check_newer_options
 from streamscope.stream.plan import EpochPlan, make_plan
 from streamscope.stream.reader import ChunkReader
 from streamscope.stream.resume import Resumable
@@ -94,7 +95,8 @@ class StreamingDataset(Resumable, IterableDataset):
         drop_last: drop the tail that does not fill a batch on every rank; None → True when world_size > 1.
         seed: shuffle seed.
         serializers: extra serializers by name (go first, like LitData).
-        max_cache_size: byte budget of the cache (int or "100GB").
+        max_cache_size: budget of the cache: bytes (int, "100GB", "100G"), a share of the free disk (0.9), or
+            None: 75 % of the free disk, leaving 50 GB free (LitData 0.2.76; ``_core.units.cache_budget``).
         subsample: fraction of the items per epoch (> 1 repeats the dataset, LitData semantics).
         encryption: the key of an encrypted dataset (``streamscope.utilities.encryption``; LitData's key objects
             work too). Its chunks are decrypted once, at construction, into a private temporary directory under
@@ -108,6 +110,8 @@ class StreamingDataset(Resumable, IterableDataset):
         index_path: an ``index.json`` to use instead of the one in ``input_dir``.
         force_override_state_dict: accept a state_dict whose configuration differs (restart the epoch).
         transform: a callable (or list of callables, applied in order) run on every sample.
+        num_canonical_nodes, batch_decode, item_shuffle_window, window_direct_io: LitData 0.2.76's arguments,
+            checked and kept; they do not change the samples (``stream.newer_options``).
         shuffle_buffer: opt-in cross-chunk shuffle window (samples); 0 disables it.
     """
 
@@ -123,7 +127,7 @@ class StreamingDataset(Resumable, IterableDataset):
         drop_last: bool | None = None,
         seed: int = 42,
         serializers: dict[str, Any] | None = None,
-        max_cache_size: int | str = "100GB",
+        max_cache_size: int | float | str | None = None,
         subsample: float = 1.0,
         encryption: Any = None,
         storage_options: dict[str, Any] | None = None,
@@ -132,6 +136,10 @@ class StreamingDataset(Resumable, IterableDataset):
         index_path: str | None = None,
         force_override_state_dict: bool = False,
         transform: Callable[[Any], Any] | Sequence[Callable[[Any], Any]] | None = None,
+        num_canonical_nodes: int | None = None,
+        batch_decode: int | str | bool = "auto",
+        item_shuffle_window: int | str | None = None,
+        window_direct_io: bool = False,
         shuffle_buffer: int = 0,
     ) -> None:
         super().__init__()
@@ -141,6 +149,10 @@ class StreamingDataset(Resumable, IterableDataset):
             raise DatasetError(f"subsample must be a float > 0, got {subsample!r}")
         if not isinstance(max_pre_download, int) or max_pre_download < 0:
             raise DatasetError(f"max_pre_download must be an int >= 0, got {max_pre_download!r}")
+        check_newer_options(num_canonical_nodes, batch_decode, item_shuffle_window, window_direct_io)
+        self.num_canonical_nodes = num_canonical_nodes
+        self.batch_decode = batch_decode
+        self.item_shuffle_window = item_shuffle_window
         if transform is not None and not callable(transform):
             if not isinstance(transform, (list, tuple)) or not all(callable(t) for t in transform):
                 raise DatasetError("transform must be a callable or a list of callables")
@@ -155,7 +167,6 @@ class StreamingDataset(Resumable, IterableDataset):
         self.subsample = float(subsample)
         if any(var in os.environ for var in config.KNOBS["max_cache_size"].env):
             max_cache_size = config.get("max_cache_size")  # LitData: MAX_CACHE_SIZE overrides the argument
-        self.max_cache_size = parse_bytes(max_cache_size)
         self.max_pre_download = max_pre_download
         self.index_path = index_path
         self.force_override_state_dict = force_override_state_dict
@@ -167,6 +178,7 @@ class StreamingDataset(Resumable, IterableDataset):
         if cache_dir is None and getattr(input_dir, "url", None) and getattr(input_dir, "path", None):
             cache_dir = input_dir.path  # Dir(path=local cache, url=remote data), as LitData reads it
         self._cache_root = _input_path(cache_dir) if cache_dir is not None else str(config.get("cache_dir"))
+        self.max_cache_size = cache_budget(max_cache_size, self._cache_root)
 
         index = self._load_index()
         self.config: dict[str, Any] = index["config"]
