@@ -264,6 +264,12 @@ class StreamingDataset(Resumable, IterableDataset):
         new._batch_mode = None
         return new
 
+    def subset(self, indices: Sequence[int] | slice) -> StreamingDataset:
+        """A copy restricted to ``indices``, positions in this dataset's unshuffled order (LitData 0.2.76)."""
+        from streamscope.stream.split import subset_dataset
+
+        return subset_dataset(self, indices)
+
     def _store(self) -> Any:
         from streamscope.storage import open_store
 
@@ -290,7 +296,11 @@ class StreamingDataset(Resumable, IterableDataset):
                         f"The provided dataset path `{local}` does not exist. No dataset at {path!r}: the directory "
                         "does not exist (optimize() writes one)"
                     )
-                raise IndexNotFoundError(f"no dataset at {path!r}: it has no index.json (optimize() writes one)")
+                from streamscope.format.complete import complete_dataset, has_index_shards
+
+                if not has_index_shards(local):
+                    raise IndexNotFoundError(f"no dataset at {path!r}: it has no index.json (optimize() writes one)")
+                complete_dataset(local)  # per-writer index files and no index.json: merge them (LitData 0.2.76)
             return load_index(path)
         store = self._store()
         from streamscope._core.errors import ObjectNotFoundError
