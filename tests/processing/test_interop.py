@@ -7,6 +7,7 @@ import pytest
 from streamscope.processing import optimize
 from tests.processing import _fns
 from tests.processing.conftest import read_dataset
+from tests.support.litdata_version import xfail_076
 
 litdata = pytest.importorskip("litdata")
 pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore:A newer version of litdata")]
@@ -53,7 +54,19 @@ def test_litdata_reads_our_two_worker_dataset(tmp_path):
         assert (s["image"] == want["image"]).all()
 
 
-@pytest.mark.parametrize("name", ["optimize", "map", "walk"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            "optimize",
+            marks=xfail_076(
+                "0.2.76 optimize: compression_level/compression_batch_size, keep_data_ordered default None"
+            ),
+        ),
+        pytest.param("map", marks=xfail_076("0.2.76 map: keep_data_ordered default None (shared queue)")),
+        "walk",
+    ],
+)
 def test_signature_matches_litdata(name):
     import inspect
 

@@ -116,7 +116,7 @@ class StreamingDataLoader(DataLoader):
         profile_cprofile: write cProfile stats of the main process and of worker 0 (``stream.cprofile``).
         prefetch_factor: batches each worker keeps ready (default 2 with workers).
         shuffle, drop_last: forwarded to the dataset (never to torch, like LitData).
-        collate_fn: receives the list of samples of a batch; ``litdata_collate`` (the default) or None =
+        collate_fn: receives the list of samples of a batch; None (LitData 0.2.76: ``litdata_collate``) =
             default_collate (computed column-wise).
         **kwargs: other ``torch.utils.data.DataLoader`` arguments (pin_memory, multiprocessing_context, ...).
     """
@@ -134,7 +134,7 @@ class StreamingDataLoader(DataLoader):
         prefetch_factor: int | None = None,
         shuffle: bool | None = None,
         drop_last: bool | None = None,
-        collate_fn: Callable[[list[Any]], Any] | None = litdata_collate,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(dataset, StreamingDataset) and not all(hasattr(dataset, a) for a in _PROTOCOL):
@@ -195,8 +195,8 @@ class StreamingDataLoader(DataLoader):
             **kwargs,
         )
         object.__setattr__(self, "batch_size", batch_size)
-        # LitData 0.2.76's default collate is default_collate for all but graph samples (which streamscope does not
-        # write): None keeps the column-wise path, which returns what default_collate does.
+        # None means litdata_collate in LitData 0.2.76: default_collate for all but graph samples (which streamscope
+        # does not write). Both take the column-wise path, which returns what default_collate does.
         self.user_collate_fn = None if collate_fn is litdata_collate else collate_fn
         self.current_epoch = 0
         self.num_samples_yielded = 0
