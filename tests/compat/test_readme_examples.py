@@ -40,6 +40,7 @@ import pytest
 
 import streamscope
 from tests.compat.conftest import both
+from tests.support.litdata_version import LITDATA_076
 
 ld = streamscope
 
@@ -970,7 +971,13 @@ def test_parquet_reader_for_optimize_matches_litdata(tmp_path: Any) -> None:
     def scenario(eng: Any) -> Any:
         readers = __import__(f"{eng.__name__}.processing.readers", fromlist=["ParquetReader"])
         out = str(tmp_path / f"out-{eng.__name__}")
-        reader = readers.ParquetReader(cache_folder=str(tmp_path / f"shards-{eng.__name__}"), num_rows=3)
+        # LitData 0.2.76's read() returns a pandas DataFrame when to_pandas (its default; pandas is not installed
+        # here) where 0.2.68 returned the ParquetFile this fn expects; to_pandas=False gives the file in both
+        reader = readers.ParquetReader(
+            cache_folder=str(tmp_path / f"shards-{eng.__name__}"),
+            num_rows=3,
+            **({"to_pandas": False} if LITDATA_076 else {}),
+        )
         eng.optimize(fn=rows_of, inputs=paths, output_dir=out, chunk_size=4, num_workers=1, reader=reader)
         return eng.StreamingDataset(out)[:]
 

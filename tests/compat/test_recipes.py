@@ -10,6 +10,7 @@ import pytest
 
 from tests.compat import _recipes
 from tests.compat.conftest import both
+from tests.support.litdata_version import LITDATA_076, xfail_076
 
 pytestmark = pytest.mark.interop
 
@@ -18,6 +19,7 @@ def _files(d: str) -> dict[str, bytes]:
     return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d)) if n != "index.json"}
 
 
+@xfail_076("needs 0.2.76 writing: chunk bytes (Arrow rows) and index keys are 0.2.76's")
 def test_chunk_recipe_writes_litdata_chunks(tmp_path: Any) -> None:
     def scenario(ld: Any) -> Any:
         from importlib import import_module
@@ -36,6 +38,7 @@ def test_chunk_recipe_writes_litdata_chunks(tmp_path: Any) -> None:
     assert len(a[0]) >= 4 and sorted(a[2]) == sorted(list(range(12)) + [0, -3, -6, -9])
 
 
+@xfail_076("0.2.76 DataProcessor default keep_data_ordered=None (shared queue: is_last is always False)")
 def test_map_recipe_passes_is_last(tmp_path: Any) -> None:
     def scenario(ld: Any) -> Any:
         from importlib import import_module
@@ -48,4 +51,6 @@ def test_map_recipe_passes_is_last(tmp_path: Any) -> None:
         return sorted(os.listdir(out))
 
     a, b = both(scenario)
-    assert a == b == ["0_False.txt", "1_True.txt", "2_False.txt", "3_False.txt", "4_True.txt"]
+    # each worker's last input; 0.2.76's default shared queue tells no input it is a worker's last
+    last = set() if LITDATA_076 else {1, 4}
+    assert a == b == [f"{i}_{i in last}.txt" for i in range(5)]

@@ -25,6 +25,7 @@ from streamscope.format.encryption import decrypt_chunk
 from streamscope.format.writer import ChunkWriter
 from streamscope.utilities.encryption import EncryptionLevel, FernetEncryption, RSAEncryption
 from tests.format.conftest import same
+from tests.support.litdata_version import LITDATA_076, xfail_076
 
 litdata_enc = pytest.importorskip("litdata.utilities.encryption")
 
@@ -114,6 +115,10 @@ def _write_ours(out: str, samples: list[Any], **kw: Any) -> tuple[list[dict], di
 def _write_litdata(out: str, samples: list[Any], **kw: Any) -> dict[str, Any]:
     from litdata.streaming.writer import BinaryWriter
 
+    if LITDATA_076 and kw.get("compression") and kw.get("encryption") is not None:
+        # 0.2.76 frames zstd per 256 items by default ("batch"), which it refuses to encrypt; "chunk" is the
+        # whole-file zstd of 0.2.68
+        kw["compression_level"] = "chunk"
     w = BinaryWriter(out, **kw)
     for i, s in enumerate(samples):
         w.add_item(i, s)
@@ -132,6 +137,7 @@ def _plain_bytes(path: str, enc: Any, level: str, compression: str | None) -> by
 
 @pytest.mark.parametrize("compression", [None, "zstd"])
 @pytest.mark.parametrize("level", LEVELS)
+@xfail_076("needs 0.2.76 writing: the index config has 0.2.76's keys (compression_level, types, ...)")
 def test_writer_matches_litdata_after_decryption(
     keys: dict[str, tuple[Any, Any]], tmp_path: Any, level: str, compression: str | None
 ) -> None:

@@ -1,4 +1,5 @@
-"""Interop with the real LitData 0.2.68: same bytes out, and each engine reads the other's datasets."""
+"""Interop with the real LitData (0.2.68, and 0.2.76 in the second pass of ./run.sh test): same bytes out, and
+each engine reads the other's datasets."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from PIL import Image
 from streamscope.format import ChunkFile, ChunkWriter, PyTreeLoader, TokensLoader, load_index, uncompressed_name
 from streamscope.format.chunk import decompress_file
 from tests.format.conftest import same
+from tests.support.litdata_version import LITDATA_076, xfail_076
 
 litdata = pytest.importorskip("litdata")
 from litdata.streaming.writer import BinaryWriter  # noqa: E402
@@ -158,9 +160,28 @@ CASES = [
 ]
 COMPRESSIONS = [None, "zstd", "zstd:9"]
 
+_WRITE_076 = "needs 0.2.76 writing: ChunkWriter's bytes and index are 0.2.76 BinaryWriter's (config keys, Arrow rows, framed zstd)"
+# LitData 0.2.76 writes these cases uncompressed with Arrow-footer rows (dicts of plain values, a root int)
+_ARROW_076 = {"scalars", "tif_path"}
+
+
+def _read_params() -> list[Any]:
+    out = []
+    for case in CASES:
+        for compression in (None, "zstd"):
+            why = None
+            if compression:
+                why = "needs reading 0.2.76 layouts: framed zstd (LDFZ01) chunks"
+            elif case in _ARROW_076:
+                why = "needs reading 0.2.76 layouts: Arrow-footer rows (LDARW01)"
+            marks = [xfail_076(why)] if why else []
+            out.append(pytest.param(case, compression, marks=marks, id=f"{case}-{compression}"))
+    return out
+
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)
 @pytest.mark.parametrize("case", CASES)
+@xfail_076(_WRITE_076)
 def test_same_bytes_as_litdata(case: str, compression: str | None, files: dict[str, str], tmp_path) -> None:
     if compression and not HAVE_PYZSTD:
         pytest.skip("python-zstd (LitData's compressor) is not installed")
@@ -180,8 +201,7 @@ def test_same_bytes_as_litdata(case: str, compression: str | None, files: dict[s
             assert a == b, name
 
 
-@pytest.mark.parametrize("compression", [None, "zstd"])
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize(("case", "compression"), _read_params())
 def test_we_read_litdata_and_litdata_reads_us(case: str, compression: str | None, files: dict[str, str], tmp_path):
     if compression and not HAVE_PYZSTD:
         pytest.skip("python-zstd (LitData's compressor) is not installed")
@@ -197,21 +217,22 @@ def test_we_read_litdata_and_litdata_reads_us(case: str, compression: str | None
         flat = [s["img"] if isinstance(s, dict) else s[0] for s in ours]
         assert all(isinstance(t, torch.Tensor) and t.dtype == torch.uint8 and t.shape[0] == 3 for t in flat)
         pytest.skip("LitData decodes jpeg with torchvision, which is not installed")
-    if case == "tif_path":  # the tif file's pixels come back as an ndarray
+    if case == "tif_path" and not LITDATA_076:  # 0.2.68: the tif file's pixels come back as an ndarray
         tif = np.asarray(Image.open(files["tif"]))
         assert all(np.array_equal(s["tif"], tif) for s in ours)
-    else:
+    else:  # 0.2.76 stores a dict of plain values as an Arrow row: a .tif path stays the path string
         assert all(same(a, b) for a, b in zip(samples, ours)), (samples[:2], ours[:2])
     theirs = litdata_read(ss, str(tmp_path / "cache"))
     assert len(theirs) == len(samples)
-    if case == "tif_path":
-        assert all(same(a, b) for a, b in zip(ours, theirs))
+    if case == "tif_path":  # whatever the layout streamscope wrote, LitData reads what streamscope reads from it
+        assert all(same(a, b) for a, b in zip(ours_read(ss), theirs))
     else:
         assert all(same(a, b) for a, b in zip(samples, theirs))
 
 
 @pytest.mark.parametrize("compression", [None, "zstd"])
 @pytest.mark.parametrize("kind", ["tensor", "numpy"])
+@xfail_076(_WRITE_076)
 def test_tokens_loader_interop(kind: str, compression: str | None, tmp_path) -> None:
     if compression and not HAVE_PYZSTD:
         pytest.skip("python-zstd (LitData's compressor) is not installed")
@@ -221,7 +242,10 @@ def test_tokens_loader_interop(kind: str, compression: str | None, tmp_path) -> 
     seqs_np = [rng.integers(0, 50_000, size=int(n), dtype=np.int64) for n in rng.integers(5, 40, size=20)]
     seqs = [torch.from_numpy(s) for s in seqs_np] if kind == "tensor" else seqs_np
     ld, ss = str(tmp_path / "ld"), str(tmp_path / "ss")
-    litdata_write(ld, seqs, chunk_size=64, item_loader=LDTokens(), compression=compression)
+    # 0.2.76 frames zstd per 256 items ("batch") by default, which TokensLoader chunks refuse: "chunk" is the
+    # whole-file zstd 0.2.68 wrote
+    level = {"compression_level": "chunk"} if LITDATA_076 and compression else {}
+    litdata_write(ld, seqs, chunk_size=64, item_loader=LDTokens(), compression=compression, **level)
     ours_write(ss, seqs, chunk_size=64, item_loader=TokensLoader(), compression=compression)
     for name in sorted(os.listdir(ld)):
         a = (tmp_path / "ld" / name).read_bytes()

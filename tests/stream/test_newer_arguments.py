@@ -156,3 +156,29 @@ class _TouchFlag:
 def test_profile_cprofile_and_profile_batches_are_exclusive(ds_dir: str) -> None:
     with pytest.raises(ValueError, match="profile_cprofile"):
         StreamingDataLoader(StreamingDataset(ds_dir), num_workers=1, profile_batches=2, profile_cprofile=True)
+
+
+def test_state_has_litdata_076s_elastic_keys(ds_dir: str) -> None:
+    loader = StreamingDataLoader(
+        StreamingDataset(ds_dir, item_shuffle_window="full", num_canonical_nodes=3), batch_size=4, num_workers=0
+    )
+    it = iter(loader)
+    next(it), next(it)
+    state = loader.state_dict()["dataset"]
+    assert {
+        k: state[k] for k in ("state_version", "sample_in_epoch", "num_canonical_nodes", "item_shuffle_window")
+    } == {
+        "state_version": 2,
+        "sample_in_epoch": 8,
+        "num_canonical_nodes": 3,
+        "item_shuffle_window": 0,
+    }
+    assert (state["initial_world_size"], state["initial_num_workers"], state["initial_batch_size"]) == (1, 1, 4)
+    # a run resumed from that state keeps the first run's initial_* (here: another worker count)
+    again = StreamingDataLoader(StreamingDataset(ds_dir), batch_size=4, num_workers=2)
+    again.load_state_dict({**loader.state_dict(), "dataset": {**state, "initial_num_workers": 7}})
+    it = iter(again)
+    next(it)
+    resumed = again.state_dict()["dataset"]
+    assert resumed["initial_num_workers"] == 7 and resumed["num_canonical_nodes"] == 3
+    assert resumed["item_shuffle_window"] == 256  # None/"auto": LitData's default block

@@ -15,6 +15,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from streamscope._core.errors import FormatError
+from tests.support.litdata_version import LITDATA_076, xfail_076
+
+_WRITE_076 = (
+    "needs 0.2.76 writing: BinaryWriter/Cache bytes and index are 0.2.76's (config keys, Arrow rows, framed zstd)"
+)
 
 os.environ.setdefault("LITDATA_DISABLE_VERSION_CHECK", "1")
 litdata_writer = pytest.importorskip("litdata.streaming.writer")
@@ -57,6 +62,7 @@ def _write(cls: type, out: str, n: int, **kw: Any) -> Any:
     return w
 
 
+@xfail_076(_WRITE_076)
 @pytest.mark.parametrize(
     "kw",
     [
@@ -92,6 +98,7 @@ def _read_all(out: str) -> list[int]:
     return [ds[k]["i"] for k in range(len(ds))]
 
 
+@xfail_076(_WRITE_076)
 def test_writer_takes_indexes_out_of_order_like_litdata(tmp_path: Any) -> None:
     order = [2, 3, 1, 4, 6, 5, 7, 8, 11, 9, 10, 12]  # LitData's own test: held until a chunk's run is complete
     ours, theirs = str(tmp_path / "ours"), str(tmp_path / "lit")
@@ -113,6 +120,7 @@ def _over_limit(chunk: dict[str, Any], kw: dict[str, Any]) -> bool:
     return bool(chunk["chunk_bytes"] - 4 * (n + 2) > kw["chunk_bytes"])
 
 
+@xfail_076("needs reading 0.2.76 layouts (Arrow-footer rows LitData writes) and 0.2.76 writing")
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.one_of(  # any order, or each index at most a few places from its own (the usual case)
@@ -168,6 +176,7 @@ def test_writer_refuses_a_repeated_index_or_a_gap(tmp_path: Any) -> None:
         w.done()
 
 
+@xfail_076(_WRITE_076)
 def test_writer_returns_chunk_paths_and_config(tmp_path: Any) -> None:
     w = BinaryWriter(str(tmp_path), chunk_size=2)
     assert w.get_chunk_filename() == "chunk-0-0.bin"
@@ -190,6 +199,7 @@ def test_writer_needs_exactly_one_limit(tmp_path: Any) -> None:
             litdata_writer.BinaryWriter(str(tmp_path), **kw)
 
 
+@xfail_076(_WRITE_076)
 def test_two_ranks_merge_like_litdata(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DATA_OPTIMIZER_NUM_WORKERS", "2")  # as optimize sets it (LitData's `filled` counts on it)
     outs = {}
@@ -227,6 +237,7 @@ def test_merge_gives_up_instead_of_hanging(tmp_path: Any) -> None:
         w.merge(num_workers=2, timeout=0.2)
 
 
+@xfail_076("needs reading 0.2.76 layouts: framed zstd (LDFZ01) chunks")
 def test_reader_reads_litdata_dataset_with_regions(tmp_path: Any) -> None:
     out = str(tmp_path / "lit")
     _write(litdata_writer.BinaryWriter, out, 20, chunk_size=6, compression="zstd")
@@ -301,6 +312,7 @@ def test_cache_write_then_read(tmp_path: Any, engine: str) -> None:
     assert [tuple(iv) for iv in cache.get_chunk_intervals()] == [(0, 0, 4, 4), (4, 4, 8, 8), (8, 8, 10, 10)]
 
 
+@xfail_076(_WRITE_076)
 def test_cache_files_match_litdata(tmp_path: Any) -> None:
     for name, cls in (("ours", Cache), ("lit", LitCache)):
         c = cls(str(tmp_path / name), chunk_bytes="2KB", compression="zstd")
@@ -331,6 +343,7 @@ def test_cache_rejects_remote_url_without_local_path() -> None:
         Cache("s3://bucket/x", chunk_size=3)
 
 
+@xfail_076(_WRITE_076)
 def test_jpeg_field_takes_other_pil_images_like_litdata(tmp_path: Any) -> None:
     """A jpeg field (set by a JPEG file's image) takes any later PIL image, re-encoded as JPEG; a leaf that is
     no image raises a TypeError whose message starts with LitData's sentence."""
@@ -344,7 +357,9 @@ def test_jpeg_field_takes_other_pil_images_like_litdata(tmp_path: Any) -> None:
         w = cls(out, chunk_bytes=2 << 12)
         w[0] = {"x": image.open(path), "y": 0}
         w[1] = {"x": plain, "y": 1}
-        with pytest.raises(TypeError, match="The provided item should be of type `JpegImageFile`. Found 2"):
+        # LitData 0.2.76 names the leaf wrapper it made of the value (a JsonLeaf), not the value
+        found = "" if name == "lit" and LITDATA_076 else "2"
+        with pytest.raises(TypeError, match=f"The provided item should be of type `JpegImageFile`. Found {found}"):
             w[2] = {"x": 2, "y": 1}
         w[2] = {"x": plain.convert("RGB"), "y": 2}
         w.done()

@@ -789,6 +789,11 @@ class StreamingDataset(Resumable, IterableDataset):
             "region_of_interest": [(int(a), int(b)) for _, a, b in self.regions],
         }
 
+    def _elastic_state(self, num_samples_yielded: int, num_workers: int, batch_size: Any) -> dict[str, Any]:
+        from streamscope.stream.newer_options import elastic_state
+
+        return elastic_state(self, num_samples_yielded, num_workers, batch_size)
+
     def _identity(self) -> dict[str, Any]:
         return {
             "input_dir_path": None if self.remote else self.input_dir,
