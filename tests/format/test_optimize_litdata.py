@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from streamscope.format import ChunkWriter, dumps_index, load_index
+from tests.support.litdata_version import xfail_076
 
 pytest.importorskip("litdata")
 pytestmark = pytest.mark.interop
@@ -34,6 +35,7 @@ def fn(i: int) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
+@xfail_076("needs 0.2.76 writing: chunk bytes and index are 0.2.76's (config keys, Arrow rows, framed zstd)")
 def test_optimize_output_is_byte_identical(tmp_path):
     script = tmp_path / "opt.py"
     script.write_text(SCRIPT)

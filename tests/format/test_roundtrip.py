@@ -26,6 +26,7 @@ from streamscope.format import (
 )
 from streamscope.format.serializers import key_for_format
 from tests.format.conftest import same
+from tests.support.litdata_version import xfail_076
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -181,6 +182,7 @@ def datasets(draw: Any) -> tuple[list[Any], dict[str, Any]]:
 
 
 @pytest.mark.interop
+@xfail_076("needs 0.2.76 writing: chunk bytes and index are 0.2.76's (config keys, Arrow rows, framed zstd)")
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(datasets())
 def test_writer_reader_round_trip_and_litdata_bytes(data: tuple[list[Any], dict[str, Any]]) -> None:

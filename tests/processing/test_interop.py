@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore:A newer ve
         (_fns.keep_even, {"chunk_size": 4}),
     ],
 )
+@xfail_076("needs 0.2.76 writing: chunk bytes and index are 0.2.76's (config keys, Arrow rows, framed zstd)")
 def test_chunks_byte_identical_to_litdata_one_worker(tmp_path, monkeypatch, fn, kwargs):
     # private LitData staging dirs: its default /tmp/chunks is shared with every other job on the host
     monkeypatch.setenv("DATA_OPTIMIZER_CACHE_FOLDER", str(tmp_path / "litdata-chunks"))
