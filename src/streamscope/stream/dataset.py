@@ -298,9 +298,16 @@ class StreamingDataset(Resumable, IterableDataset):
                     )
                 from streamscope.format.complete import complete_dataset, has_index_shards
 
-                if not has_index_shards(local):
+                # LitData 0.2.76 finishes such a folder itself: per-writer index files are merged, and a folder
+                # of Parquet files is indexed
+                if has_index_shards(local):
+                    complete_dataset(local)
+                elif self._parquet_pattern or any(n.endswith(".parquet") for n in os.listdir(local)):
+                    from streamscope.stream.parquet import index_parquet_dataset
+
+                    index_parquet_dataset(local)
+                else:
                     raise IndexNotFoundError(f"no dataset at {path!r}: it has no index.json (optimize() writes one)")
-                complete_dataset(local)  # per-writer index files and no index.json: merge them (LitData 0.2.76)
             return load_index(path)
         store = self._store()
         from streamscope._core.errors import ObjectNotFoundError
