@@ -185,7 +185,7 @@ def test_modality_numpy_leaf(tmp_path: Any) -> None:
 # decoding; its Tiff wrapper fails to read back in 0.2.76 itself: KeyError 'tiff').
 _TYPED_076 = {
     "Text": "needs reading 0.2.76 layouts: the 'text' leaf",
-    "File": "needs reading 0.2.76 layouts: the 'file' leaf",
+    "File": None,
     "Tensor": None,
     "Pil": None,
 }
@@ -224,11 +224,13 @@ def test_shuffle_item_shuffle_window(compress_dir: str, window: Any) -> None:
         loader = ld.StreamingDataLoader(train, batch_size=8, num_workers=0)
         order = [int(x) for batch in loader for x in batch[0]]
         again = list(ld.StreamingDataLoader(train, batch_size=8, shuffle=True, drop_last=True))
-        return sorted(order), len(order), order != sorted(order), len(again)
+        return len(set(order)), set(order) <= set(range(100)), order != sorted(order), len(again)
 
     a, b = both076(scenario)
-    same076(a, b)  # orders are engine-specific: the samples, counts and that it is shuffled are compared
-    assert b == (list(range(96)), 96, True, 12)
+    # orders, and so which 4 samples drop_last leaves out, are engine-specific: counts, distinct samples from
+    # the dataset, and that the order is shuffled are compared
+    same076(a, b)
+    assert b == (96, True, True, 12)
 
 
 def test_knobs_table(compress_dir: str, tmp_path: Any) -> None:
@@ -398,8 +400,14 @@ def test_compression_levels(tmp_path: Any, level: str | None) -> None:
         )
         return ld.StreamingDataset(out)[:]
 
-    a, b = both076(scenario)
-    same076(a, b)
+    # LitData 0.2.76 cannot read back its own README example (tuple samples, compression="zstd"): its index says
+    # compression_level "batch" but the chunk it wrote is not framed ("missing LDFZ01 magic")
+    broken_076 = LITDATA_076 and level is None
+    a, b = both076(scenario, errors_ok=broken_076)
+    if broken_076:
+        assert a == ("raised", "RuntimeError"), "LitData reads its README compression example now: compare again"
+    else:
+        same076(a, b)
     assert b == [(i, i**2) for i in range(100)]
 
 
@@ -409,10 +417,12 @@ def test_reads_litdata_076_default_zstd(tmp_path: Any) -> None:
     import litdata
 
     out = str(tmp_path / "my_optimized_dataset")
+    # numpy samples: framed chunks LitData reads back itself (see test_compression_levels for its tuples)
     litdata.optimize(
-        fn=compress, inputs=list(range(100)), output_dir=out, chunk_bytes="64MB", num_workers=1, compression="zstd"
+        fn=numpy_sample, inputs=list(range(30)), output_dir=out, chunk_bytes="64MB", num_workers=1, compression="zstd"
     )
-    assert streamscope.StreamingDataset(out)[:] == [(i, i**2) for i in range(100)]
+    want = plain(list(litdata.StreamingDataset(out)))
+    assert plain(list(streamscope.StreamingDataset(out))) == want
 
 
 # --- Profile, cache space, async prefetch, NUMA ----------------------------------------------------------
