@@ -20,6 +20,48 @@ setup() {
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[$extras]"
 }
 
+# ---- observability test components (issue 23; tests/support/{prometheus_server,grafana_schema,tmux_driver}.py) ----
+# The real Prometheus 2.42 + promtool and tmux from Debian, @grafana/schema + tsc from npm. Idempotent: each step
+# runs only when its component is missing. Without root or apt the tests that need them skip (and fail under CI=true).
+OBS_CACHE=.cache
+install_observability_tools() {
+    mkdir -p "$OBS_CACHE"
+    local missing=() log="$OBS_CACHE/apt-install.log"
+    { command -v prometheus && command -v promtool; } >/dev/null || missing+=(prometheus)
+    command -v tmux >/dev/null || missing+=(tmux)
+    if [ ${#missing[@]} -gt 0 ]; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+            # A service the package would start is not wanted (the tests start their own on free ports): where no
+            # policy-rc.d forbids it, forbid it for this install. Where one exists its "invoke-rc.d: policy-rc.d
+            # denied execution of start." is expected and harmless.
+            local own_policy=""
+            if [ ! -e /usr/sbin/policy-rc.d ]; then
+                printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && own_policy=1
+            fi
+            echo "installing ${missing[*]} with apt-get (log: $log)"
+            # A stale or empty package index fails the first try: update it once, then retry.
+            if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >"$log" 2>&1; then
+                DEBIAN_FRONTEND=noninteractive apt-get update -q >>"$log" 2>&1 || true
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$log" 2>&1 \
+                    || { tail -20 "$log" >&2; echo "warning: apt-get could not install ${missing[*]}" >&2; }
+            fi
+            if [ -n "$own_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
+        else
+            echo "warning: ${missing[*]} missing and not installable here (needs root and apt-get)" >&2
+        fi
+    fi
+    local gs="$OBS_CACHE/grafana-schema"
+    if [ ! -x "$gs/node_modules/.bin/tsc" ] || ! grep -q '"version": "11.6.0"' "$gs/node_modules/@grafana/schema/package.json" 2>/dev/null; then
+        if command -v npm >/dev/null; then
+            npm install --prefix "$gs" --no-audit --no-fund --loglevel=error "@grafana/schema@11.6.0" "typescript@5" >/dev/null \
+                || echo "warning: npm could not install @grafana/schema and typescript" >&2
+        else
+            echo "warning: npm missing: dashboards cannot be type-checked" >&2
+        fi
+    fi
+}
+# ---- end of observability test components ----
+
 case "${1:-}" in
     demo)
         shift
@@ -29,6 +71,7 @@ case "${1:-}" in
     test)
         shift
         setup "test"
+        install_observability_tools
         # The real LitData, for the interop tests. --no-deps: it declares an unpinned torchvision that would
         # replace torch 2.13.0 with a multi-GB build; its other requirements are in our test extras.
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "litdata==0.2.68"
@@ -40,6 +83,15 @@ case "${1:-}" in
                 --target "$LITDATA076" "litdata==0.2.76"
         fi
         export STREAMSCOPE_LITDATA076_DIR="$PWD/$LITDATA076"
+        # Azurite, the Azure Blob emulator of tests/support/azurite.py (npm; once, into .cache/azurite)
+        if [ ! -x .cache/azurite/node_modules/.bin/azurite-blob ]; then
+            if command -v npm >/dev/null; then
+                npm install --prefix .cache/azurite --no-audit --no-fund --loglevel=error "azurite@3.35.0" \
+                    || echo "run.sh: installing Azurite failed: the azure:// emulator tests cannot run" >&2
+            else
+                echo "run.sh: npm not found: the azure:// emulator tests cannot run" >&2
+            fi
+        fi
         "$VENV/bin/ruff" check .
         "$VENV/bin/lint-imports"
         status=0

@@ -32,6 +32,12 @@ from bench_tracer import make_dataset  # noqa: E402
 
 import streamscope as S  # noqa: E402
 from streamscope.events import recorder as R  # noqa: E402
+
+try:  # the batch processor and the run collector have modules of their own since the recorder's split
+    from streamscope.events import collect as C  # noqa: E402
+    from streamscope.events import processor as P  # noqa: E402
+except ImportError:
+    P = C = None  # type: ignore[assignment]
 from streamscope.trace import litracer as L  # noqa: E402
 
 _THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
@@ -42,12 +48,14 @@ STEPS: list[tuple[Any, str, str]] = [
     (R.Recorder, "_flush_locked", "flush_locked"),
     (R.Recorder, "_take", "take"),
     (R.Recorder, "_export_pieces", "export_pieces"),
+    (getattr(P, "BatchProcessor", None), "take", "take_buffer"),
     (L, "encode_pieces", "encode"),
     (L, "encode_bytes", "encode"),  # what the sink called before encode_pieces (older trees)
     (L, "_render_bulks", "render_bulks"),
     (L, "_ordered_pieces", "ordered_pieces"),
     (L, "_in_begin_order", "ordered_pieces"),  # older trees (it joined the pieces)
     (R.Recorder, "_repair_dead_workers", "repair"),
+    (getattr(C, "RunCollector", None), "repair", "collect"),
     (R.Recorder, "_publish", "publish"),
 ]
 
@@ -72,7 +80,7 @@ def _wrap(owner: Any, name: str, label: str, acc: dict[str, list[float]]) -> Non
 def run(data_dir: str, rounds: int, workers: int, level: str) -> dict[str, Any]:
     acc: dict[str, list[float]] = {}
     for owner, name, label in STEPS:
-        if hasattr(owner, name):
+        if owner is not None and hasattr(owner, name):
             _wrap(owner, name, label, acc)
     log = tempfile.mktemp(suffix=".log")
 

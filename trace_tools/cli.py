@@ -2,7 +2,8 @@
 
 Exit codes: 0 ok; 1 problems found in the log (``validate``), or the input had damaged lines / mixed runs
 (``convert``/``summary`` still write their output and say what was wrong); 2 usage or user errors (bad path,
-empty or non-trace log, unwritable output), reported on stderr without a traceback.
+empty or non-trace log, unwritable output, a missing optional package such as matplotlib for the plots),
+reported on stderr in one line, without a traceback.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from streamscope._core.errors import MissingDependencyError
 from streamscope.events import CATEGORIES
 from trace_tools.errors import TraceToolError
 from trace_tools.parse import ParseStats
@@ -106,6 +108,10 @@ def _plot_dir(log: str, out: str | None) -> str:
 def cmd_summary(a: argparse.Namespace) -> int:
     from trace_tools.summary import format_summary, summarize
 
+    if not a.no_plots:
+        from trace_tools.plots import require_matplotlib
+
+        require_matplotlib()  # before the work, not after the report
     plot_dir = None if a.no_plots else _plot_dir(a.log, a.output)
     s = summarize(a.log, with_timeline=not a.no_plots)
     print(format_summary(s, per_worker=not a.brief))
@@ -182,6 +188,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except TraceToolError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except MissingDependencyError as exc:  # an optional package: its one line, with the pip command
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as exc:  # a package that should be there and is not: the same, no traceback
+        print(f"error: {exc}: reinstall streamscope (pip install streamscope)", file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help
         return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE

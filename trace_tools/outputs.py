@@ -14,6 +14,7 @@ import math
 import os
 from typing import IO, Any
 
+from streamscope._core.optional import require
 from trace_tools.errors import TraceToolError
 from trace_tools.model import Lane, Point, Proc, Span
 
@@ -246,11 +247,10 @@ class PerfettoWriter:
     SEQ = 0x5353  # trusted_packet_sequence_id for every packet we write
 
     def __init__(self, out: IO[bytes]) -> None:
-        from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-        from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
-
-        self.pb = pb
-        self.builder = StreamingTraceProtoBuilder(out)
+        feature = "writing a native Perfetto trace (.pftrace)"
+        self.pb = require("perfetto.protos.perfetto.trace.perfetto_trace_pb2", feature)
+        proto_builder = require("perfetto.trace_builder.proto_builder", feature)
+        self.builder = proto_builder.StreamingTraceProtoBuilder(out)
         self.n = 0
         self._declared: set[int] = set()
         self._proc_versions: dict[int, int] = {}

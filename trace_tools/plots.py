@@ -8,7 +8,9 @@ never holds more than ``MAX_BINS`` numbers however long the run.
 from __future__ import annotations
 
 import math
+from typing import Any
 
+from streamscope._core.optional import require
 from trace_tools.stats import LogHist, fmt_us
 
 MAX_BINS = 1200
@@ -85,9 +87,17 @@ class Timeline:
         bins[i1] = bins.get(i1, 0.0) + (x1 - i1 * w)
 
 
-def _plt():  # type: ignore[no-untyped-def]
-    import matplotlib
+#: what needs matplotlib, in the error when it is missing
+PLOTS_FEATURE = "the PNG plots of `streamscope-trace summary` (--no-plots skips them)"
 
+
+def require_matplotlib() -> Any:
+    """``matplotlib``, or a MissingDependencyError naming the ``trace`` extra."""
+    return require("matplotlib", PLOTS_FEATURE, "trace")
+
+
+def _plt():  # type: ignore[no-untyped-def]
+    matplotlib = require_matplotlib()
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 

@@ -53,6 +53,9 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'streamscope' has no attribute {name!r}")
+    from streamscope.events.setup import configure_from_env
+
+    configure_from_env()  # a public entry point: tracing switched on by the environment starts here (once)
     try:
         value = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:

@@ -256,6 +256,7 @@ def test_litdata_environment_alone_switches_tracing_on(tmp_path):
     env.update(LITDATA_TRACE_LEVEL="chunk", LITDATA_LOG_FILE=str(log))
     code = (
         "from streamscope import events as ev\n"
+        "ev.configure_from_env()  # what streamscope's entry points do (importing events configures nothing)\n"
         "with ev.span('download', 'download', chunk=1): pass\n"
         "with ev.span('sample', 'sample', index=1): pass\n"
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 from tests.compat import _fns
 
@@ -27,7 +28,12 @@ KINDS = (
 
 def write(ld: object, out: str, kind: str) -> None:
     """Write dataset ``kind`` into ``out`` with the public API of ``ld`` (litdata or streamscope)."""
-    opt = ld.optimize  # type: ignore[attr-defined]
+
+    def opt(**kwargs: Any) -> None:
+        # each worker takes a contiguous range of the inputs: LitData 0.2.68's default, while 0.2.76's default
+        # shares one queue among the workers (which worker writes which sample then depends on timing)
+        ld.optimize(keep_data_ordered=True, **kwargs)  # type: ignore[attr-defined]
+
     if kind == "readme":
         opt(
             fn=_fns.random_images,

@@ -2,7 +2,9 @@
 
 Each engine writes in its own process (LitData's optimize starts workers with "spawn", so the functions live in
 an importable module, ``tests.compat._fns``). Compared: every file's bytes, and index.json except its
-``updated_at`` time stamp.
+``updated_at`` time stamp. streamscope writes the layout of the LitData it is compared with (the
+``write_format`` knob: "0.2.68" for LitData 0.2.68, its default "0.2.76" for 0.2.76), and LitData runs the
+same ``litdata`` this process would import.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 from typing import Any
 
 import pytest
@@ -26,6 +29,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 _AT_ONCE = 6
 
 
+def _litdata_path_and_layout() -> tuple[list[str], str]:
+    """The folder to put first on LitData's PYTHONPATH (none for the venv's own), and its layout."""
+    import litdata
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(litdata.__file__)))
+    site = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    version = tuple(int(p) for p in litdata.__version__.split(".")[:3])
+    return ([] if here in site else [here]), ("0.2.76" if version >= (0, 2, 76) else "0.2.68")
+
+
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], str]:
     """Every kind written by both engines, all processes at once (LitData's optimize is slow to start)."""
@@ -35,12 +48,16 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], s
     # At most a few writers at a time (each is a torch process with its own optimize workers: 22 at once
     # exhausted memory on a shared 2-core machine), each in its own session so its whole tree can be killed.
     result = {}
+    litdata_path, layout = _litdata_path_and_layout()
     for start in range(0, len(jobs), _AT_ONCE):
         procs = {}
         for eng, kind in jobs[start : start + _AT_ONCE]:
             env = dict(os.environ)
             # LitData runs without our sources on the path (only the tests package); streamscope with them
-            env["PYTHONPATH"] = ROOT if eng == "litdata" else os.pathsep.join([os.path.join(ROOT, "src"), ROOT])
+            env["PYTHONPATH"] = os.pathsep.join(
+                [*litdata_path, ROOT] if eng == "litdata" else [os.path.join(ROOT, "src"), ROOT]
+            )
+            env["STREAMSCOPE_WRITE_FORMAT"] = layout
             env["LITDATA_DISABLE_VERSION_CHECK"] = "1"
             env["DATA_OPTIMIZER_CACHE_FOLDER"] = os.path.join(tmp, f"stage-{eng}-{kind}")
             env["DATA_OPTIMIZER_DATA_CACHE_FOLDER"] = os.path.join(tmp, f"dstage-{eng}-{kind}")

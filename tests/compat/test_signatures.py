@@ -110,9 +110,16 @@ def _ours(name: str) -> Any:
     return getattr(streamscope, name)
 
 
+# LitData 0.2.76 inserted these after `compression` (optimize, BinaryWriter, Cache, DataChunkRecipe); streamscope
+# has them in that place, which a call written for LitData 0.2.68 (keywords after `compression`) binds the same
+NEW_IN_076 = ("compression_level", "compression_batch_size")
+
+
 def _differences(where: str, theirs: Callable[..., Any], ours: Callable[..., Any]) -> list[str]:
     a = list(inspect.signature(theirs).parameters.values())
     b = list(inspect.signature(ours).parameters.values())
+    lit_names = {p.name for p in a}
+    b = [p for p in b if p.name not in NEW_IN_076 or p.name in lit_names]
     kw_only = inspect.Parameter.KEYWORD_ONLY
     b_kw = {q.name: q for q in b if q.kind is kw_only}
     a_pos, b_pos = [p for p in a if p.kind is not kw_only], [q for q in b if q.kind is not kw_only]

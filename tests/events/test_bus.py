@@ -103,7 +103,11 @@ def test_bad_environment_does_not_break_import(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
     env["STREAMSCOPE_TRACE_LEVEL"] = "loud"
     r = subprocess.run(
-        [sys.executable, "-c", "from streamscope import events as ev; print(sorted(ev.ACTIVE))"],
+        [
+            sys.executable,
+            "-c",
+            "from streamscope import events as ev; ev.configure_from_env(); print(sorted(ev.ACTIVE))",
+        ],
         env=env,
         capture_output=True,
         text=True,

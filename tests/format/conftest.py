@@ -36,3 +36,6 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, float) and a != a:
         return b != b
     return bool(a == b)
+
+
+from tests.support.ld076_fixtures import ld076, ld076_data  # noqa: E402, F401 (fixtures)

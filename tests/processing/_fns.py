@@ -129,3 +129,23 @@ class Numbers(DataChunkRecipe):
 class NotAList(DataChunkRecipe):
     def prepare_structure(self, input_dir: str | None) -> Any:
         return range(3)
+
+
+def kill_rows_on_flag(i: int) -> Iterator[dict[str, Any]]:
+    """``kill_on_flag`` with JSON-like rows (LitData 0.2.76: Arrow rows, counted by their payload then by the bytes
+    per row), a list of varying length and a field that is None on most rows."""
+    for sample in kill_on_flag(i):
+        yield {
+            "i": sample["i"],
+            "k": sample["k"],
+            "s": "x" * (i % 13),
+            "note": None if i % 5 else f"n{i}",
+            "tags": [f"t{i}"] * (i % 3),
+        }
+
+
+class Arrays(Numbers):
+    """``Numbers`` whose samples hold an array (classic chunks in LitData 0.2.76's layout, not Arrow rows)."""
+
+    def prepare_item(self, item: int) -> dict[str, Any]:  # type: ignore[override]
+        return {"a": np.full(3, item, dtype=np.int64), "i": item}

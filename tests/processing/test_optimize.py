@@ -11,6 +11,7 @@ import pytest
 from streamscope import events as ev
 from streamscope.processing import optimize
 from tests.processing import _fns
+from tests.processing._read import read_samples
 from tests.processing.conftest import read_dataset, visible_files
 
 litdata = pytest.importorskip("litdata")
@@ -111,13 +112,19 @@ def test_fast_dev_run_keeps_each_workers_first_inputs(tmp_path):
     assert sorted(s["i"] for s in _read_all(unordered)) == [0, 2, 4]
 
 
-def test_zstd_compression_reads_back(tmp_path):
+@pytest.mark.parametrize("layout", ["0.2.68", "0.2.76"])
+def test_zstd_compression_reads_back(tmp_path, monkeypatch, layout):
+    monkeypatch.setenv("STREAMSCOPE_WRITE_FORMAT", layout)
     out = str(tmp_path / "ds")
     optimize(_fns.image_sample, list(range(30)), out, chunk_size=8, compression="zstd:3", num_workers=2, verbose=False)
     index, chunks = read_dataset(out)
-    assert all(name.endswith(".zstd:3.bin") for name in chunks)
     assert index["config"]["compression"] == "zstd:3"
-    assert [s["id"] for s in _read_all(out)] == [f"s{i:05d}" for i in range(30)]
+    if layout == "0.2.68":  # whole files
+        assert all(name.endswith(".zstd:3.bin") for name in chunks)
+    else:  # frames of 256 samples inside .bin files
+        assert all(name.endswith(".bin") and data.startswith(b"LDFZ01\0\0") for name, data in chunks.items())
+        assert index["config"]["compression_level"] == "batch"
+    assert [s["id"] for s in read_samples(out)] == [f"s{i:05d}" for i in range(30)]
 
 
 def test_spawn_start_method(tmp_path):

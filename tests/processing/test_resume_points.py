@@ -16,7 +16,7 @@ from streamscope.processing.worker import Resume, WorkerJob
 from tests.processing import _fns
 
 
-def _job(out: str, staging: str, fn, n: int, chunk_size: int, resume: Resume | None = None) -> WorkerJob:
+def _job(out: str, staging: str, fn, n: int, limit: dict, layout: str, resume: Resume | None = None) -> WorkerJob:
     return WorkerJob(
         kind="optimize",
         worker=0,
@@ -27,7 +27,14 @@ def _job(out: str, staging: str, fn, n: int, chunk_size: int, resume: Resume | N
         output_dir=out,
         storage_options={},
         staging_dir=staging,
-        writer_kwargs={"chunk_size": chunk_size, "chunk_bytes": None, "compression": None, "item_loader": None},
+        writer_kwargs={
+            "chunk_size": None,
+            "chunk_bytes": None,
+            **limit,
+            "compression": None,
+            "item_loader": None,
+            "write_format": layout,
+        },
         use_checkpoint=True,
         resume=resume or Resume(),
         parent_pid=os.getppid(),  # run in this process: its "main process" is our parent
@@ -45,14 +52,22 @@ def _files(path: str) -> dict[str, bytes]:
 
 @pytest.mark.slow
 @settings(max_examples=20, deadline=None)
-@given(st.lists(st.integers(0, 4), min_size=1, max_size=30), st.integers(1, 6))
-def test_resume_from_every_checkpoint(counts, chunk_size):
+@given(
+    st.lists(st.integers(0, 4), min_size=1, max_size=30),
+    st.one_of(
+        st.integers(1, 6).map(lambda n: {"chunk_size": n}), st.integers(10, 120).map(lambda n: {"chunk_bytes": n})
+    ),
+    st.sampled_from(["0.2.68", "0.2.76"]),
+)
+def test_resume_from_every_checkpoint(counts, limit, layout):
+    """In LitData 0.2.76's layout the samples are Arrow rows, counted by their payload and then by the bytes per
+    row of the chunks before: the resumed writer must carry that (and the fused schema) over."""
     fn = functools.partial(_fns.counted, counts)
     root = tempfile.mkdtemp(prefix="resume-points-")
     records: list[dict] = []
     real_save = worker_mod._save_checkpoint
 
-    def recording_save(store, rank, chunks, config, inputs_done, skip, next_chunk, finished):
+    def recording_save(store, rank, chunks, config, inputs_done, skip, next_chunk, finished, writer_state=None):
         records.append(
             {
                 "chunks": list(chunks),
@@ -61,16 +76,17 @@ def test_resume_from_every_checkpoint(counts, chunk_size):
                 "skip_samples": skip,
                 "next_chunk_index": next_chunk,
                 "finished": finished,
+                "writer_state": writer_state,
             }
         )
-        real_save(store, rank, chunks, config, inputs_done, skip, next_chunk, finished)
+        real_save(store, rank, chunks, config, inputs_done, skip, next_chunk, finished, writer_state)
 
     try:
         ref, staging = os.path.join(root, "ref"), os.path.join(root, "staging")
         os.makedirs(staging)
         worker_mod._save_checkpoint = recording_save
         try:
-            ref_chunks, ref_config = worker_mod._run_optimize(_job(ref, staging, fn, len(counts), chunk_size), [0])
+            ref_chunks, ref_config = worker_mod._run_optimize(_job(ref, staging, fn, len(counts), limit, layout), [0])
         finally:
             worker_mod._save_checkpoint = real_save
         ref_files = _files(ref) if os.path.isdir(ref) else {}
@@ -81,7 +97,7 @@ def test_resume_from_every_checkpoint(counts, chunk_size):
             for c in rec["chunks"]:  # what a killed run left behind: the chunks its checkpoint lists
                 shutil.copy(os.path.join(ref, c["filename"]), os.path.join(out, c["filename"]))
             chunks, config = worker_mod._run_optimize(
-                _job(out, staging, fn, len(counts), chunk_size, Resume.from_record(rec)), [0]
+                _job(out, staging, fn, len(counts), limit, layout, Resume.from_record(rec)), [0]
             )
             assert chunks == ref_chunks
             assert config == ref_config

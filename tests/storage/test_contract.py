@@ -51,6 +51,27 @@ def _s3_https_boto3(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
     return store
 
 
+def _gcs(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+    ep = request.getfixturevalue("gcs_server")
+    store = open_store(ep.url("root/dir"), ep.storage_options())
+    assert store.backend_name == "google-cloud-storage"
+    return store
+
+
+def _azure_obstore(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+    ep = request.getfixturevalue("azurite_server")
+    store = open_store(ep.url("root"), ep.storage_options(backend="obstore"))
+    assert store.backend_name == "obstore"
+    return store
+
+
+def _azure_blob(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+    ep = request.getfixturevalue("azurite_server")
+    store = open_store(ep.url("root/dir"), ep.storage_options())  # "auto" outside DataLoader workers
+    assert store.backend_name == "azure-storage-blob"
+    return store
+
+
 BACKENDS: dict[str, Callable[..., ObjectStore]] = {
     "local": _local,
     "local-cached": _local_cached,
@@ -58,6 +79,9 @@ BACKENDS: dict[str, Callable[..., ObjectStore]] = {
     "s3-boto3-http": _s3_boto3,
     "s3-obstore-https": _s3_https_obstore,
     "s3-boto3-https": _s3_https_boto3,
+    "gs-google": _gcs,
+    "azure-obstore": _azure_obstore,
+    "azure-blob": _azure_blob,
 }
 
 
@@ -204,10 +228,10 @@ def test_walk_matches_list(store: ObjectStore, request: pytest.FixtureRequest) -
     for k in ("w/1", "w/2/3", "x"):
         store.put(k, b"1")
     opts = {}
-    if "s3" in request.node.callspec.params["store"]:
-        ep = request.getfixturevalue(
-            "s3_https_server" if "https" in request.node.callspec.params["store"] else "s3_server"
-        )
+    param = request.node.callspec.params["store"]
+    if param.startswith(("s3", "gs", "azure")):
+        fixture = {"gs": "gcs_server", "azure": "azurite_server"}.get(param.split("-")[0], "s3_server")
+        ep = request.getfixturevalue("s3_https_server" if "https" in param else fixture)
         opts = ep.storage_options()
     assert [m.key for m in walk(store.url, opts)] == [m.key for m in store.list()] == ["w/1", "w/2/3", "x"]
     assert [m.key for m in walk(store.url, opts, prefix="w/")] == ["w/1", "w/2/3"]

@@ -101,3 +101,42 @@ def test_explicit_keys_do_not_mix_with_environment_credentials(monkeypatch) -> N
     assert (explicit.access_key, explicit.secret_key, explicit.token) == ("AKIAEXPLICIT", "explicit", None)
     from_env = s3.S3Options({}, "s3://b")
     assert (from_env.access_key, from_env.secret_key, from_env.token) == ("AKIAENVIRONMENT", "env-secret", "env-token")
+
+
+def test_missing_emulator_skips_loudly_and_fails_under_ci(monkeypatch, tmp_path) -> None:
+    from tests.support import azurite, gcsserver
+    from tests.support.components import in_ci
+    from tests.support.servers import emulator_unavailable
+
+    if in_ci():  # ./run.sh test installs both: CI runs the gs:// and azure:// server tests, never skips them
+        assert gcsserver.available() is None and azurite.available() is None
+    monkeypatch.setenv("STREAMSCOPE_AZURITE", str(tmp_path / "no-azurite"))
+    assert "azurite-blob is not installed" in str(azurite.available())
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.warns(UserWarning, match="SKIPPING the Azurite tests"), pytest.raises(pytest.skip.Exception):
+        emulator_unavailable("Azurite", "not installed")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must run the Azurite tests"):
+        emulator_unavailable("Azurite", "not installed")
+
+
+def test_emulator_process_stops() -> None:
+    """An emulator process is gone after ``stop`` (the GCS one: 0.3 s to start; Azurite's takes seconds)."""
+    import urllib.request
+
+    from tests.support import gcsserver
+    from tests.support.servers import emulator_unavailable
+
+    if gcsserver.available() is not None:
+        emulator_unavailable("GCS emulator", str(gcsserver.available()))
+    with gcsserver.GCSServer() as g:
+        g.endpoint(g.new_bucket()).put("k", b"v")
+        base = g.base_url
+        pid = g._proc.proc.pid if g._proc is not None else None
+    assert pid is not None
+    with pytest.raises(OSError):
+        urllib.request.urlopen(base + "/", timeout=2)
+    with pytest.raises(ProcessLookupError):
+        import os
+
+        os.kill(pid, 0)

@@ -165,32 +165,6 @@ def test_grouped_delivers_every_batch_and_marks_only_a_final_group_sent_after_th
         assert seen[-1] == (True, True)  # the announced count: the final group always waits for the end
 
 
-def test_a_worker_share_parcel_rides_with_the_last_group_else_comes_alone(monkeypatch):
-    from streamscope.stream import batching
-
-    monkeypatch.setattr(batching, "_hand_over", lambda mode: "PARCEL")
-    last = Group([(2, "c")])
-    last.last = True
-    items = list(batching.worker_share(iter([Group([(0, "a"), (1, "b")]), last]), {"parcel": True}))
-    assert items == [[(0, "a"), (1, "b")], [(2, "c")]] and items[1].parcel == "PARCEL" and items[0].parcel is None
-    assert Reorder(0).add(items[1]) == "PARCEL" and items[1].parcel is None  # the loop takes it once
-    # no group marked last (e.g. batches sent one by one): the parcel is an item of its own, after the last one
-    assert list(batching.worker_share(iter([(0, "a"), (1, "b")]), {"parcel": True})) == [(0, "a"), (1, "b"), "PARCEL"]
-    assert list(batching.worker_share(iter([Group([(0, "a")])]), {"parcel": True}))[-1] == "PARCEL"
-    # without parcels nothing is attached and nothing added
-    assert list(batching.worker_share(iter([last]), {})) == [[(2, "c")]] and last.parcel is None
-
-
-def test_an_abandoned_worker_share_closes_its_batch_generator_first(monkeypatch):
-    from streamscope.stream import batching
-
-    log: list[str] = []
-    share = batching.worker_share(_counted(5, log), {})
-    assert next(share)[0] == 0
-    share.close()  # the loop left early
-    assert log == ["ended"]
-
-
 class _FreezeLog:
     """Stands for the ``gc`` module in batching: notes each ``freeze`` by pid in a file (O_APPEND, one line)."""
 

@@ -13,7 +13,7 @@ import pytest
 from streamscope import events as ev
 from streamscope.api.tracing import enable_tracer, flush_tracer
 from streamscope.events.bus import Bulk
-from streamscope.events.sinks import spool_path
+from streamscope.events.handover import spool_path
 from streamscope.stream.combined import CombinedStreamingDataset
 from streamscope.stream.dataloader import StreamingDataLoader
 from streamscope.stream.dataset import StreamingDataset
@@ -270,7 +270,7 @@ def test_workers_hand_over_their_metrics_and_write_no_snapshot(tmp_path, monkeyp
 def test_a_newer_file_supersedes_the_handed_snapshot_and_a_reused_pid_is_a_new_process(tmp_path):
     """The recorder keeps one snapshot per process: the newest of its file and the one its parcel brought; a
     file of another process with the same pid (a later start) does not replace the older one's numbers."""
-    from streamscope.events.metrics import write_snapshot
+    from streamscope.events.snapshots import write_snapshot
 
     enable_tracer("chunk", log_file=str(tmp_path / "t.log"))
     d = ev.RECORDER.metrics_dir

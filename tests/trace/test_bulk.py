@@ -18,8 +18,9 @@ from streamscope import events as ev
 from streamscope.events import EventBatch
 from streamscope.events.bus import BULK, STATE, Bulk, expand, record_bulk
 from streamscope.events.metrics import Aggregator
-from streamscope.trace import litracer
-from streamscope.trace.litracer import LitracerFileSink, _bulk_lines, _bulk_ts, _render_bulks, encode, encode_pieces
+from streamscope.trace import files
+from streamscope.trace.exporters import LitracerFileSink
+from streamscope.trace.litracer import _bulk_lines, _bulk_ts, _render_bulks, encode, encode_pieces
 from tests.support.litracer_parser import LitracerParser, check_line, check_log
 from tests.support.tracing import clean_tracer  # noqa: F401
 
@@ -238,16 +239,16 @@ def test_the_file_sink_writes_exactly_the_encoded_lines(mine, theirs, how):
     batch = EventBatch(mine + theirs, OFF, dict(ENV), {43: dict(ENV, worker_rank=0)})
     expected = encode(batch).encode()
     with tempfile.TemporaryDirectory() as d:
-        saved = litracer._MAX_WRITE, litracer._WRITEV
-        litracer._MAX_WRITE = how[0]
-        litracer._WRITEV = litracer._WRITEV if how[1] else None
+        saved = files._MAX_WRITE, files._WRITEV
+        files._MAX_WRITE = how[0]
+        files._WRITEV = files._WRITEV if how[1] else None
         try:
             sink = LitracerFileSink(os.path.join(d, "t.log"))
             sink.export(batch)
             sink.export(batch)
             sink.shutdown()
         finally:
-            litracer._MAX_WRITE, litracer._WRITEV = saved
+            files._MAX_WRITE, files._WRITEV = saved
         with open(os.path.join(d, "t.log"), "rb") as f:
             assert f.read() == expected * 2
     assert sink.written_bytes == 2 * len(expected) and sink.dropped_events == 0
@@ -332,7 +333,7 @@ def test_short_write_at_any_byte_counts_exactly_the_lines_parsers_read(tmp_path)
     data = encode(_batch([(BULK, "sample", "sample", 5, 1, 2, b)])).encode()
     for pos in range(len(data) + 1):
         sink = LitracerFileSink(str(tmp_path / "x.log"))
-        sink._lost(data, pos, 3)
+        sink.file._lost(data, pos, 3)  # the transport counts what a cut left readable
         # where the cut line cannot be removed (another writer appended since), one cut after its ph
         # value reads as a whole event and counts as written; one cut inside "ph: " counts as lost
         lines = [LitracerParser().parse_line(ln) for ln in data[:pos].decode().split("\n")]

@@ -14,14 +14,9 @@ from hypothesis import strategies as st
 
 from streamscope._core.errors import TraceConfigError
 from streamscope.events import EventBatch
-from streamscope.trace.litracer import (
-    MAX_VALUE_CHARS,
-    LitracerFileSink,
-    encode,
-    open_log,
-    sanitize_key,
-    sanitize_value,
-)
+from streamscope.trace.exporters import LitracerFileSink
+from streamscope.trace.files import open_log
+from streamscope.trace.litracer import MAX_VALUE_CHARS, encode, sanitize_key, sanitize_value
 from tests.support.litracer_parser import LitracerParser, ParseError, check_line, check_log
 
 ENV = {"dist_world_size": 1, "dist_global_rank": 0, "dist_num_nodes": 1, "worker_world_size": 2, "worker_rank": 1}

@@ -189,3 +189,22 @@ def test_console_script(tmp_path):
         pytest.skip("streamscope-trace is not installed in this environment")
     r = subprocess.run([script, "validate", "-q", GOOD], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.startswith("OK ")
+
+
+@pytest.mark.parametrize(
+    "hidden, argv, hint",
+    [
+        ("matplotlib", ["summary", GOOD, "-o", "{tmp}/png"], 'pip install "streamscope[trace]"'),
+        ("perfetto", ["convert", GOOD, "-o", "{tmp}/t.pftrace"], "pip install perfetto"),
+    ],
+)
+def test_a_missing_optional_package_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, hidden, argv, hint):
+    for name in [m for m in sys.modules if m == hidden or m.startswith(hidden + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, hidden, None)  # import -> ModuleNotFoundError
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    out = capsys.readouterr()
+    assert out.err.count("\n") == 1 and out.err.startswith("error: ") and hint in out.err, out.err
+    assert "Traceback" not in out.err
+    assert "stall" not in out.out  # refused before the work (summary prints no report first)
+    assert not (tmp_path / "t.pftrace").exists() and not (tmp_path / "png").exists()  # nothing half-written

@@ -30,6 +30,11 @@ class ConfigError(StreamscopeError, ValueError):
     """A knob, argument or environment variable has a value streamscope cannot use."""
 
 
+class MissingDependencyError(StreamscopeError, ModuleNotFoundError):
+    """A feature needs an optional package that is not installed; the message names the extra that installs it
+    (see :mod:`streamscope._core.optional`). Also a ``ModuleNotFoundError``, so ``except ImportError`` works."""
+
+
 # --- format ---------------------------------------------------------------------------------------
 
 

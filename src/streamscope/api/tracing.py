@@ -11,6 +11,10 @@ raises ``ValueError`` (:class:`~streamscope._core.errors.TraceConfigError`), an 
 * ``STREAMSCOPE_METRICS_DIR`` and ``STREAMSCOPE_TRACE_CLOCK_ANCHOR`` (set by the recorder) give the run one
   metrics directory and one time axis.
 
+Importing this module configures the process from the environment (once, see
+:func:`streamscope.events.configure_from_env`): a spawned process that uses the tracing API picks up what its
+parent switched on. ``streamscope.events`` itself configures nothing when imported.
+
 Metrics: whatever is traced is also aggregated. ``enable_metrics(level)`` aggregates categories without
 writing a log (cost: the recorder's buffer append per event plus a ~1 s flusher tick per process). With
 neither switched on nothing is recorded and ``metrics()`` is empty.
@@ -30,11 +34,13 @@ from streamscope._core import config
 from streamscope._core.errors import TraceConfigError
 from streamscope._core.procs import pid_alive
 from streamscope.events import vocab
-from streamscope.events.metrics import MetricsSnapshot, read_snapshots
+from streamscope.events.snapshots import MetricsSnapshot, read_snapshots
 from streamscope.trace import LITRACER_SINK
-from streamscope.trace.litracer import open_log
+from streamscope.trace.files import open_log
 
 __all__ = ["enable_metrics", "enable_tracer", "flush_tracer", "metrics"]
+
+ev.configure_from_env()  # the public switch: a spawned child that imports it traces as its parent does
 
 
 def enable_tracer(

@@ -27,9 +27,12 @@ from filelock import Timeout as FileLockTimeout
 
 from streamscope import events as ev
 from streamscope._core import config
-from streamscope._core.errors import ChunkDownloadError, ChunkWaitTimeoutError
+from streamscope._core.errors import ChunkDownloadError, ChunkWaitTimeoutError, FormatError
 from streamscope._core.protocols import ObjectStore
 from streamscope.cache.leases import LEASE_MARK, LeaseTable, live_lease_owners
+from streamscope.events import attribution
+from streamscope.events.instruments import add as add_value
+from streamscope.events.registry import M
 from streamscope.storage import redact_url
 
 
@@ -57,6 +60,7 @@ class ChunkCache:
         compression: the index's compression name, or None.
         max_cache_size: byte budget of ``cache_dir``.
         leases: this process's lease table (one per process; shared by all caches of the process).
+        config: the index ``config`` (its ``compression_level`` tells LitData 0.2.76's per-sample zstd apart).
     """
 
     def __init__(
@@ -67,6 +71,7 @@ class ChunkCache:
         compression: str | None,
         max_cache_size: int,
         leases: LeaseTable | None = None,
+        config: dict[str, Any] | None = None,
     ) -> None:
         self.store = store
         self.cache_dir = cache_dir
@@ -74,6 +79,7 @@ class ChunkCache:
         self.compression = compression
         self.max_cache_size = int(max_cache_size)
         self.leases = leases if leases is not None else LeaseTable()
+        self.config = {"compression": compression, **(config or {})}
         self._names = {decompressed_name(c["filename"], compression) for c in self.chunks}
         self._stream_store: tuple[int, ObjectStore] | None = None
         os.makedirs(cache_dir, exist_ok=True)
@@ -131,17 +137,21 @@ class ChunkCache:
 
     def _ensure(self, index: int, path: str, store: ObjectStore | None = None) -> None:
         if os.path.exists(path):
+            add_value(M.CACHE_HITS)
             return
         timeout = float(config.get("chunk_wait_timeout"))
         lock = FileLock(path + ".lock")
         start = time.monotonic()
         try:
-            lock.acquire(timeout=timeout)
+            with attribution.stage(attribution.DOWNLOAD):  # another process may be downloading it: this waits
+                lock.acquire(timeout=timeout)
         except FileLockTimeout:
             raise ChunkWaitTimeoutError(path, time.monotonic() - start) from None
         try:
             if os.path.exists(path):
+                add_value(M.CACHE_HITS)  # fetched by another process while this one waited
                 return
+            add_value(M.CACHE_MISSES)
             self._fetch(index, path, store or self.store)
         finally:
             lock.release()
@@ -155,17 +165,20 @@ class ChunkCache:
         url = redact_url(f"{store.url.rstrip('/')}/{key}")
         try:
             if self.compression:
-                from streamscope.format.chunk import decompress_file
+                # zstd of any layout (whole-file, or LitData 0.2.76's framed / per-sample) becomes a classic chunk
+                # once, here: readers then map it in place like any other chunk
+                from streamscope.format.v076 import prepare_chunk_file
 
                 src = store.local_path(key)
                 downloaded = None
                 if src is None:
-                    downloaded = os.path.join(self.cache_dir, key)
+                    # a framed chunk keeps its name when inflated: download under a private name
+                    downloaded = f"{path}.download.{os.getpid()}"
                     with ev.span("download", "download", chunk=index, url=url) as f:
                         f["bytes"] = store.download_file(key, downloaded)
                     src = downloaded
                 try:
-                    decompress_file(src, path, self.compression)  # traced by the format layer (`decompress`)
+                    prepare_chunk_file(src, path, self.config, move=downloaded is not None)  # `decompress` span
                 finally:
                     if downloaded is not None:
                         with contextlib.suppress(FileNotFoundError):
@@ -175,6 +188,15 @@ class ChunkCache:
                     f["bytes"] = store.download_file(key, path)
         except (ChunkDownloadError, ChunkWaitTimeoutError):
             raise
+        except FormatError as exc:  # a damaged chunk: the format layer's message names the file and the offset
+            ev.instant("crash", "crash", chunk=index, url=url, error=repr(exc))
+            if url in str(exc):
+                raise
+            try:  # a downloaded copy was read: name where it came from
+                named = type(exc)(f"{exc} (chunk {index} of {url})")
+            except Exception:  # noqa: BLE001 (an error class with other arguments goes through as it is)
+                raise exc from None
+            raise named from exc
         except Exception as exc:
             ev.instant("crash", "crash", chunk=index, url=url, error=repr(exc))
             raise ChunkDownloadError(f"could not fetch chunk {index} from {url} into {path}: {exc}") from exc

@@ -21,6 +21,7 @@ from streamscope import events as ev
 from streamscope._core import config
 from streamscope._core.errors import ChunkWaitTimeoutError
 from streamscope.cache.chunk_cache import ChunkCache
+from streamscope.events.registry import M
 
 
 def live_depth(default: int) -> int:
@@ -58,6 +59,7 @@ class Prefetcher:
         self._closed = False
         self._active = 0  # fetches under way
         self._threads: list[threading.Thread] = []
+        ev.observe(self._observe)
         with self._cond:
             self._grow()
 
@@ -136,6 +138,12 @@ class Prefetcher:
                     )
                 self._cond.wait(timeout=left)
             return self._ready[pos]
+
+    def _observe(self) -> list[tuple[ev.Metric, dict[str, object], float]]:
+        """Its metrics now (``events.observe``: read at its process's flushes, never on the reader's path)."""
+        if self._closed:
+            return []
+        return [(M.PREFETCH_DEPTH, {}, len(self._ready) + self._active), (M.DOWNLOAD_IN_FLIGHT, {}, self._active)]
 
     def release(self, pos: int) -> None:
         """The reader is done with schedule position ``pos``: drop its lease (eviction may follow)."""

@@ -38,7 +38,9 @@ Contract for call sites (stable; the recorder and sinks behind it may change):
 
 Field values should be ints, floats, bools or short strings; URLs must already have credentials removed.
 See :mod:`streamscope.events.vocab` for categories, levels and field names, :mod:`.recorder` for the
-flusher, fork and exit behaviour, :mod:`.sinks` for the plugin mechanism and :mod:`.metrics` for metrics.
+flusher, fork and exit behaviour, :mod:`.exporters` for the plugin mechanism, :mod:`.metrics` for metrics and
+:mod:`.setup` for configuration: importing this package configures nothing (no environment read, no hook, no
+thread, no file); ``configure(...)`` or ``configure_from_env()`` does.
 
 Cost: an inactive category costs the membership test; an active one appends a tuple to a bounded deque
 (a full buffer drops and counts). Encoding and I/O happen on the flusher thread.
@@ -53,7 +55,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from streamscope.events import sinks, vocab
+from streamscope.events import context, handover, registry, vocab
+from streamscope.events.attribution import STAGED, staged_span
 from streamscope.events.bus import (
     ACTIVE,
     BUF,
@@ -76,9 +79,16 @@ from streamscope.events.bus import (
     record_bulk,
     take,
 )
-from streamscope.events.metrics import MetricsSnapshot, SpanStats
-from streamscope.events.recorder import RECORDER, configure_from_env
-from streamscope.events.sinks import EventBatch, Parcel, Sink, SinkFactory, take_spool
+from streamscope.events.exporters import FLUSH_TIMEOUT_MILLIS, EventBatch, Exporter, ExportResult, Sink, SinkFactory
+from streamscope.events.handover import Parcel, take_spool
+from streamscope.events.instruments import add as add_value
+from streamscope.events.instruments import observe
+from streamscope.events.metrics import SpanStats
+from streamscope.events.recorder import RECORDER
+from streamscope.events.registry import METRICS, M, Metric
+from streamscope.events.setup import configure_from_env
+from streamscope.events.snapshots import MetricsSnapshot
+from streamscope.events.view import MetricsView, build, node_rank
 from streamscope.events.vocab import CATEGORIES, CNAMES, LEVELS
 
 __all__ = [
@@ -88,9 +98,15 @@ __all__ = [
     "COMPACT",
     "CNAMES",
     "LEVELS",
+    "M",
+    "METRICS",
+    "Metric",
+    "MetricsView",
     "Event",
     "Bulk",
     "EventBatch",
+    "Exporter",
+    "ExportResult",
     "MetricsSnapshot",
     "Parcel",
     "Sink",
@@ -103,6 +119,7 @@ __all__ = [
     "bulk",
     "each",
     "configure",
+    "configure_from_env",
     "counter",
     "crash",
     "drain",
@@ -111,9 +128,14 @@ __all__ = [
     "enabled",
     "expand",
     "flush",
+    "force_flush",
     "hand_over",
     "instant",
     "metrics_snapshot",
+    "metrics_view",
+    "observe",
+    "add_value",
+    "registry",
     "now",
     "remove_sink",
     "shutdown",
@@ -135,6 +157,8 @@ def span(name: str, cat: str, **fields: Any) -> Span | Any:
     """
     if cat not in ACTIVE:
         return NULL_SPAN
+    if cat in STAGED:  # this process attributes the loop's wait (metrics on): the span moves its stage clock
+        return staged_span(name, cat, fields, cat in COMPACT)
     if cat in COMPACT:
         return CompleteSpan(name, cat, fields)
     return Span(name, cat, fields)
@@ -289,10 +313,13 @@ def emit(ph: str, name: str, cat: str, **fields: Any) -> None:
         record(ph, name, cat, fields)
 
 
-def crash(exc: BaseException, name: str = "crash", **fields: Any) -> None:
-    """Record a ``crash`` instant with the exception class and message; the traceback goes to stderr."""
+def crash(exc: BaseException, name: str = "crash", *, stderr: bool = True, **fields: Any) -> None:
+    """Record a ``crash`` instant with the exception class and message; the traceback goes to stderr unless
+    ``stderr`` is False (a DataLoader worker's error is printed by the main process that re-raises it)."""
     if "crash" in ACTIVE:
         record("I", name, "crash", {**fields, "exception": type(exc).__name__, "error": f"{type(exc).__name__}: {exc}"})
+    if not stderr:
+        return
     try:
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     except Exception:
@@ -316,7 +343,8 @@ def configure(
 ) -> None:
     """Set the traced and the metrics-only categories of this process and start the flusher.
 
-    ``streamscope.enable_tracer`` is the user-facing way; this is the low-level one.
+    ``streamscope.enable_tracer`` is the user-facing way; this is the low-level one. Once called,
+    :func:`configure_from_env` leaves this process's configuration alone.
     """
     RECORDER.configure(frozenset(trace), frozenset(metrics), flush_interval)
 
@@ -325,7 +353,7 @@ def add_sink(factory: SinkFactory) -> None:
     """Register a sink factory (a zero-argument callable returning a :class:`Sink`) in this process.
 
     Forked children build their own instance from the factory; spawned processes need the
-    ``STREAMSCOPE_TRACE_SINKS`` environment variable instead (see :mod:`streamscope.events.sinks`).
+    ``STREAMSCOPE_TRACE_SINKS`` environment variable instead (see :mod:`streamscope.events.exporters`).
     """
     with RECORDER.lock:
         if factory not in RECORDER.factories:
@@ -352,11 +380,13 @@ def flush(publish: bool = True, repair: bool = True) -> None:
     flush, e.g. once the workers now exiting are gone.
     """
     RECORDER.flush(publish, repair)
-    for _spec, sink in RECORDER.sinks or []:
-        try:
-            sink.force_flush()
-        except Exception:
-            RECORDER.sink_errors += 1
+    RECORDER.force_flush()
+
+
+def force_flush(timeout_millis: int = FLUSH_TIMEOUT_MILLIS) -> bool:
+    """Ask this process's exporters to push what they buffered (each within ``timeout_millis``); True when all
+    did. Does not take the buffer: :func:`flush` does both."""
+    return RECORDER.force_flush(timeout_millis)
 
 
 def hand_over(tag: int = -1, received: Callable[[], bool | None] | None = None) -> Parcel:
@@ -391,7 +421,7 @@ def drop_spool(pid: int) -> None:
     """Remove the parcel process ``pid`` left at exit, unread (its receiver took the parcel itself)."""
     d = RECORDER.metrics_dir
     if d:
-        sinks.drop_spool(d, pid)
+        handover.drop_spool(d, pid)
 
 
 @contextmanager
@@ -417,9 +447,21 @@ def shutdown() -> None:
 
 
 def metrics_snapshot() -> MetricsSnapshot:
-    """Metrics of this process merged with those its worker processes published."""
+    """Metrics of this process merged with those its worker processes published (flushes first: see
+    :func:`metrics_view` for the read without side effects)."""
     return RECORDER.snapshot_all()
 
 
-_ = Series, Timeline, poll, BUF, LEVELS, CNAMES, Bulk, BULK, expand  # re-exported names
-configure_from_env()
+def metrics_view() -> MetricsView:
+    """The run's metrics as data points of the registry (:mod:`.registry`), read without side effects.
+
+    This process merged with every process of its run (its DataLoader workers, the finished ones included): as
+    of the flusher's last tick for the others, and for this process's own events (``metrics_interval``, 1 s);
+    nothing is flushed or exported and no file is read. Rank and node attributes are this process's.
+    """
+    snap = RECORDER.read() if RECORDER.started else MetricsSnapshot()
+    rank = int(context.env_fields()["dist_global_rank"])
+    return build(snap, rank, node_rank(rank))
+
+
+_ = Series, Timeline, poll, BUF, LEVELS, CNAMES, Bulk, BULK, expand, Exporter, ExportResult, Sink  # re-exported

@@ -1,9 +1,8 @@
-"""Metrics derived from events: counts, bytes, latency histograms per (category, name), and gauges.
+"""The metrics aggregator: counts, bytes, latency histograms per (category, name), and gauges, from events.
 
 The flusher thread feeds every batch it takes from the buffer to an :class:`Aggregator` (never the hot path).
-Each process writes its snapshot atomically to ``<metrics dir>/<pid>.json`` (periodically and at exit); the
-main process merges those files with its own live numbers (:func:`merge`), so DataLoader and optimize
-workers, which are separate processes, show up in one :class:`MetricsSnapshot`.
+Its :meth:`Aggregator.snapshot` is what a process publishes (:mod:`.snapshots`); the main process merges the
+snapshots of its run into one :class:`~streamscope.events.snapshots.MetricsSnapshot`.
 
 Keys are ``"cat/name"`` (e.g. ``"download/download"``). Span durations come from matching ``B``/``E`` per
 thread. ``batch/data_wait`` is derived from the ``batch`` spans of the training loop: the time between the
@@ -14,21 +13,14 @@ the wait for the first batch after the ``dataloader`` span began, i.e. the time 
 from __future__ import annotations
 
 import bisect
-import json
-import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from streamscope._core.procs import pid_alive
 from streamscope.events.bus import BULK, Bulk, Event, joined
+from streamscope.events.registry import BUCKETS_S  # the histograms' bounds (seconds), declared with the metrics
 
-#: Upper bounds (seconds) of the latency histogram buckets; a last bucket holds everything above.
-BUCKETS_S: tuple[float, ...] = (
-    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2,
-    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-)  # fmt: skip
 _BOUNDS_NS = tuple(int(b * 1e9) for b in BUCKETS_S)
 _BOUNDS = np.array(_BOUNDS_NS, dtype=np.int64)
 #: Epoch-category spans around a training loop: LitData's ``dataloader`` and streamscope's ``epoch``.
@@ -304,162 +296,3 @@ class Aggregator:
             "gauges": dict(self.gauges),
             **extra,
         }
-
-
-@dataclass
-class MetricsSnapshot:
-    """Metrics of the whole loader: the main process merged with its worker processes.
-
-    Attributes:
-        spans: ``"cat/name"`` -> :class:`SpanStats` summed over processes.
-        instants: ``"cat/name"`` -> count of instant events.
-        gauges: ``"cat/name"`` -> last value, summed over processes still running (e.g. bytes in flight).
-        events: events aggregated.
-        dropped: events dropped because a buffer was full.
-        sink_errors: failed sink exports.
-        processes: pid -> that process's own numbers (events, dropped, sink_errors, alive, final).
-    """
-
-    spans: dict[str, SpanStats] = field(default_factory=dict)
-    instants: dict[str, int] = field(default_factory=dict)
-    gauges: dict[str, float] = field(default_factory=dict)
-    events: int = 0
-    dropped: int = 0
-    sink_errors: int = 0
-    processes: dict[int, dict[str, Any]] = field(default_factory=dict)
-
-    def span(self, name: str, cat: str | None = None) -> SpanStats:
-        """Stats of span ``name`` in ``cat`` (default: category of the same name); empty if never seen."""
-        return self.spans.get(f"{cat or name}/{name}", SpanStats())
-
-    def copy(self) -> MetricsSnapshot:
-        """A copy sharing nothing mutable with this one. (``copy.deepcopy`` took ~7 ms once the per-process map
-        held the 2,000 processes of 1,000 epochs with non-persistent workers; this takes a tenth.)"""
-        return MetricsSnapshot(
-            spans={k: replace(v, buckets=list(v.buckets)) for k, v in self.spans.items()},
-            instants=dict(self.instants),
-            gauges=dict(self.gauges),
-            events=self.events,
-            dropped=self.dropped,
-            sink_errors=self.sink_errors,
-            processes={pid: dict(p) for pid, p in self.processes.items()},
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict (for JSON, exporters and the tuner)."""
-        d = asdict(self)
-        for k, v in self.spans.items():
-            d["spans"][k]["mean_s"] = v.mean_s
-        return d
-
-
-#: Parsed snapshots by path, with the (inode, mtime, size) they were read at: a run with non-persistent workers
-#: leaves two files per epoch, read at every flush of the main process; unchanged files are not parsed again
-#: (every write is a new file renamed into place, so a rewrite always has a new inode).
-_SNAP_CACHE: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
-
-
-def read_snapshots(directory: str) -> dict[int, dict[str, Any]]:
-    """Every ``<pid>.json`` snapshot in ``directory`` (unreadable or half-written files are skipped).
-
-    A file unchanged since it was last read (same inode, mtime and size) is not parsed again.
-    """
-    out: dict[int, dict[str, Any]] = {}
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return out
-    for e in entries:
-        n = e.name
-        if not n.endswith(".json"):
-            continue
-        try:
-            pid = int(n[:-5])
-            st = e.stat()
-            key = (st.st_ino, st.st_mtime_ns, st.st_size)
-            hit = _SNAP_CACHE.get(e.path)
-            if hit is not None and hit[0] == key:
-                out[pid] = hit[1]
-                continue
-            with open(e.path, encoding="utf-8") as f:
-                snap = json.load(f)
-        except (ValueError, OSError):
-            continue
-        if isinstance(snap, dict):
-            out[pid] = snap
-            if len(_SNAP_CACHE) > 100_000:
-                _SNAP_CACHE.clear()
-            _SNAP_CACHE[e.path] = (key, snap)
-    return out
-
-
-def write_snapshot(directory: str, snap: dict[str, Any]) -> None:
-    """Publish ``snap`` as ``<directory>/<pid>.json`` atomically (tmp file + rename)."""
-    pid = snap["pid"]
-    final = os.path.join(directory, f"{pid}.json")
-    tmp = os.path.join(directory, f".{pid}.json.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(snap, f, default=str)
-    os.replace(tmp, final)
-
-
-def merge(snaps: dict[int, dict[str, Any]], base: MetricsSnapshot | None = None) -> MetricsSnapshot:
-    """Sum per-process snapshots (on top of a copy of ``base``) into one :class:`MetricsSnapshot`."""
-    out = base.copy() if base is not None else MetricsSnapshot()
-    for pid, s in sorted(snaps.items()):
-        add_snapshot(out, pid, s)
-    return out
-
-
-def add_snapshot(out: MetricsSnapshot, pid: int, snap: dict[str, Any]) -> bool:
-    """Add one process's snapshot to ``out``; False (and ``out`` unchanged) when the snapshot is damaged."""
-    trial = MetricsSnapshot()
-    try:
-        _merge_one(trial, pid, snap)  # a foreign or damaged file in the run directory is not a reason to fail
-    except (TypeError, ValueError, AttributeError):
-        return False
-    out.events += trial.events
-    out.dropped += trial.dropped
-    out.sink_errors += trial.sink_errors
-    for k, st in trial.spans.items():
-        have = out.spans.get(k)
-        if have is None:
-            out.spans[k] = st
-        else:
-            have.merge(st)
-    for k, n in trial.instants.items():
-        out.instants[k] = out.instants.get(k, 0) + n
-    for k, g in trial.gauges.items():
-        out.gauges[k] = out.gauges.get(k, 0.0) + g
-    out.processes.update(trial.processes)
-    return True
-
-
-def forget_snapshot(path: str) -> None:
-    """Drop ``path`` from the parse cache (its file was removed)."""
-    _SNAP_CACHE.pop(path, None)
-
-
-def _merge_one(out: MetricsSnapshot, pid: int, s: dict[str, Any]) -> None:
-    """Add one process's snapshot to ``out`` (raises on a damaged snapshot)."""
-    alive = bool(s.get("alive", not s.get("final", False) and pid_alive(pid)))
-    out.events += int(s.get("events", 0))
-    out.dropped += int(s.get("dropped", 0))
-    out.sink_errors += int(s.get("sink_errors", 0))
-    for k, v in s.get("spans", {}).items():
-        st = out.spans.get(k)
-        if st is None:
-            st = out.spans[k] = SpanStats()
-        st.merge(SpanStats(**v))
-    for k, n in s.get("instants", {}).items():
-        out.instants[k] = out.instants.get(k, 0) + int(n)
-    if alive:
-        for k, g in s.get("gauges", {}).items():
-            out.gauges[k] = out.gauges.get(k, 0.0) + float(g)
-    out.processes[pid] = {
-        "events": int(s.get("events", 0)),
-        "dropped": int(s.get("dropped", 0)),
-        "sink_errors": int(s.get("sink_errors", 0)),
-        "alive": alive,
-        "final": bool(s.get("final", False)),
-    }

@@ -32,6 +32,7 @@ import struct
 from typing import Any, Literal
 
 from streamscope._core.errors import EncryptionError
+from streamscope._core.optional import require
 
 __all__ = [
     "Encryption",
@@ -57,13 +58,7 @@ class EncryptionLevel:
 
 
 def _crypto() -> Any:
-    try:
-        import cryptography  # noqa: F401, PLC0415
-    except ImportError as exc:  # pragma: no cover - the test environment has it
-        raise ModuleNotFoundError(
-            "encryption needs the 'cryptography' package: pip install 'streamscope[encryption]'"
-        ) from exc
-    return cryptography
+    return require("cryptography", "encryption (FernetEncryption, RSAEncryption)", "encryption")
 
 
 def _check_level(level: Any) -> str:

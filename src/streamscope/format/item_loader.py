@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from streamscope._core.errors import FormatError
+from streamscope._core.errors import FormatError, MissingDependencyError
 from streamscope.format import dtypes
 from streamscope.format.chunk import ChunkFile
 from streamscope.format.pytree import TreeSpec, compile_unflatten, treespec_loads
@@ -175,7 +175,7 @@ class PyTreeLoader(BaseItemLoader):
                 end = pos + size
                 leaves.append(dec(view[pos:end]))
                 pos = end
-        except FormatError:
+        except (FormatError, MissingDependencyError):  # (a missing package is not bad bytes: its own error)
             raise
         except Exception as exc:  # noqa: BLE001 (any decoder failure on bad bytes becomes one clear error)
             raise self._leaf_error(len(leaves), len(view), exc) from exc

@@ -34,6 +34,9 @@ from streamscope._core.errors import DuplicateKeyError, FormatError
 from streamscope.format.index import INDEX_FILENAME
 from streamscope.format.parquet import require_pyarrow
 
+#: what keyed access is called in the error when pyarrow is missing (``streamscope[keys]`` installs it)
+KEYS_FEATURE = "keyed lookup (optimize(key_fn=...), get_by_key, build_keys_index, dataset_update)"
+
 __all__ = [
     "KEYS_DIRNAME",
     "LEGACY_KEYS_FILENAME",
@@ -103,7 +106,7 @@ def keys_table(
         DuplicateKeyError: a key appears twice (named in the message).
         FormatError: the columns differ in length.
     """
-    require_pyarrow()
+    require_pyarrow(KEYS_FEATURE, "keys")
     import pyarrow as pa
 
     nkeys = [normalize_key(k) for k in keys]
@@ -131,7 +134,7 @@ def keys_table(
 
 
 def _write_table(table: Any, path: str) -> None:
-    pq = require_pyarrow()
+    pq = require_pyarrow(KEYS_FEATURE, "keys")
     tmp = f"{path}.tmp"
     try:
         pq.write_table(table, tmp, compression="zstd", row_group_size=min(_MAX_ROW_GROUP, max(table.num_rows, 1)))
@@ -228,7 +231,7 @@ class KeyShards:
     def _file(self, shard: int) -> Any:
         pf = self._files.get(shard)
         if pf is None:
-            pq = require_pyarrow()
+            pq = require_pyarrow(KEYS_FEATURE, "keys")
             try:
                 pf = pq.ParquetFile(self._openers[shard]())
             except FormatError:
@@ -250,6 +253,7 @@ class KeyShards:
 
     def resolve(self, key: Any) -> tuple[int, int, int] | None:
         """``(global_index, chunk_index, chunk_offset)`` of ``key`` (chunk fields -1 when absent), or None."""
+        require_pyarrow(KEYS_FEATURE, "keys")
         import pyarrow as pa
         import pyarrow.compute as pc
 

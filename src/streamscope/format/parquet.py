@@ -27,6 +27,7 @@ from typing import Any
 
 from streamscope import events as ev
 from streamscope._core.errors import CorruptChunkError, FormatError
+from streamscope._core.optional import require
 from streamscope.format.item_loader import BaseItemLoader
 from streamscope.format.serializers import Serializer
 
@@ -44,13 +45,9 @@ __all__ = [
 PARQUET_MAGIC = b"PAR1"
 
 
-def require_pyarrow() -> Any:
-    """``pyarrow.parquet``, or a clear error naming the missing package."""
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as exc:  # pragma: no cover - pyarrow is installed with the test extra
-        raise FormatError("Parquet datasets need pyarrow: pip install pyarrow") from exc
-    return pq
+def require_pyarrow(feature: str = "Parquet datasets", extra: str = "parquet") -> Any:
+    """``pyarrow.parquet``, or a :class:`MissingDependencyError` naming ``feature`` and the extra to install."""
+    return require("pyarrow.parquet", feature, extra)
 
 
 def parquet_config(data_format: list[str]) -> dict[str, Any]:

@@ -22,14 +22,17 @@ from typing import Any
 import numpy as np
 
 from streamscope._core.errors import FormatError
-from streamscope.format import dtypes
+from streamscope._core.optional import require
+from streamscope.format import dtypes, jsonleaf
 
 __all__ = [
     "BooleanSerializer",
     "BytesSerializer",
     "FileSerializer",
     "FloatSerializer",
+    "ImageSerializer",
     "IntegerSerializer",
+    "JsonSerializer",
     "JPEGArraySerializer",
     "JPEGSerializer",
     "NoHeaderNumpySerializer",
@@ -179,14 +182,11 @@ class VideoSerializer(_RawFileSerializer):
     def deserialize(self, data: bytes | memoryview) -> Any:
         import tempfile  # noqa: PLC0415
 
-        try:
-            import torchvision.io  # noqa: PLC0415
-        except ImportError:
-            raise FormatError("decoding a `video` leaf needs torchvision: pip install torchvision") from None
+        tvio = require("torchvision.io", "decoding a `video` leaf", "video")
         with tempfile.NamedTemporaryFile(suffix=".mp4") as f:
             f.write(bytes(data))
             f.flush()
-            return torchvision.io.read_video(f.name, pts_unit="sec")
+            return tvio.read_video(f.name, pts_unit="sec")
 
     def can_serialize(self, item: Any) -> bool:
         return isinstance(item, str) and os.path.isfile(item) and item.endswith(_VIDEO_EXTENSIONS)
@@ -199,10 +199,7 @@ class TIFFSerializer(_RawFileSerializer):
         return self._read(item), None
 
     def deserialize(self, data: bytes | memoryview) -> Any:
-        try:
-            import tifffile  # noqa: PLC0415
-        except ImportError:
-            raise FormatError("decoding a `tifffile` leaf needs tifffile: pip install tifffile") from None
+        tifffile = require("tifffile", "decoding a `tifffile` leaf", "image")
         return tifffile.imread(io.BytesIO(bytes(data)))
 
     def can_serialize(self, item: Any) -> bool:
@@ -234,7 +231,7 @@ class PILSerializer(Serializer):
         return struct.pack("<III", width, height, len(mode)) + mode + item.tobytes(), None
 
     def deserialize(self, data: bytes | memoryview) -> Any:
-        from PIL import Image  # noqa: PLC0415
+        Image = require("PIL.Image", "decoding a `pil` leaf", "image")  # noqa: N806
 
         width, height, mode_len = struct.unpack_from("<III", data, 0)
         mode = str(data[12 : 12 + mode_len], "utf-8")
@@ -269,7 +266,7 @@ def _decode_jpeg(data: bytes | memoryview) -> Any:
     try:
         from torchvision.io import ImageReadMode, decode_image  # noqa: PLC0415
     except ImportError:
-        from PIL import Image  # noqa: PLC0415
+        Image = require("PIL.Image", "decoding a `jpeg` leaf (torchvision or pillow)", "image")  # noqa: N806
 
         with Image.open(io.BytesIO(bytes(data))) as img:
             arr = np.asarray(img.convert("RGB"))
@@ -463,6 +460,37 @@ class TensorSerializer(Serializer):
         return _is_tensor(item) and item.ndim != 1
 
 
+class ImageSerializer(Serializer):
+    """``image:{ext}`` (LitData 0.2.76): an image file's bytes (a str path to a .png/.jpg/... file); decodes to a
+    uint8 CHW RGB tensor like ``jpeg``. Reading only: streamscope does not pick it when writing."""
+
+    def serialize(self, item: Any) -> tuple[bytes, str | None]:
+        raise FormatError("streamscope writes image files as `pil`/`jpeg` leaves, not `image:{ext}`")
+
+    def deserialize(self, data: bytes | memoryview) -> Any:
+        return _decode_jpeg(data)
+
+    def can_serialize(self, item: Any) -> bool:
+        return False
+
+
+class JsonSerializer(Serializer):
+    """``json`` (LitData 0.2.76): a list/dict field as one tagged-binary leaf (:mod:`streamscope.format.jsonleaf`).
+
+    Only a :class:`~streamscope.format.jsonleaf.JsonLeaf` marker is detected, so plain samples keep their
+    0.2.68 leaves unless the writer wraps a field.
+    """
+
+    def serialize(self, item: Any) -> tuple[bytes, str | None]:
+        return jsonleaf.encode(item.value if isinstance(item, jsonleaf.JsonLeaf) else item), "json"
+
+    def deserialize(self, data: bytes | memoryview) -> Any:
+        return jsonleaf.decode(data)
+
+    def can_serialize(self, item: Any) -> bool:
+        return isinstance(item, jsonleaf.JsonLeaf)
+
+
 class PickleSerializer(Serializer):
     """``pickle``: ``pickle.dumps`` with the default protocol; accepts anything."""
 
@@ -500,6 +528,8 @@ _ORDER: tuple[tuple[str, type[Serializer]], ...] = (
     ("numpy", NumpySerializer),
     ("no_header_tensor", NoHeaderTensorSerializer),
     ("tensor", TensorSerializer),
+    ("image", ImageSerializer),
+    ("json", JsonSerializer),
     ("pickle", PickleSerializer),
 )
 

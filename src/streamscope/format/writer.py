@@ -1,4 +1,4 @@
-"""ChunkWriter: samples -> chunk files, byte-identical to LitData's ``BinaryWriter``.
+"""ChunkWriter: samples -> chunk files, byte-identical to LitData's ``BinaryWriter`` (0.2.68 or 0.2.76).
 
 Each sample is flattened (:mod:`.pytree`), its leaves serialized with the serializers picked on the FIRST
 sample, and encoded by the item loader. Items are packed greedily: a chunk is closed, without the item
@@ -7,22 +7,96 @@ for TokensLoader) exceeds ``chunk_size``; an item over the limit on its own form
 LitData, every later sample is checked against the first one's structure and leaf types
 (:class:`~streamscope._core.errors.SchemaMismatchError`), and a chunk that u32 offsets cannot address is
 refused (:class:`~streamscope._core.errors.ChunkOverflowError`).
+
+``write_format`` picks the layout (the format layer writes what it is told; ``optimize()`` and ``BinaryWriter``
+resolve the ``write_format`` knob):
+
+* ``"0.2.68"`` (the default here): LitData 0.2.68's chunks and config, byte for byte.
+* ``"0.2.76"``: LitData 0.2.76's. Every sample's type is inferred and fused into ``config.types``
+  (:mod:`.schema`); a dict sample is flattened through :func:`~.schema.wrap_for_pytree` (list/dict fields become
+  one ``json`` leaf); when the fused schema is JSON-like rows, the chunk holds the samples as an Arrow table
+  behind the header instead of item bytes (:mod:`.arrow_write`), and such a row counts toward ``chunk_bytes``
+  with its payload size (first chunk) or the previous chunk's bytes per row (later chunks); ``compression="zstd"``
+  frames the items inside ``.bin`` files (``compression_level`` "batch", the default, or "sample";
+  :mod:`.framed_write`) or compresses whole files ("chunk", 0.2.68's way); Arrow chunks use Arrow's IPC
+  compression instead (``config.ipc_compression``). The config gains ``types``, ``compression_level``,
+  ``compression_batch_size`` and ``ipc_compression``; ``compression`` stays null when no chunk was compressed.
+
+Three things differ from LitData 0.2.76 on purpose (each where 0.2.76 cannot read its own output or leaks data):
+
+* with sample-level encryption the samples are never copied into a plaintext Arrow footer (the chunks stay
+  classic, every item encrypted; 0.2.76 writes the rows in clear and then fails to read them);
+* samples whose schema looks like Arrow rows but that are no dicts (lists, tuples) are framed like any classic
+  chunk when ``compression_level`` is "batch"/"sample" (0.2.76 writes them unframed under an index that says
+  framed, and refuses to read them);
+* a row whose nested fields differ from the first sample's is accepted while its chunk is an Arrow chunk (its
+  pytree bytes are not written; 0.2.76 fails on such a row); if such a chunk must keep its item bytes,
+  :class:`SchemaMismatchError` is raised instead of writing mis-aligned leaves.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from dataclasses import dataclass
 from typing import Any
 
-from streamscope._core.errors import ChunkOverflowError, FormatError, SchemaMismatchError, short_repr
+from streamscope._core import config as cfg
+from streamscope._core.errors import ChunkOverflowError, ConfigError, FormatError, SchemaMismatchError, short_repr
 from streamscope._core.units import parse_bytes
+from streamscope.format import schema as sch
+from streamscope.format.arrow_write import arrow_footer, slim_chunk
 from streamscope.format.compression import compress_bytes, parse_compression
+from streamscope.format.framed_write import (
+    DEFAULT_BATCH_SIZE,
+    in_file,
+    pack_framed_zstd,
+    pack_sample_zstd,
+    resolve_compression_level,
+)
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader
 from streamscope.format.pytree import TreeSpec, leaf_paths, spec_difference, tree_flatten, treespec_dumps
-from streamscope.format.serializers import Serializer, merge_serializers
+from streamscope.format.serializers import Serializer, key_for_format, merge_serializers
 
 _U32_LIMIT = 1 << 32
+#: the keys a LitData 0.2.76 writer adds to ``config`` (their presence tells the layout of a dataset)
+V076_CONFIG_KEYS = ("compression_batch_size", "compression_level", "ipc_compression", "types")
+
+
+def resolve_write_format(value: str | None = None) -> str:
+    """``value`` checked, or the ``write_format`` knob when None.
+
+    Raises:
+        ConfigError: not a known layout (the knob's environment variable is named when it is the source).
+    """
+    raw = cfg.get("write_format") if value is None else value
+    try:
+        return cfg.parse_write_format(raw)
+    except ValueError as exc:
+        where = "write_format" if value is not None else "the write_format knob (STREAMSCOPE_WRITE_FORMAT)"
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def layout_of(config: dict[str, Any] | None) -> str:
+    """The ``write_format`` a dataset's index ``config`` was written in: "0.2.76" when it has any of 0.2.76's keys."""
+    return "0.2.76" if config and any(k in config for k in V076_CONFIG_KEYS) else "0.2.68"
+
+
+def config_body(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` without ``types``: what the workers of one dataset (and an append) must agree on."""
+    return {k: v for k, v in config.items() if k != "types"}
+
+
+def fuse_configs(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any] | None:
+    """``base`` with ``other``'s ``types`` fused in, or None when their bodies differ (LitData 0.2.76's merge).
+
+    Configs without ``types`` (LitData 0.2.68's) must be equal, and stay without it.
+    """
+    if config_body(base) != config_body(other):
+        return None
+    if "types" not in base and "types" not in other:
+        return base
+    return {**base, "types": sch.fuse_schema_json(base.get("types"), other.get("types"))}
 
 
 def convert_chunk_bytes(value: int | str | None) -> int | None:
@@ -43,6 +117,26 @@ def convert_chunk_bytes(value: int | str | None) -> int | None:
         raise FormatError(f"chunk_bytes {value!r} is not a byte size: {exc}") from None
 
 
+@dataclass
+class PendingItem:
+    """One encoded sample waiting for its chunk.
+
+    Attributes:
+        data: the item bytes (serialized leaves, encrypted at sample level).
+        dim: token count (TokensLoader), else None.
+        sample: the original sample, kept for a 0.2.76 Arrow footer (None otherwise).
+        exact: False when ``data`` does not encode the sample (a row whose nested fields differ from the first
+            sample's): it can then only be written into an Arrow chunk.
+        error: why ``data`` is not exact (raised if the item must be written as bytes).
+    """
+
+    data: bytes
+    dim: int | None = None
+    sample: Any = None
+    exact: bool = True
+    error: str = ""
+
+
 class ChunkWriter:
     """Write samples into ``chunk-{rank}-{idx}[.{compression}].bin`` files in ``out_dir``.
 
@@ -57,6 +151,15 @@ class ChunkWriter:
         chunk_index: index of the first chunk file.
         encryption: a :mod:`.encryption` key object (``level`` "sample" or "chunk"); items (sample level) or
             whole chunks (chunk level) are encrypted before compression, as LitData does.
+        write_format: "0.2.68" (default) or "0.2.76" (see the module docstring).
+        compression_level: "batch" (default with zstd), "sample" or "chunk" ("0.2.76"; "0.2.68" accepts only
+            None or "chunk", its one layout).
+        compression_batch_size: items per zstd frame at level "batch" (default 256).
+        state: a :meth:`state` of a writer this one continues (a resumed optimize worker).
+
+    Raises:
+        ConfigError: an unknown ``write_format``.
+        FormatError: bad limits, compression, ``compression_level`` or encryption (LitData's sentences first).
     """
 
     def __init__(
@@ -71,7 +174,12 @@ class ChunkWriter:
         rank: int = 0,
         chunk_index: int = 0,
         encryption: Any = None,
+        write_format: str = "0.2.68",
+        compression_level: str | None = None,
+        compression_batch_size: int | None = None,
+        state: dict[str, Any] | None = None,
     ) -> None:
+        self.write_format = resolve_write_format(write_format)
         if (chunk_size is None) == (chunk_bytes is None):
             raise FormatError("give exactly one of chunk_size or chunk_bytes")
         if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
@@ -80,11 +188,28 @@ class ChunkWriter:
         if self.chunk_bytes_limit is not None and self.chunk_bytes_limit <= 0:
             raise FormatError(f"chunk_bytes must be positive, got {chunk_bytes!r}")
         self.chunk_size_limit = chunk_size
-        parse_compression(compression)
+        self.item_loader = item_loader or PyTreeLoader()
+        self._v076 = self.write_format == "0.2.76"
+        if self._v076:
+            self.compression_level = resolve_compression_level(
+                compression,
+                compression_level,
+                compression_batch_size,
+                encryption=encryption,
+                item_loader_name=self.item_loader.name,
+            )
+        else:
+            parse_compression(compression)
+            if compression_level not in (None, "", "chunk") or compression_batch_size is not None:
+                raise FormatError(
+                    f"compression_level={compression_level!r} / compression_batch_size={compression_batch_size!r} "
+                    "need write_format '0.2.76' (LitData 0.2.68 compresses whole chunk files only)"
+                )
+            self.compression_level = "chunk"
+        self.compression_batch_size = compression_batch_size
         self.compression = compression
         self.out_dir = out_dir
         os.makedirs(out_dir, exist_ok=True)
-        self.item_loader = item_loader or PyTreeLoader()
         self._serializers = merge_serializers(serializers)
         self.rank = rank
         self.chunk_index = chunk_index
@@ -95,20 +220,108 @@ class ChunkWriter:
                 "TokensLoader datasets cannot be encrypted (token blocks are read straight from the file)"
             )
         self.chunks: list[dict[str, Any]] = []
-        self.config: dict[str, Any] | None = None
         self._data_format: list[str] | None = None
         self._spec: TreeSpec | None = None
         self._leaf_sers: list[Serializer] = []
         self._matchers: list[Any] = []
-        self._fixed_size: list[int | None] = []
         self._paths: list[str] = []
+        # LitData 0.2.76 state: fused schema, first sample's keys, what the chunks written so far used
+        self._types: sch.JsonType | None = None
+        self._keys: list[str] | None = None
+        self._file_compressed = False
+        self._framed = False
+        self._ipc_used = False
+        self._skip_ipc = False
+        self._ipc_decided = False
+        self._row_bytes: float | None = None  # bytes per row of the last Arrow chunk
+        self._resume_format: tuple[list[str], str] | None = None  # leaf formats of the writer this one continues
+        if state:
+            self._load_state(state)
         # pending items of the open chunk
-        self._pending: list[bytes] = []
-        self._pending_dims: list[int | None] = []
+        self._pending: list[PendingItem] = []
         self._pending_bytes = 0
         self._pending_count = 0
         self._next_index: int | None = None
         self._done = False
+
+    # --- config and state ------------------------------------------------------------------------
+
+    @property
+    def config(self) -> dict[str, Any] | None:
+        """The index ``config`` of what was written (None before the first sample)."""
+        if self._data_format is None:
+            return None
+        assert self._spec is not None
+        out: dict[str, Any] = {
+            "chunk_bytes": self.chunk_bytes_limit,
+            "chunk_size": self.chunk_size_limit,
+            "compression": self.compression,
+            "data_format": list(self._data_format),
+            "data_spec": treespec_dumps(self._spec),
+            "encryption": self.encryption.state_dict() if self.encryption is not None else None,
+            "item_loader": self.item_loader.name,
+        }
+        if self._v076:
+            framed = self._framed
+            out.update(
+                compression=self.compression if (self._file_compressed or framed or not self.chunks) else None,
+                compression_level=self.compression_level if framed and self.compression_level != "chunk" else None,
+                compression_batch_size=self._batch_size() if framed and self.compression_level == "batch" else None,
+                ipc_compression=self._ipc_codec() if self._ipc_used else None,
+                types=sch.schema_to_json(self._types),
+            )
+        return out
+
+    def state(self) -> dict[str, Any]:
+        """What a writer continuing this one's chunks needs to write what this one would have (JSON): the
+        first sample's leaf formats and, for "0.2.76", the fused schema and what the chunks so far used."""
+        out: dict[str, Any] = {
+            "data_format": self._data_format,
+            "data_spec": None if self._spec is None else treespec_dumps(self._spec),
+        }
+        if not self._v076:
+            return out
+        return {
+            **out,
+            "types": sch.schema_state(self._types),
+            "keys": self._keys,
+            "file_compressed": self._file_compressed,
+            "framed": self._framed,
+            "ipc_used": self._ipc_used,
+            "skip_ipc": self._skip_ipc,
+            "ipc_decided": self._ipc_decided,
+            "row_bytes": self._row_bytes,
+        }
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        if state.get("data_format") is not None and state.get("data_spec") is not None:
+            self._resume_format = (list(state["data_format"]), str(state["data_spec"]))
+        if not self._v076:
+            return
+        self._types = sch.schema_from_state(state.get("types"))
+        self._keys = state.get("keys")
+        self._file_compressed = bool(state.get("file_compressed"))
+        self._framed = bool(state.get("framed"))
+        self._ipc_used = bool(state.get("ipc_used"))
+        self._skip_ipc = bool(state.get("skip_ipc"))
+        self._ipc_decided = bool(state.get("ipc_decided"))
+        self._row_bytes = state.get("row_bytes")
+
+    def _batch_size(self) -> int:
+        return (
+            max(1, int(self.compression_batch_size)) if self.compression_batch_size is not None else DEFAULT_BATCH_SIZE
+        )
+
+    def _ipc_codec(self) -> str | None:
+        """Arrow IPC compression of Arrow chunks: the codec of ``compression`` unless rows are mostly bytes."""
+        if not self.compression or self._skip_ipc:
+            return None
+        codec = self.compression.split(":")[0]
+        return codec if codec in ("zstd", "lz4") else None
+
+    def _arrow_rows(self) -> bool:
+        """Whether, as fused so far, samples go into an Arrow footer."""
+        return self._v076 and sch.is_arrow_footer_type(self._types) and sch.data_format_is_arrow_safe(self._data_format)
 
     # --- serialisation ---------------------------------------------------------------------------
 
@@ -135,15 +348,6 @@ class ChunkWriter:
         # LitData-style user serializers have no ``matches``: their ``can_serialize`` checks the type then
         self._matchers = [getattr(ser, "matches", None) or ser.can_serialize for ser in sers]
         self._paths = paths
-        self.config = {
-            "chunk_bytes": self.chunk_bytes_limit,
-            "chunk_size": self.chunk_size_limit,
-            "compression": self.compression,
-            "data_format": list(fmts),
-            "data_spec": treespec_dumps(spec),
-            "encryption": self.encryption.state_dict() if self.encryption is not None else None,
-            "item_loader": self.item_loader.name,
-        }
         return data, sizes
 
     @staticmethod
@@ -154,6 +358,22 @@ class ChunkWriter:
             raise type(exc)(f"sample {index} field {path}: {exc}") from None
         except (OverflowError, ValueError, TypeError, KeyError, RuntimeError) as exc:
             raise FormatError(f"sample {index} field {path}: cannot serialize {type(leaf).__name__}: {exc}") from exc
+
+    def _adopt(self, spec: TreeSpec, formats: list[str], spec_text: str) -> None:
+        """Take the leaf formats of the writer this one continues when ``spec`` is its structure (a first sample
+        of its own could pick other serializers, e.g. ``str`` where the dataset has ``pickle``)."""
+        self._resume_format = None
+        if treespec_dumps(spec) != spec_text or len(formats) != spec.num_leaves:
+            return  # another structure: detected afresh, and the merge then names the difference
+        try:
+            sers = [self._serializers[key_for_format(f, self._serializers)] for f in formats]
+        except KeyError:
+            return
+        self._data_format = formats
+        self._spec = spec
+        self._leaf_sers = sers
+        self._matchers = [getattr(ser, "matches", None) or ser.can_serialize for ser in sers]
+        self._paths = leaf_paths(spec)
 
     def _next_sample(self, index: int, leaves: list[Any], spec: TreeSpec) -> tuple[list[bytes], list[int]]:
         assert self._spec is not None and self._data_format is not None
@@ -166,8 +386,8 @@ class ChunkWriter:
             if not matches(leaf):
                 lead = getattr(ser, "litdata_mismatch", "")
                 raise SchemaMismatchError(
-                    (lead.format(item=short_repr(leaf, 80)) + " " if lead else "")
-                    + f"sample {index} field {self._paths[j]}: {type(leaf).__name__} does not fit the field's "
+                    (lead.format(item=short_repr(_leaf_value(leaf), 80)) + " " if lead else "")
+                    + f"sample {index} field {self._paths[j]}: {_leaf_type(leaf)} does not fit the field's "
                     f"data_format {fmt!r} set by the first sample"
                 )
             blob, name = self._run(ser, leaf, index, self._paths[j])
@@ -180,13 +400,68 @@ class ChunkWriter:
         return data, sizes
 
     def serialize(self, index: int, sample: Any) -> tuple[bytes, int | None]:
-        """The item bytes of ``sample`` (and its ``dim``), checking it against the first sample."""
+        """The item bytes of ``sample`` (and its ``dim``), checking it against the first sample.
+
+        The sample is taken as given: a "0.2.76" writer wraps dict samples first (:meth:`encode` does).
+        """
         leaves, spec = tree_flatten(sample)
+        if self._data_format is None and self._resume_format is not None:
+            self._adopt(spec, *self._resume_format)
         if self._data_format is None:
             data, sizes = self._first_sample(index, leaves, spec)
         else:
             data, sizes = self._next_sample(index, leaves, spec)
         return self.item_loader.encode_data(data, sizes, leaves)
+
+    def encode(self, index: int, sample: Any) -> PendingItem:
+        """Sample ``index`` as it goes into a chunk (serialized, encrypted at level "sample").
+
+        For callers that order items themselves (LitData's ``BinaryWriter`` takes indexes out of order): they
+        encode each sample as it comes, then hand the items over in index order with :meth:`add_encoded`.
+        """
+        if not self._v076:
+            blob, dim = self.serialize(index, sample)
+            if self._encrypt_level == "sample":
+                blob = self.encryption.encrypt(blob)
+            return PendingItem(blob, dim)
+        original = sample
+        inferred = sch.infer_type(sample)
+        self._types = inferred if self._types is None else sch.fuse_type(self._types, inferred)
+        if isinstance(sample, dict):
+            sample = sch.wrap_for_pytree(sample, self._types, keys=self._keys, wrap_leaf=_json_leaf)
+        first = self._data_format is None and self._resume_format is None
+        exact, error = True, ""
+        try:
+            blob, dim = self.serialize(index, sample)
+        except SchemaMismatchError as exc:
+            # the leaves of a row can vary below its top-level fields; an Arrow chunk does not store them
+            if first or not (isinstance(original, dict) and self._arrow_rows() and self._encrypt_level != "sample"):
+                raise
+            blob, dim, exact, error = b"", None, False, str(exc)
+        if self._keys is None and isinstance(sample, dict):
+            self._keys = list(sample)
+        if self._encrypt_level == "sample":
+            blob = self.encryption.encrypt(blob)
+        keep = (
+            isinstance(original, dict)
+            and self._encrypt_level != "sample"  # never a plaintext copy of encrypted samples
+            and sch.data_format_is_arrow_safe(self._data_format)
+            and (sch.is_arrow_footer_type(self._types) or sch.is_json_row(original))
+        )
+        if keep and not self._ipc_decided:
+            self._skip_ipc = sch.is_binary_heavy(original)
+            self._ipc_decided = True
+        return PendingItem(blob, dim, original if keep else None, exact, error)
+
+    def account_bytes(self, item: PendingItem) -> int:
+        """What ``item`` counts for toward ``chunk_bytes``: its bytes, or for an Arrow row the bytes per row of
+        the last Arrow chunk (before the first one: the row's payload size)."""
+        if item.sample is None or not self._arrow_rows():
+            return len(item.data)
+        if self._row_bytes is not None:
+            return max(1, int(round(self._row_bytes)))
+        _, total = sch.sample_payload_bytes(item.sample)
+        return max(1, total if total else len(item.data))
 
     # --- chunking --------------------------------------------------------------------------------
 
@@ -196,32 +471,22 @@ class ChunkWriter:
             raise FormatError("add_item after done()")
         if self._next_index is not None and index != self._next_index:
             raise FormatError(f"sample index {index} is not consecutive (expected {self._next_index})")
-        blob, dim = self.encode(index, sample)
+        item = self.encode(index, sample)
         self._next_index = index + 1
-        return self.add_encoded(blob, dim)
+        return self.add_encoded(item)
 
-    def encode(self, index: int, sample: Any) -> tuple[bytes, int | None]:
-        """Sample ``index`` as it goes into a chunk (serialized, encrypted at level "sample") and its ``dim``.
-
-        For callers that order items themselves (LitData's ``BinaryWriter`` takes indexes out of order): they
-        encode each sample as it comes, then hand the bytes over in index order with :meth:`add_encoded`.
-        """
-        blob, dim = self.serialize(index, sample)
-        if self._encrypt_level == "sample":
-            blob = self.encryption.encrypt(blob)
-        return blob, dim
-
-    def add_encoded(self, blob: bytes, dim: int | None) -> list[dict[str, Any]]:
+    def add_encoded(self, item: PendingItem) -> list[dict[str, Any]]:
         """Append an item made by :meth:`encode`; returns the chunk entries this call closed."""
         if self._done:
             raise FormatError("add_item after done()")
         closed: list[dict[str, Any]] = []
-        weight = dim if dim else 1
-        if self._pending and self.over_limit(self._pending_bytes + len(blob), self._pending_count + weight):
+        weight = item.dim if item.dim else 1
+        size = self.account_bytes(item)
+        if self._pending and self.over_limit(self._pending_bytes + size, self._pending_count + weight):
             closed.append(self._close())
-        self._pending.append(blob)
-        self._pending_dims.append(dim)
-        self._pending_bytes += len(blob)
+            size = self.account_bytes(item)  # the closed chunk may have set a new bytes-per-row
+        self._pending.append(item)
+        self._pending_bytes += size
         self._pending_count += weight
         if self.over_limit(self._pending_bytes, self._pending_count):  # a lone item over the limit
             closed.append(self._close())
@@ -244,51 +509,99 @@ class ChunkWriter:
         self._done = True
         return self.close_chunk()
 
-    def filename(self, chunk_index: int | None = None) -> str:
-        """File name of chunk ``chunk_index`` (default: the next one)."""
+    def filename(self, chunk_index: int | None = None, *, whole_file: bool | None = None) -> str:
+        """File name of chunk ``chunk_index`` (default: the next one); ``whole_file``: whether it is compressed as
+        a whole (default: whether this writer compresses whole files)."""
         idx = self.chunk_index if chunk_index is None else chunk_index
-        if self.compression:
+        if whole_file is None:
+            whole_file = self.compression_level == "chunk"
+        if self.compression and whole_file:
             return f"chunk-{self.rank}-{idx}.{self.compression}.bin"
         return f"chunk-{self.rank}-{idx}.bin"
 
-    def _close(self) -> dict[str, Any]:
-        items = self._pending
+    def _classic(self, items: list[PendingItem]) -> list[bytes]:
+        for it in items:
+            if not it.exact:
+                raise SchemaMismatchError(
+                    f"{it.error}; this chunk keeps item bytes (its samples are not all Arrow rows), so every sample "
+                    "must have the first sample's fields"
+                )
         n = len(items)
         head = 4 * (n + 2)
-        total = head + self._pending_bytes
+        total = head + sum(len(it.data) for it in items)
         if total >= _U32_LIMIT:
             raise ChunkOverflowError(
                 f"chunk {self.filename()!r} would be {total} bytes with {n} items; u32 offsets address < 4 GiB "
                 "(lower chunk_bytes/chunk_size)"
             )
         offsets = [head]
-        pos = head
         for it in items:
-            pos += len(it)
-            offsets.append(pos)
-        header = struct.pack(f"<I{n + 1}I", n, *offsets)
-        dims = self._pending_dims
+            offsets.append(offsets[-1] + len(it.data))
+        return [struct.pack(f"<I{n + 1}I", n, *offsets), *(it.data for it in items)]
+
+    def _close(self) -> dict[str, Any]:
+        items = self._pending
+        n = len(items)
+        arrow_only = False
+        if self._arrow_rows() and all(it.sample is not None for it in items):
+            footer = arrow_footer([it.sample for it in items], self._ipc_codec())
+            if footer is not None:
+                parts = [slim_chunk(n, footer)]
+                arrow_only = True
+        if not arrow_only:
+            parts = self._classic(items)
+            # LitData 0.2.76 leaves such a chunk unframed when the schema is Arrow-like but the samples are no
+            # rows (lists, tuples) while its index says "batch"/"sample", and then cannot read it: framed here
+            if self._v076 and in_file(self.compression_level):
+                assert self.compression is not None
+                plain = b"".join(parts)
+                if self.compression_level == "batch":
+                    parts = [pack_framed_zstd(plain, self.compression, self._batch_size())]
+                else:
+                    parts = [pack_sample_zstd(plain, self.compression)]
         # LitData writes dim=None when the chunk's FIRST item has 0 tokens (its reader then crashes); the
         # token total is always written here when items carry a dim.
+        dims = [it.dim for it in items]
         dim = sum(d or 0 for d in dims) if any(d is not None for d in dims) else None
-        name = self.filename()
+        whole_file = bool(self.compression) and not arrow_only and self.compression_level == "chunk"
+        name = self.filename(whole_file=whole_file)
         if self._encrypt_level == "chunk":  # the whole chunk is one ciphertext; chunk_bytes is its length
-            items = [self.encryption.encrypt(header + b"".join(items))]
-            header = b""
-            total = len(items[0])
+            parts = [self.encryption.encrypt(b"".join(parts))]
+        total = sum(len(p) for p in parts)
         entry = {"chunk_bytes": total, "chunk_size": n, "dim": dim, "filename": name}
-        if self.compression:  # one-shot: zstd streaming output differs from LitData's one-shot bytes
-            parts = [compress_bytes(header + b"".join(items), self.compression)]
-        else:
-            parts = [header, *items]  # written piece by piece: no second copy of the chunk in memory
-        _write_atomic(os.path.join(self.out_dir, name), parts)
+        if whole_file:  # one-shot: zstd streaming output differs from LitData's one-shot bytes
+            parts = [compress_bytes(b"".join(parts), self.compression)]  # type: ignore[arg-type]
+            self._file_compressed = True
+        _write_atomic(os.path.join(self.out_dir, name), parts)  # piece by piece: no second copy in memory
+        if arrow_only:
+            self._ipc_used = self._ipc_codec() is not None
+            self._row_bytes = total / n
+        elif self._v076 and in_file(self.compression_level):
+            self._framed = True
         self.chunks.append(entry)
         self.chunk_index += 1
         self._pending = []
-        self._pending_dims = []
         self._pending_bytes = 0
         self._pending_count = 0
         return entry
+
+
+def _leaf_value(leaf: Any) -> Any:
+    return leaf.value if type(leaf).__name__ == "JsonLeaf" and hasattr(leaf, "value") else leaf
+
+
+def _leaf_type(leaf: Any) -> str:
+    """The type name of a leaf; for a ``json`` leaf, of the value it wraps (a field whose type changed)."""
+    if type(leaf).__name__ == "JsonLeaf" and hasattr(leaf, "value"):
+        return f"{type(leaf.value).__name__} (a json leaf: the field's type changed from the earlier samples')"
+    return type(leaf).__name__
+
+
+def _json_leaf(value: Any) -> Any:
+    """``value`` marked as one ``json`` leaf (the ``json`` serializer encodes it)."""
+    from streamscope.format.jsonleaf import JsonLeaf  # noqa: PLC0415
+
+    return JsonLeaf(value)
 
 
 def _encryption_level(encryption: Any) -> str | None:

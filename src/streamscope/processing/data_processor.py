@@ -56,6 +56,8 @@ class DataChunkRecipe(DataRecipe):
             LitData's default ``1 << 26`` bytes).
         chunk_bytes: max bytes per chunk (int, or a string such as ``"64MB"``).
         compression: None, ``"zstd"`` or ``"zstd:N"``.
+        compression_level: ``"batch"``, ``"sample"`` or ``"chunk"`` (see ``optimize``).
+        compression_batch_size: samples per zstd frame at level ``"batch"`` (default 256).
         encryption: a key from ``streamscope.utilities.encryption``.
         storage_options: options of the output's object store.
         key_fn: sample -> key, to look samples up by key (see ``optimize(key_fn=...)``).
@@ -66,6 +68,8 @@ class DataChunkRecipe(DataRecipe):
         chunk_size: int | None = None,
         chunk_bytes: int | str | None = None,
         compression: str | None = None,
+        compression_level: str | None = None,
+        compression_batch_size: int | None = None,
         encryption: Any | None = None,
         storage_options: dict[str, Any] = {},  # noqa: B006 - LitData's signature (copied, never mutated)
         key_fn: Any | None = None,
@@ -76,6 +80,8 @@ class DataChunkRecipe(DataRecipe):
         self.chunk_size = chunk_size
         self.chunk_bytes = 1 << 26 if chunk_size is None and chunk_bytes is None else chunk_bytes
         self.compression = compression
+        self.compression_level = compression_level
+        self.compression_batch_size = compression_batch_size
         self.encryption = encryption
         self.key_fn = key_fn
 
@@ -223,6 +229,9 @@ class DataProcessor:
                 chunk_bytes=data_recipe.chunk_bytes,
                 align_chunking=self.align_chunking,
                 compression=data_recipe.compression,
+                # a recipe subclass written for LitData 0.2.68 may not call our __init__
+                compression_level=getattr(data_recipe, "compression_level", None),
+                compression_batch_size=getattr(data_recipe, "compression_batch_size", None),
                 encryption=data_recipe.encryption,
                 use_checkpoint=self.use_checkpoint,
                 item_loader=self.item_loader,

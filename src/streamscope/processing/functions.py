@@ -9,6 +9,12 @@ How a job runs (both functions):
 3. When every worker has reported, merge their chunk lists in rank order (append: existing chunks first) and
    publish ``index.json`` LAST. Until then the output directory holds no index a reader would accept.
 
+The layout written is LitData 0.2.76's by default, or 0.2.68's (byte for byte): the ``write_format`` knob
+(``STREAMSCOPE_WRITE_FORMAT``) chooses it, see :mod:`streamscope.format.writer`. ``mode="append"`` keeps the
+layout of the dataset it extends, whatever the knob says (a 0.2.76 dataset is told by its config keys), and, when
+they are not given, its ``compression_level`` / ``compression_batch_size``; the workers' and the existing
+dataset's ``config.types`` are fused as LitData 0.2.76's index merge does.
+
 On failure (an exception in ``fn``, a serializer error, a killed worker) the job raises, the chunks this run
 published are deleted (unless ``use_checkpoint=True``, which keeps them with the checkpoint records so a rerun
 resumes), and no ``index.json`` is written.
@@ -48,6 +54,8 @@ from streamscope._core.errors import (
 from streamscope._core.protocols import ObjectStore
 from streamscope._core.units import parse_bytes
 from streamscope.format.compression import parse_compression
+from streamscope.format.framed_write import resolve_compression_level
+from streamscope.format.writer import fuse_configs, layout_of, resolve_write_format
 from streamscope.processing._store import check_writable, local_root, open_output
 from streamscope.processing.merge import merge_datasets  # noqa: F401 - litdata.processing.functions path
 from streamscope.processing.runner import run_jobs
@@ -81,6 +89,56 @@ def check_compression(compression: str | None) -> None:
         raise ConfigError(str(exc)) from None
 
 
+def write_options(
+    existing_config: dict[str, Any] | None,
+    compression: str | None,
+    compression_level: str | None,
+    compression_batch_size: int | None,
+    encryption: Any,
+    item_loader: Any,
+) -> dict[str, Any]:
+    """The layout arguments of the chunk writers: ``write_format``, ``compression_level``, ``compression_batch_size``.
+
+    The layout is the one of the dataset appended to (``existing_config``: LitData 0.2.76's keys present or not),
+    else the ``write_format`` knob's. Appending to a 0.2.76 dataset without ``compression_level`` /
+    ``compression_batch_size`` takes the dataset's (whole-file zstd when it has a compression and no level).
+
+    Raises:
+        ConfigError: an unknown knob value, compression or level, or a level the layout or the other arguments
+            do not allow (LitData 0.2.76's sentences first).
+    """
+    fmt = layout_of(existing_config) if existing_config is not None else resolve_write_format()
+    if fmt == "0.2.76" and existing_config is not None:
+        if compression_level is None:
+            if existing_config.get("compression_level"):
+                compression_level = existing_config["compression_level"]
+            elif existing_config.get("compression"):
+                compression_level = "chunk"
+        if compression_batch_size is None and existing_config.get("compression_batch_size") is not None:
+            compression_batch_size = existing_config["compression_batch_size"]
+    try:
+        if fmt == "0.2.76":
+            loader = "PyTreeLoader" if item_loader is None else getattr(item_loader, "name", type(item_loader).__name__)
+            resolve_compression_level(
+                compression, compression_level, compression_batch_size, encryption=encryption, item_loader_name=loader
+            )
+        else:
+            parse_compression(compression)
+    except FormatError as exc:
+        raise ConfigError(str(exc)) from None
+    if fmt == "0.2.68" and (compression_level not in (None, "", "chunk") or compression_batch_size is not None):
+        where = "the dataset appended to has" if existing_config is not None else "write_format is"
+        raise ConfigError(
+            f"compression_level={compression_level!r} / compression_batch_size={compression_batch_size!r} need "
+            f"LitData 0.2.76's layout, but {where} LitData 0.2.68's (whole-file zstd only: leave them unset)"
+        )
+    return {
+        "write_format": fmt,
+        "compression_level": compression_level,
+        "compression_batch_size": compression_batch_size,
+    }
+
+
 def optimize(
     fn: Callable[[Any], Any],
     inputs: Sequence[Any] | None = None,
@@ -92,6 +150,8 @@ def optimize(
     chunk_bytes: int | str | None = None,
     align_chunking: bool = False,
     compression: str | None = None,
+    compression_level: str | None = None,
+    compression_batch_size: int | None = None,
     encryption: Any | None = None,
     num_workers: int | None = None,
     fast_dev_run: bool | int = False,
@@ -131,6 +191,12 @@ def optimize(
         chunk_bytes: Target chunk size in bytes, or a string like ``"64MB"`` (decimal units).
         align_chunking: Give every worker but the last whole multiples of ``chunk_size`` inputs.
         compression: None, ``"zstd"`` or ``"zstd:N"``.
+        compression_level: How zstd wraps the chunks (LitData 0.2.76's layout): ``"batch"`` (the default with
+            zstd: frames of ``compression_batch_size`` samples inside ``chunk-R-I.bin``), ``"sample"`` (one frame
+            per sample) or ``"chunk"`` (the whole file, ``chunk-R-I.zstd.bin``, LitData 0.2.68's way). The
+            ``write_format`` knob picks the layout (default 0.2.76's); with ``"0.2.68"`` leave it unset.
+            Not the zstd level: that is ``compression="zstd:N"``.
+        compression_batch_size: Samples per zstd frame at level ``"batch"`` (default 256).
         encryption: A key from ``streamscope.utilities.encryption`` (``FernetEncryption``/``RSAEncryption``,
             level "sample" or "chunk"); samples or chunks are encrypted before compression, as LitData does.
         num_workers: Worker processes (default ``os.cpu_count()``; 0 means 1).
@@ -162,7 +228,8 @@ def optimize(
 
     Raises:
         OptimizeInputError: empty inputs, both or neither of chunk_size/chunk_bytes, bad mode, ...
-        ConfigError: unknown compression.
+        ConfigError: unknown compression or ``compression_level``, a level with encryption or with another
+            compression than zstd, a bad ``write_format`` knob value.
         DatasetExistsError: ``output_dir`` already holds an ``index.json`` and ``mode`` is None.
         OutputDirError: ``output_dir`` cannot be created or written.
         WorkerFailedError: ``fn`` or the serializer raised; names the input.
@@ -201,13 +268,19 @@ def optimize(
             f"The provided `mode` should be either `append` or `overwrite`: mode must be None, 'append' or "
             f"'overwrite', got {mode!r}"
         )
-    check_compression(compression)
+    if mode != "append":
+        layout = write_options(None, compression, compression_level, compression_batch_size, encryption, item_loader)
     _reject_platform_args(num_nodes, machine)
     _check_encryption_arg(encryption, item_loader)
     if key_fn is not None and not callable(key_fn):
         raise OptimizeInputError(f"key_fn must be callable (sample -> str or int key), got {key_fn!r}")
     if key_fn is not None and encryption is not None:
         raise OptimizeInputError("optimize(key_fn=...) does not support encrypted datasets")
+    if key_fn is not None:  # before the work: the keys sidecar is written with pyarrow at the end
+        from streamscope.format.keys import KEYS_FEATURE
+        from streamscope.format.parquet import require_pyarrow
+
+        require_pyarrow(KEYS_FEATURE, "keys")
 
     output_dir = _location(output_dir)
     keep: int | None = None
@@ -238,6 +311,11 @@ def optimize(
         n = sum(b - a for a, b in ranges)
 
     store = open_output(output_dir, storage_options)
+    if mode == "append":  # the layout follows the dataset appended to (checked before any file is touched)
+        existing_config = _existing_config(store) if store.exists("index.json") else None
+        layout = write_options(
+            existing_config, compression, compression_level, compression_batch_size, encryption, item_loader
+        )
     check_writable(store)
     writer_kwargs = {
         "chunk_size": chunk_size,
@@ -245,6 +323,7 @@ def optimize(
         "compression": compression,
         "item_loader": item_loader,
         "encryption": encryption,
+        **layout,
     }
     ckpt_config = {
         "num_workers": workers,
@@ -257,6 +336,7 @@ def optimize(
             "compression": compression,
             "item_loader": None if item_loader is None else type(item_loader).__name__,
             "encryption": None if encryption is None else encryption.state_dict(),
+            **layout,
         },
         "mode": mode,
     }
@@ -536,6 +616,14 @@ def _diff(a: dict[str, Any], b: dict[str, Any]) -> str:
     return ", ".join(f"{k}: {a.get(k)!r} != {b.get(k)!r}" for k in keys if a.get(k) != b.get(k))[:500]
 
 
+def _existing_config(store: ObjectStore) -> dict[str, Any] | None:
+    try:
+        config = json.loads(store.get("index.json")).get("config")
+    except (ValueError, AttributeError):
+        return None  # an unreadable index: the append itself reports it
+    return config if isinstance(config, dict) else None
+
+
 def _load_json(store: ObjectStore, key: str) -> Any:
     if not store.exists(key):
         return None
@@ -638,13 +726,17 @@ def _publish_index(
                 continue
             if config is None:
                 config, config_rank = w_config, w
-            elif w_config != config:
-                who = "the existing dataset" if config_rank < 0 else f"worker {config_rank}"
-                raise SchemaMismatchError(  # LitData's sentence first
-                    "The config isn't consistent between chunks: "
-                    f"worker {w}'s samples do not match {who}: data_format {w_config.get('data_format')} vs "
-                    f"{config.get('data_format')}, config {_diff(config, w_config)}"
-                )
+            else:
+                assert w_config is not None
+                fused = fuse_configs(config, w_config)
+                if fused is None:
+                    who = "the existing dataset" if config_rank < 0 else f"worker {config_rank}"
+                    raise SchemaMismatchError(  # LitData's sentence first
+                        "The config isn't consistent between chunks: "
+                        f"worker {w}'s samples do not match {who}: data_format {w_config.get('data_format')} vs "
+                        f"{config.get('data_format')}, config {_diff(config, w_config)}"
+                    )
+                config = fused
             chunks.extend(w_chunks)
         if not chunks:  # LitData writes this index too (its StreamingDataset then refuses it); say so
             warnings.warn(

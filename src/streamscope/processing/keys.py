@@ -18,7 +18,7 @@ from typing import Any
 
 from streamscope import events as ev
 from streamscope._core.errors import OptimizeInputError
-from streamscope.format.chunk import decompress_file, open_chunk
+from streamscope.format.chunk import decompress_file, open_chunk_bytes
 from streamscope.format.item_loader import loader_for_config
 from streamscope.format.keys import KEYS_DIRNAME, normalize_key, write_keys_store
 
@@ -57,10 +57,10 @@ def write_keys_for(store: Any, key_fn: Callable[[Any], Any], num_shards: int = 1
                 with open(raw, "wb") as f:
                     f.write(store.get(name))
                 path = raw
-                if compression:
+                if compression and name.endswith(f".{compression}.bin"):  # whole-file zstd (0.2.76 frames in .bin)
                     path = os.path.join(tmp, "plain.bin")
                     decompress_file(raw, path, compression, int(entry["chunk_bytes"]))
-                chunk = open_chunk(path, config, int(entry["chunk_size"]))
+                chunk = open_chunk_bytes(path, config, int(entry["chunk_size"]))  # any layout
                 try:
                     for i in range(int(entry["chunk_size"])):
                         sample = chunk.sample(i, loader)

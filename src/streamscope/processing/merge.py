@@ -5,8 +5,9 @@ merged dataset reads as the inputs one after the other. The index is written las
 fails part way leaves no ``index.json`` (and removes the chunks it copied), so it never looks complete.
 
 Deliberate differences from LitData 0.2.68 (which checks only ``data_format`` and ``compression``):
-the inputs must also agree on ``data_spec``, ``item_loader`` and ``encryption`` (otherwise samples of one input
-would be decoded with another's layout); local and remote inputs/outputs may be mixed; the index is written
+the inputs must also agree on ``data_spec``, ``item_loader``, ``encryption`` and LitData 0.2.76's compression keys
+(otherwise samples of one input would be decoded with another's layout); a 0.2.76 ``config.types`` is the inputs'
+fused schema (LitData keeps the first input's); local and remote inputs/outputs may be mixed; the index is written
 like ``optimize`` writes it (sorted keys, with ``updated_at``), which both engines read.
 
 Encrypted inputs must have been written with one key (Fernet: the same saved salt): index.json records only the
@@ -26,11 +27,23 @@ from typing import Any
 from streamscope import events as ev
 from streamscope._core.errors import MergeDatasetsError, ObjectNotFoundError
 from streamscope._core.protocols import ObjectStore
+from streamscope.format.framed_write import in_file
 from streamscope.format.index import INDEX_FILENAME, dumps_index, load_index
+from streamscope.format.schema import fuse_schema_json
 from streamscope.storage import open_store
 
-# config fields that must agree for the chunks of every input to decode under the first input's config
-_MUST_MATCH = ("data_format", "data_spec", "compression", "item_loader", "encryption")
+# config fields that must agree for the chunks of every input to decode under the first input's config (a
+# LitData 0.2.68 config lacks the 0.2.76 ones: null, as a 0.2.76 config of uncompressed chunks has them)
+_MUST_MATCH = (
+    "data_format",
+    "data_spec",
+    "compression",
+    "compression_level",
+    "compression_batch_size",
+    "ipc_compression",
+    "item_loader",
+    "encryption",
+)
 
 
 def _location(d: Any) -> str:
@@ -55,8 +68,9 @@ def _read_index(store: ObjectStore, where: str) -> dict[str, Any] | None:
         raise MergeDatasetsError(f"{where}/{INDEX_FILENAME}: {exc}") from None
 
 
-def _chunk_name(counter: int, compression: str | None) -> str:
-    return f"chunk-0-{counter}.{compression}.bin" if compression else f"chunk-0-{counter}.bin"
+def _chunk_name(counter: int, compression: str | None, level: str | None = None) -> str:
+    """The merged name: ``.{compression}`` only for whole-file compression (framed zstd stays ``.bin``)."""
+    return f"chunk-0-{counter}.{compression}.bin" if compression and not in_file(level) else f"chunk-0-{counter}.bin"
 
 
 def _copy(src: ObjectStore, src_key: str, dst: ObjectStore, dst_key: str) -> int:
@@ -125,12 +139,16 @@ def merge_datasets(
                     f"cannot merge {where!r} into {inputs[0]!r}: config field {field!r} differs ({b!r} != {a!r})"
                 )
 
-    compression = first.get("compression")
+    compression, level = first.get("compression"), first.get("compression_level")
+    merged_config = dict(first)
+    for index in indexes[1:]:  # LitData 0.2.76 fuses the samples' schemas
+        if "types" in merged_config or "types" in index["config"]:
+            merged_config["types"] = fuse_schema_json(merged_config.get("types"), index["config"].get("types"))
     chunks: list[dict[str, Any]] = []
     copies: list[tuple[ObjectStore, str, str]] = []
     for store, index in zip(src_stores, indexes):
         for chunk in index["chunks"]:
-            new_name = _chunk_name(len(chunks), compression)
+            new_name = _chunk_name(len(chunks), compression, level)
             copies.append((store, chunk["filename"], new_name))
             chunks.append({**chunk, "filename": new_name})
 
@@ -147,4 +165,4 @@ def merge_datasets(
                 pass
         raise
     # written last: until this exists the output is not a dataset
-    dst.put(INDEX_FILENAME, dumps_index(chunks, dict(first), str(time.time())).encode("utf-8"))
+    dst.put(INDEX_FILENAME, dumps_index(chunks, merged_config, str(time.time())).encode("utf-8"))

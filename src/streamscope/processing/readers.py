@@ -14,6 +14,7 @@ from typing import Any
 
 from streamscope import events as ev
 from streamscope._core.errors import OptimizeInputError
+from streamscope._core.optional import require
 
 
 class BaseReader(ABC):
@@ -62,10 +63,7 @@ class ParquetReader(BaseReader):
         columns: list[str] | None = None,
         filters: Any | None = None,
     ) -> None:
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError as exc:
-            raise ModuleNotFoundError("ParquetReader needs pyarrow: pip install pyarrow") from exc
+        require("pyarrow.parquet", "ParquetReader", "parquet")
         if not isinstance(num_rows, int) or num_rows <= 0:
             raise OptimizeInputError(f"ParquetReader num_rows must be a positive int, got {num_rows!r}")
         self.cache_folder = cache_folder

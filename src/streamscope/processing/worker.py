@@ -9,11 +9,13 @@ on the result queue and its progress (inputs finished) in a shared counter.
 Checkpoint record (``.checkpoints/checkpoint-{rank}.json`` in the output store)::
 
     {"rank": r, "chunks": [...entries of closed chunks...], "config": {...} | null,
-     "inputs_done": p, "skip_samples": s, "next_chunk_index": k, "finished": bool}
+     "inputs_done": p, "skip_samples": s, "next_chunk_index": k, "finished": bool, "writer_state": {...}}
 
 ``inputs_done``/``skip_samples`` point at the first sample NOT in a closed chunk: it is sample ``s`` (0-based,
 counting non-None samples) of the worker's input ``p``. Resuming re-runs ``fn`` on input ``p``, drops its first
 ``s`` samples and continues, so the chunks come out exactly as in an uninterrupted run (fn must be deterministic).
+``writer_state`` (:meth:`ChunkWriter.state`) carries what the chunk writer learnt from the samples before: the
+first sample's leaf formats and, in LitData 0.2.76's layout, the fused schema and the bytes per Arrow row.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class Resume:
     config: dict[str, Any] | None = None
     next_chunk_index: int = 0
     finished: bool = False
+    writer_state: dict[str, Any] | None = None
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> Resume:
@@ -67,6 +70,7 @@ class Resume:
             config=rec.get("config"),
             next_chunk_index=int(rec["next_chunk_index"]),
             finished=bool(rec.get("finished", False)),
+            writer_state=rec.get("writer_state"),
         )
 
 
@@ -132,6 +136,7 @@ def _set_environ(job: WorkerJob) -> None:
 def run_worker(job: WorkerJob, results: Any, progress: Any) -> None:
     """Process entry point: run the job, report ``done`` or ``error`` on ``results``."""
     _set_environ(job)
+    ev.configure_from_env()  # a spawned worker's bootstrap: trace as the parent does (once per process)
     # The main process stops workers with SIGTERM; exit through SystemExit so that finalizers run (trace
     # events buffered in this process are flushed, open spans closed) instead of dying mid-buffer.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -221,7 +226,9 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
     if rs.finished:
         progress[job.worker] = len(job.inputs)
         return chunks, rs.config
-    writer = ChunkWriter(job.staging_dir, rank=rank, chunk_index=rs.next_chunk_index, **job.writer_kwargs)
+    writer = ChunkWriter(
+        job.staging_dir, rank=rank, chunk_index=rs.next_chunk_index, state=rs.writer_state, **job.writer_kwargs
+    )
     next_chunk = rs.next_chunk_index
     sample_index = sum(int(c["chunk_size"]) for c in chunks)  # rank-local index of the next sample
     # (input position, 0-based sample number within that input) of every sample not yet in a closed chunk
@@ -244,7 +251,7 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
                 origins.popleft()
         if job.use_checkpoint:
             p, s = origins[0] if origins else (pos, emitted)
-            _save_checkpoint(store, rank, chunks, config_now(), p, s, next_chunk, False)
+            _save_checkpoint(store, rank, chunks, config_now(), p, s, next_chunk, False, writer.state())
 
     progress[job.worker] = rs.inputs_done
     end = rs.inputs_done
@@ -292,7 +299,7 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
         last = writer.done()
     on_closed(last, end, 0)
     if job.use_checkpoint:
-        _save_checkpoint(store, rank, chunks, config_now(), end, 0, next_chunk, True)
+        _save_checkpoint(store, rank, chunks, config_now(), end, 0, next_chunk, True, writer.state())
     return chunks, config_now()
 
 
@@ -305,6 +312,7 @@ def _save_checkpoint(
     skip_samples: int,
     next_chunk_index: int,
     finished: bool,
+    writer_state: dict[str, Any] | None = None,
 ) -> None:
     rec = {
         "rank": rank,
@@ -314,6 +322,7 @@ def _save_checkpoint(
         "skip_samples": skip_samples,
         "next_chunk_index": next_chunk_index,
         "finished": finished,
+        "writer_state": writer_state,
     }
     store.put(checkpoint_key(rank), json.dumps(rec, sort_keys=True).encode())
 

@@ -99,6 +99,7 @@ class StreamingRawDataset(Dataset):
         range_parallel_threshold: int = 0,
         range_chunk_size: int = 8 * 1024 * 1024,
     ) -> None:
+        ev.configure_from_env()  # an entry point: tracing switched on by the environment starts here (once)
         if item_type not in ("bytes", "path"):
             raise ConfigError(f"item_type must be 'bytes' or 'path', got {item_type!r}")
         if item_type == "path" and not cache_files:
@@ -196,6 +197,7 @@ class StreamingRawDataset(Dataset):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        ev.configure_from_env()  # a spawned worker's bootstrap: trace as the parent does (once per process)
         self.__dict__.update(state)
         self._reset_runtime_state()
 

@@ -5,6 +5,9 @@
 * ``root``: the canonical string LitData calls the *storage path* (an absolute, resolved local path, or the
   URL as given without a trailing ``/``). The index records file paths as ``root + "/" + key`` and the local
   cache folder is ``md5(root)``, so both engines find each other's index.
+* ``local:/dir`` is a local folder read as remote storage (its meaning for optimized datasets): files are
+  fetched through the store like an object-store prefix, and ``cache_files`` copies them into the cache.
+  LitData's raw dataset refuses the scheme; its root is ``local:`` + the resolved absolute path.
 * a lazily opened :class:`~streamscope._core.protocols.ObjectStore`, one per process: a store opened in a
   parent is never used in a forked child, and pickling drops it.
 
@@ -49,9 +52,14 @@ def canonical_root(input_dir: str | os.PathLike[str]) -> str:
         scheme = ""
     if scheme == "":
         return str(Path(text).expanduser().absolute().resolve())
+    if scheme == "local":
+        folder = text[len("local:") :]
+        if not folder:
+            raise RawSchemeError(f"input_dir {text!r} names no folder after 'local:'")
+        return "local:" + str(Path(folder).expanduser().absolute().resolve())
     if scheme not in REMOTE_SCHEMES:
         raise RawSchemeError(
-            f"unsupported input_dir scheme {scheme!r} in {text!r}; supported: local paths, file://, "
+            f"unsupported input_dir scheme {scheme!r} in {text!r}; supported: local paths, file://, local:, "
             + ", ".join(f"{s}://" for s in REMOTE_SCHEMES)
         )
     return text.rstrip("/")
@@ -113,11 +121,12 @@ class Source:
 
     def check_exists(self) -> None:
         """Raise :class:`RawSourceNotFoundError` when a local input folder is missing or not a folder."""
-        if self.is_remote:
+        if self.is_remote and self.scheme != "local":
             return
-        if not os.path.exists(self.root):
+        folder = self.root[len("local:") :] if self.scheme == "local" else self.root
+        if not os.path.exists(folder):
             raise RawSourceNotFoundError(f"input_dir {self.root!r} does not exist")
-        if not os.path.isdir(self.root):
+        if not os.path.isdir(folder):
             raise RawSourceNotFoundError(f"input_dir {self.root!r} is not a folder")
 
     def path_of(self, key: str) -> str:

@@ -21,6 +21,7 @@ from streamscope._core.errors import (
     TransientStorageError,
     TruncatedBodyError,
 )
+from streamscope._core.optional import require
 from streamscope._core.protocols import ObjectMeta
 from streamscope.storage.redact import redact
 
@@ -148,7 +149,9 @@ class Boto3Backend:
     def __init__(
         self, bucket: str, client_kwargs: dict[str, Any], session_kwargs: dict[str, Any] | None = None
     ) -> None:
-        from botocore.config import Config
+        feature = f"S3 storage through boto3 (bucket {bucket!r})"
+        require("boto3", feature, "s3")
+        Config = require("botocore.config", feature, "s3").Config  # noqa: N806
 
         cfg = Config(
             connect_timeout=float(config.get("storage_connect_timeout")),

@@ -146,8 +146,12 @@ def map_error(exc: BaseException, where: str, op: str) -> StorageError:
     if name == "PreconditionError" or status == 412:
         err = ObjectChangedError(redact(f"{op} {where!r}: the object changed during the download (ETag mismatch)"))
     elif isinstance(exc, FileNotFoundError) or name == "NotFoundError" or status == 404:
-        if code == "NoSuchBucket":
-            err = ObjectNotFoundError(redact(f"{op} {where!r} failed: the bucket does not exist (NoSuchBucket)"))
+        if code in ("NoSuchBucket", "ContainerNotFound") or "container does not exist" in text.lower():
+            what = "bucket" if code == "NoSuchBucket" else "container"
+            err = ObjectNotFoundError(
+                redact(f"{op} {where!r} failed: the {what} does not exist ({code or 'ContainerNotFound'})")
+            )
+            err.missing_bucket = True  # type: ignore[attr-defined]
         else:
             err = ObjectNotFoundError(redact(f"{op} {where!r} failed: no such object") + f" ({code or 404})")
         status = status or 404
@@ -269,7 +273,13 @@ class ObstoreBackend:
         return self._run("list", where, fn)
 
     def delete(self, path: str, where: str) -> None:
-        self._run("delete", where, lambda s: self._obs.delete(s, path))
+        try:
+            self._run("delete", where, lambda s: self._obs.delete(s, path))
+        except ObjectNotFoundError as exc:
+            # Azure answers 404 for a blob that is not there (S3 answers 204): deleting nothing is not an
+            # error, but a missing bucket or container is
+            if getattr(exc, "missing_bucket", False):
+                raise
 
     def download(
         self,

@@ -7,6 +7,11 @@ and publishes downloaded files atomically.
 
 Clients are built lazily per process: the backend is cached together with the pid that built it and
 rebuilt when the pid changes (a fork), and it is dropped when the store is pickled (spawn).
+
+Every error of a store with an explicit endpoint (``endpoint_url`` of an S3-compatible server, an emulator's
+address) names it, as ``scheme://host:port`` right after the object's URL: "get 's3://b/ds/index.json' at
+endpoint http://10.0.0.5:9000: cannot connect ...". The object's ``s3://`` URL alone does not say which
+server was unreachable. One place (:meth:`RemoteStore._call`) does it for every backend and operation.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from streamscope._core.errors import (
     InvalidRangeError,
@@ -28,7 +34,29 @@ from streamscope._core.protocols import ObjectMeta
 from streamscope.storage import retry
 from streamscope.storage.async_twins import AsyncTwins
 from streamscope.storage.local import _silent_unlink, tmp_path_for
+from streamscope.storage.redact import redact
 from streamscope.storage.url import StoreURL, join_key, normalize_key
+
+T = TypeVar("T")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def endpoint_label(endpoint: str | None) -> str | None:
+    """``scheme://host:port`` of an endpoint URL (the port filled in from the scheme); no credentials, path or
+    query. None when there is no endpoint or it is not a URL."""
+    if not endpoint or not isinstance(endpoint, str):
+        return None
+    try:
+        parts = urlsplit(endpoint.strip())
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if not scheme or not host:
+        return None
+    port = port or _DEFAULT_PORTS.get(scheme)
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}" + (f":{port}" if port else "")
 
 
 class Backend(Protocol):
@@ -84,9 +112,11 @@ class RemoteStore(AsyncTwins):
 
     read_only = False
 
-    def __init__(self, parsed: StoreURL, make_backend: Callable[[], Backend]) -> None:
+    def __init__(self, parsed: StoreURL, make_backend: Callable[[], Backend], endpoint: str | None = None) -> None:
         self._parsed = parsed
         self.url: str = parsed.url
+        #: ``scheme://host:port`` of an explicit endpoint, named in every error (None: the service's default)
+        self.endpoint: str | None = endpoint_label(endpoint)
         self._make_backend = make_backend
         self._backend_obj: Backend | None = None
         self._backend_pid = -1
@@ -141,6 +171,35 @@ class RemoteStore(AsyncTwins):
         prefix = self._parsed.prefix
         return path[len(prefix) + 1 :] if prefix else path
 
+    def _call(self, op: str, where: str, attempt: Callable[[dict[str, Any]], T], **fields: Any) -> T:
+        """:func:`retry.call`, with the endpoint named in the error it raises (see the module doc)."""
+        try:
+            return retry.call(op, where, attempt, **fields)
+        except StorageError as exc:
+            named = self._at_endpoint(exc, where)
+            if named is exc:
+                raise
+            raise named from exc.__cause__
+
+    def _at_endpoint(self, exc: StorageError, where: str) -> StorageError:
+        """``exc`` with this store's endpoint named after ``where`` in its message (same class and attributes)."""
+        ep = self.endpoint
+        msg = str(exc)
+        if ep is None or where.startswith(ep):
+            return exc
+        quoted = repr(where)
+        label = f"{quoted} at endpoint {ep}"
+        if label in msg:
+            return exc
+        msg = msg.replace(quoted, label, 1) if quoted in msg else f"{msg} (endpoint {ep})"
+        try:
+            named = type(exc)(redact(msg))
+        except Exception:  # a subclass with another signature: keep it, with the message replaced
+            exc.args = (redact(msg),)
+            return exc
+        named.__dict__.update(exc.__dict__)
+        return named
+
     # -- ObjectStore -------------------------------------------------------------------------------
 
     def get(self, key: str) -> bytes:
@@ -154,7 +213,7 @@ class RemoteStore(AsyncTwins):
                 raise TruncatedBodyError(f"got {len(data)} of {announced} bytes from {where!r}")
             return data
 
-        return retry.call("get", where, attempt)
+        return self._call("get", where, attempt)
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)``; the range must lie inside the object."""
@@ -182,7 +241,7 @@ class RemoteStore(AsyncTwins):
                 )
             return data
 
-        return retry.call("get_range", where, attempt, start=start, end=end)
+        return self._call("get_range", where, attempt, start=start, end=end)
 
     def head(self, key: str) -> ObjectMeta:
         """Size (and mtime/etag when known) of the object."""
@@ -192,7 +251,7 @@ class RemoteStore(AsyncTwins):
             meta = self._backend().head(path, where)
             return ObjectMeta(key=normalize_key(key), size=meta.size, mtime=meta.mtime, etag=meta.etag)
 
-        return retry.call("head", where, attempt)
+        return self._call("head", where, attempt)
 
     def exists(self, key: str) -> bool:
         """True when the object exists."""
@@ -210,7 +269,7 @@ class RemoteStore(AsyncTwins):
             self._backend().put(path, data, where)
             f["bytes"] = len(data)
 
-        retry.call("put", where, attempt)
+        self._call("put", where, attempt)
 
     def upload_file(self, src: str, key: str) -> None:
         """Upload local file ``src`` to ``key``."""
@@ -222,7 +281,7 @@ class RemoteStore(AsyncTwins):
             self._backend().put_file(path, src, where)
             f["bytes"] = os.path.getsize(src)
 
-        retry.call("upload_file", where, attempt)
+        self._call("upload_file", where, attempt)
 
     def list(self, prefix: str = "") -> Iterator[ObjectMeta]:
         """Every object whose key starts with ``prefix`` (plain string prefix), sorted by key."""
@@ -240,7 +299,7 @@ class RemoteStore(AsyncTwins):
             f["items"] = len(found)
             return found
 
-        found = retry.call("list", where, attempt)
+        found = self._call("list", where, attempt)
         out = [ObjectMeta(key=self._rel(m.key), size=m.size, mtime=m.mtime, etag=m.etag) for m in found]
         out.sort(key=lambda m: m.key)
         return iter(out)
@@ -252,7 +311,7 @@ class RemoteStore(AsyncTwins):
         def attempt(f: dict[str, Any]) -> None:
             self._backend().delete(path, where)
 
-        retry.call("delete_object", where, attempt)
+        self._call("delete_object", where, attempt)
 
     def download_file(self, key: str, dest: str) -> int:
         """Stream the object to ``dest`` through a temporary file; publish it only when complete.
@@ -306,7 +365,7 @@ class RemoteStore(AsyncTwins):
             return total
 
         try:
-            return retry.call("download_file", where, attempt)
+            return self._call("download_file", where, attempt)
         finally:
             _silent_unlink(tmp)
 

@@ -58,6 +58,7 @@ from typing import Any
 from streamscope import events as ev
 from streamscope._core import config
 from streamscope._core.errors import ConfigError, StorageAuthError, StorageError
+from streamscope._core.optional import install_hint
 from streamscope.storage import obstore_backend as ob
 from streamscope.storage import sigv4
 from streamscope.storage.redact import redact, redact_options, register_secret
@@ -200,7 +201,7 @@ class S3Store(RemoteStore):
                 f"{parsed.url!r}: r2:// needs storage_options['endpoint_url'] "
                 "(https://<account id>.r2.cloudflarestorage.com) and R2 credentials"
             )
-        super().__init__(parsed, self._build)
+        super().__init__(parsed, self._build, endpoint=self.options.endpoint)
         if self.options.extra:
             self._validate_extra()
 
@@ -235,7 +236,10 @@ class S3Store(RemoteStore):
         fork-safe: it does not start obstore's runtime)."""
         keys = ", ".join(sorted(self.options.extra))
         if not ob.obstore_available():
-            raise ConfigError(f"storage_options {keys} for {self.url!r} are obstore settings, but obstore is missing")
+            raise ConfigError(
+                f"storage_options {keys} for {self.url!r} are obstore settings, but obstore is missing: "
+                + install_hint("obstore")
+            )
         try:
             self._obstore_factory(resolve_credentials=False)()
         except Exception as exc:

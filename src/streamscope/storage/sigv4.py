@@ -32,6 +32,7 @@ from streamscope._core.errors import (
     StorageTimeoutError,
     TruncatedBodyError,
 )
+from streamscope._core.optional import require
 from streamscope._core.protocols import ObjectMeta
 from streamscope.storage.redact import redact
 
@@ -169,7 +170,7 @@ class SignedGetter:
         except OSError as exc:
             raise StorageConnectionError(redact(f"get {where!r}: connection dropped: {exc}")) from None
         if status != 200:
-            from botocore.exceptions import ClientError
+            ClientError = require("botocore.exceptions", f"reading {where!r}", "s3").ClientError  # noqa: N806
 
             code_m, msg_m = _CODE_RE.search(body), _MSG_RE.search(body)
             code = code_m.group(1).decode("utf-8", "replace") if code_m else str(status)

@@ -34,8 +34,8 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils.data import get_worker_info
 
-from streamscope import events as ev
 from streamscope.stream import collate
+from streamscope.stream.handover import worker_share
 
 MAX_GROUP = 16
 MAX_SLOTS = 8
@@ -56,15 +56,17 @@ class Group(list):  # type: ignore[type-arg]
     """A list of ``(batch_number, batch)`` sent by a worker as one queue message.
 
     ``slot`` is the arena slot the batches live in (-1: none) and ``anchor`` the arena itself, so the main
-    process can tell when the loop has dropped the group. ``last``: the worker's last group of the epoch, sent
+    process can tell when the loop has dropped the group; ``nbytes`` the bytes they take (the loader's bytes
+    delivered). ``last``: the worker's last group of the epoch, sent
     after its batch generator has finished (see :func:`grouped`); ``parcel``: the worker's trace parcel riding
-    with it (see :func:`worker_share`).
+    with it (see :func:`~streamscope.stream.handover.worker_share`).
     """
 
     slot: int = -1
     anchor: torch.Tensor | None = None
     last: bool = False
     parcel: Any = None
+    nbytes: int = 0  # tensor bytes of the group's batches (its arena's used bytes, or the packed block's size)
 
 
 class ArenaFlags:
@@ -198,7 +200,9 @@ def pack(group: Group) -> Group:
         dst = arena[off : off + nbytes].view(t.dtype).view(t.shape)
         dst.copy_(t)
         table[id(t)] = dst
-    return Group((j, _replace(batch, table)) for j, batch in group)
+    out = Group((j, _replace(batch, table)) for j, batch in group)
+    out.nbytes = total
+    return out
 
 
 def batch_bytes(batch: Any) -> int:
@@ -246,65 +250,10 @@ def grouped(
         collate.ALLOC[0] = saved
 
 
-#: A worker's parcel flag (see :func:`worker_share`) as ``events.hand_over`` reads it.
-_ACK = {0: None, 1: True, 2: False}
-PARCEL_RECEIVED, PARCEL_ABANDONED = 1, 2
-
-
-def worker_share(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
-    """A DataLoader worker's items of one epoch, then its trace events.
-
-    When the loader asks for them (``mode["parcel"]``: non-persistent workers while tracing or aggregating
-    metrics) the worker hands over an :class:`~streamscope.events.Parcel` with the events it recorded and has
-    not written, and its metrics snapshot: the main process writes them, so a worker that lives one epoch
-    neither opens the log nor encodes (a fresh process pays several times a warm one's cost for that) nor writes
-    a snapshot file. The parcel rides with the worker's last group (:attr:`Group.last`, sent once its batch
-    generator has finished), or else comes as an item of its own after the last item. The loader marks each
-    parcel it takes in ``mode["parcel_acks"]`` (received, or abandoned by a loop that left the epoch early); a
-    worker whose parcel was abandoned writes it itself at exit.
-
-    Otherwise, and when the share is abandoned (early ``break``, an error), the worker writes its events itself
-    as the share ends, while the loop still consumes the batches it queued: its exit, on the epoch's critical
-    path, is then short. (Its metrics snapshot is written at exit, final, a moment later.)
-    """
-    parcel = bool(mode.get("parcel"))
-    handed = False
-    finished = False
-    poll = ev.poll  # a flusher deferred at the fork starts once a tick is due (a long epoch)
-    try:
-        for item in items:
-            poll()
-            if parcel and type(item) is Group and item.last:
-                item.parcel = _hand_over(mode)  # no queue message of its own, no wait for it in the loop
-                handed = True
-            yield item
-        finished = True
-    finally:
-        if not finished:
-            close = getattr(items, "close", None)
-            if close is not None:
-                close()  # as ``yield from`` would: the generators below clean up first
-            if ev.ACTIVE:
-                ev.flush(publish=False)
-    if parcel:
-        if not handed:
-            yield _hand_over(mode)
-    elif ev.ACTIVE:
-        ev.flush(publish=False)
-
-
-def _hand_over(mode: dict[str, Any]) -> Any:
-    """This worker's parcel (``ev.hand_over``), tagged with its worker id and asking the loader's acks."""
-    info = get_worker_info()
-    wid = info.id if info is not None else -1
-    acks = mode.get("parcel_acks")  # the loader marks each parcel: 1 received, 2 abandoned (0: not yet)
-    received = (lambda: _ACK.get(acks[wid], False)) if acks is not None and 0 <= wid < len(acks) else None
-    return ev.hand_over(wid, received)
-
-
 def worker_items(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
-    """``items`` as the loader receives them: in a DataLoader worker through :func:`worker_share`, unchanged in
-    the loop's own process (no generator layer on its path)."""
+    """``items`` as the loader receives them: in a DataLoader worker through
+    :func:`~streamscope.stream.handover.worker_share` (its last trace events handed over), unchanged in the loop's
+    own process (no generator layer on its path)."""
     if get_worker_info() is None:
         return items
     freeze_inherited_heap()
@@ -384,19 +333,25 @@ def _seal(group: Group, alloc: _ArenaAllocator | None) -> Group:
         alloc.pool.flags[arena.slot] = 1
         group.slot = arena.slot
     group.anchor = arena.tensor
+    group.nbytes = arena.used
     return group
 
 
 class Reorder:
-    """Main-process side: turn worker messages (single batches or groups) into batches in batch order."""
+    """Main-process side: turn worker messages (single batches or groups) into batches in batch order.
 
-    def __init__(self, first: int, arenas: ArenaFlags | None = None) -> None:
+    ``bytes`` counts the tensor bytes received: a group's ``nbytes``, and with ``count_bytes`` (metrics on) a
+    single batch's, measured as it comes."""
+
+    def __init__(self, first: int, arenas: ArenaFlags | None = None, count_bytes: bool = False) -> None:
         self.expected = first
         self._held: dict[int, Any] = {}
         self._arenas = arenas
+        self.bytes = 0
+        self._count_bytes = count_bytes
 
     def add(self, item: Any) -> Any:
-        """Take one worker message; the trace parcel that rode with it, if any (see :func:`worker_share`)."""
+        """Take one worker message; the trace parcel that rode with it, if any (see :mod:`.handover`)."""
         if isinstance(item, Group):
             if self._arenas is not None:
                 self._arenas.watch(item)
@@ -404,10 +359,13 @@ class Reorder:
                 item.anchor = None
             for j, batch in item:
                 self._held[j] = batch
+            self.bytes += item.nbytes
             parcel, item.parcel = item.parcel, None
             return parcel
         j, batch = item
         self._held[j] = batch
+        if self._count_bytes:
+            self.bytes += batch_bytes(batch)
         return None
 
     def ready(self) -> Iterator[tuple[int, Any]]:

@@ -320,3 +320,57 @@ class BlockCollator:
             for p, a in zip(pos.tolist(), (head + items.astype(np.int64) * nb).tolist()):
                 flat[p] = buf[a : a + nb]
         return raw.view(self.torch_dtype).reshape(n, self.block_size)
+
+
+class ArrowCollator:
+    """Batches of LitData 0.2.76 Arrow-footer rows, column by column; the result is ``default_collate(rows)``.
+
+    A batch's rows are taken from the chunks' record batches (pyarrow ``take``); then per column: int64, double
+    and bool columns without nulls become one tensor (the numpy values written straight into the batch's
+    storage, shared memory in a worker), string and binary columns without nulls a list, and any other column
+    goes through ``default_collate`` of its Python values (which is what ``default_collate`` of the row dicts
+    does per key). Rows from chunks whose schemas differ in names or order return None (the caller collates the
+    rows themselves, so ``default_collate`` raises or keys in its own way).
+    """
+
+    supported = True
+
+    def collate(self, groups: Sequence[tuple[Any, np.ndarray, np.ndarray]], n: int) -> Any:
+        """Collate one batch: per chunk (its ArrowChunk, positions in the batch, rows in the chunk)."""
+        names = groups[0][0].names
+        if any(chunk.names != names for chunk, _, _ in groups[1:]):
+            return None
+        tables = [(pos, chunk.take(items)) for chunk, pos, items in groups]
+        return {name: self._column(name, tables, n) for name in names}
+
+    @staticmethod
+    def _column(name: str, tables: list[tuple[np.ndarray, Any]], n: int) -> Any:
+        from torch.utils.data import default_collate
+
+        from streamscope._core.optional import require
+
+        pa = require("pyarrow", "batching LitData 0.2.76 Arrow rows", "arrow")
+
+        cols = [(pos, t.column(name)) for pos, t in tables]
+        typ = cols[0][1].type
+        same = all(c.type == typ for _, c in cols) and not any(c.null_count for _, c in cols)
+        if same and (pa.types.is_int64(typ) or pa.types.is_float64(typ) or pa.types.is_boolean(typ)):
+            kind = "int" if pa.types.is_int64(typ) else "float" if pa.types.is_float64(typ) else "bool"
+            dt = _NUMERIC[kind]
+            raw = empty_batch_bytes(n, dt.itemsize)
+            out = raw.numpy().view(dt).reshape(n)
+            for pos, c in cols:
+                out[pos] = c.to_numpy()
+            return raw.view(_TORCH_NUMERIC[kind]).reshape(n)
+        values: list[Any] = [None] * n
+        for pos, c in cols:
+            for p, v in zip(pos.tolist(), c.to_pylist()):
+                values[p] = v
+        if same and (
+            pa.types.is_string(typ)
+            or pa.types.is_large_string(typ)
+            or pa.types.is_binary(typ)
+            or pa.types.is_large_binary(typ)
+        ):
+            return values  # default_collate returns a list of str/bytes as it is
+        return default_collate(values)

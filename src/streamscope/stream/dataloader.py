@@ -21,16 +21,20 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy.random  # noqa: F401  torch seeds numpy in every worker: import it once here, before the fork
 from torch.utils.data import DataLoader
 
 from streamscope import events as ev
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, StateDictError
+from streamscope.events import attribution, instruments
+from streamscope.events.registry import M
 from streamscope.stream import cprofile
-from streamscope.stream.batching import PARCEL_ABANDONED, PARCEL_RECEIVED, ArenaFlags, Reorder
+from streamscope.stream.batching import ArenaFlags, Reorder
 from streamscope.stream.collate_fn import litdata_collate
 from streamscope.stream.dataset import StreamingDataset
+from streamscope.stream.handover import ParcelAcks
 
 #: What the loader calls on its dataset (StreamingDataset and CombinedStreamingDataset provide it).
 _PROTOCOL = ("plan", "iter_batches", "state_dict", "resume_position", "set_batch_size", "set_num_workers")
@@ -65,14 +69,6 @@ def pending_worker_shutdowns() -> int:
     return len(_SHUTDOWNS)
 
 
-def _adopt(parcel: Any, acks: Any, parcels: list[int]) -> None:
-    """Take a worker's trace parcel (see ``stream.batching.worker_share``) and mark it received."""
-    if acks is not None and 0 <= parcel.tag < len(acks):
-        acks[parcel.tag] = PARCEL_RECEIVED
-    ev.adopt(parcel)
-    parcels[0] -= 1
-
-
 def _tell_workers_to_stop(it: Any) -> None:
     """The first step of torch's ``_shutdown_workers``, done at once: the done event set and a stop (None) sent
     to each worker still active, so they exit while this process goes on; ``_shutdown_workers`` then skips them
@@ -95,9 +91,7 @@ def _tell_workers_to_stop(it: Any) -> None:
 def _finish_workers(shutdown: Callable[[], None], pids: list[int | None]) -> None:
     """Let a complete epoch's workers exit; drop the parcels they left at exit (the loop took every parcel)."""
     shutdown()
-    for pid in pids:
-        if pid is not None:
-            ev.drop_spool(pid)
+    ParcelAcks.drop_left(pids)
 
 
 def _identity(item: Any) -> Any:
@@ -137,6 +131,7 @@ class StreamingDataLoader(DataLoader):
         collate_fn: Callable[[list[Any]], Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        ev.configure_from_env()  # an entry point: tracing switched on by the environment starts here (once)
         if not isinstance(dataset, StreamingDataset) and not all(hasattr(dataset, a) for a in _PROTOCOL):
             raise NotAStreamingDatasetError(
                 f"StreamingDataLoader needs a StreamingDataset (or a dataset with {', '.join(_PROTOCOL)}, such as "
@@ -205,6 +200,14 @@ class StreamingDataLoader(DataLoader):
         self._pending: tuple[int, int] | None = None
         self._latest_worker_idx = 0
         self._parcels = 0  # trace parcels the workers send at the end of each epoch (see __iter__)
+        # metrics: an iteration adds its batches, samples and bytes to this process's counters as it ends (so they
+        # outlive the loader); the running one's start is kept for _observe
+        self._live: tuple[int, int, Reorder, Any] | None = None
+        self._iter_t0 = 0
+        self._first_batch_s = 0.0
+        self._wait_ring: attribution.WaitRing | None = None  # the loop's waits, for the wait split (metrics on)
+        self._dataset_name = _dataset_name(dataset)
+        ev.observe(self._observe)
         #: LitData's flag: True after load_state_dict() of a state saved inside an epoch, until an epoch completes.
         self.restore = False
         self.profile_batches = profile_batches
@@ -215,6 +218,7 @@ class StreamingDataLoader(DataLoader):
     # --- iteration ---------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        self._iter_t0 = ev.now()
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]
         if self._pending is not None:
             epoch, start = self._pending
@@ -234,12 +238,15 @@ class StreamingDataLoader(DataLoader):
         if arenas is not None and not self.persistent_workers:
             arenas = ArenaFlags(self.num_workers)  # this iteration's fresh workers (an older iterator keeps its own)
         # Non-persistent workers end their share with a parcel of trace events, which this process writes
-        # (see stream.batching.worker_share); persistent ones write their own (their flusher runs on, and their
-        # next epoch's events must not reach the log before this parcel). Decided when the workers start.
+        # (see stream.handover); persistent ones write their own (their flusher runs on, and their next epoch's
+        # events must not reach the log before this parcel). Decided when the workers start.
         if not (self.persistent_workers and getattr(self, "_iterator", None) is not None):
             self._parcels = self.num_workers if ev.ACTIVE and not self.persistent_workers else 0
         # one flag per worker, set when its parcel arrives (a worker whose parcel was lost writes its own events)
-        acks = multiprocessing.RawArray("b", self.num_workers) if self._parcels else None
+        acks = ParcelAcks(self.num_workers) if self._parcels else None
+        # the wait split (metrics on): the loop's waits go to a ring its workers read (stream.handover)
+        if ev.RECORDER.metric_cats and "stall" in ev.ACTIVE and self._wait_ring is None:
+            self._wait_ring = attribution.WaitRing()
         ds._batch_mode = {
             "epoch": epoch,
             "start": start,
@@ -248,7 +255,9 @@ class StreamingDataLoader(DataLoader):
             "position": self._position,
             "arena_flags": arenas.flags if arenas is not None else None,
             "parcel": self._parcels > 0,
-            "parcel_acks": acks,
+            "parcel_acks": acks.flags if acks is not None else None,
+            "wait_ring": self._wait_ring if ev.RECORDER.metric_cats else None,
+            "workers": self.num_workers,
         }
         try:
             # workers that hand their events over need no flusher thread unless their epoch runs long
@@ -270,11 +279,15 @@ class StreamingDataLoader(DataLoader):
         finally:
             cprofile.dump(profiler, os.path.join(cprofile.output_dir(self.profile_dir), cprofile.MAIN_STEM))
 
-    def _run(self, it: Any, plan: Any, epoch: int, arenas: ArenaFlags | None, acks: Any) -> Iterator[Any]:
+    def _run(self, it: Any, plan: Any, epoch: int, arenas: ArenaFlags | None, acks: ParcelAcks | None) -> Iterator[Any]:
         workers = max(1, self.num_workers)
-        reorder = Reorder(self.batches_consumed, arenas)
+        reorder = Reorder(self.batches_consumed, arenas, count_bytes=bool(ev.RECORDER.metric_cats))
+        self._live = (self.batches_consumed, self.num_samples_yielded, reorder, it)
+        t_first = self._iter_t0
         done = False
-        parcels = [self._parcels]  # still to come
+        ring = self._wait_ring if ev.RECORDER.metric_cats and "stall" in ev.ACTIVE else None
+        if ring is not None and self.num_workers == 0:
+            attribution.start(ring, 0, instruments.add_key)  # the loop's own process decodes: it splits its waits
         try:
             with ev.span(
                 "epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches, workers=self.num_workers
@@ -287,6 +300,7 @@ class StreamingDataLoader(DataLoader):
                 )
                 on = "batch" in ev.ACTIVE or "stall" in ev.ACTIVE  # else no clock reads at all
                 now, mark, put, parcel_type = ev.now, loop.mark, loop.put, ev.Parcel
+                marks = loop.marks if ring is not None else []  # the last boundary begins a wait
                 if on:
                     mark(now())
                 try:
@@ -295,6 +309,9 @@ class StreamingDataLoader(DataLoader):
                             self.batches_consumed = j + 1
                             self.num_samples_yielded += plan.batch_len(j)
                             self._latest_worker_idx = j % workers
+                            if t_first:
+                                self._first_batch_s = (now() - t_first) / 1e9
+                                t_first = 0
                             try:
                                 yield batch
                             except BaseException:  # the loop left during this batch (break, exception)
@@ -309,7 +326,7 @@ class StreamingDataLoader(DataLoader):
                             self.num_workers > 0
                             and reorder.expected >= plan.num_batches
                             and not reorder.pending()
-                            and parcels[0] <= 0
+                            and (acks is None or acks.pending <= 0)
                         ):
                             # Every batch of the plan and every trace parcel arrived: no need to wait for the
                             # workers' stop. (A worker sends its parcel right after its last batch: a loop that
@@ -318,24 +335,36 @@ class StreamingDataLoader(DataLoader):
                             break
                         if arenas is not None:
                             arenas.release_dropped()  # arenas of batches the loop has dropped go back to the workers
+                        if ring is not None:
+                            ring.begin(marks[-1])
                         try:
                             item = next(it)
                         except BaseException as exc:
                             if on:
-                                mark(now())
+                                if ring is None:
+                                    mark(now())
+                                else:
+                                    t = now()
+                                    ring.end(marks[-1], t)
+                                    mark(t)
                                 put(~reorder.expected)
                             if isinstance(exc, StopIteration):
                                 break
                             raise
                         if type(item) is parcel_type:
-                            _adopt(item, acks, parcels)  # a worker's last trace events (still waiting: no boundary)
+                            acks.take(item)  # type: ignore[union-attr]  # a worker's last trace events (no boundary)
                             continue
                         if on:
-                            mark(now())
+                            if ring is None:
+                                mark(now())
+                            else:
+                                t = now()
+                                ring.end(marks[-1], t)
+                                mark(t)
                             put(~reorder.expected)
                         parcel = reorder.add(item)
                         if parcel is not None:
-                            _adopt(parcel, acks, parcels)  # a worker's last trace events, with its last group
+                            acks.take(parcel)  # type: ignore[union-attr]  # a worker's last trace events, with its last group
                 finally:
                     loop.finish()
                 if reorder.pending() or reorder.expected != plan.num_batches:
@@ -346,6 +375,14 @@ class StreamingDataLoader(DataLoader):
                     )
             self.restore = False  # a complete epoch
         finally:
+            if ring is not None and self.num_workers == 0:
+                attribution.stop()
+            live, self._live = self._live, None
+            if live is not None and ev.ACTIVE:
+                name = self._dataset_name
+                instruments.add(M.LOADER_BATCHES, self.batches_consumed - live[0], dataset=name)
+                instruments.add(M.LOADER_SAMPLES, self.num_samples_yielded - live[1], dataset=name)
+                instruments.add(M.LOADER_BYTES, reorder.bytes, dataset=name)
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None and not self.persistent_workers:
                 pids = [getattr(p, "pid", None) for p in getattr(it, "_workers", [])] if acks is not None else []
@@ -361,14 +398,35 @@ class StreamingDataLoader(DataLoader):
                     t.start()
                 else:
                     if acks is not None:  # parcels not taken are abandoned: their workers write them themselves
-                        for w in range(len(acks)):
-                            acks[w] = acks[w] or PARCEL_ABANDONED
+                        acks.abandon_rest()
                     shutdown()  # an abandoned epoch frees its workers now (persistent ones are reset by torch)
-                    for w, pid in enumerate(pids):
-                        # a worker that exited before the loop decided left its parcel in the run directory
-                        parcel = ev.claim_spool(pid) if pid is not None else None
-                        if parcel is not None and acks is not None and acks[w] != PARCEL_RECEIVED:
-                            ev.adopt(parcel)
+                    if acks is not None:  # a worker that exited before the loop decided left its parcel behind
+                        acks.claim_left(pids)
+
+    def _observe(self) -> list[tuple[Any, dict[str, Any], float]]:
+        """This loader's metrics now (``events.observe``: read when the metrics are, never on the loop's path): the
+        running iteration's part of the counters (the finished ones are in this process's counters) and gauges."""
+        batches = samples = nbytes = queued = alive = 0
+        live = self._live
+        if live is not None:
+            b0, s0, reorder, it = live
+            batches = self.batches_consumed - b0
+            samples = self.num_samples_yielded - s0
+            nbytes = reorder.bytes
+            try:
+                queued = int(it._data_queue.qsize())
+            except Exception:  # no worker queue (num_workers=0), or a platform without qsize
+                queued = 0
+            alive = sum(1 for w in getattr(it, "_workers", ()) if w.is_alive())
+        attrs = {"dataset": self._dataset_name}
+        return [
+            (M.LOADER_BATCHES, attrs, batches),
+            (M.LOADER_SAMPLES, attrs, samples),
+            (M.LOADER_BYTES, attrs, nbytes),
+            (M.LOADER_TIME_TO_FIRST_BATCH, attrs, self._first_batch_s),
+            (M.LOADER_QUEUE_DEPTH, attrs, queued),
+            (M.LOADER_WORKERS, attrs, alive),
+        ]
 
     def __len__(self) -> int:
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]
@@ -430,6 +488,19 @@ class StreamingDataLoader(DataLoader):
         self.restore = start > 0
         self.num_samples_yielded = _samples_yielded(obj.get("num_samples_yielded", 0)) if start else 0
         self._latest_worker_idx = int(obj.get("latest_worker_idx", 0))
+
+
+def _dataset_name(ds: Any) -> str:
+    """A short name of the dataset (the metrics' ``dataset`` attribute): the last part of its input directory,
+    else its class."""
+    d = getattr(ds, "input_dir", None)
+    raw = getattr(d, "url", None) or getattr(d, "path", None) or (d if isinstance(d, str) else None)
+    name = ""
+    if raw:
+        parts = urlsplit(str(raw))
+        # the path's last part, else the bucket without any user:password@ (never a credential in a label)
+        name = os.path.basename(parts.path.rstrip("/")) or parts.netloc.rpartition("@")[2]
+    return (name or type(ds).__name__)[:64]
 
 
 def _samples_yielded(saved: Any) -> int:

@@ -8,8 +8,9 @@ chunk by binary search.
 
 Reading modes:
 
-* local, uncompressed: chunks are mapped where they are (no copy, no cache, no refcount);
-* remote or compressed: chunks are fetched (and decompressed) into ``cache_dir`` by a
+* local path, uncompressed: chunks are mapped where they are (no copy, no cache, no refcount);
+* remote (an object-store URL, or a ``local:/dir`` folder read as remote storage, LitData's meaning) or
+  compressed: chunks are fetched (and decompressed) into ``cache_dir`` by a
   :class:`~streamscope.cache.chunk_cache.ChunkCache`, prefetched ahead of use in plan order, leased while in use
   and evicted under ``max_cache_size``.
 
@@ -47,13 +48,14 @@ from streamscope.cache.leases import LeaseTable
 from streamscope.cache.prefetch import live_depth
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
 from streamscope.stream.batching import grouped, worker_items
-from streamscope.stream.collate import BlockCollator, ColumnCollator
+from streamscope.stream.collate import ArrowCollator, BlockCollator, ColumnCollator
 from streamscope.stream.distributed import DistEnv, WorkerEnv
 from streamscope.stream.newer_options import check_newer_options
 from streamscope.stream.plan import EpochPlan, make_plan
 from streamscope.stream.reader import ChunkReader
 from streamscope.stream.resume import Resumable
 
+_NO_COLLATOR = ColumnCollator(["none"], None)  # never supported: the batch is decoded sample by sample
 _LEASES: LeaseTable | None = None
 _LEASES_PID = -1
 
@@ -68,27 +70,36 @@ def _process_leases() -> LeaseTable:
 
 
 def _is_remote(path: str) -> bool:
-    return "://" in path and not path.startswith(("local:", "file://"))
+    """True when chunks are fetched through a store into the cache: object-store URLs, and ``local:`` folders
+    (LitData's "a local folder read as remote storage"); plain paths and ``file://`` are read in place."""
+    return path.startswith("local:") or ("://" in path and not path.startswith("file://"))
 
 
 def _input_path(input_dir: Any) -> str:
-    """A path or URL from a str, a ``Dir``-like object (``.url`` wins over ``.path``) or an os.PathLike."""
+    """A path or URL from a str, a ``Dir``-like object (``.url`` wins over ``.path``) or an os.PathLike.
+
+    A ``local:`` URL is made absolute (``local:/abs/dir``): it names the cache directory, and a DataLoader
+    worker started elsewhere must name the same one.
+    """
     if isinstance(input_dir, (str, os.PathLike)):
-        return os.fspath(input_dir)
-    url = getattr(input_dir, "url", None)
-    path = getattr(input_dir, "path", None)
-    if url:
-        return str(url)
-    if path:
-        return str(path)
-    raise DatasetError(f"input_dir must be a path, a URL or a Dir, got {input_dir!r}")
+        text = os.fspath(input_dir)
+    elif getattr(input_dir, "url", None):
+        text = str(input_dir.url)
+    elif getattr(input_dir, "path", None):
+        text = str(input_dir.path)
+    else:
+        raise DatasetError(f"input_dir must be a path, a URL or a Dir, got {input_dir!r}")
+    if text.startswith("local:") and len(text) > len("local:"):
+        text = "local:" + os.path.abspath(os.path.expanduser(text[len("local:") :]))
+    return text
 
 
 class StreamingDataset(Resumable, IterableDataset):
     """Stream samples of an optimized dataset (LitData-compatible arguments and defaults).
 
     Args:
-        input_dir: local directory or URL (``s3://``, ``gs://``, ...) holding ``index.json`` and the chunks.
+        input_dir: local directory or URL (``s3://``, ``gs://``, ..., or ``local:/dir``: a folder copied into the
+            cache like a remote one) holding ``index.json`` and the chunks.
         cache_dir: root of the chunk cache for remote or compressed datasets (default: the ``cache_dir`` knob).
         item_loader: ``PyTreeLoader()`` (default) or ``TokensLoader(block_size)``; must match the index.
         shuffle: shuffle by ``(seed, epoch)`` over chunks and within chunks.
@@ -143,6 +154,7 @@ class StreamingDataset(Resumable, IterableDataset):
         shuffle_buffer: int = 0,
     ) -> None:
         super().__init__()
+        ev.configure_from_env()  # an entry point: tracing switched on by the environment starts here (once)
         if not isinstance(shuffle, bool):
             raise DatasetError(f"shuffle must be a bool, got {shuffle!r}")
         if not isinstance(subsample, (int, float)) or isinstance(subsample, bool) or subsample <= 0:
@@ -241,6 +253,7 @@ class StreamingDataset(Resumable, IterableDataset):
         self._reader: Any = None
         self._reader_pid = -1
         self._column: ColumnCollator | BlockCollator | None = None
+        self._arrow_column: ArrowCollator | None = None
         self._batch_mode: dict[str, Any] | None = None  # set by StreamingDataLoader
 
     # --- construction helpers ----------------------------------------------------------------------
@@ -286,8 +299,7 @@ class StreamingDataset(Resumable, IterableDataset):
                 raise IndexNotFoundError(f"index file {path!r} (index_path) does not exist")
             return load_index(path)
         if not self.remote:
-            local = self.input_dir[len("local:") :] if self.input_dir.startswith("local:") else self.input_dir
-            local = local[len("file://") :] if local.startswith("file://") else local
+            local = self.input_dir[len("file://") :] if self.input_dir.startswith("file://") else self.input_dir
             self.input_dir = local
             path = os.path.join(local, "index.json")
             if not os.path.isfile(path):
@@ -358,12 +370,14 @@ class StreamingDataset(Resumable, IterableDataset):
         state["_reader_pid"] = -1
         state["_plans"] = {}
         state["_column"] = None
+        state["_arrow_column"] = None
         # Item loaders hold compiled decoders that may not pickle (spawn workers): rebuild them from their args.
         loader = state.pop("item_loader")
         state["_loader_recipe"] = (type(loader), loader.state_dict() if self.is_tokens else {})
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        ev.configure_from_env()  # a spawned worker's bootstrap: trace as the parent does (once per process)
         cls, kwargs = state.pop("_loader_recipe")
         self.__dict__.update(state)
         loader = cls(**kwargs)
@@ -442,7 +456,9 @@ class StreamingDataset(Resumable, IterableDataset):
                     self._cache_root, source if self.remote else os.path.abspath(source), self.updated_at
                 )
                 store = self._store()
-                cache = ChunkCache(store, cdir, self.chunks, self.compression, self.max_cache_size, _process_leases())
+                cache = ChunkCache(
+                    store, cdir, self.chunks, self.compression, self.max_cache_size, _process_leases(), self.config
+                )
             else:
                 local_dir = self._plain_dir or self.input_dir
             if self.is_parquet:
@@ -474,8 +490,8 @@ class StreamingDataset(Resumable, IterableDataset):
         elif self.is_mds:
             sizes = self.chunks[oc.index].get("column_sizes") or []
             sample = self.item_loader.decode_mds(oc.file.item_view(item), sizes)  # type: ignore[attr-defined]
-        else:
-            sample = self.item_loader.decode(oc.file.item_view(item))
+        else:  # the open chunk decodes by its kind (classic items, 0.2.76 Arrow rows, ...)
+            sample = oc.file.sample(item, self.item_loader)
         return self._apply_transform(sample)
 
     def _apply_transform(self, sample: Any) -> Any:
@@ -607,7 +623,12 @@ class StreamingDataset(Resumable, IterableDataset):
             chunk = layout[1].index(chunk)
         return self._decode(self._get_reader().open(chunk), item)
 
-    def _collator(self) -> ColumnCollator | BlockCollator:
+    def _collator(self, kind: str = "classic") -> Any:
+        """The batch decoder of chunks of ``kind`` (``supported`` False: decode sample by sample)."""
+        if kind == "arrow" and not (self.is_tokens or self.is_parquet or self.is_mds):
+            if self._arrow_column is None:
+                self._arrow_column = ArrowCollator()
+            return self._arrow_column
         if self._column is None:
             if self.is_tokens:
                 self._column = BlockCollator(self.item_loader)  # type: ignore[arg-type]
@@ -615,7 +636,17 @@ class StreamingDataset(Resumable, IterableDataset):
                 self._column = ColumnCollator(["parquet"], None)  # an unknown kind: never column-decoded
             else:
                 self._column = ColumnCollator(self.config.get("data_format") or [], self.config.get("data_spec"))
+        if kind != "classic" and not self.is_tokens:
+            return _NO_COLLATOR  # e.g. a framed chunk read in memory: sample by sample
         return self._column
+
+    def _groups_collator(self, groups: list[tuple[Any, np.ndarray, np.ndarray]]) -> Any:
+        """The batch decoder for a batch over these open chunks, or None when they differ in kind."""
+        kind = groups[0][0].kind
+        if any(oc.kind != kind for oc, _, _ in groups[1:]):
+            return None
+        col = self._collator(kind)
+        return col if col.supported else None
 
     def _batch_ids(self, epoch: int, start_batch: int, worker_id: int, num_workers: int, batch_size: int) -> range:
         """The numbers of the batches a worker builds in ``epoch`` from ``start_batch`` on (every
@@ -642,22 +673,20 @@ class StreamingDataset(Resumable, IterableDataset):
         last_use: dict[int, int] = {}
         if reader.cache is not None:
             schedule: list[int] = []
-            for k, j in enumerate(batch_ids):
-                for c in np.unique(plan.batch_arrays(j)[0]).tolist():
+            for k0, block in _blocks(plan, batch_ids):
+                first, last = block.first_and_last_use()
+                for c, _ in first:
                     if c not in last_use:
                         schedule.append(c)
-                    last_use[c] = k
+                for c, k in last:
+                    last_use[c] = k0 + k
             reader.start(schedule)
         releases: dict[int, list[int]] = {}
         for c, k in last_use.items():
             releases.setdefault(k, []).append(c)
-        fast = (
-            collate
-            and collate_fn is None
-            and self.transform is None
-            and not self._overrides_getitem()
-            and self._collator().supported
-        )
+        fast = collate and collate_fn is None and self.transform is None and not self._overrides_getitem()
+        # plain iteration: decode a block's samples chunk run by chunk run (one call per run, not per sample)
+        runs = not collate and not self._overrides_getitem() and "sample" not in ev.ACTIVE
         # One event per batch at level "chunk" in a DataLoader worker: lets the stall report tell decoding from
         # idle workers. With num_workers=0 the loop's own stall is the decoding (the loader's epoch event says
         # ``workers: 0``), so it is recorded there only at level "sample", around the batch's sample events.
@@ -665,30 +694,57 @@ class StreamingDataset(Resumable, IterableDataset):
         decodes = ev.series("decode_batch", "read", ("batch", "items")) if on else ev.NULL_SERIES
         now, mark, put = ev.now, decodes.mark, decodes.put
         try:
-            for k, j in enumerate(batch_ids):
-                ci, ii = plan.batch_arrays(j)
-                if on:
-                    mark(now())
-                batch: Any = None
-                if fast:
-                    groups = self._groups(reader, ci, ii)
-                    t0 = ev.now()  # the chunks are open: the interval is the samples' decoding
-                    batch = self._collator().collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
-                    if batch is not None and "sample" in ev.ACTIVE:  # decoded together: one bulk entry
-                        ev.bulk("sample", "sample", t0, chunk=ci, item=ii, batch=j)
-                if batch is None:
-                    samples = self._samples(reader, ci, ii)
-                    batch = samples if not collate else (collate_fn or default_collate)(samples)
-                if on:
-                    mark(now())
-                    put(j)
-                    put(len(ci))
-                yield j, batch
-                for c in releases.get(k, ()):
-                    reader.finished_with(c)
+            for k0, block in _blocks(plan, batch_ids):
+                decoded = self._decode_runs(reader, block.ci, block.ii) if runs and not on else None
+                for m, j in enumerate(block.ids):
+                    k = k0 + m
+                    a, b = block.bounds[m]
+                    if decoded is not None:
+                        yield j, decoded[a:b]
+                        for c in releases.get(k, ()):
+                            reader.finished_with(c)
+                        continue
+                    ci, ii = block.ci[a:b], block.ii[a:b]
+                    if on:
+                        mark(now())
+                    batch: Any = None
+                    if fast:
+                        groups = self._groups(reader, ci, ii)
+                        collator = self._groups_collator(groups)
+                        if collator is not None:
+                            t0 = ev.now()  # the chunks are open: the interval is the samples' decoding
+                            batch = collator.collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
+                            if batch is not None and "sample" in ev.ACTIVE:  # decoded together: one bulk entry
+                                ev.bulk("sample", "sample", t0, chunk=ci, item=ii, batch=j)
+                    if batch is None:
+                        samples = self._samples(reader, ci, ii)
+                        batch = samples if not collate else (collate_fn or default_collate)(samples)
+                    if on:
+                        mark(now())
+                        put(j)
+                        put(len(ci))
+                    yield j, batch
+                    for c in releases.get(k, ()):
+                        reader.finished_with(c)
         finally:
             decodes.finish()
             reader.stop()
+
+    def _decode_runs(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[Any]:
+        """The samples at ``(ci, ii)``, decoded one run of equal chunks at a time."""
+        out: list[Any] = []
+        if not len(ci):
+            return out
+        cuts = (np.flatnonzero(ci[1:] != ci[:-1]) + 1).tolist()
+        for a, b in zip([0, *cuts], [*cuts, len(ci)]):
+            oc = reader.open(int(ci[a]))
+            many = getattr(oc.file, "samples", None)
+            if many is not None and not (self.is_tokens or self.is_parquet or self.is_mds):
+                got = many(ii[a:b], self.item_loader)
+                out.extend(got if self.transform is None else [self._apply_transform(x) for x in got])
+            else:
+                out.extend(self._decode(oc, i) for i in ii[a:b].tolist())
+        return out
 
     def _groups(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[tuple[Any, np.ndarray, np.ndarray]]:
         n = len(ci)
@@ -765,6 +821,7 @@ class StreamingDataset(Resumable, IterableDataset):
         self._reader_pid = -1
         self._plans = {}
         self._column = None
+        self._arrow_column = None
         self._pending = None
         self._batch_mode = None
         self.current_epoch = 1
@@ -834,6 +891,64 @@ class StreamingDataset(Resumable, IterableDataset):
         return diffs
 
 
+# --- batches of one worker, located a block at a time ------------------------------------------------------
+
+_BLOCK_POSITIONS = 1 << 16  # epoch positions located per plan call (bounds the arrays' memory)
+
+
+class _Block:
+    """Consecutive batches of one worker: their ids, the chunk/item arrays of their samples (in order) and each
+    batch's ``[a, b)`` in those arrays."""
+
+    __slots__ = ("bounds", "ci", "ids", "ii")
+
+    def __init__(self, ids: list[int], ci: np.ndarray, ii: np.ndarray, bounds: list[tuple[int, int]]) -> None:
+        self.ids, self.ci, self.ii, self.bounds = ids, ci, ii, bounds
+
+    def first_and_last_use(self) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """``(chunk, batch in block)`` pairs: each chunk at its first batch (in order of first use), and at its
+        last batch."""
+        batch = np.repeat(np.arange(len(self.bounds)), [b - a for a, b in self.bounds])
+        uniq, first = np.unique(self.ci, return_index=True)
+        _, rev = np.unique(self.ci[::-1], return_index=True)
+        last = len(self.ci) - 1 - rev
+        order = np.argsort(first, kind="stable")
+        return (
+            [(int(uniq[o]), int(batch[first[o]])) for o in order.tolist()],
+            [(int(c), int(batch[p])) for c, p in zip(uniq.tolist(), last.tolist())],
+        )
+
+
+def _blocks(plan: EpochPlan, batch_ids: range) -> Iterator[tuple[int, _Block]]:
+    """``(k0, block)`` over ``batch_ids`` (``k0``: the position of the block's first batch in ``batch_ids``).
+
+    A worker's batches are every ``num_workers``-th of the epoch: a block locates the epoch positions from its
+    first batch to its last in one plan call and keeps this worker's.
+    """
+    n = len(batch_ids)
+    k0 = 0
+    while k0 < n:
+        ranges = [plan.batch_range(batch_ids[k0])]
+        a0 = ranges[0][0]
+        k1 = k0 + 1
+        while k1 < n:
+            r = plan.batch_range(batch_ids[k1])
+            if r[1] - a0 > _BLOCK_POSITIONS:
+                break
+            ranges.append(r)
+            k1 += 1
+        ci, ii = plan.range_arrays(a0, ranges[-1][1])
+        lens = np.fromiter((b - a for a, b in ranges), dtype=np.int64, count=len(ranges))
+        ends = np.cumsum(lens)
+        if int(ends[-1]) != len(ci):  # other workers' batches in between: keep this worker's positions
+            starts = np.fromiter((a - a0 for a, _ in ranges), dtype=np.int64, count=len(ranges))
+            sel = np.repeat(starts - (ends - lens), lens) + np.arange(int(ends[-1]))
+            ci, ii = ci[sel], ii[sel]
+        bounds = list(zip((ends - lens).tolist(), ends.tolist()))
+        yield k0, _Block(list(batch_ids[k0:k1]), ci, ii, bounds)
+        k0 = k1
+
+
 # --- encryption (argument plumbing; the framing lives in streamscope.format.encryption) ------------------
 
 
@@ -847,8 +962,8 @@ def _decrypted_copy(ds: StreamingDataset, encryption: Any) -> str:
     import shutil
     import tempfile
 
-    from streamscope.format.compression import decompress_bytes
-    from streamscope.format.encryption import check_encryption, decrypt_chunk
+    from streamscope.format.encryption import check_encryption
+    from streamscope.format.v076 import decrypt_to_classic
 
     recorded = ds.config.get("encryption")
     check_encryption(recorded, encryption, repr(ds.input_dir))
@@ -861,10 +976,7 @@ def _decrypted_copy(ds: StreamingDataset, encryption: Any) -> str:
     for entry in ds.chunks:
         name = entry["filename"]
         with ev.span("decrypt", "read", file=name):
-            data = store.get(name)
-            if ds.compression:
-                data = decompress_bytes(data, ds.compression)
-            plain = decrypt_chunk(data, encryption, recorded["level"], name)
+            plain = decrypt_to_classic(store.get(name), encryption, recorded["level"], name, ds.config)
         with open(os.path.join(out, name), "wb") as f:  # same name: the reader maps local_dir/filename
             f.write(plain)
     return out

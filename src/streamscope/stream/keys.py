@@ -20,12 +20,14 @@ from streamscope._core.errors import IndexNotFoundError, KeyIndexExistsError
 from streamscope.format.index import INDEX_FILENAME, load_index
 from streamscope.format.keys import (
     KEYS_DIRNAME,
+    KEYS_FEATURE,
     LEGACY_KEYS_FILENAME,
     KeyShards,
     normalize_key,
     shard_filename,
     write_keys_store,
 )
+from streamscope.format.parquet import require_pyarrow
 
 __all__ = ["RangeFile", "build_keys_index", "has_keys_index", "open_key_shards"]
 
@@ -179,6 +181,7 @@ def build_keys_index(
             path = path[len(prefix) :]
     if "://" in path or not os.path.isdir(path):
         raise IndexNotFoundError(f"build_keys_index needs a local dataset folder, got {path!r}")
+    require_pyarrow(KEYS_FEATURE, "keys")  # before reading every sample
     if not os.path.isfile(os.path.join(path, INDEX_FILENAME)):
         raise IndexNotFoundError(f"no {INDEX_FILENAME} in {path!r}: did you run optimize()?")
     dataset_dir = output_dir or path

@@ -508,7 +508,11 @@ class EpochPlan:
 
     def batch_arrays(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         """Batch ``j`` as two int64 arrays: chunk indexes and item indexes within those chunks."""
-        a, b = self.batch_range(j)
+        return self.range_arrays(*self.batch_range(j))
+
+    def range_arrays(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Positions ``[a, b)`` of the epoch's order (see :meth:`batch_range`) as chunk and item index arrays: many
+        batches located in one call."""
         if self._segments is None:
             if self._window is None:
                 return self._locate_range(a, b)

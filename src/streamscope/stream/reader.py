@@ -1,8 +1,10 @@
 """Opening the chunks of one dataset in one process: in place for local files, through the cache otherwise.
 
-A :class:`ChunkReader` hands out :class:`OpenChunk` objects (a validated, mmapped
-:class:`~streamscope.format.chunk.ChunkFile` plus flat numpy views for the column decoder). Local uncompressed
-chunks are mapped where they are: no copy, no cache, no refcount. Remote or compressed chunks go through a
+A :class:`ChunkReader` hands out :class:`OpenChunk` objects: a validated, mmapped chunk of the kind its bytes
+say (:func:`~streamscope.format.chunk.open_chunk_file`: a classic :class:`~streamscope.format.chunk.ChunkFile`
+with flat numpy views for the column decoder, or a LitData 0.2.76 Arrow-footer
+:class:`~streamscope.format.arrowchunk.ArrowChunk`). Local uncompressed chunks are mapped where they are: no copy,
+no cache, no refcount. Remote or compressed chunks go through a
 :class:`~streamscope.cache.chunk_cache.ChunkCache`; while iterating, a
 :class:`~streamscope.cache.prefetch.Prefetcher` fetches them ahead of use in the plan's order and holds a lease
 on each until the reader has passed its last use.
@@ -19,17 +21,23 @@ from typing import Any
 from streamscope._core import config
 from streamscope.cache.chunk_cache import ChunkCache
 from streamscope.cache.prefetch import Prefetcher
-from streamscope.format.chunk import ChunkFile
-from streamscope.stream.collate import ChunkView, chunk_view
+from streamscope.format.chunk import ChunkFile, open_chunk_file
+from streamscope.stream.collate import chunk_view
 
 
 @dataclass
 class OpenChunk:
-    """One mapped chunk: the format's ChunkFile and numpy views over the same mapping."""
+    """One mapped chunk: the format's chunk object and what its kind's batch decoder reads (for a classic chunk,
+    numpy views over the same mapping; for the other kinds, the chunk object itself)."""
 
     index: int
-    file: ChunkFile
-    view: ChunkView
+    file: Any
+    view: Any
+
+    @property
+    def kind(self) -> str:
+        """``"classic"``, ``"arrow"``, ``"parquet"``, ... (selects the batch decoder)."""
+        return str(getattr(self.file, "kind", "classic"))
 
     def close(self) -> None:
         """Unmap (views still referenced by decoded samples keep the mapping alive)."""
@@ -129,9 +137,11 @@ class ChunkReader:
         return oc
 
     def _open_file(self, chunk: int, path: str, num_items: int) -> OpenChunk:
-        """Open the local file of ``chunk`` (subclasses read other file kinds)."""
-        cf = ChunkFile(path, expected_items=num_items)
-        return OpenChunk(chunk, cf, chunk_view(cf.buffer, cf.num_items, path))
+        """Open the local file of ``chunk`` as the kind its bytes say (subclasses read other file kinds)."""
+        cf = open_chunk_file(path, num_items)
+        if isinstance(cf, ChunkFile):
+            return OpenChunk(chunk, cf, chunk_view(cf.buffer, cf.num_items, path))
+        return OpenChunk(chunk, cf, cf)
 
     def close(self) -> None:
         """Unmap every chunk and drop random-access leases."""

@@ -8,7 +8,11 @@ Usage (LitData's API)::
 
 The dataset needs a keys sidecar (``build_keys_index`` / ``optimize(key_fn=...)``). ``commit()`` rewrites every
 chunk that holds an updated sample under its own file name (same rank, index and compression), then rewrites
-``index.json`` with a new ``updated_at`` so readers' caches see a new version. Unlike LitData 0.2.68:
+``index.json`` with a new ``updated_at`` so readers' caches see a new version. A chunk is rewritten in the
+dataset's own layout: LitData 0.2.68's, or 0.2.76's (told by its config keys) with the dataset's
+``compression_level`` / ``compression_batch_size`` (Arrow-footer rows stay Arrow rows, framed zstd stays framed,
+a whole-file ``.zstd.bin`` stays one), so the updated chunk opens in the LitData version that wrote the dataset.
+Unlike LitData 0.2.68:
 
 * all new chunks are written and checked (``data_format`` *and* ``data_spec`` must equal the dataset's) before any
   file is replaced, so a bad sample leaves the dataset untouched;
@@ -36,11 +40,11 @@ from streamscope._core.errors import (
     SchemaMismatchError,
     UpdateSessionError,
 )
-from streamscope.format.chunk import ChunkFile, decompress_file, open_chunk
+from streamscope.format.chunk import decompress_file, open_chunk_bytes
 from streamscope.format.index import INDEX_FILENAME, load_index, write_index
 from streamscope.format.item_loader import PyTreeLoader
 from streamscope.format.keys import normalize_key
-from streamscope.format.writer import ChunkWriter
+from streamscope.format.writer import ChunkWriter, layout_of
 from streamscope.stream.keys import open_key_shards
 
 __all__ = ["DatasetUpdate", "dataset_update"]
@@ -49,6 +53,25 @@ __all__ = ["DatasetUpdate", "dataset_update"]
 def dataset_update(input_dir: Any) -> DatasetUpdate:
     """Open a keyed update session on a local optimized dataset (see the module docstring)."""
     return DatasetUpdate(input_dir)
+
+
+def _layout(config: dict[str, Any], filename: str) -> dict[str, Any]:
+    """The ChunkWriter arguments that rewrite chunk ``filename`` in the layout of the dataset of ``config``."""
+    compression = config.get("compression")
+    if layout_of(config) == "0.2.68":
+        return {"compression": compression, "write_format": "0.2.68"}
+    level = config.get("compression_level")
+    if not compression and config.get("ipc_compression"):
+        # Arrow rows compressed by Arrow: the dataset's compression is recorded there, not in `compression`
+        compression, level = config["ipc_compression"], "chunk"
+    elif compression and not level:
+        level = "chunk"  # 0.2.76 records no level for whole-file zstd
+    return {
+        "compression": compression,
+        "compression_level": level,
+        "compression_batch_size": config.get("compression_batch_size"),
+        "write_format": "0.2.76",
+    }
 
 
 def _chunk_name_parts(filename: str) -> tuple[int, int]:
@@ -167,7 +190,7 @@ class DatasetUpdate:
                     samples[local] = sample
                 rank, cidx = _chunk_name_parts(entry["filename"])
                 writer = ChunkWriter(
-                    staging, chunk_size=len(samples), compression=compression, rank=rank, chunk_index=cidx
+                    staging, chunk_size=len(samples), rank=rank, chunk_index=cidx, **_layout(config, entry["filename"])
                 )
                 for i, sample in enumerate(samples):
                     writer.add_item(i, sample)
@@ -194,18 +217,17 @@ class DatasetUpdate:
 
     def _read_chunk(self, entry: dict[str, Any], compression: str | None, loader: PyTreeLoader, staging: str) -> list:
         path = os.path.join(self._dir, entry["filename"])
-        if compression:
+        whole_file = bool(compression) and entry["filename"].endswith(f".{compression}.bin")
+        if whole_file:
             plain = os.path.join(staging, "read-" + entry["filename"])
-            decompress_file(path, plain, compression)
+            decompress_file(path, plain, compression)  # type: ignore[arg-type]
             path = plain
-        chunk: Any = open_chunk(path, self._index["config"], int(entry["chunk_size"]))
+        chunk: Any = open_chunk_bytes(path, self._index["config"], int(entry["chunk_size"]))  # any layout
         try:
-            if isinstance(chunk, ChunkFile):
-                return [loader.decode(chunk.item_view(i)) for i in range(chunk.num_items)]
             return [chunk.sample(i, loader) for i in range(chunk.num_items)]
         finally:
             chunk.close()
-            if compression:
+            if whole_file:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(path)
 

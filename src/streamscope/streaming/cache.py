@@ -41,6 +41,8 @@ class Cache:
         subsampled_files: read only these chunk files.
         region_of_interest: per chunk, the ``(start, end)`` local item range to read.
         compression: None, "zstd" or "zstd:N" for the chunks written.
+        compression_level: how zstd wraps the chunks written ("batch", "sample" or "chunk"; see ``BinaryWriter``).
+        compression_batch_size: items per zstd frame at level "batch" (default 256).
         encryption: key for writing and reading encrypted chunks.
         chunk_size: max items per chunk written (exactly one of chunk_size/chunk_bytes).
         chunk_bytes: max bytes per chunk written.
@@ -61,6 +63,8 @@ class Cache:
         subsampled_files: list[str] | None = None,
         region_of_interest: list[tuple[int, int]] | None = None,
         compression: str | None = None,
+        compression_level: str | None = None,
+        compression_batch_size: int | None = None,
         encryption: Any | None = None,
         chunk_size: int | None = None,
         chunk_bytes: int | str | None = None,
@@ -81,6 +85,8 @@ class Cache:
             chunk_size=chunk_size,
             chunk_bytes=chunk_bytes,
             compression=compression,
+            compression_level=compression_level,
+            compression_batch_size=compression_batch_size,
             encryption=encryption,
             serializers=serializers,
             chunk_index=writer_chunk_index or 0,

@@ -2,8 +2,10 @@
 
 A small, synchronous reader built on the format layer (no prefetch thread): for training use
 :class:`~streamscope.stream.StreamingDataset`. Chunks of a remote dataset (``remote_input_dir``) are
-downloaded into ``cache_dir`` on first use; compressed chunks are decompressed next to them
-(``chunk-R-I.bin``); encrypted chunks are decrypted in memory (one chunk kept), never written plain. With
+downloaded into ``cache_dir`` on first use; whole-file compressed chunks are decompressed next to them
+(``chunk-R-I.bin``); LitData 0.2.76's framed and per-sample zstd chunks are read where they are, one frame or
+item inflated at a time, and its Arrow-footer chunks by row; encrypted chunks are decrypted in memory (one chunk
+kept), never written plain. With
 ``max_cache_size``, a remote dataset's chunk is deleted from ``cache_dir`` (its download and its decompressed
 copy) once the reader moves past it while the chunk files there exceed that size, as LitData's reader does.
 ``max_pre_download``, ``session_options`` and ``on_demand_bytes`` are accepted and unused.
@@ -17,12 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamscope import events as ev
-from streamscope._core.errors import DatasetIndexError, FormatError, IndexNotFoundError
-from streamscope.format.chunk import ChunkFile, decompress_file
+from streamscope._core.errors import CorruptChunkError, DatasetIndexError, FormatError, IndexNotFoundError
+from streamscope.format.arrowchunk import ARROW_MAGIC, ArrowChunk, check_footer_magic
+from streamscope.format.chunk import ChunkFile, decompress_file, open_chunk_file, parse_header
 from streamscope.format.compression import uncompressed_name
-from streamscope.format.encryption import check_encryption, decrypt_chunk
+from streamscope.format.encryption import check_encryption
 from streamscope.format.index import load_index
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
+from streamscope.format.v076 import decrypt_to_classic, open_chunk_bytes
 from streamscope.format.writer import convert_chunk_bytes
 
 __all__ = ["BinaryReader", "ChunkedIndex", "Interval"]
@@ -46,8 +50,6 @@ class _BytesChunk(ChunkFile):
     """A decrypted chunk held in memory, with the same item access as a mapped :class:`ChunkFile`."""
 
     def __init__(self, data: bytes, name: str, expected_items: int | None) -> None:  # noqa: D107
-        from streamscope.format.chunk import parse_header  # noqa: PLC0415
-
         self.path = name
         self._mm = None
         self._view = memoryview(data)
@@ -112,7 +114,7 @@ class BinaryReader:
         self._config: dict[str, Any] | None = None
         self._chunks: list[dict[str, Any]] = []
         self._intervals: list[Interval] = []
-        self._open: tuple[int, ChunkFile] | None = None
+        self._open: tuple[int, Any] | None = None
         self._store: Any = None
 
     # --- index -------------------------------------------------------------------------------------
@@ -205,11 +207,11 @@ class BinaryReader:
                 raise FileNotFoundError(f"chunk {src!r} (chunk {c} of index.json) does not exist")
             with ev.span("download", "download", chunk=c, file=name):
                 self._remote().download_file(name, src)
-        if comp:
-            decompress_file(src, plain, comp)
+        if plain != src:  # whole-file zstd; 0.2.76's framed and per-sample zstd chunks are read as they are
+            decompress_file(src, plain, comp or "zstd", config=self._config)
         return plain
 
-    def _chunk(self, c: int) -> ChunkFile:
+    def _chunk(self, c: int) -> Any:
         if self._open is not None and self._open[0] == c:
             return self._open[1]
         self.close()
@@ -222,11 +224,19 @@ class BinaryReader:
                 data = f.read()
             name = self._chunks[c]["filename"]
             with ev.span("decrypt", "read", chunk=c, file=name):
-                cf: ChunkFile = _BytesChunk(
-                    decrypt_chunk(data, self._encryption, encrypted["level"], name), name, expected
-                )
+                plain = decrypt_to_classic(data, self._encryption, encrypted["level"], name, self._config)
+            cf: Any = _BytesChunk(plain, name, expected)
+            if cf.size != cf._starts[-1]:
+                if plain[-8:] != ARROW_MAGIC:
+                    check_footer_magic(plain[-8:], name)
+                    raise CorruptChunkError(
+                        f"chunk {name!r}: items end at offset {cf._starts[-1]} but it has {cf.size} bytes"
+                    )
+                cf = ArrowChunk(plain, name, expected)
+        elif self._config.get("compression_level") == "sample":  # items are zstd frames: inflated one at a time
+            cf = open_chunk_bytes(path, self._config, expected)
         else:
-            cf = ChunkFile(path, expected_items=expected)
+            cf = open_chunk_file(path, expected)
         self._open = (c, cf)
         return cf
 
@@ -248,8 +258,8 @@ class BinaryReader:
         with ev.span("read_item", "sample", chunk=c, index=index.index):
             if isinstance(self._item_loader, TokensLoader):
                 item = self._item_loader.read_block(cf, local)
-            else:
-                item = self._item_loader.decode(cf.item_view(local))
+            else:  # the chunk decodes by its kind (classic items, 0.2.76 Arrow rows, framed zstd)
+                item = cf.sample(local, self._item_loader)
         if index.is_last_index:
             self.close()
         return item

@@ -1,6 +1,7 @@
 """``litdata.streaming.writer.BinaryWriter`` at the same path: LitData's writer API over streamscope's ChunkWriter.
 
-The chunk files are written by :class:`streamscope.format.writer.ChunkWriter`, byte-identical to LitData's.
+The chunk files are written by :class:`streamscope.format.writer.ChunkWriter`, byte-identical to LitData's, in
+the layout the ``write_format`` knob names (default LitData 0.2.76's; ``write_format=`` overrides it per writer).
 This class adds LitData's bookkeeping around it: the writer's rank (``DATA_OPTIMIZER_GLOBAL_RANK``, else
 ``global_rank * num_dataloader_workers + worker_id``), the per-rank ``{rank}.index.json`` written by
 :meth:`BinaryWriter.done`, and :meth:`BinaryWriter.merge` into ``index.json``.
@@ -27,12 +28,14 @@ from typing import Any
 from streamscope import events as ev
 from streamscope._core.errors import FormatError
 from streamscope.format.compression import parse_compression
-from streamscope.format.writer import ChunkWriter, convert_chunk_bytes
+from streamscope.format.writer import ChunkWriter, PendingItem, convert_chunk_bytes, fuse_configs, resolve_write_format
 from streamscope.stream.parquet import index_parquet_dataset  # LitData defines it in this module
 
 __all__ = ["BinaryWriter", "index_parquet_dataset"]
 
 _INDEX_FILENAME = "index.json"
+_WORKER_INDEX = re.compile(r"^\d+\.index\.json$")
+_NODE_INDEX = re.compile(r"^\d+-index\.json$")
 
 
 def _natural_key(name: str) -> list[Any]:
@@ -68,12 +71,17 @@ class BinaryWriter:
         chunk_size: max items per chunk (max tokens for TokensLoader); exactly one of chunk_size/chunk_bytes.
         chunk_bytes: max bytes per chunk (int, or a string such as "64MB", decimal units).
         compression: None, "zstd" or "zstd:N".
+        compression_level: how zstd wraps a chunk (LitData 0.2.76): "batch" (default with zstd: frames of
+            ``compression_batch_size`` items inside ``.bin``), "sample" (one frame per item) or "chunk" (the
+            whole file, ``.zstd.bin``, as 0.2.68); write_format "0.2.68" accepts only None or "chunk".
+        compression_batch_size: items per zstd frame at level "batch" (default 256).
         encryption: a key from ``streamscope.utilities.encryption`` (sample or chunk level).
         follow_tensor_dimension: accepted for compatibility (unused).
         serializers: extra serializers by name, tried before the built-ins.
         chunk_index: index of the first chunk file (default 0).
         item_loader: ``PyTreeLoader()`` (default) or ``TokensLoader()``.
         msg_queue: accepted for compatibility (unused).
+        write_format: "0.2.76" or "0.2.68" (streamscope addition; default: the ``write_format`` knob).
     """
 
     def __init__(
@@ -82,23 +90,30 @@ class BinaryWriter:
         chunk_size: int | None = None,
         chunk_bytes: int | str | None = None,
         compression: str | None = None,
+        compression_level: str | None = None,
+        compression_batch_size: int | None = None,
         encryption: Any | None = None,
         follow_tensor_dimension: bool = True,
         serializers: dict[str, Any] | None = None,
         chunk_index: int | None = None,
         item_loader: Any | None = None,
         msg_queue: Any | None = None,
+        write_format: str | None = None,
     ) -> None:
         if cache_dir is None:
             raise FileNotFoundError("BinaryWriter needs a cache_dir")
         os.makedirs(cache_dir, exist_ok=True)
         if (chunk_size is None and chunk_bytes is None) or (chunk_size and chunk_bytes):
             raise ValueError("Either one of the `chunk_size` or the `chunk_bytes` need to be provided.")
-        parse_compression(compression)  # before the other checks, as LitData
+        self._write_format = resolve_write_format(write_format)
+        if self._write_format == "0.2.68":
+            parse_compression(compression)  # before the other checks, as LitData
         self._cache_dir = str(cache_dir)
         self._chunk_size = chunk_size
         self._chunk_bytes = convert_chunk_bytes(chunk_bytes)  # an int, as LitData keeps it
         self._compression = compression
+        self._compression_level = compression_level
+        self._compression_batch_size = compression_batch_size
         self._encryption = encryption
         self._follow_tensor_dimension = follow_tensor_dimension
         self._serializers = serializers
@@ -109,7 +124,7 @@ class BinaryWriter:
         self._writer: ChunkWriter | None = None
         self._is_done = False
         # samples not yet in a chunk, by index: encoded bytes and dim (see the module docstring)
-        self._held: dict[int, tuple[bytes, int | None]] = {}
+        self._held: dict[int, PendingItem] = {}
         self._run: list[int] = []  # [first index, next index to scan, bytes, count] of the run being scanned
         self._written_below: int | None = None  # every index below this one is in a chunk already
         # validate the arguments now (LitData raises in its constructor too)
@@ -127,6 +142,9 @@ class BinaryWriter:
             rank=rank,
             chunk_index=self._first_chunk_index,
             encryption=self._encryption,
+            write_format=self._write_format,
+            compression_level=self._compression_level,
+            compression_batch_size=self._compression_batch_size,
         )
 
     @property
@@ -158,7 +176,7 @@ class BinaryWriter:
         """The index ``config`` of what has been written (``data_format``/``data_spec`` None before any item)."""
         if self._writer is not None and self._writer.config is not None:
             return dict(self._writer.config)
-        return {
+        out = {
             "compression": self._compression,
             "chunk_size": self._chunk_size,
             "chunk_bytes": self.writer.chunk_bytes_limit,
@@ -167,6 +185,9 @@ class BinaryWriter:
             "encryption": self._encryption.state_dict() if self._encryption is not None else None,
             "item_loader": self.writer.item_loader.name,
         }
+        if self._write_format == "0.2.76":
+            out.update(compression_level=None, compression_batch_size=None, ipc_compression=None, types=None)
+        return out
 
     def get_chunk_filename(self) -> str:
         """``chunk-{rank}-{index}[.{compression}].bin`` of the next chunk."""
@@ -193,10 +214,10 @@ class BinaryWriter:
         self._held[index] = writer.encode(index, items)
         if self._run and index < self._run[0]:
             self._run = []  # a lower index: the run starts there now
-        path = None
-        while (end := self._full_run()) is not None:
-            path = self._write_run(end)
-        return path
+        # at most one chunk per call, as LitData: the item that crossed the limit waits for the next call (or
+        # done()), so a lower index still missing can come before a chunk of it is written
+        end = self._full_run()
+        return None if end is None else self._write_run(end)
 
     def _full_run(self) -> int | None:
         """The end (exclusive) of the chunk the consecutive run from the lowest held index fills, if it does."""
@@ -207,9 +228,9 @@ class BinaryWriter:
             self._run = [first, first, 0, 0]
         first, nxt, nbytes, count = self._run
         while nxt in self._held:
-            blob, dim = self._held[nxt]
-            nbytes += len(blob)
-            count += dim if dim else 1
+            item = self._held[nxt]
+            nbytes += self.writer.account_bytes(item)
+            count += item.dim if item.dim else 1
             nxt += 1
             if self.writer.over_limit(nbytes, count):
                 self._run = []
@@ -222,7 +243,7 @@ class BinaryWriter:
         writer = self.writer
         closed: list[dict[str, Any]] = []
         for i in range(first, end):
-            closed += writer.add_encoded(*self._held.pop(i))
+            closed += writer.add_encoded(self._held.pop(i))
         closed += writer.close_chunk()
         self._written_below = end
         return os.path.join(self._cache_dir, closed[-1]["filename"])
@@ -262,7 +283,7 @@ class BinaryWriter:
         writer = self.writer
         closed: list[dict[str, Any]] = []
         for i in indexes:
-            closed += writer.add_encoded(*self._held.pop(i))
+            closed += writer.add_encoded(self._held.pop(i))
         self._run = []
         return closed
 
@@ -292,7 +313,7 @@ class BinaryWriter:
             names = os.listdir(self._cache_dir)
             if _INDEX_FILENAME in names:
                 return
-            parts = [n for n in names if n.endswith(_INDEX_FILENAME)]
+            parts = [n for n in names if _WORKER_INDEX.match(n)]
             if len(parts) >= expected:
                 break
             if time.monotonic() > deadline:
@@ -304,7 +325,8 @@ class BinaryWriter:
         self._merge_no_wait(node_rank=node_rank)
 
     def _merge_no_wait(self, node_rank: int | None = None, existing_index: dict[str, Any] | None = None) -> None:
-        names = [n for n in os.listdir(self._cache_dir) if n.endswith(_INDEX_FILENAME)]
+        listed = os.listdir(self._cache_dir)
+        names = [n for n in listed if _WORKER_INDEX.match(n) or (node_rank is None and _NODE_INDEX.match(n))]
         chunks: list[dict[str, Any]] = []
         config: dict[str, Any] | None = None
         if existing_index is not None:
@@ -317,8 +339,14 @@ class BinaryWriter:
                     data = json.load(f)
                 if config is None:
                     config = data["config"]
-                elif config != data["config"]:
-                    raise FormatError(f"{path!r}: config {data['config']} differs from the other ranks' {config}")
+                else:
+                    fused = fuse_configs(config, data["config"])
+                    if fused is None:
+                        raise FormatError(  # LitData's sentence first
+                            "The config isn't consistent between chunks. "
+                            f"{path!r}: config {data['config']} differs from the other ranks' {config}"
+                        )
+                    config = fused
                 chunks.extend(data["chunks"])
                 os.remove(path)
             if node_rank is None:

@@ -1,4 +1,8 @@
-"""Litracer-compatible log lines (LitData's tracer format) and the file sink that appends them.
+"""Litracer-compatible log lines (LitData's tracer format): the encoder, a pure function of an event batch.
+
+The exporter that appends them to a file is :class:`streamscope.trace.exporters.LitracerFileSink` (this encoder
+over the :mod:`streamscope.trace.files` transport); ``streamscope.trace.litracer:LitracerFileSink``, the path
+``STREAMSCOPE_TRACE_SINKS`` has always named, still resolves to it.
 
 Every line is one event as ``key: value;`` pairs that Litracer's parser accepts (split on ``;``, then on the
 first ``:``, keys lower-cased, values trimmed, lines without ``ph`` skipped, one reused struct per parser
@@ -44,29 +48,19 @@ monotonic in the file. ``tid`` is ``threading.get_ident()`` like LitData.
 
 from __future__ import annotations
 
-import errno
-import os
 import re
 from typing import Any
 
 import numpy as np
 
-from streamscope._core import config
-from streamscope._core.errors import TraceConfigError
 from streamscope.events import BULK, CNAMES, Bulk, EventBatch
-from streamscope.events.bus import events_represented, joined
+from streamscope.events.bus import joined
 
 MAX_VALUE_CHARS = 1024
 STRUCT_FIELDS = frozenset({"name", "ph", "ts", "dur", "pid", "tid", "cat", "cname", "s", "args"})
 _LINE_BREAKS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _TABLE = {ord(";"): ",", **{ord(c): " " for c in _LINE_BREAKS}}
 _BAD_KEY = re.compile(r"[^A-Za-z0-9_.\-]")
-_MAX_WRITE = 1 << 20
-#: ``os.writev`` where the system has it (POSIX), and the most buffers one call takes (IOV_MAX, 1024 on Linux).
-_WRITEV = getattr(os, "writev", None)
-_IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX")) if hasattr(os, "sysconf") else 0
-#: The end of a line cut after its ``ph`` value (only the final ``;`` or newline missing).
-_READABLE_CUT = re.compile(rb"; ph: *[^;\s]+ *;?$")
 
 # numpy's module-level helpers (np.stack, np.flatnonzero, ndarray.any, ...) run Python code of their own; after
 # a fork every object they touch costs a page fault on first write (refcounts). The encoder uses C-level
@@ -774,138 +768,15 @@ def _render_few(n: int, segs: list[Any]) -> bytes:
     return "".join(lines).encode("utf-8", "replace")
 
 
-def open_log(path: str) -> int:
-    """Open ``path`` for appending (created if missing) and return the fd.
+def __getattr__(name: str) -> Any:
+    """The exporter and the log opener by their old paths here (``STREAMSCOPE_TRACE_SINKS`` values name
+    ``streamscope.trace.litracer:LitracerFileSink``); imported on first use: they import this encoder."""
+    if name == "LitracerFileSink":
+        from streamscope.trace.exporters import LitracerFileSink
 
-    Raises:
-        TraceConfigError: naming the path when it cannot be opened for writing.
-    """
-    try:
-        parent = os.path.dirname(os.path.abspath(path))
-        if parent and not os.path.isdir(parent):
-            os.makedirs(parent, exist_ok=True)
-        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-    except OSError as exc:
-        raise TraceConfigError(
-            f"trace log file {path!r} cannot be opened for appending: {exc.strerror or exc}"
-        ) from None
+        return LitracerFileSink
+    if name == "open_log":
+        from streamscope.trace.files import open_log
 
-
-class LitracerFileSink:
-    """Appends Litracer lines to a file with one ``os.write`` per run of whole lines on an O_APPEND fd.
-
-    Several processes may share the file: each write lands whole at the end of the file, so lines never
-    interleave. A failed or short write (full disk) drops the rest of the batch, counts the dropped events
-    and makes the next write start with a newline, so no line is ever merged with a cut one.
-
-    Args:
-        path: the log file; default: the ``trace_log_file`` knob (``STREAMSCOPE_LOG_FILE``).
-    """
-
-    #: Batches may hold the events of several processes (see ``EventBatch``): one encoding, one write.
-    mixed_batches = True
-
-    def __init__(self, path: str | None = None) -> None:
-        self.path = path or config.get("trace_log_file")
-        self.fd: int | None = open_log(self.path)
-        self.written_events = 0
-        self.written_bytes = 0
-        self.dropped_events = 0
-        self._broken_line = False
-
-    def export(self, batch: EventBatch) -> None:
-        """Encode and append ``batch``; raises OSError after counting what was lost.
-
-        Usually one ``os.writev`` of the encoder's pieces (no joined copy); a batch over ``_MAX_WRITE`` bytes is
-        written in runs of whole lines of at most that size, and after a cut line the next write starts with a
-        newline.
-        """
-        if self.fd is None:
-            raise OSError(errno.EBADF, f"trace log {self.path!r} is closed")
-        pieces = encode_pieces(batch)
-        n_events = events_represented(batch.events)
-        total = sum(map(len, pieces))
-        if _WRITEV is not None and not self._broken_line and total <= _MAX_WRITE and len(pieces) <= _IOV_MAX:
-            try:
-                n = _WRITEV(self.fd, pieces) if total else 0
-            except OSError:
-                self._lost(b"".join(pieces), 0, n_events)
-                raise
-            if n < total:
-                self._short_write(b"".join(pieces), 0, n, total, n_events, 0)
-            self.written_events += n_events
-            self.written_bytes += total
-            return
-        data = b"".join(pieces)
-        lead = 0
-        if self._broken_line:
-            data = b"\n" + data
-            lead = 1
-        view = memoryview(data)
-        pos = 0
-        while pos < len(data):
-            end = len(data) if len(data) - pos <= _MAX_WRITE else data.rfind(b"\n", pos, pos + _MAX_WRITE) + 1
-            if end <= pos:
-                end = min(len(data), pos + _MAX_WRITE)
-            try:
-                n = os.write(self.fd, view[pos:end])
-            except OSError:
-                self._lost(data, pos, n_events, lead)
-                raise
-            if n < end - pos:
-                self._short_write(data, pos, n, end, n_events, lead)
-            pos = end
-            self._broken_line = False
-        self.written_events += n_events
-        self.written_bytes += len(data)
-
-    def _short_write(self, data: bytes, pos: int, n: int, end: int, n_events: int, lead: int) -> None:
-        """Account for a write of ``data[pos:end]`` that wrote only ``n`` bytes (full disk) and raise."""
-        done = pos + n
-        partial = done - (data.rfind(b"\n", 0, done) + 1)
-        if partial and self._remove_tail(partial):
-            done -= partial
-        self._lost(data, done, n_events, lead)
-        raise OSError(errno.ENOSPC, f"short write to trace log {self.path!r} ({n} of {end - pos} bytes)")
-
-    def _remove_tail(self, length: int) -> bool:
-        """Cut the last ``length`` bytes (a line cut short by a full disk) off the file, if they are ours.
-
-        Only when the file still ends where our write ended (nobody appended since); best effort.
-        """
-        try:
-            assert self.fd is not None
-            end = os.lseek(self.fd, 0, os.SEEK_CUR)
-            if os.fstat(self.fd).st_size != end or length > end:
-                return False
-            os.ftruncate(self.fd, end - length)
-            return True
-        except (OSError, AssertionError):
-            return False
-
-    def _lost(self, data: bytes, pos: int, n_events: int, lead: int = 0) -> None:
-        """Count what of ``data`` (``pos`` bytes of it in the file) was written and what was lost."""
-        lost = data.count(b"\n", max(pos, lead))
-        cut = data[data.rfind(b"\n", 0, pos) + 1 : pos]
-        if lost and _READABLE_CUT.search(cut):
-            lost -= 1  # cut after its ph value: parsers read this line whole, so it was written
-        lost = min(n_events, lost)
-        self.dropped_events += lost
-        self.written_events += max(0, n_events - lost)
-        self.written_bytes += pos
-        self._broken_line = pos > 0 and data[pos - 1 : pos] != b"\n"
-
-    def force_flush(self) -> None:
-        """Nothing is held back: every export is written immediately."""
-
-    def shutdown(self) -> None:
-        """Close the file."""
-        fd, self.fd = self.fd, None
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-    def __del__(self) -> None:
-        self.shutdown()
+        return open_log
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

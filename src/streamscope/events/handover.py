@@ -1,0 +1,188 @@
+"""Worker-to-main relay: a process hands its unwritten events and metrics snapshot to another of its run.
+
+A DataLoader worker that lives one epoch would pay several times what the warm main process pays to open the log,
+build the encoder's caches and encode its last lines (every first write to a page inherited at fork copies it).
+So it ends its share with a :class:`Parcel` (:meth:`Relay.hand_over`) that rides to the main process with its
+batches; the main process adopts it (:meth:`Relay.adopt`) and writes its events at its next flush.
+
+* The sender asks, at exit, whether the receiver took the parcel (``received()``): True, False (abandoned: the
+  sender writes the events and its final snapshot itself) or None (not yet). A parcel not taken yet is left in
+  the run directory (:func:`write_spool`, ``parcel-<pid>.pkl``, written aside and renamed) and the sender exits
+  at once; the receiver drops that file once it has the parcel, or claims it (:func:`take_spool`) when it never
+  took the parcel otherwise. Without a run directory the sender waits for the answer (at most the
+  ``trace_handover_wait`` knob, while its parent lives).
+* A parcel's snapshot stands for the sender's file until a newer one comes (see :mod:`.collect`).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from streamscope.events import context
+from streamscope.events.bus import OPEN, STATE, Event, events_represented
+
+if TYPE_CHECKING:
+    from streamscope.events.recorder import Recorder
+
+
+class Parcel:
+    """Trace events one process hands to another of its run to write (a DataLoader worker's last events, sent
+    to the main process with its batches: a short-lived worker then neither opens the log nor encodes).
+
+    Attributes:
+        pid: the process that recorded them.
+        events: as in :class:`~streamscope.events.exporters.EventBatch` (already aggregated into the sender's
+            metrics).
+        env: the sender's rank/worker fields.
+        snapshot: the sender's metrics snapshot as it hands the parcel over (None without a metrics directory):
+            it need not write one at exit unless it records more.
+        tag: the sender's number for the receiver (a DataLoader worker's id), -1 when none.
+    """
+
+    __slots__ = ("pid", "events", "env", "snapshot", "tag")
+
+    def __init__(
+        self,
+        pid: int,
+        events: list[Event],
+        env: dict[str, int],
+        snapshot: dict[str, Any] | None = None,
+        tag: int = -1,
+    ) -> None:
+        self.pid = pid
+        self.events = events
+        self.env = env
+        self.snapshot = snapshot
+        self.tag = tag
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Parcel, (self.pid, self.events, self.env, self.snapshot, self.tag))
+
+    def __repr__(self) -> str:
+        return f"Parcel(pid={self.pid}, events={len(self.events)})"
+
+
+def spool_path(directory: str, pid: int) -> str:
+    """Where process ``pid`` leaves a parcel nobody has taken yet as it exits (see :func:`write_spool`)."""
+    return os.path.join(directory, f"parcel-{pid}.pkl")
+
+
+def write_spool(directory: str, parcel: Parcel) -> None:
+    """Leave ``parcel`` in the run directory, whole or not at all (written aside, then renamed)."""
+    path = spool_path(directory, parcel.pid)
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump(parcel, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)
+
+
+def take_spool(directory: str, pid: int) -> Parcel | None:
+    """The parcel process ``pid`` left (None when it left none), removed from the run directory.
+
+    Raises:
+        pickle.UnpicklingError, EOFError, OSError, ...: a damaged file (removed all the same).
+    """
+    try:
+        with open(spool_path(directory, pid), "rb") as f:
+            parcel = pickle.load(f)
+    except FileNotFoundError:
+        return None
+    finally:
+        drop_spool(directory, pid)
+    return parcel if isinstance(parcel, Parcel) else None
+
+
+def drop_spool(directory: str, pid: int) -> None:
+    """Remove the parcel process ``pid`` left in the run directory, if any (unread)."""
+    try:
+        os.remove(spool_path(directory, pid))
+    except OSError:
+        pass
+
+
+class Relay:
+    """This process's parcels: the one it handed over (until its receiver says) and those it adopted.
+
+    Attributes:
+        adopted: other processes' parcels this process writes at its next flush.
+        unconfirmed: ``(parcel, received, parent pid)`` of the last parcel handed over, until exit asks.
+        handed: ``(events, dropped, sink errors)`` of the snapshot the last parcel carried: at exit a process
+            that recorded nothing since writes no snapshot of its own.
+    """
+
+    def __init__(self) -> None:
+        self.adopted: deque[Parcel] = deque()
+        self.unconfirmed: tuple[Parcel, Callable[[], bool | None], int] | None = None
+        self.handed: tuple[int, int, int] | None = None
+
+    def hand_over(self, rec: Recorder, tag: int, received: Callable[[], bool | None] | None) -> Parcel:
+        """Take ``rec``'s buffered events for another process of the run (see :meth:`Recorder.hand_over`)."""
+        traced = rec._take(hold=True)
+        if traced and events_represented(traced) > rec.handover_max:
+            rec._export(traced)
+            traced = []
+        snap = None
+        if rec.metrics_dir:
+            snap = rec._snapshot(OPEN.copy(), final=False)
+            self.handed = (rec.agg.events, STATE.dropped, rec.sink_errors)
+        parcel = Parcel(rec.pid, traced, context.env_fields() if traced else {}, snap, tag)
+        if received is not None:
+            self.unconfirmed = (parcel, received, os.getppid())
+        return parcel
+
+    def reclaim(self, rec: Recorder) -> None:
+        """At exit: the last parcel handed over, unless its receiver has taken it.
+
+        * Abandoned (e.g. a loop that left its epoch early): its events are written here, and the final snapshot.
+        * Not taken yet: torch tells an exhausted worker to exit as soon as its stop arrives, which can be before
+          the loop has taken a parcel queued behind a later batch. The parcel is left in the run directory
+          (:func:`write_spool`) and this process exits at once. Without a run directory this process waits for
+          the answer instead (every 5 ms, for at most the ``trace_handover_wait`` knob, while its parent lives).
+        """
+        pending, self.unconfirmed = self.unconfirmed, None
+        if pending is None:
+            return
+        parcel, received, parent = pending
+        got = _ask(received)
+        if got is None and rec.metrics_dir:
+            try:
+                write_spool(rec.metrics_dir, parcel)
+                return
+            except Exception as exc:  # full disk, removed directory: wait for the answer instead
+                rec.report("spool", f"trace parcel not left in {rec.metrics_dir}: {type(exc).__name__}: {exc}")
+        deadline = time.monotonic() + rec.handover_wait
+        while got is None and time.monotonic() <= deadline and os.getppid() == parent:
+            time.sleep(0.005)  # a parcel the receiver holds but has not taken yet (e.g. behind a later batch)
+            got = _ask(received)
+        if not got:
+            if parcel.events and rec.trace_cats:
+                rec._export(parcel.events, parcel.env)
+            self.handed = None  # its snapshot did not arrive either: the final one is written
+
+    def adopt(self, parcel: Parcel) -> None:
+        """Take ``parcel`` from another process of the run, for the next flush. Any thread."""
+        if parcel.events or parcel.snapshot is not None:
+            self.adopted.append(parcel)
+
+    def drain(self, traced: bool, pieces: list[tuple[list[Event], dict[str, int] | None]]) -> list[Parcel]:
+        """The parcels adopted since the last call; their events join ``pieces`` when this process traces."""
+        out = []
+        adopted = self.adopted
+        while adopted:
+            parcel = adopted.popleft()
+            if parcel.events and traced:
+                pieces.append((parcel.events, parcel.env))
+            out.append(parcel)
+        return out
+
+
+def _ask(received: Callable[[], bool | None]) -> bool | None:
+    try:
+        return received()
+    except Exception:
+        return False

@@ -1,0 +1,123 @@
+"""Instruments: metric values a process reports without events (counters it adds to, values it observes).
+
+Most metrics are derived from events (:mod:`.metrics`). Some are not events at all: a cache hit (a chunk already
+local), the depth of a prefetcher, the batches a loader handed out. Components report those here, cheaply and
+only while metrics or tracing are on:
+
+* :func:`add` adds to a counter of this process (``add(M.CACHE_HITS)``);
+* :func:`observe` registers a callback (held weakly when it is a bound method) that returns
+  ``[(metric, attributes, value), ...]`` when asked, as OpenTelemetry's asynchronous instruments do: the value is
+  read when a snapshot is taken (each flush of a worker) or the metrics are read (the main process), never on the
+  data path.
+
+Both land in the process's snapshot as ``values``: ``{"<metric name>|<attr>=<value>,...": number}``
+(:func:`key`). A metric that declares the ``worker`` attribute gets this process's DataLoader worker id.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from streamscope.events import context
+from streamscope.events.bus import ACTIVE, LEFT_BEHIND
+from streamscope.events.registry import Metric
+
+Observation = tuple[Metric, dict[str, Any], float]
+Callback = Callable[[], Iterable[Observation]]
+
+#: This process's counters (see :func:`add`).
+COUNTS: dict[str, float] = {}
+_lock = threading.Lock()
+_callbacks: list[Callable[[], Callback | None]] = []
+
+
+def key(metric: Metric, attrs: dict[str, Any] | None = None) -> str:
+    """The snapshot key of ``metric`` with ``attrs`` (sorted, values as strings)."""
+    if not attrs:
+        return metric.name
+    return metric.name + "|" + ",".join(f"{k}={attrs[k]}" for k in sorted(attrs))
+
+
+def parse_key(k: str) -> tuple[str, dict[str, str]]:
+    """(metric name, attributes) of a snapshot key."""
+    name, _, rest = k.partition("|")
+    attrs = dict(p.split("=", 1) for p in rest.split(",") if "=" in p) if rest else {}
+    return name, attrs
+
+
+def add(metric: Metric, value: float = 1, **attrs: Any) -> None:
+    """Add ``value`` to ``metric`` (a counter) in this process; nothing while metrics and tracing are off."""
+    if ACTIVE:
+        k = key(metric, attrs)
+        with _lock:
+            COUNTS[k] = COUNTS.get(k, 0) + value
+
+
+def add_key(k: str, value: float) -> None:
+    """:func:`add` by snapshot key (whatever is on)."""
+    with _lock:
+        COUNTS[k] = COUNTS.get(k, 0) + value
+
+
+def reset() -> None:
+    """Counters back to zero (a new run)."""
+    with _lock:
+        COUNTS.clear()
+
+
+def counts() -> dict[str, float]:
+    """This process's counters as they are now (a copy)."""
+    with _lock:
+        return dict(COUNTS)
+
+
+def observe(callback: Callback) -> None:
+    """Ask ``callback`` for its observations whenever this process's metrics are collected (see module doc)."""
+    ref: Callable[[], Callback | None]
+    try:
+        ref = weakref.WeakMethod(callback)  # type: ignore[arg-type]
+    except TypeError:
+        ref = lambda: callback  # noqa: E731  a plain function: held
+    with _lock:
+        if len(_callbacks) >= 64:  # components come and go (a prefetcher per epoch): forget the dead ones
+            _callbacks[:] = [r for r in _callbacks if r() is not None]
+        _callbacks.append(ref)
+
+
+def collect() -> dict[str, float]:
+    """This process's counters and what its callbacks observe now (a callback that fails is skipped)."""
+    with _lock:
+        out = dict(COUNTS)
+        refs = list(_callbacks)
+    dead = False
+    worker: str | None = None
+    for ref in refs:
+        fn = ref()
+        if fn is None:
+            dead = True
+            continue
+        try:
+            for metric, attrs, value in fn():
+                if "worker" in metric.attributes and "worker" not in attrs:
+                    if worker is None:
+                        worker = str(context.env_fields()["worker_rank"])
+                    attrs = {**attrs, "worker": worker}
+                k = key(metric, attrs)
+                out[k] = out.get(k, 0) + float(value)
+        except Exception:
+            continue
+    if dead:
+        with _lock:
+            _callbacks[:] = [r for r in _callbacks if r() is not None]
+    return out
+
+
+def after_fork_in_child() -> None:
+    """A forked child counts from zero and observes only what it registers itself (the parent's objects, e.g. a
+    loader, are the parent's to report). The parent's are left behind unreleased, as the recorder's state."""
+    global COUNTS, _lock, _callbacks
+    LEFT_BEHIND.append((COUNTS, _callbacks))
+    COUNTS, _lock, _callbacks = {}, threading.Lock(), []
