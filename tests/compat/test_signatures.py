@@ -69,16 +69,14 @@ NOT_PROVIDED = {
 }
 
 # LitData 0.2.76 signatures that other issue-22 work adopts (strict xfail under 0.2.76 only, with what is missing)
-_WRITE = "0.2.76 writing: compression_level/compression_batch_size"
-_ORDERED = "keep_data_ordered default None (0.2.76's shared queue)"
-PENDING_076 = {
-    "optimize": f"{_WRITE}; {_ORDERED}",
-    "map": _ORDERED,
-    "DataProcessor": _ORDERED,
-    "DataChunkRecipe": _WRITE,
-    "BinaryWriter": f"{_WRITE} in BinaryWriter",
-    "Cache": f"{_WRITE} in Cache",
-}
+PENDING_076: dict[str, str] = {}
+
+if LITDATA_076:
+    _KEPT = (
+        "True: the input order and a deterministic output, one of the orders 0.2.76's shared-queue default "
+        "(None) allows; map's is_last then marks each worker's last input, which 0.2.76's queue never does"
+    )
+    ALLOWED_DEFAULTS |= {(name, "keep_data_ordered"): _KEPT for name in ("optimize", "map", "DataProcessor")}
 
 
 # public methods users call on these classes
