@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.compat.conftest import both
-from tests.support.litdata_version import LITDATA_076, xfail_076
+from tests.support.litdata_version import LITDATA_076
 
 pytestmark = pytest.mark.interop
 
@@ -112,7 +112,6 @@ def test_generator_fn_zstd_chunk_bytes(zstd_dir: str, tmp_path: Any) -> None:
 
 
 @pytest.mark.skipif(not LITDATA_076, reason="LitData 0.2.68 leaves the dataset folder as it is")
-@xfail_076("needs reading 0.2.76 layouts: a zstd dataset LitData 0.2.76 has read holds decompressed chunk-R-I.bin")
 def test_reads_a_zstd_dataset_after_litdata_076_read_it(zstd_dir: str, tmp_path: Any) -> None:
     import litdata
 

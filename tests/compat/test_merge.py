@@ -12,6 +12,7 @@ from streamscope import merge_datasets
 from streamscope._core.errors import MergeDatasetsError
 from tests.compat import _fns
 from tests.compat.conftest import both, engine
+from tests.support.litdata_version import LITDATA_076
 
 
 def _write(out: str, fn: Any, n: int, **kwargs: Any) -> str:
@@ -62,7 +63,9 @@ def test_merge_compressed_keeps_suffix(tmp_path: Any) -> None:
     ins = [_write(str(tmp_path / n), _fns.pairs, 5, chunk_size=4, compression="zstd") for n in ("a", "b")]
     out = str(tmp_path / "m")
     merge_datasets(ins, out)
-    assert sorted(_files(out)) == [f"chunk-0-{i}.zstd.bin" for i in range(6)]
+    # LitData 0.2.76's (framed) zstd chunks keep the plain .bin name; 0.2.68's whole-file zstd ones add .zstd
+    suffix = ".bin" if LITDATA_076 else ".zstd.bin"
+    assert sorted(_files(out)) == [f"chunk-0-{i}{suffix}" for i in range(6)]
     assert len(engine("litdata").StreamingDataset(out)) == 20
 
 

@@ -28,7 +28,7 @@ README sections, in order, and where their examples run (this file unless named)
 - Merge datasets + ``complete_dataset``: ``test_merge_then_complete_dataset``.
 - Split / subset / load a subset: ``test_subset_and_split``.
 - Stream parquet (index built automatically): ``test_parquet_folder_without_index``.
-- Compression levels: ``test_compression_levels``.
+- Use compression (the example, and its levels): ``test_compression_readme_example``, ``test_compression_levels``.
 - Profile (cProfile): ``test_profile_cprofile``.
 - Limit cache space: ``test_limit_cache_space``.
 - Async prefetch & environment variables: ``test_async_prefetch_environment``.
@@ -62,6 +62,13 @@ def both076(scenario: Any, *args: Any, errors_ok: bool = False) -> tuple[Any, An
         return None, plain(scenario(engine("streamscope"), *args))
     except Exception as exc:  # noqa: BLE001 - an error is an outcome to compare
         return None, ("raised", type(exc).__name__)
+
+
+@pytest.fixture(autouse=True)
+def _write_076_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """streamscope writes 0.2.76's layout here in both passes (these are 0.2.76's examples; the 0.2.68 pass would
+    otherwise write 0.2.68's, see tests/conftest.py)."""
+    monkeypatch.setenv("STREAMSCOPE_WRITE_FORMAT", "0.2.76")
 
 
 def same076(a: Any, b: Any) -> None:
@@ -370,49 +377,46 @@ def test_parquet_folder_without_index(tmp_path: Any) -> None:
     assert b == ({"id": 0, "text": "t0"}, 10, True, [{"id": 0}, {"id": 9}])
 
 
-@pytest.mark.parametrize(
-    "level",
-    [
-        pytest.param(None, id="default"),
-        pytest.param(
-            "batch", marks=pytest.mark.xfail(strict=True, reason="issue 22: needs 0.2.76 writing: compression_level")
-        ),
-        pytest.param(
-            "chunk", marks=pytest.mark.xfail(strict=True, reason="issue 22: needs 0.2.76 writing: compression_level")
-        ),
-        pytest.param(
-            "sample", marks=pytest.mark.xfail(strict=True, reason="issue 22: needs 0.2.76 writing: compression_level")
-        ),
-    ],
-)
-def test_compression_levels(tmp_path: Any, level: str | None) -> None:
+def test_compression_readme_example(tmp_path: Any) -> None:
+    """README "Use compression" as written: tuples of ints with compression="zstd"."""
+
     def scenario(ld: Any) -> Any:
         out = str(tmp_path / f"my_optimized_dataset-{ld.__name__}")
-        kw = {} if level is None else {"compression_level": level, "compression_batch_size": 8}
         ld.optimize(
-            fn=compress,
-            inputs=list(range(100)),
-            output_dir=out,
-            chunk_bytes="64MB",
-            num_workers=1,
-            compression="zstd",
-            **kw,
+            fn=compress, inputs=list(range(100)), output_dir=out, chunk_bytes="64MB", num_workers=1, compression="zstd"
         )
         return ld.StreamingDataset(out)[:]
 
-    # LitData 0.2.76 cannot read back its own README example (tuple samples, compression="zstd"): its index says
-    # compression_level "batch" but the chunk it wrote is not framed ("missing LDFZ01 magic")
-    broken_076 = LITDATA_076 and level is None
-    a, b = both076(scenario, errors_ok=broken_076)
-    if broken_076:
+    # LitData 0.2.76 cannot read back its own README example: its index says compression_level "batch" but the
+    # chunk it wrote is not framed ("missing LDFZ01 magic"); streamscope's run is checked alone
+    a, b = both076(scenario, errors_ok=True)
+    if LITDATA_076:
         assert a == ("raised", "RuntimeError"), "LitData reads its README compression example now: compare again"
-    else:
-        same076(a, b)
     assert b == [(i, i**2) for i in range(100)]
 
 
+@pytest.mark.parametrize("level", ["batch", "chunk", "sample"])
+def test_compression_levels(tmp_path: Any, level: str) -> None:
+    """README "Use compression": compression_level and compression_batch_size (numpy samples, which LitData 0.2.76
+    reads back in every level)."""
+
+    def scenario(ld: Any) -> Any:
+        out = str(tmp_path / f"levels-{ld.__name__}")
+        ld.optimize(
+            fn=numpy_sample, inputs=list(range(20)), output_dir=out, chunk_bytes="64MB", num_workers=1,
+            compression="zstd", compression_level=level, compression_batch_size=8,
+        )  # fmt: skip
+        names = sorted(n for n in os.listdir(out) if n.endswith(".bin"))
+        return [(s["i"], s["x"]) for s in ld.StreamingDataset(out)], names
+
+    a, b = both076(scenario)
+    same076(a, b)
+    assert [i for i, _ in b[0]] == list(range(20))
+    # "chunk" wraps each pytree chunk as a whole-file .zstd.bin; "batch" and "sample" keep the .bin name
+    assert b[1] == (["chunk-0-0.zstd.bin"] if level == "chunk" else ["chunk-0-0.bin"])
+
+
 @pytest.mark.skipif(not LITDATA_076, reason="LitData 0.2.76 writes the framed zstd layout")
-@xfail_076("needs reading 0.2.76 layouts: framed zstd (LDFZ01), the default for compression='zstd'")
 def test_reads_litdata_076_default_zstd(tmp_path: Any) -> None:
     import litdata
 

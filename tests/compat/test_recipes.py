@@ -10,7 +10,7 @@ import pytest
 
 from tests.compat import _recipes
 from tests.compat.conftest import both
-from tests.support.litdata_version import LITDATA_076, xfail_076
+from tests.support.litdata_version import LITDATA_076
 
 pytestmark = pytest.mark.interop
 
@@ -19,7 +19,6 @@ def _files(d: str) -> dict[str, bytes]:
     return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d)) if n != "index.json"}
 
 
-@xfail_076("needs 0.2.76 writing: chunk bytes (Arrow rows) and index keys are 0.2.76's")
 def test_chunk_recipe_writes_litdata_chunks(tmp_path: Any) -> None:
     def scenario(ld: Any) -> Any:
         from importlib import import_module
@@ -27,7 +26,9 @@ def test_chunk_recipe_writes_litdata_chunks(tmp_path: Any) -> None:
         dp = import_module(f"{ld.__name__}.processing.data_processor")
         recipe = getattr(_recipes, ("Lit" if ld.__name__ == "litdata" else "Ss") + "Squares")(chunk_size=4)
         out = str(tmp_path / ld.__name__)
-        dp.DataProcessor(input_dir=None, output_dir=out, num_workers=2, fast_dev_run=False).run(recipe)
+        # each worker its own contiguous inputs (0.2.76's default shared queue hands them out as they come)
+        ordered = {"keep_data_ordered": True} if LITDATA_076 else {}
+        dp.DataProcessor(input_dir=None, output_dir=out, num_workers=2, fast_dev_run=False, **ordered).run(recipe)
         with open(os.path.join(out, "index.json")) as f:
             index = json.load(f)
         index.pop("updated_at")

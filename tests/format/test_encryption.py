@@ -25,7 +25,7 @@ from streamscope.format.encryption import decrypt_chunk
 from streamscope.format.writer import ChunkWriter
 from streamscope.utilities.encryption import EncryptionLevel, FernetEncryption, RSAEncryption
 from tests.format.conftest import same
-from tests.support.litdata_version import LITDATA_076, xfail_076
+from tests.support.litdata_version import LITDATA_076
 
 litdata_enc = pytest.importorskip("litdata.utilities.encryption")
 
@@ -104,6 +104,8 @@ def test_rsa_keys_interoperate(tmp_path: Any) -> None:
 
 
 def _write_ours(out: str, samples: list[Any], **kw: Any) -> tuple[list[dict], dict]:
+    if kw.get("encryption") is not None:
+        kw.update(_encrypted_zstd_076(kw.get("compression")))
     w = ChunkWriter(out, **kw)
     for i, s in enumerate(samples):
         w.add_item(i, s)
@@ -112,13 +114,17 @@ def _write_ours(out: str, samples: list[Any], **kw: Any) -> tuple[list[dict], di
     return w.chunks, w.config
 
 
+def _encrypted_zstd_076(compression: str | None) -> dict[str, Any]:
+    """Under LitData 0.2.76 (and the 0.2.76 layout its pass writes), encrypted zstd needs compression_level
+    "chunk": its default "batch" frames refuse encryption, in both engines."""
+    return {"compression_level": "chunk"} if LITDATA_076 and compression else {}
+
+
 def _write_litdata(out: str, samples: list[Any], **kw: Any) -> dict[str, Any]:
     from litdata.streaming.writer import BinaryWriter
 
-    if LITDATA_076 and kw.get("compression") and kw.get("encryption") is not None:
-        # 0.2.76 frames zstd per 256 items by default ("batch"), which it refuses to encrypt; "chunk" is the
-        # whole-file zstd of 0.2.68
-        kw["compression_level"] = "chunk"
+    if kw.get("encryption") is not None:
+        kw.update(_encrypted_zstd_076(kw.get("compression")))
     w = BinaryWriter(out, **kw)
     for i, s in enumerate(samples):
         w.add_item(i, s)
@@ -137,7 +143,6 @@ def _plain_bytes(path: str, enc: Any, level: str, compression: str | None) -> by
 
 @pytest.mark.parametrize("compression", [None, "zstd"])
 @pytest.mark.parametrize("level", LEVELS)
-@xfail_076("needs 0.2.76 writing: the index config has 0.2.76's keys (compression_level, types, ...)")
 def test_writer_matches_litdata_after_decryption(
     keys: dict[str, tuple[Any, Any]], tmp_path: Any, level: str, compression: str | None
 ) -> None:
@@ -204,7 +209,7 @@ def test_litdata_reads_streamscope_optimize(
     out = str(tmp_path / "ds")
     streamscope.optimize(
         fn=_fn, inputs=list(range(30)), output_dir=out, chunk_size=7, num_workers=2,
-        compression=compression, encryption=ours_key, verbose=False,
+        compression=compression, encryption=ours_key, verbose=False, **_encrypted_zstd_076(compression),
     )  # fmt: skip
     ds = litdata.StreamingDataset(out, encryption=their_key, cache_dir=str(tmp_path / "cache"))
     assert len(ds) == 30
@@ -315,7 +320,7 @@ def test_encrypted_dataset_on_s3(keys: dict[str, tuple[Any, Any]], tmp_path: Any
     url, opts = s3_server.url("enc"), s3_server.storage_options()
     streamscope.optimize(
         fn=_fn, inputs=list(range(12)), output_dir=url, chunk_size=5, num_workers=1, compression="zstd",
-        encryption=ours_key, storage_options=opts, verbose=False,
+        encryption=ours_key, storage_options=opts, verbose=False, **_encrypted_zstd_076("zstd"),
     )  # fmt: skip
     ds = streamscope.StreamingDataset(url, encryption=ours_key, storage_options=opts, cache_dir=str(tmp_path / "c"))
     assert all(same(ds[i], _sample(i)) for i in range(12))

@@ -12,8 +12,9 @@ import pytest
 import torch
 from PIL import Image
 
-from streamscope.format import ChunkFile, ChunkWriter, PyTreeLoader, TokensLoader, load_index, uncompressed_name
-from streamscope.format.chunk import decompress_file
+from streamscope.format import ChunkWriter, PyTreeLoader, TokensLoader, load_index, uncompressed_name
+from streamscope.format.chunk import open_chunk_file
+from streamscope.format.v076 import prepare_chunk_file
 from tests.format.conftest import same
 from tests.support.litdata_version import LITDATA_076, xfail_076
 
@@ -21,6 +22,7 @@ litdata = pytest.importorskip("litdata")
 from litdata.streaming.writer import BinaryWriter  # noqa: E402
 
 pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore:An item was larger than the target chunk size")]
+LAYOUT = "0.2.76" if LITDATA_076 else "0.2.68"
 
 try:
     import zstd  # noqa: F401  (python-zstd: LitData's compressor)
@@ -102,7 +104,8 @@ def litdata_write(out_dir: str, samples: list[Any], **kw: Any) -> None:
 def ours_write(out_dir: str, samples: list[Any], **kw: Any) -> ChunkWriter:
     from streamscope.format import write_index
 
-    w = ChunkWriter(out_dir, **kw)
+    # the layout of the LitData under test (the format layer writes what it is told)
+    w = ChunkWriter(out_dir, write_format=LAYOUT, **kw)
     for i, s in enumerate(samples):
         w.add_item(i, s)
     w.done()
@@ -123,16 +126,18 @@ def ours_read(d: str, block_size: int | None = None) -> list[Any]:
     out: list[Any] = []
     for entry in idx["chunks"]:
         path = os.path.join(d, entry["filename"])
-        if cfg["compression"]:
-            plain = os.path.join(d, uncompressed_name(entry["filename"], cfg["compression"]))
-            decompress_file(path, plain, cfg["compression"])
-            path = plain
-        with ChunkFile(path, expected_items=entry["chunk_size"]) as cf:
-            assert cf.size == entry["chunk_bytes"]
+        plain = os.path.join(d, "plain-" + uncompressed_name(entry["filename"], cfg["compression"] or ""))
+        prepare_chunk_file(path, plain, cfg)  # any layout of either version becomes a chunk read in place
+        chunk = open_chunk_file(plain, entry["chunk_size"])
+        try:
             if isinstance(loader, TokensLoader):
-                out.extend(loader.read_block(cf, b) for b in range(loader.blocks_in_chunk(entry)))
+                out.extend(loader.read_block(chunk, b) for b in range(loader.blocks_in_chunk(entry)))
             else:
-                out.extend(loader.decode(cf.item_view(i)) for i in range(cf.num_items))
+                out.extend(chunk.sample(i, loader) for i in range(chunk.num_items))
+            if chunk.kind == "classic" and LAYOUT == "0.2.68":
+                assert chunk.size == entry["chunk_bytes"]  # 0.2.68 records the classic chunk's size
+        finally:
+            chunk.close()
     return out
 
 
@@ -160,28 +165,21 @@ CASES = [
 ]
 COMPRESSIONS = [None, "zstd", "zstd:9"]
 
-_WRITE_076 = "needs 0.2.76 writing: ChunkWriter's bytes and index are 0.2.76 BinaryWriter's (config keys, Arrow rows, framed zstd)"
-# LitData 0.2.76 writes these cases uncompressed with Arrow-footer rows (dicts of plain values, a root int)
-_ARROW_076 = {"scalars", "tif_path"}
+# cases whose zstd chunks LitData 0.2.76 frames and streamscope's 0.2.76 layout does not yet
+_UNFRAMED_076 = {"containers"}
 
 
-def _read_params() -> list[Any]:
+def _bytes_params() -> list[Any]:
     out = []
     for case in CASES:
-        for compression in (None, "zstd"):
-            why = None
-            if compression:
-                why = "needs reading 0.2.76 layouts: framed zstd (LDFZ01) chunks"
-            elif case in _ARROW_076:
-                why = "needs reading 0.2.76 layouts: Arrow-footer rows (LDARW01)"
-            marks = [xfail_076(why)] if why else []
+        for compression in COMPRESSIONS:
+            why = "needs 0.2.76 writing: zstd chunks of these containers are framed by 0.2.76"
+            marks = [xfail_076(why)] if compression and case in _UNFRAMED_076 else []
             out.append(pytest.param(case, compression, marks=marks, id=f"{case}-{compression}"))
     return out
 
 
-@pytest.mark.parametrize("compression", COMPRESSIONS)
-@pytest.mark.parametrize("case", CASES)
-@xfail_076(_WRITE_076)
+@pytest.mark.parametrize(("case", "compression"), _bytes_params())
 def test_same_bytes_as_litdata(case: str, compression: str | None, files: dict[str, str], tmp_path) -> None:
     if compression and not HAVE_PYZSTD:
         pytest.skip("python-zstd (LitData's compressor) is not installed")
@@ -201,7 +199,8 @@ def test_same_bytes_as_litdata(case: str, compression: str | None, files: dict[s
             assert a == b, name
 
 
-@pytest.mark.parametrize(("case", "compression"), _read_params())
+@pytest.mark.parametrize("compression", [None, "zstd"])
+@pytest.mark.parametrize("case", CASES)
 def test_we_read_litdata_and_litdata_reads_us(case: str, compression: str | None, files: dict[str, str], tmp_path):
     if compression and not HAVE_PYZSTD:
         pytest.skip("python-zstd (LitData's compressor) is not installed")
@@ -232,7 +231,6 @@ def test_we_read_litdata_and_litdata_reads_us(case: str, compression: str | None
 
 @pytest.mark.parametrize("compression", [None, "zstd"])
 @pytest.mark.parametrize("kind", ["tensor", "numpy"])
-@xfail_076(_WRITE_076)
 def test_tokens_loader_interop(kind: str, compression: str | None, tmp_path) -> None:
     if compression and not HAVE_PYZSTD:
         pytest.skip("python-zstd (LitData's compressor) is not installed")
@@ -246,7 +244,7 @@ def test_tokens_loader_interop(kind: str, compression: str | None, tmp_path) -> 
     # whole-file zstd 0.2.68 wrote
     level = {"compression_level": "chunk"} if LITDATA_076 and compression else {}
     litdata_write(ld, seqs, chunk_size=64, item_loader=LDTokens(), compression=compression, **level)
-    ours_write(ss, seqs, chunk_size=64, item_loader=TokensLoader(), compression=compression)
+    ours_write(ss, seqs, chunk_size=64, item_loader=TokensLoader(), compression=compression, **level)
     for name in sorted(os.listdir(ld)):
         a = (tmp_path / "ld" / name).read_bytes()
         b = (tmp_path / "ss" / name).read_bytes()

@@ -13,7 +13,7 @@ import torch
 from streamscope.format.item_loader import TokensLoader
 from streamscope.stream.dataloader import StreamingDataLoader
 from streamscope.stream.dataset import StreamingDataset
-from tests.support.litdata_version import litdata_env, xfail_076
+from tests.support.litdata_version import litdata_env
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -81,9 +81,7 @@ def _litdata():
     return litdata
 
 
-@pytest.mark.parametrize(
-    "kind", ["plain", pytest.param("zstd", marks=xfail_076("needs reading 0.2.76 layouts: framed zstd chunks"))]
-)
+@pytest.mark.parametrize("kind", ["plain", "zstd"])
 def test_same_samples_as_litdata(written, kind, tmp_path):
     ld = _litdata()
     d = written[kind]

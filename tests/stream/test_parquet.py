@@ -47,7 +47,9 @@ def pq_dir(tmp_path: Any) -> tuple[str, list[dict[str, Any]]]:
     return d, rows
 
 
-def test_index_json_describes_every_file(tmp_path: Any) -> None:
+@pytest.mark.parametrize("layout", ["0.2.76", "0.2.68"])
+def test_index_json_describes_every_file(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    monkeypatch.setenv("STREAMSCOPE_WRITE_FORMAT", layout)
     d = str(tmp_path / "pq")
     write_parquet_dir(d)
     os.makedirs(os.path.join(d, "sub"))
@@ -63,6 +65,7 @@ def test_index_json_describes_every_file(tmp_path: Any) -> None:
         "data_spec": None,
         "encryption": None,
         "item_loader": "ParquetLoader",
+        **({"types": None} if layout == "0.2.76" else {}),  # LitData 0.2.76 adds an empty schema
     }
     assert index["chunks"] == [
         {

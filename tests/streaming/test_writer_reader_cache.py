@@ -286,7 +286,9 @@ def test_reader_evicts_a_remote_dataset_past_max_cache_size_like_litdata(tmp_pat
                     time.sleep(0.01)
             left[name, limit] = sorted(os.listdir(cache))
     assert left["ours", 1] == left["lit", 1] == ["index.json"]  # every chunk deleted once read past
-    assert len(left["ours", None]) == len(left["ours", "1GB"]) == (9 if compression else 5)  # all kept
+    # all kept: the 4 chunks and the index, plus each chunk's decompressed copy for 0.2.68's whole-file zstd
+    # (the layout the 0.2.68 pass writes; 0.2.76's framed zstd chunks are read as they are)
+    assert len(left["ours", None]) == len(left["ours", "1GB"]) == (9 if compression and not LITDATA_076 else 5)
     # a local dataset read in place is never deleted, whatever the limit
     r = BinaryReader(data, remote_input_dir="local:" + data, compression=compression, max_cache_size=1)
     assert [r.read(ChunkedIndex(i, i // 3, is_last_index=i == 9))["i"] for i in range(10)] == list(range(10))

@@ -26,6 +26,7 @@ from collections import OrderedDict
 from typing import Any
 
 from streamscope import events as ev
+from streamscope._core import config as cfg
 from streamscope._core.errors import CorruptChunkError, FormatError
 from streamscope._core.optional import require
 from streamscope.format.item_loader import BaseItemLoader
@@ -51,8 +52,9 @@ def require_pyarrow(feature: str = "Parquet datasets", extra: str = "parquet") -
 
 
 def parquet_config(data_format: list[str]) -> dict[str, Any]:
-    """The index.json ``config`` of a Parquet dataset whose columns have Arrow types ``data_format``."""
-    return {
+    """The index.json ``config`` of a Parquet dataset whose columns have Arrow types ``data_format`` (with the
+    ``types: null`` LitData 0.2.76 adds when the ``write_format`` knob is "0.2.76")."""
+    config: dict[str, Any] = {
         "chunk_bytes": None,
         "chunk_size": None,
         "compression": None,
@@ -61,6 +63,9 @@ def parquet_config(data_format: list[str]) -> dict[str, Any]:
         "encryption": None,
         "item_loader": ParquetLoader.name,
     }
+    if cfg.parse_write_format(cfg.get("write_format")) == "0.2.76":
+        config["types"] = None
+    return config
 
 
 def parquet_chunk_entry(filename: str, file_size: int, num_rows: int) -> dict[str, Any]:
