@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The two set-up commands of the README:
-#   ./run.sh demo   create .venv, install, optimize a synthetic dataset, stream it with tracing, print a summary
+#   ./run.sh demo   create .venv, install, optimize a synthetic dataset, stream it with tracing (its metrics served
+#                   for Prometheus meanwhile), print a summary
 #   ./run.sh test   create .venv, install with the test extras, run lint, layer checks and the whole test suite
 #                   (LitData 0.2.68 in the venv), then the interop tests again against LitData 0.2.76
 set -euo pipefail
@@ -65,7 +66,7 @@ install_observability_tools() {
 case "${1:-}" in
     demo)
         shift
-        setup "s3,image,trace"
+        setup "s3,image,trace,prometheus"
         exec "$VENV/bin/python" -m streamscope demo "$@"
         ;;
     test)

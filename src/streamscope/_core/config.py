@@ -548,3 +548,35 @@ knob(
 )
 
 # --- tune -----------------------------------------------------------------------------------------
+
+# --- telemetry: Prometheus ------------------------------------------------------------------------
+
+
+def parse_port(raw: str) -> int | None:
+    """A TCP port (0..65535; 0 = a free one); empty = off."""
+    raw = raw.strip()
+    if not raw:
+        return None
+    port = int(raw)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"a TCP port is 0..65535, got {port}")
+    return port
+
+
+knob(
+    "prometheus_port",
+    None,
+    "port",
+    ("STREAMSCOPE_PROMETHEUS_PORT",),
+    "Serve the metrics for Prometheus on this port in each rank's main process (unset: off). Local rank r "
+    "listens on port + r; 0 picks a free port per rank, said on stderr. A port in use is an error naming it. "
+    "Read by `streamscope.enable_telemetry()`; `streamscope.telemetry.prometheus.start_endpoint` is the call.",
+    parse_port,
+)
+knob(
+    "prometheus_addr",
+    "127.0.0.1",
+    "address",
+    ("STREAMSCOPE_PROMETHEUS_ADDR",),
+    "Address the Prometheus endpoint listens on (0.0.0.0 or :: for a Prometheus on another host).",
+)

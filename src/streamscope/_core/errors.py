@@ -271,6 +271,13 @@ class TraceConfigError(StreamscopeError, ValueError):
     """An unknown trace level or category, or an unusable log destination."""
 
 
+# --- telemetry: the Prometheus endpoint ----------------------------------------------------------
+
+
+class PrometheusPortError(StreamscopeError, OSError):
+    """The Prometheus endpoint cannot listen on its port (in use, or not allowed); the message names it."""
+
+
 # --- tune -----------------------------------------------------------------------------------------
 
 

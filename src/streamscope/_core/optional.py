@@ -23,6 +23,7 @@ image       pillow, tifffile           PIL/JPEG leaves, TIFF leaves
 video       torchvision                decoding ``video`` leaves (must match the installed torch)
 encryption  cryptography               ``FernetEncryption`` / ``RSAEncryption``
 trace       matplotlib                 the PNG plots of ``streamscope-trace summary``
+prometheus  prometheus_client          the Prometheus endpoint (``STREAMSCOPE_PROMETHEUS_PORT``)
 all         every extra but ``video``
 ==========  =========================  ===============================================================
 """
@@ -48,6 +49,7 @@ PACKAGES: dict[str, tuple[str, str | None]] = {
     "google.cloud": ("google-cloud-storage", "gcs"),
     "azure": ("azure-storage-blob", "azure"),
     "matplotlib": ("matplotlib", "trace"),
+    "prometheus_client": ("prometheus_client", "prometheus"),
     "perfetto": ("perfetto", None),
     "google.protobuf": ("protobuf", None),
 }

@@ -1,4 +1,7 @@
-"""Command line: ``streamscope demo``, ``streamscope knobs``, ``streamscope cache path|clear``.
+"""Command line: ``streamscope demo``, ``streamscope top``, ``streamscope knobs``, ``streamscope cache path|clear``.
+
+``top`` is a live terminal view of a running job, read from its ranks' Prometheus endpoints
+(:mod:`streamscope.cli.top`).
 
 ``cache path`` and ``cache clear`` are LitData's ``litdata cache path|clear``: they show or delete the default
 cache root of remote datasets (knob ``cache_dir``: ``STREAMSCOPE_CACHE_DIR``, ``LITDATA_CACHE_DIR``, else
@@ -56,7 +59,19 @@ def _cmd_knobs(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from streamscope.cli.demo import run_demo
 
-    return run_demo(args.output, args.samples, args.workers)
+    port = args.metrics_port
+    if port is None:
+        from streamscope._core import config
+
+        port = config.get("prometheus_port")
+        port = 0 if port is None else port
+    return run_demo(args.output, args.samples, args.workers, None if port < 0 else port, args.linger)
+
+
+def _cmd_top(args: argparse.Namespace) -> int:
+    from streamscope.cli.top import run_top
+
+    return run_top(args.url, args.interval, args.once)
 
 
 def _cmd_cache(args: argparse.Namespace) -> int:
@@ -83,7 +98,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", default="demo_output", help="where the dataset, trace and summary go")
     p.add_argument("--samples", type=int, default=5000, help="number of synthetic samples")
     p.add_argument("--workers", type=int, default=2, help="optimize and DataLoader worker processes")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve the metrics for Prometheus on this port while the demo runs (default: STREAMSCOPE_PROMETHEUS_PORT, "
+        "else 0: a free port; -1: do not serve)",
+    )
+    p.add_argument("--linger", type=float, default=0.0, help="keep serving the metrics this many seconds after the run")
     p.set_defaults(func=_cmd_demo)
+    t = sub.add_parser("top", help="live view of a running job, from its ranks' Prometheus endpoints (q quits)")
+    t.add_argument(
+        "--url",
+        action="append",
+        required=True,
+        metavar="URL",
+        help="a rank's metrics endpoint, e.g. http://127.0.0.1:9464/metrics (host:port is enough); repeat per rank",
+    )
+    t.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
+    t.add_argument("--once", action="store_true", help="print one screen (rates over one interval) and exit")
+    t.set_defaults(func=_cmd_top)
     k = sub.add_parser("knobs", help="print every knob with its default, unit and environment variable")
     k.add_argument("--markdown", action="store_true", help="print docs/knobs.md")
     k.set_defaults(func=_cmd_knobs)

@@ -1,7 +1,9 @@
 """The main job on an embedded default: local disk, synthetic data.
 
 Optimizes a synthetic image-like dataset, streams one epoch with the tracer at level "chunk", writes the
-trace and a summary, and prints throughput and where the outputs went.
+trace and a summary, and prints throughput and where the outputs went. While it runs it serves its metrics for
+Prometheus (``metrics_port``: 0 = a free port) and says where, with the ``streamscope top`` line that watches
+them; ``linger`` keeps serving that many seconds after the run.
 """
 
 from __future__ import annotations
@@ -20,7 +22,24 @@ def _make_sample(i: int) -> dict[str, Any]:
     return {"image": rng.integers(0, 255, size=(3, 64, 64), dtype=np.uint8), "label": i % 10, "id": f"sample-{i:07d}"}
 
 
-def run_demo(output: str, samples: int, workers: int) -> int:
+def _serve_metrics(port: int) -> str | None:
+    """Start the Prometheus endpoint; its URL, or None (said why) when it cannot run here."""
+    from streamscope._core.errors import MissingDependencyError, PrometheusPortError
+    from streamscope.telemetry.prometheus import endpoint_url, start_endpoint
+
+    try:
+        start_endpoint(port)
+    except (MissingDependencyError, PrometheusPortError) as exc:
+        print(f"metrics:  not served ({exc})")
+        return None
+    url = endpoint_url()
+    if url:
+        print(f"metrics:  {url} (Prometheus text format), served while the demo runs")
+        print(f"watch:    python -m streamscope top --url {url}", flush=True)
+    return url
+
+
+def run_demo(output: str, samples: int, workers: int, metrics_port: int | None = 0, linger: float = 0.0) -> int:
     import streamscope as ss
 
     out = os.path.abspath(output)
@@ -39,6 +58,8 @@ def run_demo(output: str, samples: int, workers: int) -> int:
         return 1
 
     ss.enable_tracer(level="chunk", log_file=log_file)
+    if metrics_port is not None:
+        summary["metrics_url"] = _serve_metrics(metrics_port)
 
     t0 = time.perf_counter()
     ss.optimize(
@@ -91,4 +112,13 @@ def run_demo(output: str, samples: int, workers: int) -> int:
     )
     print(f"trace:    {log_file} (Chrome: {chrome}; Perfetto: {perfetto})")
     print(f"summary:  {summary_path}")
+    url = summary.get("metrics_url")
+    if url and linger > 0:
+        print(f"metrics:  still served at {url} for {linger:g} s (Ctrl-C stops)", flush=True)
+        try:
+            time.sleep(linger)
+        except KeyboardInterrupt:
+            pass
+    elif url:
+        print(f"metrics:  {url} was served during the run (--linger SECONDS keeps it up afterwards)")
     return 0

@@ -18,6 +18,7 @@ not OpenTelemetry's millisecond-shaped defaults.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
 #: Upper bounds (seconds) of every histogram's buckets; a last bucket holds everything above.
@@ -147,7 +148,7 @@ class M:
     KNOB_VALUE = Metric(
         "streamscope.knob.value",
         G,
-        "1",
+        "{value}",  # each knob has its own unit (docs/knobs.md); "1" would read as a ratio in Prometheus
         "The value of each live knob (what the tuner moves).",
         ("rank", "node", "knob"),
     )
@@ -182,6 +183,87 @@ def markdown_table() -> str:
     rows += ["", "| attribute | meaning |", "|---|---|"]
     rows += [f"| `{k}` | {v} |" for k, v in ATTRIBUTES.items()]
     return "\n".join(rows) + "\n"
+
+
+# -- the OpenTelemetry-to-Prometheus translation ------------------------------------------------------------------
+# OpenTelemetry's "Prometheus and OpenMetrics Compatibility" rules, as the Collector's translator applies them:
+# invalid characters become "_" (runs collapsed, none at the ends); the UCUM unit, spelled out, is appended unless
+# the name already holds it; an annotation ({chunk}) is no unit; "1" on a gauge becomes "ratio"; "a/b" becomes
+# "a_per_b"; a counter (monotonic sum) ends in "_total". The Prometheus endpoint and the dashboards both use this.
+
+_PROM_UNITS: dict[str, str] = {
+    "d": "days", "h": "hours", "min": "minutes", "s": "seconds", "ms": "milliseconds", "us": "microseconds",
+    "ns": "nanoseconds", "By": "bytes", "KiBy": "kibibytes", "MiBy": "mebibytes", "GiBy": "gibibytes",
+    "TiBy": "tibibytes", "KBy": "kilobytes", "MBy": "megabytes", "GBy": "gigabytes", "TBy": "terabytes",
+    "m": "meters", "V": "volts", "A": "amperes", "J": "joules", "W": "watts", "g": "grams", "Cel": "celsius",
+    "Hz": "hertz", "%": "percent", "1": "",
+}  # fmt: skip
+_PROM_PER_UNITS: dict[str, str] = {
+    "s": "second", "min": "minute", "h": "hour", "d": "day", "w": "week", "mo": "month", "y": "year",
+}  # fmt: skip
+#: The Prometheus metric type of each instrument (an up-down counter is a gauge: it is not monotonic).
+PROMETHEUS_TYPES: dict[Instrument, str] = {
+    Instrument.COUNTER: "counter",
+    Instrument.UP_DOWN_COUNTER: "gauge",
+    Instrument.GAUGE: "gauge",
+    Instrument.HISTOGRAM: "histogram",
+}
+
+
+def _prom_tokens(text: str) -> list[str]:
+    return [t for t in re.split(r"[^a-zA-Z0-9]+", text) if t]
+
+
+def _unit_words(unit: str, instrument: Instrument) -> tuple[list[str], list[str]]:
+    """The words of ``unit``'s main part and of its "per" part (with "per"), empty where it adds nothing."""
+    main, _, per = unit.partition("/")
+    main, per = main.strip(), per.strip()
+    if main == "1" and not per:
+        return (["ratio"] if instrument is Instrument.GAUGE else []), []
+    main_words = _prom_tokens(_PROM_UNITS.get(main, main)) if main and not ("{" in main or "}" in main) else []
+    per_words = _prom_tokens(_PROM_PER_UNITS.get(per, per)) if per and not ("{" in per or "}" in per) else []
+    return main_words, (["per", *per_words] if per_words else [])
+
+
+def prometheus_unit(unit: str, instrument: Instrument) -> str:
+    """The Prometheus unit suffix of a UCUM ``unit`` ("" for none): ``s`` -> ``seconds``, ``By/s`` ->
+    ``bytes_per_second``, ``{chunk}`` -> "", ``1`` -> ``ratio`` on a gauge (nothing otherwise)."""
+    main, per = _unit_words(unit, instrument)
+    return "_".join(main + per)
+
+
+def translate_name(name: str, unit: str, instrument: Instrument) -> str:
+    """The Prometheus name of an OpenTelemetry metric ``name`` with ``unit`` and ``instrument`` (see above).
+
+    Histograms get the base name: the exposition adds ``_bucket``, ``_sum`` and ``_count``.
+    """
+    tokens = _prom_tokens(name)
+    main, per = _unit_words(unit, instrument)
+    ratio = main == ["ratio"]
+    if main and not ratio and not (len(main) == 1 and main[0] in tokens):  # a name that holds its unit keeps it
+        tokens += main
+    if per and tokens[-len(per) :] != per:
+        tokens += per
+    if instrument is Instrument.COUNTER:
+        tokens = [t for t in tokens if t != "total"] + ["total"]
+    elif ratio:
+        tokens = [t for t in tokens if t != "ratio"] + ["ratio"]
+    out = "_".join(tokens)
+    return f"_{out}" if out[:1].isdigit() else out
+
+
+def prometheus_name(metric: Metric) -> str:
+    """``metric``'s Prometheus name: ``streamscope.loader.wait`` (counter, ``s``) ->
+    ``streamscope_loader_wait_seconds_total``; a histogram's base name (``..._seconds``, series ``_bucket``,
+    ``_sum``, ``_count``)."""
+    return translate_name(metric.name, metric.unit, metric.instrument)
+
+
+def prometheus_label(attribute: str) -> str:
+    """An attribute's Prometheus label name: invalid characters become "_", runs of "_" collapse (so no name
+    starts with the reserved ``__``)."""
+    out = re.sub(r"_+", "_", re.sub(r"[^a-zA-Z0-9_]", "_", attribute))
+    return f"_{out}" if out[:1].isdigit() else out
 
 
 README_BEGIN = "<!-- metric table: generated by `python -m streamscope.events.metric_table` -->"

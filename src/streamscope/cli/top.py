@@ -1,0 +1,426 @@
+"""``streamscope top``: a live terminal view of a running job, read from its ranks' Prometheus endpoints.
+
+``python -m streamscope top --url http://127.0.0.1:9464/metrics [--url ...] [--interval 1]`` scrapes each URL
+(one per rank's main process, see ``STREAMSCOPE_PROMETHEUS_PORT``) every ``interval`` seconds and shows, per
+rank, what the loop waited for and why, and what the loader delivers:
+
+* ``wait``: the share of wall time the training loop waited for data, and per batch; its split by what the
+  workers were doing meanwhile (download, decompress, read, decode, idle);
+* ``flow``: samples/s, MB/s and batches/s handed to the loop; workers alive, results queued, chunks prefetched;
+* ``download``: chunks in flight, MB/s, latency p50/p99 over the interval, retries, errors; ``cache``: bytes, hit
+  ratio, evictions;
+* ``knobs``: the live knobs' values; a change between two scrapes is listed under "recent tuner decisions".
+
+Rates are over the last interval, so the first screen shows totals only. An endpoint that does not answer shows
+why (refused, timed out, not a metrics page) in its place and is tried again at every refresh; ``q`` quits
+(exit 0). Without a terminal (or with ``--once``) it prints one screen after two scrapes and exits (1 when no
+endpoint answered). Metric names come from the registry (``registry.prometheus_name``), parsed from the text
+exposition format with no dependency.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamscope.events.registry import STAGES, M, Metric, prometheus_name
+from streamscope.storage.redact import redact
+
+Series = list[tuple[dict[str, str], float]]
+
+_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?\s*$")
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+
+def parse_exposition(text: str) -> dict[str, Series]:
+    """The samples of a Prometheus text exposition (format 0.0.4): ``{name: [(labels, value), ...]}``.
+
+    Comments and lines that do not parse are skipped.
+    """
+    out: dict[str, Series] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _LINE.match(line)
+        if m is None:
+            continue
+        name, raw_labels, raw_value = m.groups()
+        try:
+            value = float(raw_value)
+        except ValueError:
+            continue
+        labels: dict[str, str] = {}
+        if raw_labels:
+            for lm in _LABEL.finditer(raw_labels):
+                labels[lm.group(1)] = re.sub(r"\\[\\\"n]", lambda e: _UNESCAPE[e.group(0)], lm.group(2))
+        out.setdefault(name, []).append((labels, value))
+    return out
+
+
+@dataclass
+class Scrape:
+    """One read of one endpoint: its samples, or why there are none."""
+
+    url: str
+    time: float
+    series: dict[str, Series] = field(default_factory=dict)
+    error: str | None = None
+
+
+def normalize_url(url: str) -> str:
+    """``host:port`` and ``http://host:port`` gain ``/metrics``; anything but http(s) is refused.
+
+    Raises:
+        ValueError: naming the URL.
+    """
+    u = url.strip()
+    if "://" not in u:
+        u = f"http://{u}"
+    try:
+        parts = urllib.parse.urlsplit(u)
+        port = parts.port
+    except ValueError:
+        port, parts = -1, None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+        raise ValueError(f"not an http(s) URL of a metrics endpoint: {url!r}")
+    if parts.netloc.endswith(":"):
+        raise ValueError(f"no port after the ':' in {url!r}")
+    if not parts.path:
+        u += "/metrics"
+    return u
+
+
+def _why(exc: BaseException) -> str:
+    """A short reason an endpoint did not answer, for the screen."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code} {exc.reason}"
+    reason: Any = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused (nothing listens there: is the job running, with STREAMSCOPE_PROMETHEUS_PORT?)"
+    if isinstance(reason, (TimeoutError, socket.timeout)):
+        return "timed out"
+    if isinstance(reason, socket.gaierror):
+        return f"unknown host ({reason.strerror})"
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror
+    return str(reason) or type(reason).__name__
+
+
+def fetch(url: str, timeout: float) -> Scrape:
+    """Scrape ``url``; never raises (the reason goes into :attr:`Scrape.error`)."""
+    now = time.monotonic()
+    try:
+        req = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            body = r.read(32 << 20).decode("utf-8", "replace")
+    except Exception as exc:  # every failure is something to show, never a traceback
+        return Scrape(url, now, error=_why(exc))
+    series = parse_exposition(body)
+    if not any(n.startswith("streamscope_") for n in series):
+        return Scrape(url, now, error="answers, but serves no streamscope metrics (a different endpoint?)")
+    return Scrape(url, now, series)
+
+
+# -- one rank's numbers ----------------------------------------------------------------------------------------
+
+
+def _name(metric: Metric) -> str:
+    return prometheus_name(metric)
+
+
+def _total(s: Scrape, name: str, rank: str, **match: str) -> float | None:
+    vals = [
+        v
+        for labels, v in s.series.get(name, ())
+        if labels.get("rank", "0") == rank and all(labels.get(k) == x for k, x in match.items())
+    ]
+    return sum(vals) if vals else None
+
+
+def _quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
+    """The upper bound where a fraction ``q`` of the counts is reached (cumulative ``(le, count)`` pairs)."""
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    for le, c in buckets:
+        if c >= q * buckets[-1][1]:
+            return le
+    return buckets[-1][0]
+
+
+def _buckets(s: Scrape, name: str, rank: str) -> dict[float, float]:
+    out: dict[float, float] = {}
+    for labels, v in s.series.get(f"{name}_bucket", ()):
+        if labels.get("rank", "0") == rank and "le" in labels:
+            le = float(labels["le"])
+            out[le] = out.get(le, 0.0) + v
+    return out
+
+
+@dataclass
+class RankView:
+    """What the screen shows for one rank (None: not known yet, e.g. a rate before the second scrape)."""
+
+    url: str
+    rank: str
+    datasets: list[str]
+    wait_pct: float | None = None
+    ms_per_batch: float | None = None
+    split: dict[str, float] | None = None  # stage -> share of the wait over the interval
+    samples_s: float | None = None
+    mb_s: float | None = None
+    batches_s: float | None = None
+    samples: float = 0.0
+    workers: float | None = None
+    queue: float | None = None
+    prefetch: float | None = None
+    in_flight: float | None = None
+    dl_mb_s: float | None = None
+    dl_p50: float | None = None
+    dl_p99: float | None = None
+    retries: float | None = None
+    errors: float | None = None
+    cache_bytes: float | None = None
+    hit_pct: float | None = None
+    evictions: float | None = None
+    knobs: dict[str, float] = field(default_factory=dict)
+
+
+def ranks_of(s: Scrape) -> list[str]:
+    seen = {labels.get("rank", "0") for series in s.series.values() for labels, _ in series}
+    return sorted(seen, key=lambda r: (len(r), r))
+
+
+def rank_view(cur: Scrape, prev: Scrape | None, rank: str) -> RankView:
+    """One rank's numbers from two scrapes of its endpoint (rates over the interval; totals and gauges now)."""
+    datasets = sorted(
+        {labels["dataset"] for labels, _ in cur.series.get(_name(M.LOADER_SAMPLES), ()) if labels.get("dataset")}
+    )
+    v = RankView(cur.url, rank, datasets)
+    g = lambda metric, **kw: _total(cur, _name(metric), rank, **kw)  # noqa: E731
+    v.samples = g(M.LOADER_SAMPLES) or 0.0
+    v.workers, v.queue = g(M.LOADER_WORKERS), g(M.LOADER_QUEUE_DEPTH)
+    v.prefetch, v.in_flight = g(M.PREFETCH_DEPTH), g(M.DOWNLOAD_IN_FLIGHT)
+    v.cache_bytes, v.evictions = g(M.CACHE_SIZE), g(M.CACHE_EVICTIONS)
+    v.retries, v.errors = g(M.DOWNLOAD_RETRIES), g(M.DOWNLOAD_ERRORS)
+    for labels, value in cur.series.get(_name(M.KNOB_VALUE), ()):
+        if labels.get("rank", "0") == rank and "knob" in labels:
+            v.knobs[labels["knob"]] = value
+    hist = _name(M.DOWNLOAD_DURATION)
+    now_b = _buckets(cur, hist, rank)
+    if prev is None or prev.error is not None or cur.time <= prev.time:
+        cum = sorted(now_b.items())
+        v.dl_p50, v.dl_p99 = _quantile(cum, 0.5), _quantile(cum, 0.99)
+        hits, misses = g(M.CACHE_HITS), g(M.CACHE_MISSES)
+        if hits is not None and misses is not None and hits + misses > 0:
+            v.hit_pct = 100.0 * hits / (hits + misses)
+        return v
+    dt = cur.time - prev.time
+
+    def delta(metric: Metric, **kw: str) -> float | None:
+        a, b = _total(prev, _name(metric), rank, **kw), _total(cur, _name(metric), rank, **kw)
+        if a is None or b is None or b < a:  # not there yet, or the job restarted
+            return None
+        return b - a
+
+    wait, batches = delta(M.LOADER_WAIT), delta(M.LOADER_BATCHES)
+    if wait is not None:
+        v.wait_pct = 100.0 * wait / dt
+        if batches:
+            v.ms_per_batch = 1000.0 * wait / batches
+        if wait > 0:
+            shares = {st: delta(M.LOADER_WAIT_STAGE, stage=st) for st in STAGES}
+            if all(x is not None for x in shares.values()):
+                v.split = {st: 100.0 * (x or 0.0) / wait for st, x in shares.items()}
+    samples, nbytes, dl = delta(M.LOADER_SAMPLES), delta(M.LOADER_BYTES), delta(M.DOWNLOAD_BYTES)
+    v.samples_s = None if samples is None else samples / dt
+    v.batches_s = None if batches is None else batches / dt
+    v.mb_s = None if nbytes is None else nbytes / dt / 1e6
+    v.dl_mb_s = None if dl is None else dl / dt / 1e6
+    hits, misses = delta(M.CACHE_HITS), delta(M.CACHE_MISSES)
+    if hits is not None and misses is not None and hits + misses > 0:
+        v.hit_pct = 100.0 * hits / (hits + misses)
+    before = _buckets(prev, hist, rank)
+    if now_b and before.keys() == now_b.keys():
+        d = sorted((le, now_b[le] - before[le]) for le in now_b)
+        if d and d[-1][1] > 0:
+            v.dl_p50, v.dl_p99 = _quantile(d, 0.5), _quantile(d, 0.99)
+    return v
+
+
+# -- the screen ------------------------------------------------------------------------------------------------
+
+
+def _num(x: float | None, fmt: str = "{:,.1f}", none: str = "…") -> str:
+    return none if x is None else fmt.format(x)
+
+
+def _secs(x: float | None) -> str:
+    if x is None:
+        return "…"
+    if x == float("inf"):
+        return ">60 s"
+    return f"{x * 1000:.3g} ms" if x < 1 else f"{x:.3g} s"
+
+
+def _bytes(x: float | None) -> str:
+    if x is None:
+        return "…"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(x) < 1000 or unit == "TB":
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1000.0
+    return f"{x:.1f} TB"
+
+
+def rank_lines(v: RankView) -> list[str]:
+    where = redact(v.url).removeprefix("http://").removesuffix("/metrics")
+    ds = f"  datasets: {', '.join(v.datasets)}" if v.datasets else ""
+    split = (
+        "  ".join(f"{st} {v.split[st]:.0f}%" for st in STAGES)
+        if v.split is not None
+        else "download … decompress … read … decode … idle …"
+    )
+    knobs = " ".join(f"{k}={x:g}" for k, x in sorted(v.knobs.items())) or "-"
+    return [
+        f"rank {v.rank}  {where}{ds}",
+        f"  wait      {_num(v.wait_pct, '{:.1f}%')} of the time  {_num(v.ms_per_batch, '{:.1f}')} ms/batch   split: {split}",
+        f"  flow      {_num(v.samples_s)} samples/s  {_num(v.mb_s, '{:.2f}')} MB/s  {_num(v.batches_s)} batches/s"
+        f"   workers {_num(v.workers, '{:g}', '-')}  queue {_num(v.queue, '{:g}', '-')}"
+        f"  prefetched {_num(v.prefetch, '{:g}', '-')}  samples {v.samples:,.0f}",
+        f"  download  {_num(v.in_flight, '{:g}', '0')} in flight  {_num(v.dl_mb_s, '{:.2f}')} MB/s"
+        f"  p50 {_secs(v.dl_p50) if v.dl_p50 is not None else '-'}  p99 {_secs(v.dl_p99) if v.dl_p99 is not None else '-'}"
+        f"  retries {_num(v.retries, '{:g}', '0')}  errors {_num(v.errors, '{:g}', '0')}",
+        f"  cache     {_bytes(v.cache_bytes) if v.cache_bytes is not None else '-'}"
+        f"  hit {_num(v.hit_pct, '{:.0f}%', '-')}  evicted {_num(v.evictions, '{:g}', '0')}",
+        f"  knobs     {knobs}",
+    ]
+
+
+class Top:
+    """The state of the view: the last scrape of each URL and the knob changes seen."""
+
+    def __init__(self, urls: Sequence[str], interval: float, fetcher: Callable[[str, float], Scrape] = fetch) -> None:
+        self.urls = list(urls)
+        self.interval = interval
+        self.fetcher = fetcher
+        self.last: dict[str, Scrape] = {}
+        self.prev: dict[str, Scrape] = {}
+        self.decisions: deque[str] = deque(maxlen=50)
+        self._pool = ThreadPoolExecutor(max_workers=min(16, max(1, len(self.urls))))
+
+    def refresh(self) -> None:
+        """Scrape every URL (in parallel: one that hangs does not stall the others beyond the timeout)."""
+        timeout = max(0.5, min(5.0, self.interval))
+        scrapes = list(self._pool.map(lambda u: self.fetcher(u, timeout), self.urls))
+        for s in scrapes:
+            old = self.last.get(s.url)
+            if s.error is None and old is not None and old.error is None:
+                self._note_knob_changes(old, s)
+            if old is not None:
+                self.prev[s.url] = old
+            self.last[s.url] = s
+
+    def _note_knob_changes(self, old: Scrape, new: Scrape) -> None:
+        name = _name(M.KNOB_VALUE)
+        before = {(lb.get("rank", "0"), lb.get("knob", "")): v for lb, v in old.series.get(name, ())}
+        stamp = time.strftime("%H:%M:%S")
+        for lb, v in new.series.get(name, ()):
+            key = (lb.get("rank", "0"), lb.get("knob", ""))
+            if key in before and before[key] != v:
+                self.decisions.appendleft(f"{stamp}  rank {key[0]}  {key[1]}: {before[key]:g} -> {v:g}")
+
+    def lines(self) -> list[str]:
+        n = len(self.urls)
+        head = (
+            f"streamscope top   {n} endpoint{'s' if n != 1 else ''}, every {self.interval:g} s   q quits"
+            f"   {time.strftime('%H:%M:%S')}"
+        )
+        out = [head, ""]
+        for url in self.urls:
+            s = self.last.get(url)
+            if s is None:
+                out += [f"{redact(url)}: connecting…", ""]
+                continue
+            if s.error is not None:
+                out += [f"{redact(url)}: unreachable: {s.error}", ""]
+                continue
+            prev = self.prev.get(url)
+            for rank in ranks_of(s):
+                out += rank_lines(rank_view(s, prev, rank)) + [""]
+        out.append("recent tuner decisions (knob changes):")
+        out += [f"  {d}" for d in self.decisions] or ["  none yet"]
+        return out
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+
+def _curses_loop(top: Top) -> int:
+    import curses
+
+    def loop(scr: Any) -> int:
+        try:
+            curses.curs_set(0)
+        except curses.error:  # a terminal without cursor control
+            pass
+        scr.timeout(100)
+        next_at = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= next_at:
+                top.refresh()
+                next_at = now + top.interval
+                height, width = scr.getmaxyx()
+                scr.erase()
+                for y, line in enumerate(top.lines()[: max(0, height)]):
+                    try:
+                        scr.addnstr(y, 0, line, max(0, width - 1))
+                    except curses.error:  # the last cell of a small window
+                        pass
+                scr.refresh()
+            key = scr.getch()
+            if key in (ord("q"), ord("Q")):
+                return 0
+            if key == curses.KEY_RESIZE:
+                next_at = 0.0
+
+    return int(curses.wrapper(loop))
+
+
+def run_top(urls: Sequence[str], interval: float = 1.0, once: bool = False) -> int:
+    """Show the view until ``q`` (or print one screen when ``once`` or without a terminal); the exit status."""
+    try:
+        urls = [normalize_url(u) for u in urls]
+    except ValueError as exc:
+        print(f"streamscope top: {exc}", file=sys.stderr)
+        return 2
+    if not urls:
+        print("streamscope top: give at least one --url (a rank's metrics endpoint)", file=sys.stderr)
+        return 2
+    if not interval > 0:
+        print(f"streamscope top: --interval must be > 0 seconds, got {interval:g}", file=sys.stderr)
+        return 2
+    top = Top(urls, interval)
+    try:
+        if once or not (sys.stdout.isatty() and sys.stdin.isatty()):
+            top.refresh()
+            time.sleep(min(interval, 2.0))
+            top.refresh()
+            print("\n".join(top.lines()))
+            return 0 if any(s.error is None for s in top.last.values()) else 1
+        return _curses_loop(top)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        top.close()

@@ -1,0 +1,47 @@
+"""A small training job for the ``streamscope top`` tests: serves its metrics and streams until told to stop.
+
+``python tests/cli/_top_job.py WORKDIR [SECONDS]`` writes a local image dataset into WORKDIR, starts the
+Prometheus endpoint on a free port, writes the port to ``WORKDIR/port``, then runs epochs (two forked workers, a
+transform of ~2 ms a sample) until ``WORKDIR/stop`` exists or SECONDS (default 120) have passed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _slow(sample):
+    time.sleep(0.002)
+    return sample
+
+
+def main() -> int:
+    work = sys.argv[1]
+    limit = float(sys.argv[2]) if len(sys.argv) > 2 else 120.0
+    os.environ.setdefault("STREAMSCOPE_METRICS_INTERVAL", "0.2")
+    sys.path.insert(0, ROOT)
+    from streamscope.stream.dataloader import StreamingDataLoader
+    from streamscope.stream.dataset import StreamingDataset
+    from streamscope.telemetry.prometheus import start_endpoint
+    from tests.stream._data import image_sample, write_dataset
+
+    data = write_dataset(os.path.join(work, "images"), 400, image_sample, chunk_size=20)
+    port = start_endpoint(0)
+    with open(os.path.join(work, "port.tmp"), "w") as f:
+        f.write(str(port))
+    os.replace(os.path.join(work, "port.tmp"), os.path.join(work, "port"))
+    loader = StreamingDataLoader(StreamingDataset(data, transform=_slow), batch_size=8, num_workers=2)
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and not os.path.exists(os.path.join(work, "stop")):
+        for _ in loader:
+            if os.path.exists(os.path.join(work, "stop")):
+                break
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
