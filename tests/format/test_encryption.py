@@ -106,7 +106,8 @@ def test_rsa_keys_interoperate(tmp_path: Any) -> None:
 def _write_ours(out: str, samples: list[Any], **kw: Any) -> tuple[list[dict], dict]:
     if kw.get("encryption") is not None:
         kw.update(_encrypted_zstd_076(kw.get("compression")))
-    w = ChunkWriter(out, **kw)
+    # the layout of the LitData under test (the format layer writes what it is told)
+    w = ChunkWriter(out, write_format="0.2.76" if LITDATA_076 else "0.2.68", **kw)
     for i, s in enumerate(samples):
         w.add_item(i, s)
     w.done()
