@@ -107,6 +107,7 @@ def _marks_every_test_interop(code: str) -> bool:
 # test files that set a child's PYTHONPATH for another reason than LitData: why the child never imports it
 RUNS_NO_LITDATA = {
     "tests/_core/test_optional.py": "hides optional packages (sitecustomize) from a child that runs streamscope only",
+    "tests/cli/test_top.py": "runs `streamscope top` (in tmux) with our sources on its path; no LitData",
 }
 
 

@@ -39,7 +39,7 @@ import numpy as np
 import pytest
 
 import streamscope
-from tests.compat.conftest import both
+from tests.compat.conftest import both, installed_layout
 from tests.support.litdata_version import LITDATA_076
 
 ld = streamscope
@@ -212,7 +212,8 @@ def _optimize(fn: Any, inputs: Any, output_dir: str, **kw: Any) -> None:
 def compress_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     """``compress`` over range(100) in chunks of 16 (several chunks, so shuffling and subsets mean something)."""
     out = str(tmp_path_factory.mktemp("readme-compress") / "data")
-    _optimize(compress, list(range(100)), out, chunk_size=16, num_workers=2)
+    with installed_layout():  # both engines read it
+        _optimize(compress, list(range(100)), out, chunk_size=16, num_workers=2)
     return out
 
 
@@ -220,9 +221,15 @@ def compress_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 def image_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     """README step 1 (JPEG images) written by streamscope: 40 samples, 2 workers, small chunks."""
     out = str(tmp_path_factory.mktemp("readme-jpeg") / "fast_data")
-    ld.optimize(
-        fn=random_images_jpeg, inputs=list(range(40)), output_dir=out, num_workers=2, chunk_bytes="4KB", verbose=False
-    )
+    with installed_layout():  # both engines read it
+        ld.optimize(
+            fn=random_images_jpeg,
+            inputs=list(range(40)),
+            output_dir=out,
+            num_workers=2,
+            chunk_bytes="4KB",
+            verbose=False,
+        )
     return out
 
 
@@ -679,7 +686,8 @@ def token_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     outs = []
     for name, base in (("slimpajama", 0), ("starcoder", 10_000)):
         out = str(root / name)
-        _optimize(_token_seq, [base + i for i in range(20)], out, chunk_size=64, item_loader=TokensLoader())
+        with installed_layout():  # both engines read it
+            _optimize(_token_seq, [base + i for i in range(20)], out, chunk_size=64, item_loader=TokensLoader())
         outs.append(out)
     return outs[0], outs[1]
 
