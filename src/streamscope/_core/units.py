@@ -12,6 +12,9 @@ import shutil
 
 from streamscope._core.errors import ConfigError
 
+__all__ = ["CACHE_FREE_FRACTION", "CACHE_RESERVE", "cache_budget", "format_bytes", "parse_bytes"]
+
+
 _UNITS: dict[str, int] = {
     "": 1,
     "b": 1,

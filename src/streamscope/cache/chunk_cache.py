@@ -35,6 +35,8 @@ from streamscope.events.instruments import add as add_value
 from streamscope.events.registry import M
 from streamscope.storage import redact_url
 
+__all__ = ["ChunkCache", "dataset_cache_dir", "decompressed_name"]
+
 
 def dataset_cache_dir(root: str, url: str, updated_at: str | None) -> str:
     """Cache directory of one dataset version: ``root/<sha256(url)[:16]>/<updated_at or 'unversioned'>``."""

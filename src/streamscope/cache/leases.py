@@ -19,6 +19,9 @@ import threading
 
 from streamscope._core.procs import pid_alive
 
+__all__ = ["LEASE_MARK", "LeaseTable", "lease_path", "live_lease_owners"]
+
+
 LEASE_MARK = ".lease."
 
 

@@ -14,6 +14,8 @@ import argparse
 import os
 import sys
 
+__all__ = ["knobs_markdown", "main"]
+
 
 def knobs_markdown() -> str:
     """The knob reference (docs/knobs.md), generated from the registry in ``_core/config.py``."""

@@ -14,6 +14,9 @@ import os
 import sys
 from typing import Any
 
+__all__ = ["after_fork_in_child", "after_fork_in_parent", "before_fork", "env_fields"]
+
+
 _cached: dict[str, int] | None = None
 _forking: tuple[int, int, int] | None = None  # the rank fields of this process as it forks (see before_fork)
 _inherited: tuple[int, int, int] | None = None  # a forked child's: its parent's as it forked

@@ -19,6 +19,8 @@ from streamscope.format.chunk import ChunkFile
 from streamscope.format.pytree import TreeSpec, compile_unflatten, treespec_loads
 from streamscope.format.serializers import Serializer, key_for_format, merge_serializers
 
+__all__ = ["BaseItemLoader", "PyTreeLoader", "TokensLoader", "loader_for_config"]
+
 
 class BaseItemLoader:
     """Base of the item loaders. ``name`` is the index.json ``config["item_loader"]`` string."""

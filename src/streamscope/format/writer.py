@@ -58,6 +58,18 @@ from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader
 from streamscope.format.pytree import TreeSpec, leaf_paths, spec_difference, tree_flatten, treespec_dumps
 from streamscope.format.serializers import Serializer, key_for_format, merge_serializers
 
+__all__ = [
+    "ChunkWriter",
+    "PendingItem",
+    "V076_CONFIG_KEYS",
+    "config_body",
+    "convert_chunk_bytes",
+    "fuse_configs",
+    "layout_of",
+    "resolve_write_format",
+]
+
+
 _U32_LIMIT = 1 << 32
 #: the keys a LitData 0.2.76 writer adds to ``config`` (their presence tells the layout of a dataset)
 V076_CONFIG_KEYS = ("compression_batch_size", "compression_level", "ipc_compression", "types")

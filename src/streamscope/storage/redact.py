@@ -21,6 +21,19 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+__all__ = [
+    "MASK",
+    "SECRET_OPTION_KEYS",
+    "install_log_redaction",
+    "redact",
+    "redact_options",
+    "redact_url",
+    "register_options",
+    "register_secret",
+    "registered_secrets",
+]
+
+
 MASK = "***"
 
 _SECRETS: set[str] = set()

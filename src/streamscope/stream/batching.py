@@ -37,6 +37,22 @@ from torch.utils.data import get_worker_info
 from streamscope.stream import collate
 from streamscope.stream.handover import worker_share
 
+__all__ = [
+    "Arena",
+    "ArenaFlags",
+    "ArenaPool",
+    "Group",
+    "MAX_GROUP",
+    "MAX_SLOTS",
+    "Reorder",
+    "batch_bytes",
+    "freeze_inherited_heap",
+    "grouped",
+    "pack",
+    "worker_items",
+]
+
+
 MAX_GROUP = 16
 MAX_SLOTS = 8
 _ALIGN = 64

@@ -37,6 +37,9 @@ from streamscope.stream.collate_fn import litdata_collate
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.handover import ParcelAcks
 
+__all__ = ["StreamingDataLoader", "join_worker_shutdowns", "pending_worker_shutdowns"]
+
+
 #: What the loader calls on its dataset (StreamingDataset and CombinedStreamingDataset provide it).
 _PROTOCOL = ("plan", "iter_batches", "state_dict", "resume_position", "set_batch_size", "set_num_workers")
 

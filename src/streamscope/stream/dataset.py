@@ -55,6 +55,9 @@ from streamscope.stream.plan import EpochPlan, make_plan
 from streamscope.stream.reader import ChunkReader
 from streamscope.stream.resume import Resumable
 
+__all__ = ["StreamingDataset"]
+
+
 _NO_COLLATOR = ColumnCollator(["none"], None)  # never supported: the batch is decoded sample by sample
 _LEASES: LeaseTable | None = None
 _LEASES_PID = -1

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from streamscope._core.errors import DatasetError
 
+__all__ = ["DistEnv", "WorkerEnv"]
+
 
 @dataclass(frozen=True)
 class DistEnv:

@@ -25,6 +25,9 @@ from torch.utils.data import get_worker_info
 from streamscope import events as ev
 from streamscope.events import attribution, instruments
 
+__all__ = ["PARCEL_ABANDONED", "PARCEL_PENDING", "PARCEL_RECEIVED", "ParcelAcks", "worker_share"]
+
+
 #: A worker's parcel flag: not yet answered, received by the loop, abandoned by it.
 PARCEL_PENDING, PARCEL_RECEIVED, PARCEL_ABANDONED = 0, 1, 2
 #: The flag as ``events.hand_over``'s ``received()`` answers it.
