@@ -230,10 +230,6 @@ class ChunkCache:
                 out.append((entry.path, st.st_size, st.st_mtime))
         return out
 
-    def cached_bytes(self) -> int:
-        """Bytes of published chunks in the cache directory."""
-        return sum(size for _, size, _ in self.cached_files())
-
     def evict(self) -> int:
         """Delete least recently released, unleased chunks while over budget; return bytes freed."""
         files = self.cached_files()
