@@ -28,6 +28,7 @@ from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
 from streamscope._core.errors import DatasetError, StateDictError
+from streamscope.stream.batch_mode import BatchMode
 from streamscope.stream.batching import worker_items
 from streamscope.stream.combined_plan import BATCHING_METHODS, CombinedPlan, check_batch_size, make_combined_plan
 from streamscope.stream.dataset import StreamingDataset
@@ -122,7 +123,7 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
         self.num_workers = 0
         self.current_epoch = 1
         self._pending: tuple[int, int] | None = None
-        self._batch_mode: dict[str, Any] | None = None
+        self._batch_mode: BatchMode | None = None  # set by StreamingDataLoader (set_batch_mode)
         self._plans: dict[tuple[Any, ...], CombinedPlan] = {}
         self._sub: dict[tuple[int, int], EpochPlan] = {}
 
@@ -287,11 +288,15 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
         """
         return self._iter(self._batch_mode, WorkerEnv.detect())
 
-    def _iter(self, mode: dict[str, Any] | None, w: WorkerEnv) -> Iterator[Any]:
+    def set_batch_mode(self, mode: BatchMode | None) -> None:
+        """Yield ``(batch_number, batch)`` per ``mode`` from the next ``iter()`` on (None: plain samples again)."""
+        self._batch_mode = mode
+
+    def _iter(self, mode: BatchMode | None, w: WorkerEnv) -> Iterator[Any]:
         """The generator of :meth:`__iter__` for the batch ``mode`` captured there (None: plain samples)."""
         if mode is not None:
             batches = self.iter_batches(
-                mode["epoch"], mode["start"], w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"]
+                mode.epoch, mode.start, w.worker_id, w.num_workers, mode.batch_size, mode.collate_fn
             )
             yield from worker_items(batches, mode)
             return

@@ -46,6 +46,7 @@ from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir
 from streamscope.cache.knobs import new_board
 from streamscope.cache.leases import LeaseTable
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
+from streamscope.stream.batch_mode import BatchMode
 from streamscope.stream.batching import grouped, worker_items
 from streamscope.stream.collate import ArrowCollator, BlockCollator, ColumnCollator
 from streamscope.stream.dataset_index import (
@@ -268,7 +269,7 @@ class StreamingDataset(Resumable, IterableDataset):
         self._reader_pid = -1
         self._column: ColumnCollator | BlockCollator | None = None
         self._arrow_column: ArrowCollator | None = None
-        self._batch_mode: dict[str, Any] | None = None  # set by StreamingDataLoader
+        self._batch_mode: BatchMode | None = None  # set by StreamingDataLoader (set_batch_mode)
 
     # --- construction helpers ----------------------------------------------------------------------
 
@@ -714,14 +715,20 @@ class StreamingDataset(Resumable, IterableDataset):
             return self._plain_iter("epoch", w.worker_id, w.num_workers, self.rank)
         return self._batch_pass(mode, w)
 
-    def _batch_pass(self, mode: dict[str, Any], w: WorkerEnv) -> Iterator[Any]:
-        position = mode.get("position")
-        epoch, start = (int(position[0]), int(position[1])) if position is not None else (mode["epoch"], mode["start"])
-        batches = self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"])
+    def set_batch_mode(self, mode: BatchMode | None) -> None:
+        """Yield ``(batch_number, batch)`` per ``mode`` from the next ``iter()`` on (None: plain samples again).
+
+        StreamingDataLoader sets it around its ``iter(dataset)``; the iterator keeps the mode of that call.
+        """
+        self._batch_mode = mode
+
+    def _batch_pass(self, mode: BatchMode, w: WorkerEnv) -> Iterator[Any]:
+        epoch, start = mode.epoch_and_start()
+        batches = self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode.batch_size, mode.collate_fn)
         group_bytes = int(config.get("loader_group_bytes"))
         if group_bytes > 0 and get_worker_info() is not None:
-            total = len(self._batch_ids(epoch, start, w.worker_id, w.num_workers, mode["batch_size"]))
-            batches = grouped(batches, group_bytes, mode.get("arena_flags"), w.worker_id, total)
+            total = len(self._batch_ids(epoch, start, w.worker_id, w.num_workers, mode.batch_size))
+            batches = grouped(batches, group_bytes, mode.arena_flags, w.worker_id, total)
         yield from worker_items(batches, mode)
 
     # --- state -------------------------------------------------------------------------------------

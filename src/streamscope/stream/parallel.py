@@ -46,6 +46,7 @@ from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, PlanError, StateDictError
+from streamscope.stream.batch_mode import BatchMode
 from streamscope.stream.batching import worker_items
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
@@ -203,7 +204,7 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
         self.num_workers = 1
         self.current_epoch = 1
         self._pending: tuple[int, int] | None = None
-        self._batch_mode: dict[str, Any] | None = None
+        self._batch_mode: BatchMode | None = None  # set by StreamingDataLoader (set_batch_mode)
         self._sub: dict[tuple[int, int], EpochPlan] = {}
 
     def __getstate__(self) -> dict[str, Any]:
@@ -370,6 +371,10 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
             for r in readers:
                 r.stop()
 
+    def set_batch_mode(self, mode: BatchMode | None) -> None:
+        """Yield ``(batch_number, batch)`` per ``mode`` from the next ``iter()`` on (None: plain samples again)."""
+        self._batch_mode = mode
+
     def __iter__(self) -> Iterator[Any]:
         """Tuples of this worker's batches (plain DataLoader), or ``(batch_number, batch)`` in batch mode (read
         when ``iter()`` is called, see :meth:`StreamingDataset.__iter__`)."""
@@ -377,9 +382,8 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
         mode = self._batch_mode
         if mode is None:
             return self._plain_iter("parallel", w.worker_id, w.num_workers, self.rank)
-        position = mode.get("position")
-        epoch, start = (int(position[0]), int(position[1])) if position is not None else (mode["epoch"], mode["start"])
-        batches = self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"])
+        epoch, start = mode.epoch_and_start()
+        batches = self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode.batch_size, mode.collate_fn)
         return worker_items(batches, mode)
 
     def _pass_advances_epoch(self) -> bool:
