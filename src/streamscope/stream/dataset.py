@@ -470,16 +470,8 @@ class StreamingDataset(Resumable, IterableDataset):
         self._knobs.set("max_cache_size", cache_budget(value, self._cache_root), base=True)
 
     def _decode(self, oc: Any, item: int) -> Any:
-        if self.is_tokens:
-            sample = self.item_loader.read_block(oc.file, item)  # type: ignore[attr-defined]
-        elif self.is_parquet:
-            sample = oc.file.row(item)  # a ParquetChunk: the row as a dict
-        elif self.is_mds:
-            sizes = self.chunks[oc.index].get("column_sizes") or []
-            sample = self.item_loader.decode_mds(oc.file.item_view(item), sizes)  # type: ignore[attr-defined]
-        else:  # the open chunk decodes by its kind (classic items, 0.2.76 Arrow rows, ...)
-            sample = oc.file.sample(item, self.item_loader)
-        return self._apply_transform(sample)
+        # the item loader reads its layout (token blocks, Parquet rows, MDS items, classic or Arrow chunk items)
+        return self._apply_transform(self.item_loader.read_sample(oc.file, item, self.chunks[oc.index]))
 
     def _apply_transform(self, sample: Any) -> Any:
         t = self.transform
@@ -556,18 +548,19 @@ class StreamingDataset(Resumable, IterableDataset):
 
     def _collator(self, kind: str = "classic") -> Any:
         """The batch decoder of chunks of ``kind`` (``supported`` False: decode sample by sample)."""
-        if kind == "arrow" and not (self.is_tokens or self.is_parquet or self.is_mds):
+        layout = self.item_loader.batch_layout
+        if kind == "arrow" and layout == "tree":
             if self._arrow_column is None:
                 self._arrow_column = ArrowCollator()
             return self._arrow_column
         if self._column is None:
-            if self.is_tokens:
+            if layout == "tokens":
                 self._column = BlockCollator(self.item_loader)  # type: ignore[arg-type]
-            elif self.is_parquet or self.is_mds:
+            elif layout is None:
                 self._column = ColumnCollator(["parquet"], None)  # an unknown kind: never column-decoded
             else:
                 self._column = ColumnCollator(self.config.get("data_format") or [], self.config.get("data_spec"))
-        if kind != "classic" and not self.is_tokens:
+        if kind != "classic" and layout != "tokens":
             return _NO_COLLATOR  # e.g. a framed chunk read in memory: sample by sample
         return self._column
 
@@ -669,9 +662,8 @@ class StreamingDataset(Resumable, IterableDataset):
         cuts = (np.flatnonzero(ci[1:] != ci[:-1]) + 1).tolist()
         for a, b in zip([0, *cuts], [*cuts, len(ci)]):
             oc = reader.open(int(ci[a]))
-            many = getattr(oc.file, "samples", None)
-            if many is not None and not (self.is_tokens or self.is_parquet or self.is_mds):
-                got = many(ii[a:b], self.item_loader)
+            got = self.item_loader.read_samples(oc.file, ii[a:b])
+            if got is not None:
                 out.extend(got if self.transform is None else [self._apply_transform(x) for x in got])
             else:
                 out.extend(self._decode(oc, i) for i in ii[a:b].tolist())
