@@ -35,6 +35,7 @@ from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
 from streamscope.stream.members import MemberSetters
 from streamscope.stream.plan import EpochPlan, member_plan
+from streamscope.stream.read_schedule import ScheduledReads, schedule_from_uses
 from streamscope.stream.resume import LITDATA_KEYS, Resumable, member_identity_diffs
 
 __all__ = ["CombinedStreamingDataset"]
@@ -245,25 +246,14 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
         plan = self.plan(epoch, batch_size)
         batch_ids = list(plan.batches_for_worker(worker_id, max(1, num_workers), start_batch))
         readers = [d._get_reader() for d in self._datasets]
-        # per dataset: chunks in first-use order and the (worker-local) batch of last use
-        last_use: list[dict[int, int]] = [{} for _ in self._datasets]
-        schedules: list[list[int]] = [[] for _ in self._datasets]
+        # per dataset: the chunks each of this worker's batches reads there
+        uses: list[list[tuple[int, list[int]]]] = [[] for _ in self._datasets]
         if any(r.cache is not None for r in readers):
             for n, j in enumerate(batch_ids):
                 for i, _, ci, _ in self._locations(epoch, *plan.batch_arrays(j)):
-                    if readers[i].cache is None:
-                        continue
-                    for c in np.unique(ci).tolist():
-                        if c not in last_use[i]:
-                            schedules[i].append(c)
-                        last_use[i][c] = n
-            for r, sch in zip(readers, schedules):
-                if r.cache is not None:
-                    r.start(sch)
-        releases: dict[int, list[tuple[int, int]]] = {}
-        for i, lu in enumerate(last_use):
-            for c, n in lu.items():
-                releases.setdefault(n, []).append((i, c))
+                    if readers[i].cache is not None:
+                        uses[i].append((n, np.unique(ci).tolist()))
+        reads = ScheduledReads(readers, [schedule_from_uses(u) for u in uses])
         try:
             for n, j in enumerate(batch_ids):
                 d, k = plan.batch_arrays(j)
@@ -273,11 +263,9 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
                         samples[p] = s
                 batch = samples if not collate else (collate_fn or default_collate)(samples)
                 yield j, batch
-                for i, c in releases.get(n, ()):
-                    readers[i].finished_with(c)
+                reads.batch_done(n)
         finally:
-            for r in readers:
-                r.stop()
+            reads.stop()
 
     def __iter__(self) -> Iterator[Any]:
         """Samples of this worker's batches (plain DataLoader), or ``(batch_number, batch)`` in batch mode.

@@ -61,6 +61,7 @@ from streamscope.stream.distributed import DistEnv, WorkerEnv
 from streamscope.stream.keyed import KeyedAccess
 from streamscope.stream.newer_options import check_newer_options
 from streamscope.stream.plan import EpochPlan, make_plan
+from streamscope.stream.read_schedule import ScheduledReads
 from streamscope.stream.reader import ChunkReader
 from streamscope.stream.resume import Resumable
 
@@ -594,20 +595,8 @@ class StreamingDataset(Resumable, IterableDataset):
         plan = self.plan(epoch, batch_size)
         batch_ids = self._batch_ids(epoch, start_batch, worker_id, num_workers, batch_size)
         reader = self._get_reader()
-        last_use: dict[int, int] = {}
-        if reader.cache is not None:
-            schedule: list[int] = []
-            for k0, block in _blocks(plan, batch_ids):
-                first, last = block.first_and_last_use()
-                for c, _ in first:
-                    if c not in last_use:
-                        schedule.append(c)
-                for c, k in last:
-                    last_use[c] = k0 + k
-            reader.start(schedule)
-        releases: dict[int, list[int]] = {}
-        for c, k in last_use.items():
-            releases.setdefault(k, []).append(c)
+        schedule = plan.chunk_schedule_for_worker(worker_id, num_workers, start_batch) if reader.cache is not None else []
+        reads = ScheduledReads([reader], [schedule])
         fast = collate and collate_fn is None and self.transform is None and not self._overrides_getitem()
         # plain iteration: decode a block's samples chunk run by chunk run (one call per run, not per sample)
         runs = not collate and not self._overrides_getitem() and "sample" not in ev.ACTIVE
@@ -625,8 +614,7 @@ class StreamingDataset(Resumable, IterableDataset):
                     a, b = block.bounds[m]
                     if decoded is not None:
                         yield j, decoded[a:b]
-                        for c in releases.get(k, ()):
-                            reader.finished_with(c)
+                        reads.batch_done(k)
                         continue
                     ci, ii = block.ci[a:b], block.ii[a:b]
                     if on:
@@ -648,11 +636,10 @@ class StreamingDataset(Resumable, IterableDataset):
                         put(j)
                         put(len(ci))
                     yield j, batch
-                    for c in releases.get(k, ()):
-                        reader.finished_with(c)
+                    reads.batch_done(k)
         finally:
             decodes.finish()
-            reader.stop()
+            reads.stop()
 
     def _decode_runs(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[Any]:
         """The samples at ``(ci, ii)``, decoded one run of equal chunks at a time."""
@@ -833,19 +820,6 @@ class _Block:
 
     def __init__(self, ids: list[int], ci: np.ndarray, ii: np.ndarray, bounds: list[tuple[int, int]]) -> None:
         self.ids, self.ci, self.ii, self.bounds = ids, ci, ii, bounds
-
-    def first_and_last_use(self) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-        """``(chunk, batch in block)`` pairs: each chunk at its first batch (in order of first use), and at its
-        last batch."""
-        batch = np.repeat(np.arange(len(self.bounds)), [b - a for a, b in self.bounds])
-        uniq, first = np.unique(self.ci, return_index=True)
-        _, rev = np.unique(self.ci[::-1], return_index=True)
-        last = len(self.ci) - 1 - rev
-        order = np.argsort(first, kind="stable")
-        return (
-            [(int(uniq[o]), int(batch[first[o]])) for o in order.tolist()],
-            [(int(c), int(batch[p])) for c, p in zip(uniq.tolist(), last.tolist())],
-        )
 
 
 def _blocks(plan: EpochPlan, batch_ids: range) -> Iterator[tuple[int, _Block]]:

@@ -52,6 +52,7 @@ from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
 from streamscope.stream.members import MemberSetters
 from streamscope.stream.plan import EpochPlan, ResumeState, member_plan
+from streamscope.stream.read_schedule import Schedule, ScheduledReads, schedule_from_uses
 from streamscope.stream.resume import Resumable, member_identity_diffs
 
 __all__ = ["ParallelPlan", "ParallelStreamingDataset"]
@@ -332,23 +333,17 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
         plan = self.plan(epoch, batch_size)
         batch_ids = plan.batches_for_worker(worker_id, max(1, num_workers), start_batch)
         readers = [d._get_reader() for d in self._datasets]
-        # finite epochs with cached datasets: prefetch each dataset's chunks in first-use order
-        releases: dict[int, list[tuple[int, int]]] = {}
-        if not self.is_infinite() and any(r.cache is not None for r in readers):
+        # finite epochs with cached datasets: prefetch each dataset's chunks in first-use order (an infinite one
+        # has no end to schedule to: its readers fetch on demand)
+        schedules: list[Schedule] = [[] for _ in readers]
+        if not self.is_infinite():
             for i, r in enumerate(readers):
-                if r.cache is None:
-                    continue
-                last_use: dict[int, int] = {}
-                schedule: list[int] = []
-                for n, j in enumerate(batch_ids):
-                    ci, _ = self._locations(i, epoch, *plan.positions(j))
-                    for c in np.unique(ci).tolist():
-                        if c not in last_use:
-                            schedule.append(c)
-                        last_use[c] = n
-                r.start(schedule)
-                for c, n in last_use.items():
-                    releases.setdefault(n, []).append((i, c))
+                if r.cache is not None:
+                    schedules[i] = schedule_from_uses(
+                        (n, np.unique(self._locations(i, epoch, *plan.positions(j))[0]).tolist())
+                        for n, j in enumerate(batch_ids)
+                    )
+        reads = ScheduledReads(readers, schedules)
         try:
             for n, j in enumerate(batch_ids):
                 a, b = plan.positions(j)
@@ -365,11 +360,9 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
                         items = [self._transform(t) for t in items]
                 batch = items if not collate else (collate_fn or default_collate)(items)
                 yield j, batch
-                for i, c in releases.get(n, ()):
-                    readers[i].finished_with(c)
+                reads.batch_done(n)
         finally:
-            for r in readers:
-                r.stop()
+            reads.stop()
 
     def set_batch_mode(self, mode: BatchMode | None) -> None:
         """Yield ``(batch_number, batch)`` per ``mode`` from the next ``iter()`` on (None: plain samples again)."""
