@@ -245,7 +245,7 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
         """Yield ``(batch_number, batch)`` for the batches this worker builds."""
         plan = self.plan(epoch, batch_size)
         batch_ids = list(plan.batches_for_worker(worker_id, max(1, num_workers), start_batch))
-        readers = [d._get_reader() for d in self._datasets]
+        readers = [d.chunk_reader() for d in self._datasets]
         # per dataset: the chunks each of this worker's batches reads there
         uses: list[list[tuple[int, list[int]]]] = [[] for _ in self._datasets]
         if any(r.cache is not None for r in readers):
@@ -259,7 +259,7 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
                 d, k = plan.batch_arrays(j)
                 samples: list[Any] = [None] * len(d)
                 for i, pos, ci, ii in self._locations(epoch, d, k):
-                    for p, s in zip(pos.tolist(), self._datasets[i]._samples(readers[i], ci, ii)):
+                    for p, s in zip(pos.tolist(), self._datasets[i].samples_at(readers[i], ci, ii)):
                         samples[p] = s
                 batch = samples if not collate else (collate_fn or default_collate)(samples)
                 yield j, batch

@@ -668,6 +668,17 @@ class StreamingDataset(Resumable, IterableDataset):
             out.append((reader.open(c), pos, ii[pos]))
         return out
 
+    # --- reading, for the datasets built over this one (Combined, Parallel) ---------------------------
+
+    def chunk_reader(self) -> Any:
+        """This process's chunk reader of the dataset (made at first use, one per process)."""
+        return self._get_reader()
+
+    def samples_at(self, reader: Any, chunks: np.ndarray, items: np.ndarray) -> list[Any]:
+        """The samples at ``(chunks[k], items[k])`` read through ``reader``, decoded and transformed as iteration
+        yields them (a subclass's ``__getitem__`` included)."""
+        return self._samples(reader, chunks, items)
+
     def _samples(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[Any]:
         if self._overrides_getitem():  # the subclass's __getitem__ sees every sample, as in LitData
             if "sample" in ev.ACTIVE:

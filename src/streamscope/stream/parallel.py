@@ -332,7 +332,7 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
         """Yield ``(batch_number, batch)`` for the batches this worker builds."""
         plan = self.plan(epoch, batch_size)
         batch_ids = plan.batches_for_worker(worker_id, max(1, num_workers), start_batch)
-        readers = [d._get_reader() for d in self._datasets]
+        readers = [d.chunk_reader() for d in self._datasets]
         # finite epochs with cached datasets: prefetch each dataset's chunks in first-use order (an infinite one
         # has no end to schedule to: its readers fetch on demand)
         schedules: list[Schedule] = [[] for _ in readers]
@@ -350,7 +350,7 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
                 columns = []
                 for i, d in enumerate(self._datasets):
                     ci, ii = self._locations(i, epoch, a, b)
-                    columns.append(d._samples(readers[i], ci, ii))
+                    columns.append(d.samples_at(readers[i], ci, ii))
                 items: list[Any] = list(zip(*columns))
                 if self._transform is not None:
                     if self._transform_nargs == 2:
