@@ -63,9 +63,16 @@ def kill_node(i: int) -> Iterator[dict[str, Any]]:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+KILL_LOG_ENV = "STREAMSCOPE_TEST_KILL_LOG"  # a folder: kill_task() appends its input to <folder>/<pid>.log
+
+
 def kill_task(i: int) -> Iterator[dict[str, Any]]:
     """``sample``; at input $KILL_AT, while the file $KILL_FLAG exists, removes it and SIGKILLs its own process
     (a Ray task's worker process dying mid-task, once)."""
+    folder = os.environ.get(KILL_LOG_ENV)
+    if folder:
+        with open(os.path.join(folder, f"{os.getpid()}.log"), "a") as f:
+            f.write(f"{i}\n")
     yield from sample(i)
     flag = os.environ.get(KILL_FLAG_ENV, "")
     if i == int(os.environ.get(KILL_AT_ENV, "-1")) and flag and os.path.exists(flag):
@@ -84,3 +91,17 @@ def write_files(i: int, output_dir: str) -> None:
     os.makedirs(sub, exist_ok=True)
     with open(os.path.join(sub, f"f{i}.txt"), "w") as f:
         f.write(f"content {i} from global worker {os.environ.get('DATA_OPTIMIZER_GLOBAL_RANK')}")
+
+
+NODE_LOG_ENV = "STREAMSCOPE_TEST_NODE_LOG"  # a folder: sample_where() appends its input to <folder>/<ray node id>
+
+
+def sample_where(i: int) -> Iterator[dict[str, Any]]:
+    """``sample``, noting which Ray node ran it."""
+    folder = os.environ.get(NODE_LOG_ENV)
+    if folder:
+        import ray
+
+        with open(os.path.join(folder, ray.get_runtime_context().get_node_id()), "a") as f:
+            f.write(f"{i}\n")
+    yield from sample(i)

@@ -30,6 +30,14 @@ class Executor(Protocol):
 
     name: str
 
+    def start(self) -> None:
+        """Get ready (join a cluster); called before the job touches ``output_dir``. Raises when it cannot."""
+        ...
+
+    def close(self) -> None:
+        """Release what :meth:`start` took (called once the job ended, whatever the outcome)."""
+        ...
+
     def default_workers(self) -> int:
         """Workers to start when ``num_workers`` is None."""
         ...
@@ -57,6 +65,12 @@ class ProcessExecutor:
     """One worker process per job on this machine (fork or spawn)."""
 
     name = "process"
+
+    def start(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
 
     def default_workers(self) -> int:
         return os.cpu_count() or 1
@@ -97,9 +111,10 @@ def resolve_executor(executor: Any) -> Executor:
         raise OptimizeInputError(
             f"executor must be one of {', '.join(cfg.EXECUTOR_CHOICES)} or an executor object, got {executor!r}"
         )
-    if callable(getattr(executor, "run", None)) and callable(getattr(executor, "default_workers", None)):
+    if all(callable(getattr(executor, m, None)) for m in ("run", "default_workers", "start", "close")):
         return executor  # type: ignore[no-any-return]
     raise OptimizeInputError(
-        f"executor must be 'process', 'ray' or an object with run() and default_workers() (e.g. RayExecutor(...)), "
+        f"executor must be 'process', 'ray' or an object with start(), close(), default_workers() and run() "
+        f"(e.g. RayExecutor(...)), "
         f"got {type(executor).__name__}"
     )

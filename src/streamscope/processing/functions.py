@@ -309,6 +309,72 @@ def optimize(
     output_dir = _location(output_dir)
     ex = resolve_executor(executor)
     node = _node_of(ex)
+    _check_queue_support(ex, queue is not None or not keep_data_ordered)
+    ex.start()  # e.g. join the Ray cluster: a missing one is reported before output_dir is touched
+    try:
+        _optimize(
+            ex,
+            node,
+            fn,
+            inputs,
+            output_dir,
+            queue,
+            weights,
+            chunk_size,
+            cbytes,
+            align_chunking,
+            compression,
+            encryption,
+            num_workers,
+            fast_dev_run,
+            reader,
+            batch_size,
+            mode,
+            use_checkpoint,
+            item_loader,
+            start_method,
+            storage_options,
+            keep_data_ordered,
+            verbose,
+            key_fn,
+            layout if mode != "append" else None,
+            compression_level,
+            compression_batch_size,
+        )
+    finally:
+        ex.close()
+
+
+def _optimize(
+    ex: Executor,
+    node: NodeEnv,
+    fn: Callable[[Any], Any],
+    inputs: Sequence[Any] | None,
+    output_dir: str,
+    queue: Any,
+    weights: list[int] | None,
+    chunk_size: int | None,
+    cbytes: int | None,
+    align_chunking: bool,
+    compression: str | None,
+    encryption: Any,
+    num_workers: int | None,
+    fast_dev_run: bool | int,
+    reader: Any,
+    batch_size: int | None,
+    mode: str | None,
+    use_checkpoint: bool,
+    item_loader: Any,
+    start_method: str | None,
+    storage_options: dict[str, Any],
+    keep_data_ordered: bool,
+    verbose: bool,
+    key_fn: Callable[[Any], Any] | None,
+    layout: dict[str, Any] | None,
+    compression_level: str | None,
+    compression_batch_size: int | None,
+) -> None:
+    """optimize() once its arguments are checked: split, join the other nodes, run, merge."""
     keep: int | None = None
     if queue is not None:
         items, n_given = [], 0
@@ -597,6 +663,46 @@ def map(  # noqa: A001 - LitData's name
             f"error_when_not_empty=True cannot tell this node's output from the other nodes' ({node.describe()}): "
             "check the output folder before starting the nodes"
         )
+    _check_queue_support(ex, not keep_data_ordered)
+    ex.start()
+    try:
+        _map(
+            ex,
+            node,
+            fn,
+            inputs,
+            output_dir,
+            weights,
+            num_workers,
+            fast_dev_run,
+            error_when_not_empty,
+            reader,
+            batch_size,
+            start_method,
+            storage_options,
+            keep_data_ordered,
+        )
+    finally:
+        ex.close()
+
+
+def _map(
+    ex: Executor,
+    node: NodeEnv,
+    fn: Callable[[Any, str], None],
+    inputs: Sequence[Any],
+    output_dir: str,
+    weights: list[int] | None,
+    num_workers: int | None,
+    fast_dev_run: bool | int,
+    error_when_not_empty: bool,
+    reader: Any,
+    batch_size: int | None,
+    start_method: str | None,
+    storage_options: dict[str, Any],
+    keep_data_ordered: bool,
+) -> None:
+    """map() once its arguments are checked."""
     items, n_given, keep = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
     if keep is not None and not keep_data_ordered:  # the workers share one queue: its first inputs
         items, keep = items[:keep], None
@@ -696,6 +802,14 @@ def _reject_platform_args(num_nodes: int | None, machine: str | None) -> None:
             "num_nodes and machine start jobs on the Lightning platform (leave them None). To prepare a dataset on "
             "several machines, run the same script on each with DATA_OPTIMIZER_NUM_NODES / DATA_OPTIMIZER_NODE_RANK "
             "set (or under torchrun / SLURM), or pass executor='ray'"
+        )
+
+
+def _check_queue_support(executor: Executor, queued: bool) -> None:
+    if queued and not getattr(executor, "supports_queue", True):
+        raise OptimizeInputError(
+            f"executor={executor.name!r} runs each worker on a fixed share of the inputs: queue=... and "
+            "keep_data_ordered=False (one multiprocessing queue shared by the workers) are not supported there"
         )
 
 

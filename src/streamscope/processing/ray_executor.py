@@ -86,6 +86,8 @@ class RayExecutor:
     """
 
     name = "ray"
+    #: queue=... and keep_data_ordered=False hand inputs out through a multiprocessing queue: not across machines
+    supports_queue = False
 
     def __init__(
         self,
@@ -155,7 +157,7 @@ class RayExecutor:
                 probe = None
         timeout = float(cfg.get("ray_connect_timeout"))
         if probe:
-            self._probe(probe, origin, timeout)
+            self._probe(probe, origin, timeout, address)
         kwargs: dict[str, Any] = {"address": address, "ignore_reinit_error": True, **self.init_kwargs}
         if address is None and probe is None:
             kwargs["address"] = None  # a new local Ray, as ray.init() starts
@@ -169,7 +171,7 @@ class RayExecutor:
         return ray
 
     @staticmethod
-    def _probe(address: str, origin: str, timeout: float) -> None:
+    def _probe(address: str, origin: str, timeout: float, given: str | None = None) -> None:
         hp = _host_port(address)
         if hp is None:
             raise ClusterUnreachableError(f"Ray address {address!r} (from {origin}) is not host:port")
@@ -185,10 +187,17 @@ class RayExecutor:
             if time.monotonic() >= deadline:
                 break
             time.sleep(0.25)
+        named = address if given in (None, address) else f"{given} ({address})"
         raise ClusterUnreachableError(
-            f"no Ray cluster answers at {address} (from {origin}) after {timeout:g} s: {last}. Start one there "
+            f"no Ray cluster answers at {named} (from {origin}) after {timeout:g} s: {last}. Start one there "
             f"(`ray start --head --port {port}`) or pass the right address"
         )
+
+    def start(self) -> None:
+        self.connect()
+
+    def close(self) -> None:
+        self.disconnect()
 
     def disconnect(self) -> None:
         """Leave the cluster if this executor joined it (a driver connected by the user stays connected)."""
@@ -228,11 +237,7 @@ class RayExecutor:
                 "executor='ray' needs each worker's inputs fixed up front: queue=... and keep_data_ordered=False "
                 "are not supported on Ray"
             )
-        ray = self.connect()
-        try:
-            return self._run(ray, jobs, total_inputs, verbose, desc)
-        finally:
-            self.disconnect()
+        return self._run(self.connect(), jobs, total_inputs, verbose, desc)
 
     def _run(self, ray: Any, jobs: list[WorkerJob], total_inputs: int | None, verbose: bool, desc: str) -> Results:
         retries = int(cfg.get("ray_max_retries")) if self.max_retries is None else self.max_retries
@@ -249,11 +254,12 @@ class RayExecutor:
         renv = self._runtime_env()
         if renv:
             options["runtime_env"] = renv
-        task = ray.remote(_run_task).options(**options)
+        task = ray.remote(_run_task)
         refs: dict[Any, WorkerJob] = {}
         for job in jobs:
             job = dataclasses.replace(job, in_child=False)
-            refs[task.options(name=f"streamscope-{desc}-{job.worker}").remote(job, tracker, interval)] = job
+            ref = task.options(**options, name=f"streamscope-{desc}-{job.worker}").remote(job, tracker, interval)
+            refs[ref] = job
         out: Results = {}
         bar = progress_bar(total_inputs, desc, verbose)
         shown = 0
