@@ -1,7 +1,8 @@
 """A Ray driver for the tests, in a process of its own (the test process never imports Ray):
 ``python -m tests.processing._ray_script OPS.json RESULT.json``.
 
-OPS is a list of ``{"call": "connect", "address": ...}`` (``ray.init``, kept for the later ops) and
+OPS is a list of ``{"call": "connect", "address": ...}`` (``ray.init``, kept for the later ops),
+``{"call": "touch", "path": ...}``, ``{"call": "drain", "path": folder}`` (the inputs logged there, then removed) and
 ``{"call": "optimize" | "map", "fn": name in _node_fns, "inputs": [...], "output_dir": ...,
 "executor": null | "ray" | {"address": ..., ...RayExecutor kwargs}, "kwargs": {...}, "env": {...},
 "trace_log": path | null}``, run in order. RESULT gets one entry per op: ``{"ok": true}`` or ``{"error": <class>,
@@ -25,6 +26,16 @@ def run(op: dict[str, Any]) -> dict[str, Any]:
     from streamscope.processing import functions
     from streamscope.processing.ray_executor import RayExecutor
 
+    if op["call"] == "touch":
+        open(op["path"], "w").close()
+        return {"ok": True, "seconds": 0.0}
+    if op["call"] == "drain":  # the inputs logged in a folder so far (then emptied)
+        calls = []
+        for name in sorted(os.listdir(op["path"])):
+            with open(os.path.join(op["path"], name)) as f:
+                calls += [int(x) for x in f.read().split()]
+            os.unlink(os.path.join(op["path"], name))
+        return {"ok": True, "seconds": 0.0, "calls": sorted(calls)}
     if op["call"] == "connect":  # the driver joins once: later executors find Ray initialised and reuse workers
         import ray
 

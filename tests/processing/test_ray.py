@@ -71,7 +71,8 @@ def ray_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         (tmp / sub).mkdir()
     flag = tmp / "kill"
     flag.touch()
-    d = {n: str(tmp / n) for n in ("ref", "ray", "ref_kill", "ray_kill", "ref_map", "ray_map", "ray_fail", "none")}
+    names = ("ref", "ray", "ref_kill", "ray_kill", "ray_ckpt", "ref_map", "ray_map", "ray_fail", "none")
+    d = {n: str(tmp / n) for n in names}
     env = {  # the same for every job: Ray reuses a worker process only for tasks of the same runtime env
         fns.NODE_LOG_ENV: str(tmp / "nodes"),
         fns.KILL_FLAG_ENV: str(flag),
@@ -107,9 +108,13 @@ def ray_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             job("ref_kill", "optimize", "sample"),
             job("ref_map", "map", "write_files"),
             job("ray_kill", "optimize", "kill_task", ray),
+            {"name": "kill_calls", "call": "drain", "path": str(tmp / "calls")},
             {"name": "connect", "call": "connect", "address": cluster.address},
             job("ray_map", "map", "write_files", ray),
             job("ray_fail", "optimize", "fail_on_7", ray),
+            {"name": "rearm", "call": "touch", "path": str(flag)},
+            job("ray_ckpt", "optimize", "kill_task", ray, kwargs={**quiet, "use_checkpoint": True}),
+            {"name": "ckpt_calls", "call": "drain", "path": str(tmp / "calls")},
             job(
                 "ray",
                 "optimize",
@@ -167,12 +172,21 @@ def test_ray_workers_are_traced_like_worker_processes(ray_run):
 def test_a_task_killed_mid_job_is_retried_and_the_output_is_unchanged(ray_run):
     r, d = ray_run["results"], ray_run["dirs"]
     assert r["ray_kill"].get("ok"), r["ray_kill"]
-    assert not ray_run["flag"].exists()  # the kill happened (once)
-    logs = list((ray_run["tmp"] / "calls").iterdir())
-    calls = [int(x) for p in logs for x in p.read_text().split()]
+    calls = r["kill_calls"]["calls"]
     assert calls.count(27) == 2  # input 27 ran in the killed attempt and in its retry
+    assert calls.count(20) == 2  # the retry started over at worker 1's first input
     assert read_dataset(d["ray_kill"]) == read_dataset(d["ref_kill"])
     assert visible_files(d["ray_kill"]) == visible_files(d["ref_kill"])
+
+
+def test_a_retried_task_resumes_from_its_checkpoint(ray_run):
+    r, d = ray_run["results"], ray_run["dirs"]
+    assert r["ray_ckpt"].get("ok"), r["ray_ckpt"]
+    assert not ray_run["flag"].exists()  # killed again (the flag was re-armed)
+    calls = r["ckpt_calls"]["calls"]
+    assert calls.count(27) == 2 and calls.count(20) == 1  # the retry started after its last closed chunk
+    assert read_dataset(d["ray_ckpt"]) == read_dataset(d["ref_kill"])
+    assert visible_files(d["ray_ckpt"]) == visible_files(d["ref_kill"])  # checkpoint records removed
 
 
 def test_map_on_ray_publishes_what_worker_processes_do(ray_run):
@@ -187,7 +201,7 @@ def test_an_error_in_fn_on_ray_names_the_input_and_leaves_nothing(ray_run):
     r, d = ray_run["results"]["ray_fail"], ray_run["dirs"]["ray_fail"]
     assert r.get("error") == "WorkerFailedError" and "input 7" in r["message"] and "KeyError" in r["message"], r
     assert not os.path.exists(os.path.join(d, "index.json"))
-    assert not [n for n in os.listdir(d) if n.startswith("chunk-")] if os.path.isdir(d) else True
+    assert [n for n in os.listdir(d) if n.startswith("chunk-")] == []  # the chunks written before are removed
 
 
 def test_no_cluster_at_the_address_fails_fast_naming_it(ray_run):

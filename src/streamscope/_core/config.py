@@ -695,11 +695,13 @@ knob(
 )
 knob(
     "optimize_node_claim_settle",
-    1.0,
+    0.25,
     "s",
     ("STREAMSCOPE_OPTIMIZE_NODE_CLAIM_SETTLE",),
     "After writing its claim a node waits this long and reads it back: a node that started with the same rank "
-    "at the same moment has overwritten it by then, and one of the two stops with NodeRankClaimedError.",
+    "at the same moment has overwritten it by then (a read and a write of one small object), and one of the two "
+    "stops with NodeRankClaimedError. One that slips through is caught at the next heartbeat, before its node "
+    "publishes its {rank}-index.json.",
 )
 knob(
     "optimize_executor",

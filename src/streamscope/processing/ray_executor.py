@@ -296,6 +296,11 @@ class RayExecutor:
                     ray.cancel(ref, force=True)
                 except Exception:
                     pass
+            if pending:  # a cancelled task may still be publishing a chunk: the caller's cleanup must come after
+                try:
+                    ray.wait(pending, num_returns=len(pending), timeout=float(cfg.get("optimize_exit_grace")))
+                except Exception:
+                    pass
             try:
                 ray.kill(tracker)
             except Exception:
