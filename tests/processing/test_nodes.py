@@ -338,6 +338,19 @@ def test_a_stale_or_failed_claim_is_taken_over(store):
     _group(store, 1).join()
 
 
+def test_a_claim_with_this_pid_on_this_host_is_an_earlier_life(store):
+    """A restarted container runs its script as pid 1 again: the claim its first life left is not a live node."""
+    import socket
+
+    from streamscope.processing.nodes import claim_key
+
+    g = _group(store, 0)
+    old = {**g._record(), "token": "earlier-life", "host": socket.gethostname(), "pid": os.getpid()}
+    store.put(claim_key(0), json.dumps(old).encode())
+    g.join()
+    assert json.loads(store.get(claim_key(0)))["token"] == g.token
+
+
 def test_a_finished_node_of_another_job_is_reported(store):
     _foreign_claim(store, 1, beat_age=0.0, state="done", job={"n": 2})
     with pytest.raises(NodeConfigError, match=r"different job .*n: 1 here, 2 there.*delete .*\.nodes/"):

@@ -439,6 +439,9 @@ def _optimize(
         ckpt_config["num_nodes"] = node.num_nodes
         agreed = {**ckpt_config, "kind": "optimize", "queue": queue is not None, "key_fn": key_fn is not None}
         agreed["inputs_sha256"] = None if queue is not None else _fingerprint(items)
+        if encryption is not None:  # the claims are plain files: a fingerprint of the key, not the key
+            secret = json.dumps(ckpt_config["writer"]["encryption"], sort_keys=True, default=str)
+            agreed["writer"] = {**ckpt_config["writer"], "encryption": hashlib.sha256(secret.encode()).hexdigest()}
         group = NodeGroup(store, node, agreed, "optimize")
         group.join()
         group.start_heartbeat()

@@ -138,6 +138,29 @@ def node_index_key(rank: int) -> str:
     return f"{rank}-index.json"
 
 
+#: Groups whose heartbeat runs in this process: a fork (the node's worker processes) waits for a beat in progress,
+#: so no child starts with a store client or lock caught half-way through a request.
+_BEATING: set[NodeGroup] = set()
+_BEATING_LOCK = threading.Lock()
+
+
+def _before_fork() -> None:
+    with _BEATING_LOCK:
+        groups = list(_BEATING)
+    for g in groups:
+        g._lock.acquire()
+    _forking.extend(groups)
+
+
+def _after_fork() -> None:
+    while _forking:
+        _forking.pop()._lock.release()
+
+
+_forking: list[NodeGroup] = []
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
+
+
 def _diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     keys = sorted(set(a) | set(b))
     return ", ".join(f"{k}: {a.get(k)!r} here, {b.get(k)!r} there" for k in keys if a.get(k) != b.get(k))[:400]
@@ -163,7 +186,7 @@ class NodeGroup:
         self._state = "running"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a beat (read + write) is one step; forks wait for it (see _BEATING)
 
     # --- claims -------------------------------------------------------------------------------------
 
@@ -217,8 +240,11 @@ class NodeGroup:
         """The claim's node is running (not finished, not failed, beating, and not a dead process here)."""
         if rec.get("state") != "running":
             return False
-        if rec.get("host") == self.host and isinstance(rec.get("pid"), int) and rec["pid"] != os.getpid():
-            if not pid_alive(int(rec["pid"])):
+        pid = rec.get("pid")
+        if rec.get("host") == self.host and isinstance(pid, int):
+            if pid == os.getpid():  # this very process, or an earlier life of its container (pid 1 again)
+                return rec.get("token") == self.token
+            if not pid_alive(pid):
                 return False
         age = time.time() - float(rec.get("beat") or 0.0)
         return age <= float(cfg.get("optimize_node_stale_after"))
@@ -286,6 +312,8 @@ class NodeGroup:
     # --- heartbeat ----------------------------------------------------------------------------------
 
     def start_heartbeat(self) -> None:
+        with _BEATING_LOCK:
+            _BEATING.add(self)
         self._thread = threading.Thread(target=self._beat, name="streamscope-node-heartbeat", daemon=True)
         self._thread.start()
 
@@ -293,11 +321,12 @@ class NodeGroup:
         period = float(cfg.get("optimize_node_heartbeat"))
         while not self._stop.wait(period):
             try:
-                rec = self._read(self.node.node_rank)
-                if rec is not None and rec.get("token") != self.token:
-                    self.conflict = rec  # another node took this rank over: this one must not publish
-                    return
-                self._write()
+                with self._lock:
+                    rec = self._read(self.node.node_rank)
+                    if rec is not None and rec.get("token") != self.token:
+                        self.conflict = rec  # another node took this rank over: this one must not publish
+                        return
+                    self._write()
             except Exception:
                 continue  # a failed beat is retried at the next one; staleness allows several
 
@@ -306,6 +335,8 @@ class NodeGroup:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+        with _BEATING_LOCK:
+            _BEATING.discard(self)
 
     # --- end of this node's share -------------------------------------------------------------------
 

@@ -243,7 +243,25 @@ class RayExecutor:
         retries = int(cfg.get("ray_max_retries")) if self.max_retries is None else self.max_retries
         interval = float(cfg.get("ray_progress_interval"))
         poll = float(cfg.get("optimize_poll_interval"))
-        tracker = ray.remote(num_cpus=0)(_Progress).remote(len(jobs))
+        bar = progress_bar(total_inputs, desc, verbose)
+        try:
+            return self._run_tasks(ray, jobs, total_inputs, bar, retries, interval, poll)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _run_tasks(
+        self,
+        ray: Any,
+        jobs: list[WorkerJob],
+        total_inputs: int | None,
+        bar: Any,
+        retries: int,
+        interval: float,
+        poll: float,
+    ) -> Results:
+        # the progress actor exists only for a bar to show (starting it costs a Ray worker process)
+        tracker = ray.remote(num_cpus=0)(_Progress).remote(len(jobs)) if bar is not None else None
         options: dict[str, Any] = {
             "num_cpus": self.num_cpus,
             "max_retries": retries,
@@ -258,12 +276,12 @@ class RayExecutor:
         refs: dict[Any, WorkerJob] = {}
         for job in jobs:
             job = dataclasses.replace(job, in_child=False)
-            ref = task.options(**options, name=f"streamscope-{desc}-{job.worker}").remote(job, tracker, interval)
+            ref = task.options(**options, name=f"streamscope-{job.kind}-{job.worker}").remote(job, tracker, interval)
             refs[ref] = job
         out: Results = {}
-        bar = progress_bar(total_inputs, desc, verbose)
         shown = 0
         asked: Any = None
+        last_ask = 0.0
         pending = list(refs)
         try:
             while pending:
@@ -280,7 +298,8 @@ class RayExecutor:
                         raise_worker_error(msg)
                 if bar is not None:
                     if asked is None:
-                        asked = tracker.counts.remote()
+                        if time.monotonic() - last_ask >= interval:
+                            asked, last_ask = tracker.counts.remote(), time.monotonic()
                     elif ray.wait([asked], timeout=0)[0]:
                         done_inputs = sum(ray.get(asked))
                         if done_inputs > shown:
@@ -301,12 +320,11 @@ class RayExecutor:
                     ray.wait(pending, num_returns=len(pending), timeout=float(cfg.get("optimize_exit_grace")))
                 except Exception:
                     pass
-            try:
-                ray.kill(tracker)
-            except Exception:
-                pass
-            if bar is not None:
-                bar.close()
+            if tracker is not None:
+                try:
+                    ray.kill(tracker)
+                except Exception:
+                    pass
 
     @staticmethod
     def _died(ray: Any, exc: Exception, job: WorkerJob, retries: int) -> Exception:
@@ -343,6 +361,8 @@ class _Reporter:
         self._pending: tuple[int, int] | None = None
 
     def __setitem__(self, slot: int, value: int) -> None:
+        if self._tracker is None:  # no bar shown
+            return
         self._pending = (slot, int(value))
         now = time.monotonic()
         if now - self._last >= self._interval:
