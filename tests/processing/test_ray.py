@@ -21,7 +21,7 @@ from tests.processing import _node_fns as fns
 from tests.processing.conftest import read_dataset, visible_files
 from tests.support.components import missing
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the module fixture starts a Ray cluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 N = 40
