@@ -297,3 +297,52 @@ def test_elastic_resume_at_scale(profile: settings) -> None:
             data=st.data(),
         )(check)
     )()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    n=st.integers(1, 150),
+    chunk=st.integers(1, 17),
+    bs=st.integers(1, 9),
+    world=st.integers(1, 6),
+    world_after=st.integers(1, 6),
+    workers=st.integers(1, 4),
+    workers_after=st.integers(1, 4),
+    drop_last=st.booleans(),
+    shuffle=st.booleans(),
+    stop=st.floats(0, 1),
+)
+def test_elastic_resume_through_the_dataset(
+    tmp_path_factory, n, chunk, bs, world, world_after, workers, workers_after, drop_last, shuffle, stop
+):
+    """A dataset state saved by every rank of one world size resumes in ranks of another: the rest exactly."""
+    d = write_dataset(str(tmp_path_factory.mktemp("e")), n, chunk_size=chunk)
+    kw = dict(shuffle=shuffle, drop_last=drop_last, seed=7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # LitData's uneven split (batch_size=1) warns
+        try:
+            before = [as_rank(d, r, world, **kw) for r in range(world)]
+            plans = [ds.plan(1, bs) for ds in before]
+        except DatasetError:
+            return  # a configuration that cannot give every rank a batch (test_partition_and_resume)
+        k = int(stop * (min(p.num_batches for p in plans) - 1))  # inside the epoch on every rank
+        seen = [i for ds in before for _, b in round_robin(ds, 1, 0, workers, bs)[:k] for i in b]
+        states = [ds.state_dict(k * bs, workers, bs, epoch=1, batches_consumed=k) for ds in before]
+        assert len({json.dumps(s["plan_state"], sort_keys=True) for s in states}) == 1
+        rest_left = sum(p.num_samples for p in plans) - len(seen)
+        after = [as_rank(d, r, world_after, **kw) for r in range(world_after)]
+        if rest_left < world_after or (drop_last and rest_left < world_after * bs):
+            with pytest.raises(DatasetError, match="cannot feed|no batch"):
+                after[0].resume_position(states[0], bs)
+            return
+        rest = []
+        for ds in after:
+            epoch, start = ds.resume_position(states[0], bs)
+            assert epoch == 1 and start == (k if world_after == world else 0)
+            rest += [i for _, b in round_robin(ds, 1, start, workers_after, bs) for i in b]
+    got = seen + rest
+    assert len(got) == len(set(got))  # nothing twice
+    if not drop_last:
+        assert sorted(got) == list(range(n))  # the epoch exactly
+    else:
+        assert len(rest) == (rest_left // (world_after * bs)) * world_after * bs
