@@ -182,6 +182,7 @@ def optimize(
     verbose: bool = True,
     broadcast_paths: bool = False,
     key_fn: Callable[[Any], Any] | None = None,
+    *,
     executor: Any = None,
 ) -> None:
     """Convert ``inputs`` into a chunked dataset in ``output_dir`` that LitData and streamscope can stream.
@@ -637,6 +638,7 @@ def map(  # noqa: A001 - LitData's name
     storage_options: dict[str, Any] = {},  # noqa: B006 - LitData's signature
     keep_data_ordered: bool = True,
     broadcast_paths: bool = False,
+    *,
     executor: Any = None,
 ) -> None:
     """Run ``fn(item, output_dir)`` on every input in worker processes and publish the files it writes.
