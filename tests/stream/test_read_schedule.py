@@ -75,3 +75,19 @@ def test_cached_readers_prefetch_in_order_and_release_after_the_last_use():
     reads.stop()
     assert cached.log[1:] == [("release", 2), ("release", 5), ("release", 7), "stop"]
     assert local.log == ["stop"]  # read in place: nothing fetched, nothing released
+
+
+def test_an_elastic_resumes_schedule_is_what_its_batches_read():
+    """A plan continued with another world size (resume_plan) covers the samples left: its schedule too."""
+    from streamscope.stream.plan import resume_plan
+
+    sizes = [13, 7, 20, 5, 11, 9]
+    order = dict(drop_last=False, shuffle=True, seed=3)
+    old = make_plan(sizes, world_size=2, rank=0, batch_size=4, epoch=1, **order)
+    for rank in range(3):
+        plan, start = resume_plan(old.state(2), sizes, world_size=3, rank=rank, batch_size=3, **order)
+        assert plan.resumed_from
+        for nw, wid in ((0, 0), (2, 1)):
+            batches = plan.batches_for_worker(wid, nw, start)
+            read = schedule_from_uses((n, dict.fromkeys(plan.batch_arrays(j)[0].tolist())) for n, j in enumerate(batches))
+            assert read and plan.chunk_schedule_for_worker(wid, nw, start) == read

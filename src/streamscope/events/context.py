@@ -15,7 +15,7 @@ from typing import Any
 
 from streamscope._core.ranks import env_int, world_and_rank
 
-__all__ = ["after_fork_in_child", "after_fork_in_parent", "before_fork", "env_fields"]
+__all__ = ["after_fork_in_child", "after_fork_in_parent", "before_fork", "env_fields", "pin"]
 
 
 _cached: dict[str, int] | None = None
@@ -62,6 +62,14 @@ def env_fields() -> dict[str, int]:
     if w is not None:
         _cached = out
     return out
+
+
+def pin(fields: dict[str, int] | None) -> None:
+    """Fix this process's fields (an optimize()/map() worker: its node as the rank, its worker number as the
+    worker, as a DataLoader worker shows its rank and worker id); None forgets them (a pooled process, such as a
+    Ray worker, moving on to another task)."""
+    global _cached
+    _cached = None if fields is None else {k: int(v) for k, v in fields.items()}
 
 
 def before_fork() -> None:
