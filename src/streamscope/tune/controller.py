@@ -195,7 +195,7 @@ class Controller:
         if last is None:
             self._last = reading
             return
-        if reading.waits == last.waits and reading.wait_s == last.wait_s and now - last.t < 5 * self.tick:
+        if reading.ticks == last.ticks and reading.wait_s == last.wait_s and now - last.t < 5 * self.tick:
             return  # the metrics have not moved since the last reading (their tick has not come yet)
         self._last = reading
         if reading.waits < last.waits or reading.wait_s < last.wait_s:
@@ -231,7 +231,7 @@ class Controller:
             if not w.waits:
                 return
             self._settle_epoch = -1
-            self._settle_until = now + 0.5 * self.tick  # the new epoch's first batches are its start-up
+            self._settle_until = now + 1.5 * self.tick  # the new epoch's first batches are its start-up
             return
         if now >= self._settle_until:
             self._begin("trial" if self._trial is not None else "baseline")

@@ -1,11 +1,14 @@
 """What the tuner measures: cumulative readings of the merged metrics, and windows between two of them.
 
 A :class:`Reading` holds the run's counters at one moment (``streamscope.events.metrics_view()``, read without
-side effects). The loop's waits are taken from the ``streamscope.loader.wait.duration`` histogram: its count (the
-waits, one per batch) and its sum (their seconds) come from the same tick of the main process's flusher, so their
-ratio is exact even though the view lags the loop by up to one ``metrics_interval``. A :class:`Window` is the
-difference of two readings; a :class:`Measure` is a run of consecutive windows (one per reading), whose spread
-says how noisy the wait is.
+side effects). The loop's wait is the ``streamscope.loader.wait.duration`` histogram's sum, as of the main
+process's last flusher tick (the view lags the loop by up to one ``metrics_interval``); the batches are
+``streamscope.loader.batches``, read live. The histogram's count is no batch count: the loop waits once per worker
+message, and a worker sends its batches in groups; it only tells whether the wait has ticked since the last
+reading. A :class:`Window` is the difference of two readings; a :class:`Measure` is a run of consecutive windows
+(one per reading), whose spread says how noisy the wait is. The lag between the two sources shifts a window's wait
+by up to one tick against its batches; in a steady state that cancels, and the controller skips the readings just
+after a move (see :mod:`streamscope.tune.controller`).
 """
 
 from __future__ import annotations
@@ -25,14 +28,18 @@ class Reading:
     """The run's cumulative counters at monotonic time ``t`` (seconds)."""
 
     t: float
-    waits: int = 0  # the loop's waits (batches it waited for)
-    wait_s: float = 0.0  # their total
+    waits: int = 0  # batches handed to the loop (the wait's denominator)
+    wait_s: float = 0.0  # the loop's wait, total seconds
     stages: dict[str, float] = field(default_factory=dict)  # the wait split, cumulative seconds
-    batches: float = 0.0  # batches handed to the loop
     downloads: int = 0  # chunk downloads finished
     download_s: float = 0.0  # their total time
     cache_bytes: float = 0.0
     evictions: float = 0.0
+    stalls: int = -1  # the wait histogram's count: changes when the wait ticked (-1: same as ``waits``)
+
+    @property
+    def ticks(self) -> int:
+        return self.waits if self.stalls < 0 else self.stalls
 
 
 def read_view(view: Any, t: float) -> Reading:
@@ -41,10 +48,10 @@ def read_view(view: Any, t: float) -> Reading:
     dl = view.histogram(M.DOWNLOAD_DURATION)
     return Reading(
         t=t,
-        waits=int(h.count),
+        waits=int(view.value(M.LOADER_BATCHES)),
         wait_s=float(h.sum),
+        stalls=int(h.count),
         stages={s: float(view.value(M.LOADER_WAIT_STAGE, stage=s)) for s in STAGES},
-        batches=float(view.value(M.LOADER_BATCHES)),
         downloads=int(dl.count),
         download_s=float(dl.sum),
         cache_bytes=float(view.value(M.CACHE_SIZE)),
