@@ -51,6 +51,13 @@ def combine_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
     if len(ok) != len(ranks):
         bad = next(r for r in ranks if r.get("status") != "ok")
         return {"status": bad.get("status", "error"), "reason": bad.get("reason") or bad.get("error", "")}
+    late = [r for r in ok if not r["window_batches"]]
+    if late:
+        return {
+            "status": "no batches after the warm-up",
+            "reason": f"first batch at {max(r['first_batch_s'] or math.inf for r in late):.1f} s, "
+            f"{max(r['batches'] for r in late)} batches in {max(r['run_s'] for r in late):.1f} s",
+        }
     n = max(len(r["per_second_samples"]) for r in ok)
     bins = [sum(r["per_second_samples"][i] for r in ok if i < len(r["per_second_samples"])) for i in range(n)]
     out: dict[str, Any] = {

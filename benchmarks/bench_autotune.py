@@ -294,8 +294,7 @@ class Harness:
         arm["rss_per_second"] = sampler.rss_per_second
         arm["cache_per_second"] = sampler.cache_per_second
         arm["sampler_samples"] = sampler.samples
-        if arm.get("status") == "error":
-            arm["ranks"] = rank_results
+        arm["ranks"] = [{k: v for k, v in r.items() if not k.startswith("per_second")} for r in rank_results]
         return arm
 
     def scenario(self, sc: dict[str, Any]) -> dict[str, Any]:

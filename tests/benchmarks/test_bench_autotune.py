@@ -38,6 +38,8 @@ def _rank(rate: float, wait: float, bins: list[int], **kw: object) -> dict:
         "epochs": 2,
         "samples": sum(bins),
         "batches": 10,
+        "window_batches": 8,
+        "run_s": 6.0,
         "wait_total_s": wait * 10,
         "window_s": 5.0,
         "per_second_samples": bins,
@@ -59,6 +61,8 @@ def test_ranks_combine_into_global_throughput_and_the_stragglers_wait() -> None:
     assert c["metrics_wait_per_batch_s"] == pytest.approx(0.3) and c["metrics_cache_size_bytes"] == 7
     bad = report.combine_ranks([a, {"status": "error", "error": "boom"}])
     assert bad == {"status": "error", "reason": "boom"}
+    late = report.combine_ranks([a, _rank(0.0, 0.0, [0] * 20 + [8], window_batches=0, batches=1, first_batch_s=20.5)])
+    assert late["status"] == "no batches after the warm-up" and "first batch at 20.5 s" in late["reason"]
 
 
 def test_targets_of_the_tuned_arm() -> None:
