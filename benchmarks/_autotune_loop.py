@@ -178,6 +178,7 @@ def run_arm(spec: dict[str, Any]) -> dict[str, Any]:
     step_s, duration, warmup = float(spec["step_s"]), float(spec["duration_s"]), float(spec["warmup_s"])
     sync.barrier()  # the ranks start their clocks together
     t0 = time.perf_counter()
+    t0_mono = time.monotonic()  # the tuner's clock (its decisions' times)
     try:
         loader, info = make(spec)
     except Unavailable as exc:
@@ -237,6 +238,18 @@ def run_arm(spec: dict[str, Any]) -> dict[str, Any]:
                 break
         del it
     end = time.perf_counter() - t0
+    tuner = getattr(loader, "tuner", None)
+    if tuner is not None:
+        tuner.close()
+        info["tuner"] = {
+            "values": tuner.values(),
+            "decisions": [{"t_s": round(d.t - t0_mono, 2), **f} for d in tuner.decisions for f in d.fields()],
+            "events": [
+                {"event": name, **{k: v for k, v in f.items() if k != "decision"}}
+                for name, f in tuner.tuner.events
+                if name != "decision"
+            ][:50],
+        }
     metrics_end = None
     if _metrics(spec) is not None:
         # the main process publishes its own metrics every metrics_interval (1 s): let the last tick pass
