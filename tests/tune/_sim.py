@@ -29,12 +29,13 @@ class Pipeline:
     decode: float = 0.0  # seconds per batch of decoding
     noise: float = 0.0  # relative sd of each reading's wait
     flat: float | None = None  # a wait per batch that no knob changes (the oscillation test)
+    flat_stage: str = "decode"  # what the flat wait is attributed to
     per_worker: int = 200_000_000  # RSS of one worker
     main: int = 300_000_000  # RSS of the main process
 
     def period(self, conc: int, depth: int, workers: int) -> tuple[float, str]:
         if self.flat is not None:
-            return self.step + self.flat, "decode"
+            return self.step + self.flat, self.flat_stage
         readers = max(1, workers)
         inflight = max(1, min(conc, depth + 1))
         samples_s = readers * inflight / self.latency * self.spc if self.latency > 0 else math.inf

@@ -61,6 +61,23 @@ def test_a_noisy_metric_no_knob_changes_settles_without_flapping():
     assert sim.controller.phase == "stable"
 
 
+def test_a_noisy_download_wait_no_knob_changes_settles_and_never_goes_back():
+    """Live-knob moves are kept on their measured gain when the noise leaves it unclear: a few may be kept by
+    chance, but values only grow, each knob moves a bounded number of times, and the search stops."""
+    sim = make_sim(Pipeline(flat=0.01, noise=0.3, flat_stage="download"), workers=2, cpus=2)
+    sim.run(900)
+    d = decisions(sim)
+    assert len({f["decision"] for f in d}) <= 6
+    kept: dict[str, list[int]] = {}
+    for f in d:
+        if f["outcome"] == "kept":
+            kept.setdefault(f["knob"], []).append(f["new"])
+    assert all(v == sorted(v) and len(v) <= 2 for v in kept.values()), kept  # kept values only grow
+    late = sim.history[len(sim.history) // 2 :]
+    assert len({(h["conc"], h["depth"], h["workers"]) for h in late}) == 1  # the second half moves nothing
+    assert sim.controller.phase == "stable"
+
+
 def test_stable_tuner_backs_off_to_the_longest_pause():
     sim = make_sim(Pipeline(latency=0.001, step=0.01), workers=1)
     sim.controller.period_max = 16.0

@@ -11,7 +11,9 @@ Phases:
                metrics intervals; workers: the next epoch's first batches);
 ``trial``      measure the new configuration as long as the baseline, longer while the verdict is unclear
                (at most ``MAX_EXTENSIONS`` times more); keep the move if the wait per batch dropped by more than
-               ``autotune_min_gain`` beyond the noise, else roll it back;
+               ``autotune_min_gain`` beyond twice the noise, roll it back if it cannot have; when still unclear
+               after the extensions, a live-knob move (cheap, within the budgets) is kept on its measured gain,
+               a move of workers (cores, memory, a restart) only if the gain beats the noise;
 ``stable``     nothing to try (the loop does not wait, or every move is used up): look again after a pause that
                doubles up to ``autotune_period_max``; a wait that grew well beyond the noise starts the search again.
 
@@ -254,7 +256,13 @@ class Controller:
         elif self._extensions < MAX_EXTENSIONS and self._measure.seconds < MAX_MEASURE_S:
             self._extensions += 1
             return  # unclear: measure longer
+        elif trial.move.workers is None:
+            # a live-knob move costs only what the budgets already allow (more downloads, a deeper prefetch) and
+            # is undone at once: after the extensions, the measured gain decides
+            verdict = "kept" if gain >= self.min_gain else "rolled back"
         else:
+            # more workers cost cores and memory for the whole run and a restart to undo: the gain must beat
+            # the noise
             verdict = "kept" if gain - se >= self.min_gain else "rolled back"
         trial.wait_after = w1
         trial.note = f"wait {w0 * 1e3:.2f} -> {w1 * 1e3:.2f} ms per batch ({-gain:+.0%}, noise {se:.0%})"

@@ -7,7 +7,8 @@ Causes (see :meth:`streamscope.tune.signals.Window.causes`) and their moves, fir
   downloads that must be under way to feed the loop: ``in flight = chunk latency x chunks needed per second``,
   with ``chunks per second = batch size / samples per chunk / step time / readers``. The first move jumps
   ``download_concurrency`` there (at least doubling it) with ``prefetch_depth`` at twice that (downloads run within
-  the prefetch depth); then a plain doubling; then a deeper prefetch alone; then one more reader (a worker).
+  the prefetch depth); then a plain doubling; then a deeper prefetch alone; then one more reader (a worker; two
+  from none, since one worker reads no more than the loop's own process did).
 * ``cpu`` (decoding, decompressing, reading chunks): more workers, next epoch. A saturated worker makes one batch
   per ``workers x period`` (with none, the loop's own wait is the decoding), so ``decode time per batch / step
   time`` workers keep up; the move jumps there (at least one more), capped by the cores and the RAM budget.
@@ -246,7 +247,8 @@ class Policy:
         cap = self.workers_cap(workers, res)
         if cap <= workers:
             return []
-        want = workers + 1 if one else max(workers + 1, self.workers_needed(w, workers))
+        # one more reader: from none, two (one worker reads what the loop's own process read: no more readers)
+        want = max(workers + 1, 2) if one else max(workers + 1, self.workers_needed(w, workers))
         new = min(cap, want)
         ch: list[tuple[str, Any, Any]] = [(WORKERS, workers, new)]
         reason = f"{why}: {new} workers (next epoch)"
