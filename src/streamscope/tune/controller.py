@@ -129,6 +129,7 @@ class Controller:
     _ram_warned: bool = False
     _settled_why: str = ""
     _stable_look: float = 0.0
+    _later: tuple[int, dict[str, Any], str] | None = None  # (epoch, knob -> value, reason): restored after it
 
     # --- start ------------------------------------------------------------------------------------
 
@@ -187,6 +188,7 @@ class Controller:
     def step(self, now: float, reading: Reading, res: Resources) -> None:
         """Feed one reading of the metrics (and the resident memory now); may move knobs and emit events."""
         self._next = now + self.tick
+        self._apply_later()
         if self._ram(now, res):
             self._last = reading
             return
@@ -381,13 +383,32 @@ class Controller:
 
     def _undo(self, move: Move) -> None:
         board = self.target.board()
-        for knob, old, _new in move.changes:
+        later: dict[str, Any] = {}
+        for knob, old, new in move.changes:
             if knob == WORKERS:
                 self.target.request_workers(int(old))
             elif board is not None:
-                board.propose(knob, old, f"roll back: {move.key}")
+                if move.workers is not None and knob == "prefetch_depth" and old > new:
+                    # the move's workers read until their epoch ends: the deeper prefetch of fewer readers would
+                    # fill the cache beyond its budget meanwhile
+                    later[knob] = old
+                else:
+                    board.propose(knob, old, f"roll back: {move.key}")
             if knob in self.good and self.good[knob] != old:
                 self.good[knob] = old
+        if later:
+            self._later = (self.target.epoch(), later, f"roll back: {move.key} (its workers gone)")
+
+    def _apply_later(self) -> None:
+        """Restore what a rolled-back move of workers left for its epoch's end, once the next epoch started."""
+        pending = self._later
+        if pending is None or self.target.epoch() <= pending[0]:
+            return
+        self._later = None
+        board = self.target.board()
+        if board is not None:
+            for knob, value in pending[1].items():
+                board.propose(knob, value, pending[2])
 
     def _report(self, d: Decision) -> None:
         for f in d.fields():

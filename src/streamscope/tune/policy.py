@@ -6,7 +6,7 @@ Causes (see :meth:`streamscope.tune.signals.Window.causes`) and their moves, fir
 * ``download`` (the workers were downloading while the loop waited): per reader, Little's law gives the
   downloads that must be under way to feed the loop: ``in flight = chunk latency x chunks needed per second``,
   with ``chunks per second = batch size / samples per chunk / step time / readers``. The first move jumps
-  ``download_concurrency`` there (at least doubling it) with ``prefetch_depth`` at twice that (downloads run within
+  ``download_concurrency`` there (at least doubling it, at most four times it) with ``prefetch_depth`` at twice that (downloads run within
   the prefetch depth); then a plain doubling; then a deeper prefetch alone; then one more reader (a worker; two
   from none, since one worker reads no more than the loop's own process did).
 * ``cpu`` (decoding, decompressing, reading chunks): more workers, next epoch. A saturated worker makes one batch
@@ -35,6 +35,8 @@ from streamscope.tune.target import TargetInfo
 WORKERS = "num_workers"
 #: Share of a budget a plan may fill.
 HEADROOM = 0.9
+#: The Little's-law move multiplies the download concurrency by at most this much.
+JUMP = 4
 #: A second cause is looked at when the first has no move left and it holds at least this share of the wait.
 SECOND_CAUSE = 0.25
 
@@ -179,12 +181,14 @@ class Policy:
                 moves.append(Move(tuple(ch), reason, "download"))
 
         if need is not None and need > conc:
-            c = max(need, 2 * conc)
+            # at most four times as many at once: the step estimate is the period less the wait, read from two
+            # sources a tick apart, so a small step (a large need) is the least sure; doublings go on from there
+            c = max(min(need, JUMP * conc), 2 * conc)
             plan(
                 c,
                 2 * c,
                 f"{why}: {need} downloads at once per reader keep up (chunk latency {w.download_latency * 1e3:.0f} ms, "
-                f"step {w.step * 1e3:.1f} ms)",
+                f"step {w.step * 1e3:.1f} ms)" + (f"; {c} first" if c < need else ""),
             )
         plan(2 * conc, 2 * 2 * conc, f"{why}: twice the downloads at once")
         if can_d:
