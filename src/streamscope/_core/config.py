@@ -83,6 +83,11 @@ class Knob:
     step: Any = None
     unset: Any = None
     value_default: Any = None  # ``default`` as a value of ``kind`` (``"100GB"`` -> 100_000_000_000)
+    lazy_default: bool = False  # the default is worked out at each read (it depends on the machine, e.g. "auto")
+
+    def default_value(self) -> Any:
+        """The default as a value of ``kind``."""
+        return self.check(self.default, f"default of knob {self.name}") if self.lazy_default else self.value_default
 
     def check(self, value: Any, where: str | None = None) -> Any:
         """``value`` as a value of this knob (a string is parsed first), or :class:`ConfigError` naming ``where``
@@ -153,11 +158,13 @@ def knob(
     bounds: tuple[Any, Any] | None = None,
     step: Any = None,
     unset: Any = None,
+    lazy_default: bool = False,
 ) -> Knob:
     """Declare a knob. ``env`` may list several variable names; the first one set wins.
 
     ``kind`` defaults to the type of ``default`` (None when the default is None, or a string read by a custom
-    ``parse``). A live knob must declare ``bounds`` and ``step``.
+    ``parse``). A live knob must declare ``bounds`` and ``step``. ``lazy_default``: the default is parsed at each
+    read, not at import (a default that measures the machine; importing reads no disk and no environment).
     """
     if name in KNOBS:
         raise ConfigError(f"knob {name!r} declared twice")
@@ -173,8 +180,8 @@ def knob(
     if step is not None and not step > 0:
         raise ConfigError(f"knob {name!r}: step must be > 0, got {step!r}")
     k = Knob(name, default, unit, envs, doc, parse, live, kind, bounds, step, unset)
-    value_default = default if default is None else k.check(default, f"default of knob {name}")
-    k = Knob(name, default, unit, envs, doc, parse, live, kind, bounds, step, unset, value_default)
+    value_default = default if default is None or lazy_default else k.check(default, f"default of knob {name}")
+    k = Knob(name, default, unit, envs, doc, parse, live, kind, bounds, step, unset, value_default, lazy_default)
     KNOBS[name] = k
     return k
 
@@ -206,7 +213,7 @@ def get(name: str) -> Any:
     if name in _overrides:
         return _overrides[name]
     found = _from_env(k)
-    return found[0] if found is not None else k.value_default
+    return found[0] if found is not None else k.default_value()
 
 
 def explicit(name: str) -> tuple[Any, str] | None:
@@ -604,6 +611,7 @@ knob(
     kind=int,
     bounds=(0, 2**60),
     step=2**26,
+    lazy_default=True,
 )
 knob(
     "open_chunks_max",
