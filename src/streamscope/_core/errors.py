@@ -172,6 +172,23 @@ class MapReturnError(OptimizeError, ValueError):
     """map()'s ``fn`` returned a value; it must write files into its ``output_dir`` and return None."""
 
 
+class NodeConfigError(OptimizeError, ValueError):
+    """Multi-node optimize()/map(): a node variable is unusable (not a number, rank out of range) or the nodes
+    of one job disagree (node count, workers, inputs, chunk settings). Raised before the node writes any chunk."""
+
+
+class NodeRankClaimedError(NodeConfigError):
+    """Another live node already holds this node's rank in the shared output_dir (two nodes given one rank)."""
+
+
+class ExecutorError(OptimizeError):
+    """The executor of optimize()/map() (``executor="ray"``, an executor object) cannot run the workers."""
+
+
+class ClusterUnreachableError(ExecutorError, ConnectionError):
+    """No cluster answers at the executor's address (``RAY_ADDRESS``, ``RayExecutor(address=...)``); names it."""
+
+
 # --- stream ---------------------------------------------------------------------------------------
 
 

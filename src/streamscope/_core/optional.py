@@ -25,6 +25,7 @@ encryption  cryptography               ``FernetEncryption`` / ``RSAEncryption``
 trace       matplotlib                 the PNG plots of ``streamscope-trace summary``
 otel        opentelemetry-sdk, -expo.  ``enable_telemetry()``: OTLP/HTTP export (``otel-grpc``: OTLP/gRPC too)
 prometheus  prometheus_client          the Prometheus endpoint (``STREAMSCOPE_PROMETHEUS_PORT``)
+ray         ray                        ``optimize(executor="ray")`` / ``map(executor="ray")``: workers as Ray tasks
 all         every extra but ``video``
 ==========  =========================  ===============================================================
 """
@@ -55,6 +56,7 @@ PACKAGES: dict[str, tuple[str, str | None]] = {
     "opentelemetry.exporter.otlp.proto.http": ("opentelemetry-exporter-otlp-proto-http", "otel"),
     "opentelemetry.exporter.otlp.proto.grpc": ("opentelemetry-exporter-otlp-proto-grpc", "otel-grpc"),
     "prometheus_client": ("prometheus_client", "prometheus"),
+    "ray": ("ray", "ray"),
     "perfetto": ("perfetto", None),
     "google.protobuf": ("protobuf", None),
 }

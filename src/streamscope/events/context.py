@@ -80,6 +80,14 @@ def env_fields() -> dict[str, int]:
     return out
 
 
+def pin(fields: dict[str, int] | None) -> None:
+    """Fix this process's fields (an optimize()/map() worker: its node as the rank, its worker number as the
+    worker, as a DataLoader worker shows its rank and worker id); None forgets them (a pooled process, such as a
+    Ray worker, moving on to another task)."""
+    global _cached
+    _cached = None if fields is None else {k: int(v) for k, v in fields.items()}
+
+
 def before_fork() -> None:
     """In a process about to fork (while tracing): note its rank fields for the child."""
     global _forking

@@ -51,7 +51,7 @@ from streamscope.stream.batching import grouped, worker_items
 from streamscope.stream.collate import ArrowCollator, BlockCollator, ColumnCollator
 from streamscope.stream.distributed import DistEnv, WorkerEnv
 from streamscope.stream.newer_options import check_newer_options
-from streamscope.stream.plan import EpochPlan, make_plan
+from streamscope.stream.plan import EpochPlan, make_plan, resume_plan
 from streamscope.stream.reader import ChunkReader
 from streamscope.stream.resume import Resumable
 
@@ -264,6 +264,8 @@ class StreamingDataset(Resumable, IterableDataset):
         self.num_workers = 0
         self.current_epoch = 1
         self._pending: tuple[int, int] | None = None  # (epoch, start_batch) from load_state_dict
+        # (epoch, resumed_from) of an epoch continued with another world size: its plan covers the samples left
+        self._elastic: tuple[int, tuple[tuple[int, ...], ...]] | None = None
         self._plans: dict[tuple[Any, ...], EpochPlan] = {}
         self._reader: Any = None
         self._reader_pid = -1
@@ -290,6 +292,7 @@ class StreamingDataset(Resumable, IterableDataset):
         new._r_chunk, new._r_start = arr[:, 0], arr[:, 1]
         new._set_region_arrays(arr[:, 2] - arr[:, 1])
         new._pending = None
+        new._elastic = None
         new._batch_mode = None
         return new
 
@@ -431,7 +434,9 @@ class StreamingDataset(Resumable, IterableDataset):
         """The epoch plan of this rank (cached per arguments)."""
         epoch = self.current_epoch if epoch is None else int(epoch)
         b = self.batch_size if batch_size is None else int(batch_size)
-        key = (epoch, b, self.shuffle, self.drop_last, self.seed, self.world_size, self.rank, self.shuffle_buffer)
+        history = self._elastic[1] if self._elastic is not None and self._elastic[0] == epoch else ()
+        order = (self.shuffle, self.drop_last, self.seed, self.shuffle_buffer)
+        key = (epoch, b, self.world_size, self.rank, order, history)
         plan = self._plans.get(key)
         if plan is None:
             if len(self._plans) > 4:
@@ -447,6 +452,7 @@ class StreamingDataset(Resumable, IterableDataset):
                 epoch=epoch,
                 shuffle_buffer=self.shuffle_buffer,
                 regions=self.regions,
+                resumed_from=history,
             )
             self._plans[key] = plan
         return plan
@@ -861,6 +867,7 @@ class StreamingDataset(Resumable, IterableDataset):
         self._column = None
         self._arrow_column = None
         self._pending = None
+        self._elastic = None
         self._batch_mode = None
         self.current_epoch = 1
         self.num_workers = 1
@@ -910,7 +917,7 @@ class StreamingDataset(Resumable, IterableDataset):
             "shuffle_buffer": self.shuffle_buffer,
         }
 
-    def _check_identity(self, state: dict[str, Any]) -> list[str]:
+    def _check_identity(self, state: dict[str, Any], skip: tuple[str, ...] = ()) -> list[str]:
         mine = self._identity()
         diffs = []
         for key in (
@@ -924,9 +931,34 @@ class StreamingDataset(Resumable, IterableDataset):
             "subsample",
             "shuffle_buffer",
         ):
-            if key in state and state[key] != mine[key]:
+            if key in state and key not in skip and state[key] != mine[key]:
                 diffs.append(f"{key}: saved {state[key]!r}, now {mine[key]!r}")
         return diffs
+
+    def _resume_diffs(self, state: dict[str, Any]) -> list[str]:
+        # another world size is an elastic resume (_plan_position), not a mismatch
+        return self._check_identity(state, skip=("world_size",))
+
+    def _plan_position(self, state: dict[str, Any], epoch: int, batch_size: int) -> tuple[int, int]:
+        """Continue ``state``'s epoch, also with another world size than it was saved with (elastic resume): the
+        epoch's plan then covers exactly the samples no rank consumed before the save, cut into this world
+        size's rank slices and batches (``resume_plan``); the ``resumed_from`` history travels in the states
+        saved from here on."""
+        self._elastic = None
+        plan, start = resume_plan(
+            state["plan_state"],
+            self.chunk_sizes,
+            world_size=self.world_size,
+            rank=self.rank,
+            batch_size=batch_size,
+            drop_last=self.drop_last,
+            shuffle=self.shuffle,
+            seed=self.seed,
+            shuffle_buffer=self.shuffle_buffer,
+            regions=self.regions,
+        )
+        self._elastic = (plan.epoch, tuple(plan.resumed_from)) if plan.resumed_from else None
+        return plan.epoch, start
 
 
 # --- batches of one worker, located a block at a time ------------------------------------------------------
