@@ -861,6 +861,66 @@ knob(
 
 # --- tune -----------------------------------------------------------------------------------------
 
+knob(
+    "autotune",
+    False,
+    "flag",
+    ("STREAMSCOPE_AUTOTUNE",),
+    "Auto-tune every StreamingDataLoader (as its autotune=True does; autotune=False wins): a thread in each "
+    "rank's main process moves the live knobs nobody pinned, and num_workers between epochs, to cut the training "
+    "loop's wait for data, within the RAM and cache budgets. Switches metrics on (level chunk). See "
+    "src/streamscope/tune/README.md.",
+)
+knob(
+    "autotune_ram_budget",
+    "0",
+    "bytes",
+    ("STREAMSCOPE_AUTOTUNE_RAM_BUDGET",),
+    "Resident memory the tuner lets one rank's main process and its DataLoader workers use together (e.g. 8GB). "
+    "0 = autotune_ram_fraction of the memory limit (the cgroup's memory.max, else physical memory) divided by the "
+    "ranks of the node (LOCAL_WORLD_SIZE).",
+    _bytes,
+    kind=int,
+    bounds=(0, 2**60),
+)
+knob(
+    "autotune_ram_fraction",
+    0.5,
+    "fraction",
+    ("STREAMSCOPE_AUTOTUNE_RAM_FRACTION",),
+    "Share of the memory limit the node's ranks may use when autotune_ram_budget is 0 (tf.data's ram_budget "
+    "takes half).",
+    bounds=(0.01, 1.0),
+)
+knob(
+    "autotune_max_workers",
+    -1,
+    "workers",
+    ("STREAMSCOPE_AUTOTUNE_MAX_WORKERS",),
+    "Most DataLoader workers the tuner gives a loader (it adds workers between epochs, never with "
+    "persistent_workers). -1 = the CPU cores this process may use (affinity and cgroup quota); 0 = num_workers "
+    "stays as given.",
+    bounds=(-1, 1024),
+)
+knob(
+    "autotune_period_max",
+    60.0,
+    "s",
+    ("STREAMSCOPE_AUTOTUNE_PERIOD_MAX",),
+    "Longest pause between two looks of a tuner that found nothing to improve (the pause doubles from one "
+    "metrics interval up to this while the wait stays low).",
+    bounds=(1.0, 3600.0),
+)
+knob(
+    "autotune_min_gain",
+    0.05,
+    "fraction",
+    ("STREAMSCOPE_AUTOTUNE_MIN_GAIN",),
+    "Smallest drop of the loop's wait per batch, relative, that keeps a move (more when the measured wait is "
+    "noisier); a move that gains less is rolled back.",
+    bounds=(0.0, 0.9),
+)
+
 # --- telemetry: Prometheus ------------------------------------------------------------------------
 
 

@@ -298,6 +298,11 @@ class PrometheusPortError(StreamscopeError, OSError):
 # --- tune -----------------------------------------------------------------------------------------
 
 
+class TuneBudgetError(ConfigError):
+    """The auto-tuner's budgets (RAM, the cache's disk) are too small for the loader to run at all; raised before
+    the first batch, naming the budget, its knob or variable, and what the loader needs."""
+
+
 # --- telemetry: OpenTelemetry --------------------------------------------------------------------
 
 
