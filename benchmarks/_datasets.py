@@ -1,6 +1,7 @@
 """Shared benchmark workloads, written once with the real ``litdata.optimize`` and reused.
 
 * ``images``: 20,000 samples ``{"image": uint8[3, 64, 64], "label": int, "name": str}`` (64 MB chunks).
+* ``images_1mb``: the same samples in 1 MB chunks (~250 chunks: many requests, as in the auto-tuning benchmark).
 * ``tokens``: 50,000,000 int32 tokens in 50 sequences of 1M tokens, TokensLoader, 8M-token chunks.
 
 ``write_small_images`` writes, with ``streamscope.optimize``, the small local datasets of the telemetry
@@ -44,8 +45,9 @@ def tokens(i):
 
 if __name__ == "__main__":
     out, kind = sys.argv[1], sys.argv[2]
-    if kind == "images":
-        ld.optimize(fn=image, inputs=list(range(%(n)d)), output_dir=out, chunk_bytes="64MB", num_workers=2)
+    if kind in ("images", "images_1mb"):
+        ld.optimize(fn=image, inputs=list(range(%(n)d)), output_dir=out, num_workers=2,
+                    chunk_bytes="1MB" if kind == "images_1mb" else "64MB")
     else:
         ld.optimize(fn=tokens, inputs=list(range(%(seqs)d)), output_dir=out, chunk_size=8_000_000,
                     num_workers=2, item_loader=TokensLoader())
@@ -58,7 +60,7 @@ def bench_root(root: str | None = None) -> str:
 
 
 def ensure(kind: str, root: str | None = None) -> str:
-    """Path of workload ``kind`` ("images" or "tokens"), writing it with litdata.optimize if missing."""
+    """Path of workload ``kind`` ("images", "images_1mb" or "tokens"), writing it with litdata.optimize if missing."""
     root = bench_root(root)
     out = os.path.join(root, kind)
     if os.path.isfile(os.path.join(out, "index.json")):

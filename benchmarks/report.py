@@ -19,11 +19,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["provenance", "render", "render_block", "table"]
+__all__ = ["NOT_YET", "provenance", "render", "render_block", "table"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 README = os.path.join(HERE, "README.md")
 RESULTS = os.path.join(HERE, "results")
+#: Scripts that still write a result format of their own (their README sections are written by hand).
+NOT_YET = {"bench_autotune"}
 BLOCK = re.compile(r"<!-- results:(?P<name>[\w.-]+) -->\n.*?<!-- /results:(?P=name) -->", re.DOTALL)
 
 
@@ -116,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         text = f.read()
     new = render(text)
     names = {m.group("name") for m in BLOCK.finditer(text)}
-    files = {n[: -len(".json")] for n in os.listdir(RESULTS) if n.endswith(".json")}
+    files = {n[: -len(".json")] for n in os.listdir(RESULTS) if n.endswith(".json")} - NOT_YET
     if files - names:
         print(f"results without a README block: {sorted(files - names)}", file=sys.stderr)
         return 1

@@ -52,7 +52,7 @@ def test_one_current_file_per_benchmark_script():
     scripts = {f[:-3] for f in os.listdir(here) if f.endswith(".py") and not f.startswith("_") and f != "report.py"}
     results = {f[:-5] for f in os.listdir(os.path.join(here, "results"))}
     assert results <= scripts, f"results not named for a script: {sorted(results - scripts)}"
-    for name in results:
+    for name in results - report.NOT_YET:
         with open(os.path.join(here, "results", f"{name}.json")) as f:
             doc = json.load(f)
         assert doc["benchmark"] == name and {"commit", "machine", "versions"} <= set(doc["meta"])

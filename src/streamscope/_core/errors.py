@@ -68,6 +68,7 @@ __all__ = [
     "TraceConfigError",
     "TransientStorageError",
     "TruncatedBodyError",
+    "TuneBudgetError",
     "UnsupportedOperationError",
     "UnsupportedURLError",
     "UpdateSessionError",
@@ -360,6 +361,11 @@ class PrometheusPortError(StreamscopeError, OSError):
 
 
 # --- tune -----------------------------------------------------------------------------------------
+
+
+class TuneBudgetError(ConfigError):
+    """The auto-tuner's budgets (RAM, the cache's disk) are too small for the loader to run at all; raised before
+    the first batch, naming the budget, its knob or variable, and what the loader needs."""
 
 
 # --- telemetry: OpenTelemetry --------------------------------------------------------------------

@@ -57,7 +57,10 @@ def parse_bytes(value: int | float | str) -> int:
             f"cannot parse size {value!r}: use a number with an optional unit "
             f"(B, KB, MB, GB, TB decimal; KiB, MiB, GiB, TiB binary)"
         )
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    number, unit = m.group(1), _UNITS[m.group(2).lower()]
+    if number.isdigit():  # exact: a float would round sizes above 2**53
+        return int(number) * unit
+    return int(float(number) * unit)
 
 
 #: LitData 0.2.76's default cache budget: this share of the free disk, leaving at least CACHE_RESERVE free.
