@@ -4,6 +4,9 @@
 * ``images_1mb``: the same samples in 1 MB chunks (~250 chunks: many requests, as in the auto-tuning benchmark).
 * ``tokens``: 50,000,000 int32 tokens in 50 sequences of 1M tokens, TokensLoader, 8M-token chunks.
 
+``write_small_images`` writes, with ``streamscope.optimize``, the small local datasets of the telemetry
+benchmarks (no LitData involved).
+
 Run ``python benchmarks/_datasets.py`` to build them (``--root`` or ``STREAMSCOPE_BENCH_DIR``, default
 ``/tmp/streamscope-bench``). LitData runs in a child process without our sources on ``PYTHONPATH`` and with a
 private staging directory (LitData's default ``/tmp/chunks`` is shared by every job on the host).
@@ -15,6 +18,8 @@ import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from typing import Any
 
 IMAGES_N = 20_000
 TOKENS_TOTAL = 50_000_000
@@ -71,6 +76,32 @@ def ensure(kind: str, root: str | None = None) -> str:
     env["DATA_OPTIMIZER_DATA_CACHE_FOLDER"] = os.path.join(root, f".dstage-{kind}")
     subprocess.run([sys.executable, script, out, kind], env=env, check=True, stdout=subprocess.DEVNULL)
     return out
+
+
+def small_image(i: int) -> dict[str, Any]:
+    """A small sample of the benchmark's shape: uint8 image 3x8x8, int label, str name."""
+    import numpy as np
+
+    rng = np.random.default_rng(i)
+    return {"image": rng.integers(0, 255, (3, 8, 8), dtype=np.uint8), "label": i, "name": f"img{i}"}
+
+
+def write_small_images(
+    out_dir: str, n: int, *, chunk_size: int, compression: str | None = None, make: Callable[[int], Any] = small_image
+) -> str:
+    """Write ``n`` samples ``make(i)`` into ``out_dir`` with ``streamscope.optimize`` (one worker, in order)."""
+    import streamscope
+
+    streamscope.optimize(
+        fn=make,
+        inputs=list(range(n)),
+        output_dir=out_dir,
+        chunk_size=chunk_size,
+        compression=compression,
+        num_workers=1,
+        verbose=False,
+    )
+    return out_dir
 
 
 def chunk_files(path: str) -> list[str]:

@@ -23,7 +23,10 @@ task on 2 processes vs 1, measured before and after as bench_optimize does, says
 and ray / processes at 2 workers (Ray's overhead).
 
 Run by hand: ``PYTHONPATH=$PWD/src:$PWD python benchmarks/bench_optimize_nodes.py`` (~5-10 min on a shared
-2-core machine); writes ``benchmarks/results/bench_optimize_nodes.json``.
+2-core machine); writes ``benchmarks/results/bench_optimize_nodes.json`` (``--out``).
+
+Public API only (``streamscope.optimize``, ``streamscope.processing.RayExecutor``'s documented ``executor=``); the
+Ray cluster is the test suite's rig (``tests/support/raycluster.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -43,6 +45,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 sys.path.insert(0, os.path.dirname(_HERE))  # repo root, for tests.support.raycluster
 
+from _results import package_version, start  # noqa: E402
 from bench_optimize import _spin, make_sample, parallel_headroom  # noqa: E402
 
 SPIN_ENV = "STREAMSCOPE_BENCH_SPIN"  # STREAMSCOPE_*: the Ray executor forwards it to its tasks
@@ -130,40 +133,20 @@ def _dataset(path: str) -> tuple[dict[str, Any], dict[str, str]]:
     return index, digests
 
 
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": sys.version.split()[0]}
-    for dist in ("streamscope", "ray", "numpy", "torch"):
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            out[dist] = "not installed"
-    return out
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "-C", _HERE, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except Exception:
-        return "unknown"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=20000)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--spin", type=int, nargs="+", default=[0, 10000], help="loop iterations of CPU work per sample")
     ap.add_argument("--no-ray", action="store_true", help="skip the Ray cases")
-    ap.add_argument("--out", default=os.path.join(_HERE, "results"))
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_optimize_nodes.json")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(json.loads(args.child))
         return
 
+    bench = start("bench_optimize_nodes", args)
     cases = ["1 node x 1 worker", "2 nodes x 1 worker", "processes, 2 workers"]
     if not args.no_ray:
         cases.append("ray, 2 workers")
@@ -223,11 +206,7 @@ def main() -> None:
         print("          " + ", ".join(f"{k}: {v:.2f}x" for k, v in ratios[s].items()))
     print(f"datasets byte-identical (2 nodes == 2 workers == ray): {identical}")
 
-    os.makedirs(args.out, exist_ok=True)
     result = {
-        "benchmark": "optimize_nodes",
-        "commit": _commit(),
-        "args": {"samples": args.samples, "repeats": args.repeats, "spin": args.spin, "no_ray": args.no_ray},
         "workload": "bench_optimize's {'image': uint8 3x64x64, 'label': int, 'id': str}, chunk_bytes=64MB, "
         "plus `spin` Python loop iterations per sample",
         "cases": cases,
@@ -237,15 +216,19 @@ def main() -> None:
         "datasets_identical": identical,
         "ray_cluster": None if args.no_ray else {"nodes": 2, "cpus_per_node": 1, "start_s": ray_start_s},
         "parallel_headroom_2_vs_1": [headroom_before, headroom_after],
-        "load_average_at_end": os.getloadavg(),
-        "machine": {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count()},
-        "versions": _versions(),
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    path = os.path.join(args.out, "bench_optimize_nodes.json")
-    with open(path, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"wrote {path}")
+    bench.write(result, summary=summarize(result), out=args.out, versions={"ray": package_version("ray")})
+
+
+def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: best job seconds of each case per spin, and the two ratios."""
+    rows = []
+    for spin, best in result["best_job_seconds"].items():
+        row: dict[str, Any] = {"spin": int(spin)}
+        row.update({f"{case} s": round(t, 2) for case, t in best.items()})
+        row.update({k: round(v, 2) for k, v in result["ratios"][spin].items()})
+        rows.append(row)
+    return rows
 
 
 if __name__ == "__main__":

@@ -38,7 +38,12 @@ Parts, each side by side with LitData 0.2.68 in the same run:
    the machine's speed drifting between epochs, which the A/B ratios are not, but it does not see the loop's
    inline series appends (a clock read and a list append per boundary, no call to wrap): a lower bound.
 
-Writes ``benchmarks/results/bench_tracer.json``.
+Writes ``benchmarks/results/bench_tracer.json`` (``--out``: elsewhere, e.g. the single runs that
+``pool_ab.py`` pools).
+
+Internals used, because they are what is measured: part 1 times the recorder's entry points
+(``streamscope.events`` ``span``/``bulk``/``ACTIVE``/``BUF``/``drain``), part 4 wraps them
+(``streamscope.events.bus``) to attribute time to the tracer. Parts 2 and 3 use the public API only.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ import tempfile
 import time
 from typing import Any
 
+from _results import start
 from torch.utils.data import IterableDataset
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -484,17 +490,13 @@ def main() -> None:
     )
     ap.add_argument("--attribution-rounds", type=int, default=0, help="also time the tracer inside w0 epochs")
     ap.add_argument("--ab-levels", default="chunk,sample", help="traced levels of the in-process A/B")
-    ap.add_argument("--out", default="bench_tracer.json", help="result file name under benchmarks/results/")
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_tracer.json")
     args = ap.parse_args()
+    bench = start("bench_tracer", args)
 
     import streamscope
 
-    result: dict[str, Any] = {
-        "host_cpus": os.cpu_count(),
-        "samples": args.samples,
-        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
-        "command": " ".join(["benchmarks/bench_tracer.py", *sys.argv[1:]]),
-    }
+    result: dict[str, Any] = {"samples": args.samples}
     with tempfile.TemporaryDirectory(prefix="bench-tracer-") as tmp:
         if not args.skip_micro:
             result["micro"] = micro(args.micro_events, tmp)
@@ -560,10 +562,47 @@ def main() -> None:
                         key = f"in_process_ab_w{workers}_{level}" + (f"_block{block}" if block > 1 else "")
                         result[key] = got
                         print(f"in-process A/B w{workers} {level} block={block}: {json.dumps(got)}", flush=True)
-    result["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", args.out), "w") as f:
-        json.dump(result, f, indent=1)
+    bench.write(result, summary=summarize(result), out=args.out)
+
+
+def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: each measure's chunk/off and sample/off ratios (CPU; A/B rows: paired medians)."""
+    rows: list[dict[str, Any]] = []
+    for name, row in result.get("read", {}).items():
+        rows.append(
+            {
+                "measure": f"read, one process per level: {name}",
+                "chunk / off": row.get("chunk_over_off_cpu"),
+                "sample / off": row.get("sample_over_off_cpu"),
+                "noise (off spread)": row.get("off_cpu_spread"),
+            }
+        )
+    for key, got in result.items():
+        if not key.startswith("in_process_ab_"):
+            continue
+        level = next(lv for lv in ("chunk", "sample") if f"{lv}_over_off_cpu_paired_median" in got)
+        ci = got.get(f"{level}_over_off_cpu_paired_median_ci95")
+        value = got[f"{level}_over_off_cpu_paired_median"]
+        rows.append(
+            {
+                "measure": f"A/B {key[len('in_process_ab_'):]}, {got['rounds']} rounds, CPU paired median",
+                "chunk / off": value if level == "chunk" else None,
+                "sample / off": value if level == "sample" else None,
+                "noise (off spread)": f"95 % {ci[0]}-{ci[1]}" if ci else got.get("off_cpu_quartile_spread"),
+            }
+        )
+    for key, got in result.items():
+        if key.startswith("attribution_w0_"):
+            level = key.rsplit("_", 1)[1]
+            rows.append(
+                {
+                    "measure": f"attribution w0_{level}, {got['rounds']} rounds: 1 + tracer time over the rest",
+                    "chunk / off": round(1 + got["tracer_over_rest_median"], 4) if level == "chunk" else None,
+                    "sample / off": round(1 + got["tracer_over_rest_median"], 4) if level == "sample" else None,
+                    "noise (off spread)": None,
+                }
+            )
+    return rows
 
 
 if __name__ == "__main__":

@@ -41,13 +41,24 @@ def test_every_knob_is_documented():
 
 @pytest.mark.parametrize(
     "text,expected",
-    [("64MB", 64_000_000), ("100B", 100), ("1GiB", 2**30), ("1.5kb", 1500), (123, 123), ("7", 7)],
+    [
+        ("64MB", 64_000_000),
+        ("100B", 100),
+        ("1GiB", 2**30),
+        ("1.5kb", 1500),
+        (123, 123),
+        ("7", 7),
+        (".5MB", 500_000),  # the float forms LitData's chunk_bytes parser takes
+        ("1e3", 1000),
+        ("2.5e1 KB", 25_000),
+        (" 64 mb ", 64_000_000),
+    ],
 )
 def test_parse_bytes(text, expected):
     assert parse_bytes(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["", "MB", "12 parsecs", -1, True, None])
+@pytest.mark.parametrize("bad", ["", "MB", "12 parsecs", -1, True, None, "-5MB", "1e", "5eMB"])
 def test_parse_bytes_rejects(bad):
     with pytest.raises(ConfigError):
         parse_bytes(bad)

@@ -27,6 +27,24 @@ from typing import Any
 from streamscope._core.errors import ConfigError
 from streamscope._core.units import cache_budget, parse_bytes
 
+__all__ = [
+    "ARGUMENT_KNOBS",
+    "KNOBS",
+    "Knob",
+    "WRITE_FORMATS",
+    "default_arg",
+    "explicit",
+    "get",
+    "given",
+    "knob",
+    "live_names",
+    "parse_port",
+    "parse_write_format",
+    "reset",
+    "set_value",
+    "table",
+]
+
 
 def _parse_bool(raw: str) -> bool:
     low = raw.strip().lower()

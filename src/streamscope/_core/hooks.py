@@ -13,6 +13,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
+__all__ = ["DEFAULTS", "LoaderTuner", "get", "provide"]
+
+
 #: Hook name -> the dotted path of its default provider (``module:attribute``).
 DEFAULTS: dict[str, str] = {"autotuner": "streamscope.api.autotune:attach"}
 

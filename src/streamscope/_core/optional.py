@@ -37,6 +37,9 @@ from types import ModuleType
 
 from streamscope._core.errors import MissingDependencyError
 
+__all__ = ["PACKAGES", "available", "install_hint", "missing", "require"]
+
+
 #: import name (the longest dotted prefix that matches wins) -> (distribution to install, the extra that installs
 #: it; None: a core dependency)
 PACKAGES: dict[str, tuple[str, str | None]] = {

@@ -39,6 +39,8 @@ from streamscope.events.instruments import add as add_value
 from streamscope.events.registry import M
 from streamscope.storage import redact_url
 
+__all__ = ["ChunkCache", "dataset_cache_dir", "decompressed_name"]
+
 
 def dataset_cache_dir(root: str, url: str, updated_at: str | None) -> str:
     """Cache directory of one dataset version: ``root/<sha256(url)[:16]>/<updated_at or 'unversioned'>``."""
@@ -263,10 +265,6 @@ class ChunkCache:
             if size and not mine.search("." + rest):
                 total += size
         return total
-
-    def cached_bytes(self) -> int:
-        """Bytes of published chunks in the cache directory."""
-        return sum(size for _, size, _ in self.cached_files())
 
     def evict(self) -> int:
         """Delete least recently released, unleased chunks while the published chunks and the downloads under way

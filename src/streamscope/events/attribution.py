@@ -44,6 +44,29 @@ import numpy as np
 from streamscope.events.bus import CompleteSpan, Span
 from streamscope.events.registry import STAGES, M
 
+__all__ = [
+    "ACTIVE_ATTRIBUTOR",
+    "Attributor",
+    "CATEGORY_STAGES",
+    "CLOCK",
+    "DECODE",
+    "DECOMPRESS",
+    "DOWNLOAD",
+    "READ",
+    "STAGED",
+    "StageClock",
+    "StagedCompleteSpan",
+    "StagedSpan",
+    "WaitRing",
+    "after_fork_in_child",
+    "fold",
+    "stage",
+    "staged_span",
+    "start",
+    "stop",
+]
+
+
 #: Stage codes in priority order (a lower code wins when two are active at once).
 DOWNLOAD, DECOMPRESS, READ, DECODE = 0, 1, 2, 3
 #: Span categories that move a worker's clock, and to which stage.

@@ -17,6 +17,8 @@ from streamscope._core.procs import pid_alive
 from streamscope.events.metrics import SpanStats
 from streamscope.events.registry import Instrument, by_name
 
+__all__ = ["MetricsSnapshot", "add_snapshot", "forget_snapshot", "merge", "read_snapshots", "write_snapshot"]
+
 
 @dataclass
 class MetricsSnapshot:

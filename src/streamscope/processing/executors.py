@@ -21,6 +21,9 @@ from streamscope._core.errors import OptimizeInputError
 from streamscope.processing.runner import run_jobs
 from streamscope.processing.worker import WorkerJob
 
+__all__ = ["Executor", "ProcessExecutor", "Results", "resolve_executor"]
+
+
 Results = dict[int, tuple[list[dict[str, Any]], "dict[str, Any] | None"]]
 
 

@@ -72,6 +72,9 @@ from streamscope.processing.nodes import NODES_DIR, NodeEnv, NodeGroup, detect_n
 from streamscope.processing.split import aligned_ranges, even_ranges, weighted_ranges
 from streamscope.processing.worker import CHECKPOINT_DIR, Resume, WorkerJob, checkpoint_key
 
+__all__ = ["check_compression", "expand_time_template", "map", "optimize", "write_options"]
+
+
 _CHUNK_RE = re.compile(r"^chunk-(\d+)-(\d+)(\.[^/]+)?\.bin$")
 _VALID_MODES = (None, "append", "overwrite")
 _CKPT_CONFIG = f"{CHECKPOINT_DIR}/config.json"

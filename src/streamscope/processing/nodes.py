@@ -45,6 +45,18 @@ from streamscope._core.errors import NodeConfigError, NodeRankClaimedError, Stor
 from streamscope._core.procs import pid_alive
 from streamscope._core.protocols import ObjectStore
 
+__all__ = [
+    "NODES_DIR",
+    "NODE_VARIABLES",
+    "NodeEnv",
+    "NodeGroup",
+    "claim_key",
+    "detect_node",
+    "job_sha256",
+    "node_index_key",
+]
+
+
 NODES_DIR = ".nodes"
 
 #: The variable pairs naming (node count, node rank), in the order they are looked for.

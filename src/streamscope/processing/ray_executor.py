@@ -47,6 +47,9 @@ from streamscope.events import context as ev_context
 from streamscope.processing.runner import progress_bar, raise_worker_error
 from streamscope.processing.worker import Resume, WorkerJob, checkpoint_key, execute, set_environ
 
+__all__ = ["RayExecutor", "Results"]
+
+
 #: Environment variables of the driver a task gets (tracer, metrics, knobs).
 _FORWARDED_PREFIXES = ("STREAMSCOPE_", "LITDATA_")
 

@@ -21,6 +21,8 @@ from streamscope._core.errors import MapReturnError, OptimizeInputError, WorkerD
 from streamscope.processing.sentinel import ALL_DONE
 from streamscope.processing.worker import WorkerJob, run_worker
 
+__all__ = ["default_start_method", "progress_bar", "raise_worker_error", "run_jobs"]
+
 
 def default_start_method() -> str:
     """fork on Linux unless CUDA is already initialised in this process (then spawn), else the platform's."""

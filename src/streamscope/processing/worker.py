@@ -42,6 +42,18 @@ from streamscope.processing._store import open_output, publish
 from streamscope.processing._writer import ChunkWriter
 from streamscope.processing.sentinel import ALL_DONE, is_all_done
 
+__all__ = [
+    "CHECKPOINT_DIR",
+    "Resume",
+    "WorkerJob",
+    "checkpoint_key",
+    "execute",
+    "run_worker",
+    "set_environ",
+    "work_items",
+]
+
+
 CHECKPOINT_DIR = ".checkpoints"
 
 

@@ -33,13 +33,25 @@ from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, St
 from streamscope.events import attribution, instruments
 from streamscope.events.registry import M
 from streamscope.stream import cprofile
+from streamscope.stream.batch_mode import BatchMode
 from streamscope.stream.batching import ArenaFlags, Reorder
 from streamscope.stream.collate_fn import litdata_collate
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.handover import ParcelAcks
 
+__all__ = ["StreamingDataLoader", "join_worker_shutdowns", "pending_worker_shutdowns"]
+
+
 #: What the loader calls on its dataset (StreamingDataset and CombinedStreamingDataset provide it).
-_PROTOCOL = ("plan", "iter_batches", "state_dict", "resume_position", "set_batch_size", "set_num_workers")
+_PROTOCOL = (
+    "plan",
+    "iter_batches",
+    "state_dict",
+    "resume_position",
+    "set_batch_size",
+    "set_num_workers",
+    "set_batch_mode",
+)
 
 
 #: Background joins of finished epochs' workers (see ``_run``); :func:`join_worker_shutdowns` waits for them.
@@ -266,25 +278,27 @@ class StreamingDataLoader(DataLoader):
         # the wait split (metrics on): the loop's waits go to a ring its workers read (stream.handover)
         if ev.RECORDER.metric_cats and "stall" in ev.ACTIVE and self._wait_ring is None:
             self._wait_ring = attribution.WaitRing()
-        ds._batch_mode = {
-            "epoch": epoch,
-            "start": start,
-            "batch_size": self.batch_size,
-            "collate_fn": self.user_collate_fn,
-            "position": self._position,
-            "arena_flags": arenas.flags if arenas is not None else None,
-            "parcel": self._parcels > 0,
-            "parcel_acks": acks.flags if acks is not None else None,
-            "wait_ring": self._wait_ring if ev.RECORDER.metric_cats else None,
-            "workers": self.num_workers,
-        }
+        ds.set_batch_mode(
+            BatchMode(
+                epoch=epoch,
+                start=start,
+                batch_size=self.batch_size,
+                collate_fn=self.user_collate_fn,
+                position=self._position,
+                arena_flags=arenas.flags if arenas is not None else None,
+                parcel=self._parcels > 0,
+                parcel_acks=acks.flags if acks is not None else None,
+                wait_ring=self._wait_ring if ev.RECORDER.metric_cats else None,
+                workers=self.num_workers,
+            )
+        )
         try:
             # workers that hand their events over need no flusher thread unless their epoch runs long
             with ev.deferred_flusher_in_children(self._parcels > 0):
                 it = super().__iter__()  # iter(dataset) runs here (in this process, or in the workers it starts)
         finally:
             # batch mode is the loader's own: the dataset iterated directly still yields plain samples
-            ds._batch_mode = None
+            ds.set_batch_mode(None)
         if self.profile_cprofile:
             # started once the workers exist, so that a forked worker does not inherit a running profiler
             return self._profiled(self._run(it, plan, epoch, arenas, acks))

@@ -29,6 +29,9 @@ from streamscope import events as ev
 from streamscope._core.errors import StateDictError
 from streamscope.stream.plan import batches_from_samples, check_state, resume_point
 
+__all__ = ["LITDATA_KEYS", "PassIterator", "Resumable", "member_identity_diffs"]
+
+
 #: Keys of a StreamingDataset state_dict written by LitData 0.2.68 (enough to tell it from other dicts).
 LITDATA_KEYS = frozenset({"num_samples_yielded", "num_workers", "batch_size", "current_epoch", "seed", "shuffle"})
 

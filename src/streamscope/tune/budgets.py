@@ -22,6 +22,20 @@ from typing import Any
 
 from streamscope._core import config
 
+__all__ = [
+    "Budgets",
+    "cgroup_cpu_limit",
+    "cgroup_memory_limit",
+    "disk_free",
+    "local_ranks",
+    "memory_limit",
+    "physical_memory",
+    "resolve",
+    "tree_rss",
+    "usable_cpus",
+]
+
+
 #: A v1 cgroup reports "no limit" as a page-rounded 2**63 - 1; anything above this is no limit.
 _NO_LIMIT = 2**60
 

@@ -35,6 +35,22 @@ from streamscope.tune.policy import WORKERS, Move, Policy, Resources
 from streamscope.tune.signals import Measure, Reading, Window, window
 from streamscope.tune.target import Target
 
+__all__ = [
+    "Controller",
+    "Decision",
+    "Emit",
+    "FAMILY_TRIES",
+    "INPUT_BOUND",
+    "MAX_EXTENSIONS",
+    "MAX_MEASURE_S",
+    "MIN_PARTS",
+    "MIN_WAITS",
+    "MIN_WAIT_S",
+    "REGIME",
+    "TABU_S",
+]
+
+
 #: Readings a measurement spans at least (its spread is the noise estimate).
 MIN_PARTS = 3
 #: Batches a measurement spans at least.

@@ -31,6 +31,9 @@ from streamscope.tune.budgets import Budgets
 from streamscope.tune.signals import Window
 from streamscope.tune.target import TargetInfo
 
+__all__ = ["HEADROOM", "JUMP", "Move", "Policy", "Resources", "SECOND_CAUSE", "WORKERS"]
+
+
 #: The pseudo-knob of the number of DataLoader workers (moved between epochs, not on the board).
 WORKERS = "num_workers"
 #: Share of a budget a plan may fill.

@@ -31,6 +31,8 @@ from streamscope.tune.policy import Policy, Resources
 from streamscope.tune.signals import Reading, read_view
 from streamscope.tune.target import Target
 
+__all__ = ["Sensors", "Tuner", "record"]
+
 
 class Sensors:
     """What the tuner reads: the merged metrics and the rank's resident memory."""

@@ -19,6 +19,9 @@ from typing import Any
 
 from streamscope.events.registry import STAGES, M
 
+__all__ = ["CPU_STAGES", "Measure", "Reading", "Window", "read_view", "window"]
+
+
 #: Stages of the wait split whose cure is more CPU in the workers (decoding, decompressing, reading chunks).
 CPU_STAGES = ("decode", "decompress", "read")
 

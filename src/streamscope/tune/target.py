@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+__all__ = ["Target", "TargetInfo"]
+
 
 @dataclass(frozen=True)
 class TargetInfo:
