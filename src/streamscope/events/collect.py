@@ -166,12 +166,14 @@ def current(file: dict[str, Any] | None, handed: dict[str, Any] | None) -> dict[
 
 
 def newest(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The later of two snapshots of one process (its numbers only grow; a final one is its last)."""
+    """The later of two snapshots of one process (its numbers only grow; a final one is its last): by their
+    ``seq`` (a snapshot's number in its process), then by what they counted."""
     if a is None or b is None:
         return a if b is None else b
 
     def rank(s: dict[str, Any]) -> tuple[int, ...]:
         return (
+            int(s.get("seq", 0)),
             int(s.get("events", 0)),
             int(s.get("dropped", 0)),
             int(s.get("sink_errors", 0)),

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from streamscope.events import context
+from streamscope.events import context, instruments
 from streamscope.events.bus import OPEN, STATE, Event, events_represented
 
 if TYPE_CHECKING:
@@ -111,14 +111,14 @@ class Relay:
     Attributes:
         adopted: other processes' parcels this process writes at its next flush.
         unconfirmed: ``(parcel, received, parent pid)`` of the last parcel handed over, until exit asks.
-        handed: ``(events, dropped, sink errors)`` of the snapshot the last parcel carried: at exit a process
-            that recorded nothing since writes no snapshot of its own.
+        handed: ``(events, dropped, sink errors, counters' version)`` of the snapshot the last parcel carried:
+            at exit a process that recorded nothing since writes no snapshot of its own.
     """
 
     def __init__(self) -> None:
         self.adopted: deque[Parcel] = deque()
         self.unconfirmed: tuple[Parcel, Callable[[], bool | None], int] | None = None
-        self.handed: tuple[int, int, int] | None = None
+        self.handed: tuple[int, int, int, int] | None = None
 
     def hand_over(self, rec: Recorder, tag: int, received: Callable[[], bool | None] | None) -> Parcel:
         """Take ``rec``'s buffered events for another process of the run (see :meth:`Recorder.hand_over`)."""
@@ -128,8 +128,9 @@ class Relay:
             traced = []
         snap = None
         if rec.metrics_dir:
+            version = instruments.VERSION
             snap = rec._snapshot(OPEN.copy(), final=False)
-            self.handed = (rec.agg.events, STATE.dropped, rec.sink_errors)
+            self.handed = (rec.agg.events, STATE.dropped, rec.sink_errors, version)
         parcel = Parcel(rec.pid, traced, context.env_fields() if traced else {}, snap, tag)
         if received is not None:
             self.unconfirmed = (parcel, received, os.getppid())

@@ -132,6 +132,7 @@ class Aggregator:
         self._pending: list[tuple[SpanStats, int, Bulk]] = []  # bulk entries not folded yet
         self._pending_waits: list[tuple[int | None, Bulk]] = []  # batch series: (previous loop mark, entry)
         self._pending_n = 0
+        self._seq = 0  # snapshots taken so far (see snapshot)
 
     @property
     def spans(self) -> dict[str, SpanStats]:
@@ -286,9 +287,13 @@ class Aggregator:
             self._stats("batch/data_wait").observe_many_ns(np.concatenate(gaps))
 
     def snapshot(self, pid: int, **extra: Any) -> dict[str, Any]:
-        """JSON-able snapshot of this process (pending bulk entries folded in)."""
+        """JSON-able snapshot of this process (pending bulk entries folded in). ``seq`` numbers the snapshots of
+        this aggregator: of two snapshots of one process (a file and a parcel's), the higher is the later one
+        even when no event came between them (its counters may have moved)."""
+        self._seq += 1
         return {
             "pid": pid,
+            "seq": self._seq,
             "events": self.events,
             # a flat copy per span (dataclasses.asdict's deep copy costs ~30 µs a span, at every worker's exit)
             "spans": {k: {**v.__dict__, "buckets": list(v.buckets)} for k, v in self.spans.items()},
