@@ -403,15 +403,16 @@ def adopt(parcel: Parcel) -> None:
     RECORDER.adopt(parcel)
 
 
-def claim_spool(pid: int) -> Parcel | None:
+def claim_spool(pid: int, adopt: bool = False) -> Parcel | None:
     """The parcel process ``pid`` of this run left at exit because nobody had taken it yet (None: it left
     none), removed from the run directory. Its receiver calls this once the sender is gone: it adopts the parcel
-    only if it never took it otherwise."""
+    only if it never took it otherwise. ``adopt``: adopt it here, before its file goes (a flush in between would
+    see the sender's parcel nowhere and retire the sender on its older snapshot, to count it again later)."""
     d = RECORDER.metrics_dir
     if not d:
         return None
     try:
-        return take_spool(d, pid)
+        return take_spool(d, pid, RECORDER.adopt if adopt else None)
     except Exception as exc:  # a damaged file (it is renamed into place whole, so only from outside): reported
         RECORDER._report(f"spool:{pid}", f"trace parcel of pid {pid} unreadable, its events are lost: {exc!r}")
         return None

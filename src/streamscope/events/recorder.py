@@ -54,7 +54,7 @@ from streamscope.events.bus import after_fork_in_child as _bus_after_fork
 from streamscope.events.collect import RunCollector
 from streamscope.events.exporters import FLUSH_TIMEOUT_MILLIS, Sink, SinkFactory
 from streamscope.events.flusher import Flusher
-from streamscope.events.handover import Parcel, Relay
+from streamscope.events.handover import Parcel, Relay, spooled
 from streamscope.events.metrics import Aggregator
 from streamscope.events.processor import DEFAULT_SINK, BatchProcessor
 from streamscope.events.report import Reporter
@@ -400,8 +400,12 @@ class Recorder:
 
     def _repair_dead_workers(self) -> None:
         """Close the spans that dead processes of this run left open and retire the done ones (:mod:`.collect`)."""
-        if self.metrics_dir:
-            self.collector.repair(self.metrics_dir, self.pid, time.monotonic_ns(), self._export_traced)
+        d = self.metrics_dir
+        if d:
+            incoming = self.relay.incoming
+            self.collector.repair(
+                d, self.pid, time.monotonic_ns(), self._export_traced, lambda pid: pid in incoming or spooled(d, pid)
+            )
 
     # --- hand-over -----------------------------------------------------------------------------------
 
