@@ -48,6 +48,7 @@ Cost: an inactive category costs the membership test; an active one appends a tu
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import traceback
@@ -126,6 +127,7 @@ __all__ = [
     "dropped",
     "emit",
     "enabled",
+    "ensure_metrics",
     "expand",
     "flush",
     "force_flush",
@@ -347,6 +349,19 @@ def configure(
     :func:`configure_from_env` leaves this process's configuration alone.
     """
     RECORDER.configure(frozenset(trace), frozenset(metrics), flush_interval)
+
+
+def ensure_metrics(level: str = "chunk") -> None:
+    """Switch metrics recording on at ``level``'s categories (metrics only: no trace log) unless what this process
+    records already covers them; workers started from now on inherit it (``STREAMSCOPE_METRICS_LEVEL``). What an
+    exporter that needs the metrics (the Prometheus endpoint, OpenTelemetry's collections) calls."""
+    want = vocab.LEVELS[level]
+    rec = RECORDER
+    if rec.started and rec.pid == os.getpid() and want <= (rec.trace_cats | rec.metric_cats):
+        return
+    cats = rec.metric_cats | want
+    os.environ["STREAMSCOPE_METRICS_LEVEL"] = ",".join(sorted(cats))  # workers, spawned ones too, inherit it
+    configure(rec.trace_cats, cats, rec.flush_interval if rec.started else None)
 
 
 def add_sink(factory: SinkFactory) -> None:
