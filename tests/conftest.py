@@ -5,8 +5,11 @@
 * ``s3_https_server``: the same over https; ``ca_file`` is the throw-away CA that signed the certificate.
 * ``fault_proxy``: a :class:`~tests.support.faultproxy.FaultProxy` in front of the http server, no faults
   until configured; ``fault_proxy.s3`` is an endpoint for the same bucket as ``s3_server`` through it.
-* A test that compares streamscope's output with the real LitData (marked ``interop``, or a module holding LitData
-  objects) writes the layout of the LitData it meets: ``STREAMSCOPE_WRITE_FORMAT`` is set to "0.2.68" or "0.2.76"
+* ``litdata_version`` and the ``interop`` marker guard come from ``tests/support/interop_plugin.py``: every test
+  that uses the real LitData must carry ``pytest.mark.interop`` (``./run.sh test`` runs those tests a second time
+  against LitData 0.2.76).
+* A test that compares streamscope's output with the real LitData (marked ``interop``) writes the layout of the
+  LitData it meets: ``STREAMSCOPE_WRITE_FORMAT`` is set to "0.2.68" or "0.2.76"
   after the installed ``litdata`` (streamscope's own default is 0.2.76's layout).
 * ``gcs_server``: a :class:`~tests.support.gcsserver.GCSEndpoint` for a fresh bucket on the GCS emulator
   (gcp-storage-emulator), and ``azurite_server``: an :class:`~tests.support.azurite.AzureEndpoint` for a fresh
@@ -21,18 +24,19 @@ Subsystems add their own fixtures in their own ``tests/<subsystem>/conftest.py``
 
 from __future__ import annotations
 
-import importlib.util
 import multiprocessing
 import os
-import re
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support import azurite, gcsserver
 from tests.support.faultproxy import FaultProxy
+from tests.support.litdata_version import LITDATA_076, LITDATA_VERSION
 from tests.support.s3server import S3Endpoint, S3Server
 from tests.support.servers import emulator_unavailable
+
+pytest_plugins = ["tests.support.interop_plugin"]
 
 # The OTLP tests import OpenTelemetry into the test process: streamscope would then wire itself to it at the first
 # dataset some test builds, adding its span exporter to that test's sinks. The tests of that wiring run in fresh
@@ -48,41 +52,15 @@ def _keep_start_method() -> Iterator[None]:
         multiprocessing.set_start_method(before, force=True)
 
 
-def _installed_litdata_layout() -> str | None:
-    """The layout ("0.2.76" or "0.2.68") of the ``litdata`` that ``import litdata`` would load (not imported)."""
-    try:
-        spec = importlib.util.find_spec("litdata")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    about = os.path.join(next(iter(spec.submodule_search_locations)), "__about__.py")
-    try:
-        with open(about) as f:
-            found = re.search(r"""^__version__\s*=\s*["']([^"']+)["']""", f.read(), re.M)
-    except OSError:
-        return None
-    version = tuple(int(p) for p in re.findall(r"\d+", found.group(1))[:3]) if found else ()
-    return "0.2.76" if version >= (0, 2, 76) else "0.2.68"
-
-
-_LITDATA_LAYOUT = _installed_litdata_layout()
-
-
-def _meets_litdata(request: pytest.FixtureRequest) -> bool:
-    if request.node.get_closest_marker("interop") is not None:
-        return True
-    module = getattr(request, "module", None)
-    for value in vars(module).values() if module is not None else ():
-        name = getattr(value, "__name__", "") if isinstance(value, type(os)) else getattr(value, "__module__", "")
-        if isinstance(name, str) and (name == "litdata" or name.startswith("litdata.")):
-            return True
-    return False
+# the layout written by tests that meet the real LitData: the installed one's
+_LITDATA_LAYOUT = None if LITDATA_VERSION is None else "0.2.76" if LITDATA_076 else "0.2.68"
 
 
 @pytest.fixture(autouse=True)
 def _write_installed_litdata_layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    if _LITDATA_LAYOUT is not None and "STREAMSCOPE_WRITE_FORMAT" not in os.environ and _meets_litdata(request):
+    # every test that meets LitData carries the interop marker (tests/support/interop_plugin.py enforces it)
+    meets_litdata = request.node.get_closest_marker("interop") is not None
+    if _LITDATA_LAYOUT is not None and "STREAMSCOPE_WRITE_FORMAT" not in os.environ and meets_litdata:
         monkeypatch.setenv("STREAMSCOPE_WRITE_FORMAT", _LITDATA_LAYOUT)
 
 

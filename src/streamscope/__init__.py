@@ -37,6 +37,14 @@ _LAZY: dict[str, str] = {
     "index_parquet_dataset": "streamscope.stream.parquet",
     "build_keys_index": "streamscope.stream.keys",
     "dataset_update": "streamscope.stream.update",
+    "litdata_collate": "streamscope.stream.collate_fn",
+    "NumaAffinity": "streamscope.utilities.affinity",
+    "get_gpu_affinity": "streamscope.utilities.affinity",
+    "get_numa_affinity": "streamscope.utilities.affinity",
+    "complete_dataset": "streamscope.format.complete",
+    "is_complete_dataset": "streamscope.format.complete",
+    "list_media_folder": "streamscope.processing.media_folder",
+    "iter_webdataset_tar": "streamscope.processing.media_folder",
 }
 
 __all__ = sorted(["ChunkWaitTimeoutError", "Dir", "StreamscopeError", "__version__", *_LAZY])

@@ -25,6 +25,7 @@ def test_cache_path_and_clear_use_the_cache_dir_knob(tmp_path, monkeypatch, caps
     assert main(["cache", "clear"]) == 0  # nothing there: still cleared
 
 
+@pytest.mark.interop
 def test_cache_output_matches_litdata(tmp_path):
     env = dict(os.environ, LITDATA_CACHE_DIR=str(tmp_path / "c"), LITDATA_DISABLE_VERSION_CHECK="1")
     env.pop("STREAMSCOPE_CACHE_DIR", None)

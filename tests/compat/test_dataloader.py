@@ -8,6 +8,8 @@ import pytest
 
 from tests.compat.conftest import both, engine
 
+pytestmark = pytest.mark.interop
+
 
 def _batches(loader: Any) -> list[list[int]]:
     return [b["index"].tolist() for b in loader]

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from typing import Any
 
+import pytest
+
 from tests.compat.conftest import both
+from tests.support.litdata_version import LITDATA_076
+
+pytestmark = pytest.mark.interop
 
 
 def test_len_getitem_slice_iteration(data_dir: str) -> None:
@@ -86,14 +93,34 @@ def test_tokens_loader_blocks(tokens_dir: str) -> None:
     assert a == b
 
 
-def test_generator_fn_zstd_chunk_bytes(zstd_dir: str) -> None:
+def _own_copy(src: str, dst: Any) -> str:
+    shutil.copytree(src, dst)
+    return str(dst)
+
+
+def test_generator_fn_zstd_chunk_bytes(zstd_dir: str, tmp_path: Any) -> None:
     def scenario(ld: Any) -> Any:
-        ds = ld.StreamingDataset(zstd_dir)
+        # LitData 0.2.76 reading a local dataset of whole-file zstd chunks replaces each chunk-R-I.zstd.bin by its
+        # decompressed chunk-R-I.bin in the dataset folder: each engine reads a copy of its own
+        d = _own_copy(zstd_dir, tmp_path / ld.__name__) if LITDATA_076 else zstd_dir
+        ds = ld.StreamingDataset(d)
         return len(ds), [(s["index"], s["value"]) for s in ds]
 
     a, b = both(scenario)
     assert a == b
     assert a[0] == 60
+
+
+@pytest.mark.skipif(not LITDATA_076, reason="LitData 0.2.68 leaves the dataset folder as it is")
+def test_reads_a_zstd_dataset_after_litdata_076_read_it(zstd_dir: str, tmp_path: Any) -> None:
+    import litdata
+
+    import streamscope
+
+    d = _own_copy(zstd_dir, tmp_path / "read-by-litdata")
+    want = [(s["index"], s["value"]) for s in litdata.StreamingDataset(d)]
+    assert not any(n.endswith(".zstd.bin") for n in os.listdir(d))  # the fact this test stands on
+    assert [(s["index"], s["value"]) for s in streamscope.StreamingDataset(d)] == want
 
 
 def test_mixed_leaf_types(mixed_dir: str) -> None:

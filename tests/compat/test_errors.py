@@ -46,12 +46,14 @@ CASES: dict[str, Callable[[Any, str, str], Any]] = {
 }
 
 
+@pytest.mark.interop
 def test_dataloader_on_wrong_dataset_is_a_runtime_error() -> None:
     with pytest.raises(RuntimeError):
         engine("streamscope").StreamingDataLoader([1, 2, 3])
     assert _raised(lambda: engine("litdata").StreamingDataLoader([1, 2, 3])) is RuntimeError
 
 
+@pytest.mark.interop
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_streamscope_error_is_caught_like_litdata(case: str, data_dir: str, tmp_path: Any) -> None:
     theirs = _raised(lambda: CASES[case](engine("litdata"), data_dir, str(tmp_path / "ld")))
@@ -68,6 +70,7 @@ def test_index_out_of_range_is_a_value_error(data_dir: str) -> None:
         ds[len(ds)]
 
 
+@pytest.mark.interop
 def test_documented_leniencies(data_dir: str) -> None:
     """Where LitData raises and streamscope deliberately accepts (a superset of working programs)."""
     ld, ss = engine("litdata"), engine("streamscope")
@@ -79,6 +82,7 @@ def test_documented_leniencies(data_dir: str) -> None:
     assert ss.StreamingDataset(data_dir)[-1]["index"] == 49
 
 
+@pytest.mark.interop
 def test_encrypted_dataset_errors_are_caught_like_litdata(tmp_path: Any) -> None:
     """Found by running LitData's own tests: an encrypted dataset built without a key and read with a wrong one."""
     from cryptography.fernet import InvalidToken

@@ -21,6 +21,7 @@ def _ints_dir(ld: Any, root: str, name: str, n: int, chunk_size: int) -> str:
     return out
 
 
+@pytest.mark.interop
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_a_wrapped_dataset_still_yields_samples(tmp_path: Any, num_workers: int) -> None:
     """Building (and iterating) a StreamingDataLoader does not change what the dataset yields by itself."""
@@ -40,6 +41,7 @@ def test_a_wrapped_dataset_still_yields_samples(tmp_path: Any, num_workers: int)
     assert ours[0] == [0, 1, 2] and ours[3] == ("tensor", "int64", [0, 1])
 
 
+@pytest.mark.interop
 def test_len_of_the_dataset_iterator(tmp_path: Any) -> None:
     """``len(iter(ds))`` is the dataset's length (LitData's iterator is the dataset itself)."""
 
@@ -52,6 +54,7 @@ def test_len_of_the_dataset_iterator(tmp_path: Any) -> None:
     assert ours == lit == (30, True, 30)
 
 
+@pytest.mark.interop
 def test_end_of_epoch_state_loads_into_a_loader_over_another_dataset(tmp_path: Any) -> None:
     """Nothing of a finished epoch is left to resume: the state starts the next epoch on the new dataset."""
 
@@ -89,6 +92,7 @@ def test_mid_epoch_state_of_another_dataset_is_still_refused(tmp_path: Any) -> N
         dl2.load_state_dict(dl.state_dict())
 
 
+@pytest.mark.interop
 def test_restore_flag_and_subsampled_files(tmp_path: Any) -> None:
     """LitData's ``StreamingDataLoader.restore`` (set by a mid-epoch load until an epoch completes) and
     ``StreamingDataset.subsampled_files`` / ``region_of_interest``."""
@@ -122,6 +126,7 @@ def test_litdata_module_paths_of_dir_and_index_parquet_dataset() -> None:
     assert dataset.Dir is Dir and writer.index_parquet_dataset is index_parquet_dataset
 
 
+@pytest.mark.interop
 def test_a_subsample_that_selects_nothing_is_an_empty_dataset(tmp_path: Any) -> None:
     def scenario(ld: Any) -> Any:
         ds = ld.StreamingDataset(_ints_dir(ld, str(tmp_path), "s", 100, 10), subsample=0.001)

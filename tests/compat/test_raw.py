@@ -13,6 +13,8 @@ import streamscope
 from tests.compat import _fns
 from tests.compat.conftest import both
 
+pytestmark = pytest.mark.interop
+
 
 @pytest.fixture
 def raw_dir(tmp_path: Any) -> str:

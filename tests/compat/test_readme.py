@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.compat.conftest import both
+
+pytestmark = pytest.mark.interop
 
 
 def _image(img: Any) -> Any:

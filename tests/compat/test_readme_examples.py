@@ -39,7 +39,8 @@ import numpy as np
 import pytest
 
 import streamscope
-from tests.compat.conftest import both
+from tests.compat.conftest import both, installed_layout
+from tests.support.litdata_version import LITDATA_076
 
 ld = streamscope
 
@@ -211,7 +212,8 @@ def _optimize(fn: Any, inputs: Any, output_dir: str, **kw: Any) -> None:
 def compress_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     """``compress`` over range(100) in chunks of 16 (several chunks, so shuffling and subsets mean something)."""
     out = str(tmp_path_factory.mktemp("readme-compress") / "data")
-    _optimize(compress, list(range(100)), out, chunk_size=16, num_workers=2)
+    with installed_layout():  # both engines read it
+        _optimize(compress, list(range(100)), out, chunk_size=16, num_workers=2)
     return out
 
 
@@ -219,9 +221,15 @@ def compress_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 def image_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     """README step 1 (JPEG images) written by streamscope: 40 samples, 2 workers, small chunks."""
     out = str(tmp_path_factory.mktemp("readme-jpeg") / "fast_data")
-    ld.optimize(
-        fn=random_images_jpeg, inputs=list(range(40)), output_dir=out, num_workers=2, chunk_bytes="4KB", verbose=False
-    )
+    with installed_layout():  # both engines read it
+        ld.optimize(
+            fn=random_images_jpeg,
+            inputs=list(range(40)),
+            output_dir=out,
+            num_workers=2,
+            chunk_bytes="4KB",
+            verbose=False,
+        )
     return out
 
 
@@ -244,6 +252,7 @@ def test_option1_raw_files_with_transform_and_dataloader(tmp_path: Any) -> None:
     assert sorted(tuple(img.getdata()) for img in images) == on_disk
 
 
+@pytest.mark.interop
 def test_raw_quick_start_default_bytes_and_storage_options(tmp_path: Any) -> None:
     folder = str(tmp_path / "images")
     paths = _write_images(folder, 5)
@@ -467,6 +476,7 @@ def test_custom_serializer_is_accepted_when_streaming(compress_dir: str) -> None
 # --- Multi-GPU example (single process), shuffle/seed/drop_last -----------------------------------------
 
 
+@pytest.mark.interop
 def test_train_and_val_loaders(compress_dir: str) -> None:
     def scenario(eng: Any) -> Any:
         train_dataset = eng.StreamingDataset(compress_dir, shuffle=True, drop_last=True)
@@ -482,6 +492,7 @@ def test_train_and_val_loaders(compress_dir: str) -> None:
         assert len(train) == 64 and len(set(train)) == 64 and set(train) <= set(val) and train != val[:64]
 
 
+@pytest.mark.interop
 def test_shuffle_seed_and_loader_overrides(compress_dir: str) -> None:
     def scenario(eng: Any) -> Any:
         train = eng.StreamingDataset(compress_dir, shuffle=True, drop_last=True, seed=42)
@@ -536,6 +547,7 @@ def test_pause_resume_with_torch_save(compress_dir: str, tmp_path: Any) -> None:
 # --- Shared queue / Queue as input ------------------------------------------------------------------------
 
 
+@pytest.mark.interop
 def test_shared_queue_keep_data_ordered_false(tmp_path: Any) -> None:
     out = str(tmp_path / "fast_data")
     ld.optimize(
@@ -646,6 +658,7 @@ def test_llm_pretraining_tokens(tmp_path: Any) -> None:
 # --- Filter illegal data --------------------------------------------------------------------------------
 
 
+@pytest.mark.interop
 def test_filter_keep_even(tmp_path: Any) -> None:
     def scenario(eng: Any) -> Any:
         out = str(tmp_path / f"only_even_index_optimized-{eng.__name__}")
@@ -673,7 +686,8 @@ def token_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     outs = []
     for name, base in (("slimpajama", 0), ("starcoder", 10_000)):
         out = str(root / name)
-        _optimize(_token_seq, [base + i for i in range(20)], out, chunk_size=64, item_loader=TokensLoader())
+        with installed_layout():  # both engines read it
+            _optimize(_token_seq, [base + i for i in range(20)], out, chunk_size=64, item_loader=TokensLoader())
         outs.append(out)
     return outs[0], outs[1]
 
@@ -684,6 +698,7 @@ def _token_seq(i: int) -> Any:
     return torch.arange(i * 10, i * 10 + 10, dtype=torch.int64)
 
 
+@pytest.mark.interop
 def test_combine_weighted_token_datasets(token_dirs: tuple[str, str]) -> None:
     def scenario(eng: Any) -> Any:
         train_datasets = [
@@ -705,6 +720,7 @@ def test_combine_weighted_token_datasets(token_dirs: tuple[str, str]) -> None:
         assert 0 < from_first < len(rows) and from_first / len(rows) > 0.5  # the first dataset dominates
 
 
+@pytest.mark.interop
 @pytest.mark.parametrize("batching_method", ["stratified", "per_stream"])
 def test_combine_batching_methods(compress_dir: str, image_dir: str, batching_method: str) -> None:
     def scenario(eng: Any) -> Any:
@@ -808,6 +824,7 @@ def test_transform_method_of_subclass(image_dir: str, tmp_path: Any) -> None:
 # --- Split / subset / upsample ------------------------------------------------------------------------
 
 
+@pytest.mark.interop
 def test_train_test_split(compress_dir: str) -> None:
     def scenario(eng: Any) -> Any:
         dataset = eng.StreamingDataset(compress_dir)
@@ -822,6 +839,7 @@ def test_train_test_split(compress_dir: str) -> None:
     assert sorted(x for p in parts for x in p) == list(range(100))
 
 
+@pytest.mark.interop
 def test_subsample_and_upsample(compress_dir: str) -> None:
     def scenario(eng: Any) -> Any:
         sub = eng.StreamingDataset(compress_dir, subsample=0.1)
@@ -840,6 +858,7 @@ def test_subsample_and_upsample(compress_dir: str) -> None:
 # --- Modify datasets (append / overwrite), compression ----------------------------------------------------
 
 
+@pytest.mark.interop
 def test_append_then_overwrite(tmp_path: Any) -> None:
     def scenario(eng: Any) -> Any:
         out = str(tmp_path / f"my_optimized_dataset-{eng.__name__}")
@@ -860,6 +879,7 @@ def test_append_then_overwrite(tmp_path: Any) -> None:
     assert a[1] == [(i, i**2) for i in range(5)]
 
 
+@pytest.mark.interop
 def test_compression_zstd(tmp_path: Any) -> None:
     sizes = {}
     for compression in (None, "zstd"):
@@ -952,13 +972,20 @@ def test_parquet_reader_reshards_for_map(tmp_path: Any) -> None:
     assert [i for r in results for i in r["ids"]] == list(range(13))
 
 
+@pytest.mark.interop
 def test_parquet_reader_for_optimize_matches_litdata(tmp_path: Any) -> None:
     paths = _parquet_files(str(tmp_path / "pq"), rows=(7, 5))
 
     def scenario(eng: Any) -> Any:
         readers = __import__(f"{eng.__name__}.processing.readers", fromlist=["ParquetReader"])
         out = str(tmp_path / f"out-{eng.__name__}")
-        reader = readers.ParquetReader(cache_folder=str(tmp_path / f"shards-{eng.__name__}"), num_rows=3)
+        # LitData 0.2.76's read() returns a pandas DataFrame when to_pandas (its default; pandas is not installed
+        # here) where 0.2.68 returned the ParquetFile this fn expects; to_pandas=False gives the file in both
+        reader = readers.ParquetReader(
+            cache_folder=str(tmp_path / f"shards-{eng.__name__}"),
+            num_rows=3,
+            **({"to_pandas": False} if LITDATA_076 else {}),
+        )
         eng.optimize(fn=rows_of, inputs=paths, output_dir=out, chunk_size=4, num_workers=1, reader=reader)
         return eng.StreamingDataset(out)[:]
 
@@ -1234,6 +1261,7 @@ def _write_mds(folder: str, rows: list[tuple[str, int]], per_shard: int) -> None
         json.dump({"shards": shards, "version": 2}, f)
 
 
+@pytest.mark.interop
 def test_mds_shards_written_here_read_in_litdata(tmp_path: Any) -> None:
     mds_dataset_uri = str(tmp_path / "my-mds-data")
     _write_mds(mds_dataset_uri, [(f"row {i}", i * 3) for i in range(10)], per_shard=4)
@@ -1243,6 +1271,7 @@ def test_mds_shards_written_here_read_in_litdata(tmp_path: Any) -> None:
     assert dataset[0] == {"text": "row 0", "number": 0} and dataset[9] == {"text": "row 9", "number": 27}
 
 
+@pytest.mark.interop
 def test_stream_mds_dataset(tmp_path: Any) -> None:
     mds_dataset_uri = str(tmp_path / "my-mds-data")
     rows = [(f"row {i}", i * 3) for i in range(10)]

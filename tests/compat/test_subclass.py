@@ -11,6 +11,8 @@ import streamscope
 from tests.compat import _fns
 from tests.compat.conftest import both
 
+pytestmark = pytest.mark.interop
+
 
 # module level, so DataLoader workers started with "spawn" can unpickle them (LitData's optimize switches the
 # process-wide start method to spawn, so tests run after one see spawn)

@@ -69,6 +69,7 @@ def test_open_spans_get_an_aborted_end():
     assert [e[0] for e in events] == ["B", "E"] and events[1][6] == {"chunk": 5, "aborted": 1}
 
 
+@pytest.mark.interop
 def test_levels_keep_litdata_sets():
     ld = pytest.importorskip("litdata.debugger")
     for level, cats in ld.LEVEL_CATEGORIES.items():

@@ -25,8 +25,11 @@ from streamscope.format.encryption import decrypt_chunk
 from streamscope.format.writer import ChunkWriter
 from streamscope.utilities.encryption import EncryptionLevel, FernetEncryption, RSAEncryption
 from tests.format.conftest import same
+from tests.support.litdata_version import LITDATA_076
 
 litdata_enc = pytest.importorskip("litdata.utilities.encryption")
+
+pytestmark = pytest.mark.interop
 
 LEVELS = ("sample", "chunk")
 
@@ -101,7 +104,10 @@ def test_rsa_keys_interoperate(tmp_path: Any) -> None:
 
 
 def _write_ours(out: str, samples: list[Any], **kw: Any) -> tuple[list[dict], dict]:
-    w = ChunkWriter(out, **kw)
+    if kw.get("encryption") is not None:
+        kw.update(_encrypted_zstd_076(kw.get("compression")))
+    # the layout of the LitData under test (the format layer writes what it is told)
+    w = ChunkWriter(out, write_format="0.2.76" if LITDATA_076 else "0.2.68", **kw)
     for i, s in enumerate(samples):
         w.add_item(i, s)
     w.done()
@@ -109,9 +115,17 @@ def _write_ours(out: str, samples: list[Any], **kw: Any) -> tuple[list[dict], di
     return w.chunks, w.config
 
 
+def _encrypted_zstd_076(compression: str | None) -> dict[str, Any]:
+    """Under LitData 0.2.76 (and the 0.2.76 layout its pass writes), encrypted zstd needs compression_level
+    "chunk": its default "batch" frames refuse encryption, in both engines."""
+    return {"compression_level": "chunk"} if LITDATA_076 and compression else {}
+
+
 def _write_litdata(out: str, samples: list[Any], **kw: Any) -> dict[str, Any]:
     from litdata.streaming.writer import BinaryWriter
 
+    if kw.get("encryption") is not None:
+        kw.update(_encrypted_zstd_076(kw.get("compression")))
     w = BinaryWriter(out, **kw)
     for i, s in enumerate(samples):
         w.add_item(i, s)
@@ -196,7 +210,7 @@ def test_litdata_reads_streamscope_optimize(
     out = str(tmp_path / "ds")
     streamscope.optimize(
         fn=_fn, inputs=list(range(30)), output_dir=out, chunk_size=7, num_workers=2,
-        compression=compression, encryption=ours_key, verbose=False,
+        compression=compression, encryption=ours_key, verbose=False, **_encrypted_zstd_076(compression),
     )  # fmt: skip
     ds = litdata.StreamingDataset(out, encryption=their_key, cache_dir=str(tmp_path / "cache"))
     assert len(ds) == 30
@@ -307,7 +321,7 @@ def test_encrypted_dataset_on_s3(keys: dict[str, tuple[Any, Any]], tmp_path: Any
     url, opts = s3_server.url("enc"), s3_server.storage_options()
     streamscope.optimize(
         fn=_fn, inputs=list(range(12)), output_dir=url, chunk_size=5, num_workers=1, compression="zstd",
-        encryption=ours_key, storage_options=opts, verbose=False,
+        encryption=ours_key, storage_options=opts, verbose=False, **_encrypted_zstd_076("zstd"),
     )  # fmt: skip
     ds = streamscope.StreamingDataset(url, encryption=ours_key, storage_options=opts, cache_dir=str(tmp_path / "c"))
     assert all(same(ds[i], _sample(i)) for i in range(12))

@@ -1,4 +1,5 @@
-"""Interop with the real LitData 0.2.68: same bytes out, and each engine reads the other's datasets."""
+"""Interop with the real LitData (0.2.68, and 0.2.76 in the second pass of ./run.sh test): same bytes out, and
+each engine reads the other's datasets."""
 
 from __future__ import annotations
 
@@ -11,14 +12,17 @@ import pytest
 import torch
 from PIL import Image
 
-from streamscope.format import ChunkFile, ChunkWriter, PyTreeLoader, TokensLoader, load_index, uncompressed_name
-from streamscope.format.chunk import decompress_file
+from streamscope.format import ChunkWriter, PyTreeLoader, TokensLoader, load_index, uncompressed_name
+from streamscope.format.chunk import open_chunk_file
+from streamscope.format.v076 import prepare_chunk_file
 from tests.format.conftest import same
+from tests.support.litdata_version import LITDATA_076, xfail_076
 
 litdata = pytest.importorskip("litdata")
 from litdata.streaming.writer import BinaryWriter  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:An item was larger than the target chunk size")
+pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore:An item was larger than the target chunk size")]
+LAYOUT = "0.2.76" if LITDATA_076 else "0.2.68"
 
 try:
     import zstd  # noqa: F401  (python-zstd: LitData's compressor)
@@ -100,7 +104,8 @@ def litdata_write(out_dir: str, samples: list[Any], **kw: Any) -> None:
 def ours_write(out_dir: str, samples: list[Any], **kw: Any) -> ChunkWriter:
     from streamscope.format import write_index
 
-    w = ChunkWriter(out_dir, **kw)
+    # the layout of the LitData under test (the format layer writes what it is told)
+    w = ChunkWriter(out_dir, write_format=LAYOUT, **kw)
     for i, s in enumerate(samples):
         w.add_item(i, s)
     w.done()
@@ -121,16 +126,18 @@ def ours_read(d: str, block_size: int | None = None) -> list[Any]:
     out: list[Any] = []
     for entry in idx["chunks"]:
         path = os.path.join(d, entry["filename"])
-        if cfg["compression"]:
-            plain = os.path.join(d, uncompressed_name(entry["filename"], cfg["compression"]))
-            decompress_file(path, plain, cfg["compression"])
-            path = plain
-        with ChunkFile(path, expected_items=entry["chunk_size"]) as cf:
-            assert cf.size == entry["chunk_bytes"]
+        plain = os.path.join(d, "plain-" + uncompressed_name(entry["filename"], cfg["compression"] or ""))
+        prepare_chunk_file(path, plain, cfg)  # any layout of either version becomes a chunk read in place
+        chunk = open_chunk_file(plain, entry["chunk_size"])
+        try:
             if isinstance(loader, TokensLoader):
-                out.extend(loader.read_block(cf, b) for b in range(loader.blocks_in_chunk(entry)))
+                out.extend(loader.read_block(chunk, b) for b in range(loader.blocks_in_chunk(entry)))
             else:
-                out.extend(loader.decode(cf.item_view(i)) for i in range(cf.num_items))
+                out.extend(chunk.sample(i, loader) for i in range(chunk.num_items))
+            if chunk.kind == "classic" and LAYOUT == "0.2.68":
+                assert chunk.size == entry["chunk_bytes"]  # 0.2.68 records the classic chunk's size
+        finally:
+            chunk.close()
     return out
 
 
@@ -158,9 +165,21 @@ CASES = [
 ]
 COMPRESSIONS = [None, "zstd", "zstd:9"]
 
+# cases whose zstd chunks LitData 0.2.76 frames and streamscope's 0.2.76 layout does not yet
+_UNFRAMED_076 = {"containers"}
 
-@pytest.mark.parametrize("compression", COMPRESSIONS)
-@pytest.mark.parametrize("case", CASES)
+
+def _bytes_params() -> list[Any]:
+    out = []
+    for case in CASES:
+        for compression in COMPRESSIONS:
+            why = "needs 0.2.76 writing: zstd chunks of these containers are framed by 0.2.76"
+            marks = [xfail_076(why)] if compression and case in _UNFRAMED_076 else []
+            out.append(pytest.param(case, compression, marks=marks, id=f"{case}-{compression}"))
+    return out
+
+
+@pytest.mark.parametrize(("case", "compression"), _bytes_params())
 def test_same_bytes_as_litdata(case: str, compression: str | None, files: dict[str, str], tmp_path) -> None:
     if compression and not HAVE_PYZSTD:
         pytest.skip("python-zstd (LitData's compressor) is not installed")
@@ -197,15 +216,15 @@ def test_we_read_litdata_and_litdata_reads_us(case: str, compression: str | None
         flat = [s["img"] if isinstance(s, dict) else s[0] for s in ours]
         assert all(isinstance(t, torch.Tensor) and t.dtype == torch.uint8 and t.shape[0] == 3 for t in flat)
         pytest.skip("LitData decodes jpeg with torchvision, which is not installed")
-    if case == "tif_path":  # the tif file's pixels come back as an ndarray
+    if case == "tif_path" and not LITDATA_076:  # 0.2.68: the tif file's pixels come back as an ndarray
         tif = np.asarray(Image.open(files["tif"]))
         assert all(np.array_equal(s["tif"], tif) for s in ours)
-    else:
+    else:  # 0.2.76 stores a dict of plain values as an Arrow row: a .tif path stays the path string
         assert all(same(a, b) for a, b in zip(samples, ours)), (samples[:2], ours[:2])
     theirs = litdata_read(ss, str(tmp_path / "cache"))
     assert len(theirs) == len(samples)
-    if case == "tif_path":
-        assert all(same(a, b) for a, b in zip(ours, theirs))
+    if case == "tif_path":  # whatever the layout streamscope wrote, LitData reads what streamscope reads from it
+        assert all(same(a, b) for a, b in zip(ours_read(ss), theirs))
     else:
         assert all(same(a, b) for a, b in zip(samples, theirs))
 
@@ -221,8 +240,11 @@ def test_tokens_loader_interop(kind: str, compression: str | None, tmp_path) -> 
     seqs_np = [rng.integers(0, 50_000, size=int(n), dtype=np.int64) for n in rng.integers(5, 40, size=20)]
     seqs = [torch.from_numpy(s) for s in seqs_np] if kind == "tensor" else seqs_np
     ld, ss = str(tmp_path / "ld"), str(tmp_path / "ss")
-    litdata_write(ld, seqs, chunk_size=64, item_loader=LDTokens(), compression=compression)
-    ours_write(ss, seqs, chunk_size=64, item_loader=TokensLoader(), compression=compression)
+    # 0.2.76 frames zstd per 256 items ("batch") by default, which TokensLoader chunks refuse: "chunk" is the
+    # whole-file zstd 0.2.68 wrote
+    level = {"compression_level": "chunk"} if LITDATA_076 and compression else {}
+    litdata_write(ld, seqs, chunk_size=64, item_loader=LDTokens(), compression=compression, **level)
+    ours_write(ss, seqs, chunk_size=64, item_loader=TokensLoader(), compression=compression, **level)
     for name in sorted(os.listdir(ld)):
         a = (tmp_path / "ld" / name).read_bytes()
         b = (tmp_path / "ss" / name).read_bytes()

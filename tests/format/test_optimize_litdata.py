@@ -10,8 +10,12 @@ import numpy as np
 import pytest
 
 from streamscope.format import ChunkWriter, dumps_index, load_index
+from tests.support.litdata_version import LITDATA_076
+
+LAYOUT = "0.2.76" if LITDATA_076 else "0.2.68"
 
 pytest.importorskip("litdata")
+pytestmark = pytest.mark.interop
 
 SCRIPT = r"""
 import os, sys
@@ -49,7 +53,8 @@ def test_optimize_output_is_byte_identical(tmp_path):
         [sys.executable, str(script), str(ld), str(n), "zstd"], env=env, capture_output=True, text=True, timeout=220
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    w = ChunkWriter(str(tmp_path / "ss"), chunk_bytes=300, compression="zstd")
+    # the layout of the LitData under test (the format layer writes what it is told)
+    w = ChunkWriter(str(tmp_path / "ss"), chunk_bytes=300, compression="zstd", write_format=LAYOUT)
     for i in range(n):
         w.add_item(i, fn(i))
     w.done()

@@ -220,3 +220,18 @@ def test_every_key_resolves_to_its_sample(tmp_path_factory: Any, keys: list[Any]
     shards = KeyShards([lambda p=p: p for p in paths], paths, "hash" if num_shards > 1 else "none")
     for i, k in enumerate(keys):
         assert shards.resolve(k) == (i, i // 7, i)
+
+
+def test_columns_reads_only_those_columns(tmp_path: Any) -> None:
+    """LitData 0.2.76's ``ParquetLoader(columns=[...])``: each row holds the chosen columns only."""
+    import pickle
+
+    path = str(tmp_path / "a.parquet")
+    table = _table(12)
+    pq.write_table(table, path, row_group_size=5)
+    loader = pickle.loads(pickle.dumps(ParquetLoader(columns=["text", "id"])))
+    chunk = loader.open_chunk(path, expected_rows=12)
+    assert [loader.read_row(chunk, i) for i in (0, 7)] == [{"id": 0, "text": "row 0"}, {"id": 7, "text": "row 7"}]
+    assert ParquetLoader().open_chunk(path).row(3) == table.to_pylist()[3]
+    with pytest.raises(FormatError, match=r"a\.parquet.*no column \['nope'\]"):
+        ParquetLoader(columns=["id", "nope"]).open_chunk(path)

@@ -30,6 +30,7 @@ from streamscope.format import (
 from streamscope.format.chunk import decompress_file
 from streamscope.format.pytree import leaf_paths, register_namedtuple
 from tests.format.conftest import same
+from tests.support.litdata_version import xfail_076
 
 Point = namedtuple("Point", ["x", "y"])
 register_namedtuple(Point, "tests.Point")
@@ -91,11 +92,15 @@ def test_tokens_block_size_required():
         TokensLoader().state_dict()
 
 
+_NAMEDTUPLE_076 = "needs 0.2.76 writing: a namedtuple's data_spec context is 0.2.76's"
+
+
+@pytest.mark.interop
 @pytest.mark.parametrize(
     "sample",
     [
-        Point(1, "a"),
-        {"p": Point(x=[1, 2], y={"z": 3})},
+        pytest.param(Point(1, "a"), marks=xfail_076(_NAMEDTUPLE_076)),
+        pytest.param({"p": Point(x=[1, 2], y={"z": 3})}, marks=xfail_076(_NAMEDTUPLE_076)),
         defaultdict(list, {"a": 1, "b": [2, 3]}),
         [],
         {},

@@ -15,7 +15,7 @@ from tests.processing._read import read_samples
 from tests.processing.conftest import read_dataset, visible_files
 
 litdata = pytest.importorskip("litdata")
-pytestmark = pytest.mark.filterwarnings("ignore:A newer version of litdata")
+pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore:A newer version of litdata")]
 
 
 def _read_all(path: str) -> list:

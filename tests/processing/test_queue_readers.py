@@ -103,6 +103,21 @@ def test_parquet_reader_validates_and_reuses_shards(tmp_path: Any) -> None:
         reader.remap_items([str(tmp_path / "missing.parquet")], 1)
 
 
+def test_parquet_reader_columns_and_filters_read_a_table(tmp_path: Any) -> None:
+    """LitData 0.2.76's ``columns``/``filters``: ``read`` returns a pyarrow Table of those columns and rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streamscope.processing.readers import ParquetReader
+
+    p = str(tmp_path / "a.parquet")
+    pq.write_table(pa.table({"x": list(range(6)), "y": [str(i) for i in range(6)]}), p)
+    table = ParquetReader(str(tmp_path / "c"), columns=["y"], filters=[("x", ">=", 3)]).read(p)
+    assert table.to_pydict() == {"y": ["3", "4", "5"]}
+    assert ParquetReader(str(tmp_path / "c"), columns=["x"]).read(p).column_names == ["x"]
+    assert isinstance(ParquetReader(str(tmp_path / "c")).read(p), pq.ParquetFile)
+
+
 def write_marker(item: Any, output_dir: str) -> None:
     with open(os.path.join(output_dir, f"m{item}"), "w") as f:
         f.write(str(item))

@@ -13,6 +13,7 @@ import torch
 from streamscope.format.item_loader import TokensLoader
 from streamscope.stream.dataloader import StreamingDataLoader
 from streamscope.stream.dataset import StreamingDataset
+from tests.support.litdata_version import litdata_env
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -51,8 +52,7 @@ def litdata_write_all(tmp: str, kinds: tuple[str, ...]) -> dict[str, str]:
         f.write(WRITER)
     procs = {}
     for kind in kinds:
-        env = dict(os.environ)
-        env.pop("PYTHONPATH", None)  # the real litdata, without our sources
+        env = litdata_env()  # the real litdata (the version under test), without our sources
         env["LITDATA_DISABLE_VERSION_CHECK"] = "1"  # no network here: the PyPI check would wait for its timeout
         env["DATA_OPTIMIZER_CACHE_FOLDER"] = os.path.join(tmp, f"stage-{kind}")  # private: /tmp/chunks is shared
         env["DATA_OPTIMIZER_DATA_CACHE_FOLDER"] = os.path.join(tmp, f"dstage-{kind}")

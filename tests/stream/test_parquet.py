@@ -47,7 +47,9 @@ def pq_dir(tmp_path: Any) -> tuple[str, list[dict[str, Any]]]:
     return d, rows
 
 
-def test_index_json_describes_every_file(tmp_path: Any) -> None:
+@pytest.mark.parametrize("layout", ["0.2.76", "0.2.68"])
+def test_index_json_describes_every_file(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    monkeypatch.setenv("STREAMSCOPE_WRITE_FORMAT", layout)
     d = str(tmp_path / "pq")
     write_parquet_dir(d)
     os.makedirs(os.path.join(d, "sub"))
@@ -63,6 +65,7 @@ def test_index_json_describes_every_file(tmp_path: Any) -> None:
         "data_spec": None,
         "encryption": None,
         "item_loader": "ParquetLoader",
+        **({"types": None} if layout == "0.2.76" else {}),  # LitData 0.2.76 adds an empty schema
     }
     assert index["chunks"] == [
         {
@@ -193,3 +196,13 @@ def test_keys_over_parquet_and_pattern_subsets(pq_dir: tuple[str, list[dict[str,
     assert part.get_by_key("t15") == rows[15] and part["t20"] == rows[20]
     with pytest.raises(SampleKeyError, match="leaves out"):
         part.get_by_key("t3")
+
+
+def test_a_parquet_folder_without_index_is_indexed_on_open(tmp_path: Any) -> None:
+    """LitData 0.2.76: StreamingDataset builds the index of a folder of Parquet files that has none."""
+    d = str(tmp_path / "pq")
+    rows = write_parquet_dir(d, (4, 3))
+    assert not os.path.exists(os.path.join(d, "index.json"))
+    ds = StreamingDataset(d, item_loader=ParquetLoader())
+    assert len(ds) == 7 and os.path.exists(os.path.join(d, "index.json"))
+    assert [ds[i]["id"] for i in range(7)] == [r["id"] for r in rows]

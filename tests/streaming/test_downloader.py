@@ -140,6 +140,7 @@ def test_get_downloader_for_builtin_and_local(tmp_path: Any) -> None:
     assert dl.download_chunk_bytes_from_index(0, 2, 3) == b"cde"
 
 
+@pytest.mark.interop
 def test_litdata_builtin_classes_by_name(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """get_downloader gives LitData's class for each built-in scheme; LocalDownloader can be subclassed."""
     import litdata.streaming.downloader as lit

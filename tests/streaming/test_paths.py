@@ -7,6 +7,9 @@ import importlib
 import pytest
 
 from tests.compat.test_signatures import _differences
+from tests.support.litdata_version import xfail_076
+
+pytestmark = pytest.mark.interop
 
 METHODS = {
     ("streaming.writer", "BinaryWriter"): [
@@ -23,7 +26,19 @@ METHODS = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize(("where", "method"), [(w, m) for w, ms in METHODS.items() for m in ms])
+_PENDING_076 = {
+    ("BinaryWriter", "get_chunk_filename"): "0.2.76 writing: get_chunk_filename(file_compression) of framed chunks",
+}
+
+
+@pytest.mark.parametrize(
+    ("where", "method"),
+    [
+        pytest.param(w, m, marks=[xfail_076(_PENDING_076[(w[1], m)])] if (w[1], m) in _PENDING_076 else [])
+        for w, ms in METHODS.items()
+        for m in ms
+    ],
+)
 def test_method_signatures_match_litdata(where: tuple[str, str], method: str) -> None:
     module, name = where
     theirs = getattr(getattr(importlib.import_module(f"litdata.{module}"), name), method)

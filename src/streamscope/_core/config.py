@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamscope._core.errors import ConfigError
-from streamscope._core.units import parse_bytes
+from streamscope._core.units import cache_budget, parse_bytes
 
 
 def _parse_bool(raw: str) -> bool:
@@ -311,6 +311,11 @@ def _bytes(raw: str) -> int:
     return parse_bytes(raw)
 
 
+def _cache_size(raw: str) -> int:
+    # "auto" and shares of the free disk are measured where the cache_dir knob puts the cache
+    return cache_budget(raw, str(get("cache_dir")))
+
+
 # --- general --------------------------------------------------------------------------------------
 
 knob(
@@ -587,12 +592,14 @@ knob(
 )
 knob(
     "max_cache_size",
-    "100GB",
+    "auto",
     "bytes",
     ("STREAMSCOPE_MAX_CACHE_SIZE", "MAX_CACHE_SIZE"),
     "Budget of the chunk cache: a dataset's max_cache_size argument (the environment variables win over it, as "
-    "in LitData). Eviction reads it live from the dataset's knob board.",
-    _bytes,
+    'in LitData): a size ("100GB"), a share of the free disk ("0.9"), or "auto" (what max_cache_size=None means: '
+    "75 % of the free disk, leaving 50 GB free; from the environment, measured on the cache_dir knob's volume). "
+    "Eviction reads it live from the dataset's knob board.",
+    _cache_size,
     live=True,
     kind=int,
     bounds=(0, 2**60),

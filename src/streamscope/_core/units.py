@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 
 from streamscope._core.errors import ConfigError
 
@@ -18,6 +20,10 @@ _UNITS: dict[str, int] = {
     "gb": 10**9,
     "tb": 10**12,
     "pb": 10**15,
+    "k": 10**3,  # LitData's short spellings ("100G")
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
     "kib": 2**10,
     "mib": 2**20,
     "gib": 2**30,
@@ -57,3 +63,51 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} TB"  # pragma: no cover
+
+
+#: LitData 0.2.76's default cache budget: this share of the free disk, leaving at least CACHE_RESERVE free.
+CACHE_FREE_FRACTION = 0.75
+CACHE_RESERVE = 50 * 10**9
+
+
+def _free_bytes(path: str) -> int:
+    probe = os.path.abspath(path or os.getcwd())
+    while not os.path.isdir(probe):  # the cache folder may not exist yet: measure the volume it will be on
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    try:
+        return int(shutil.disk_usage(probe).free)
+    except OSError:
+        return CACHE_RESERVE
+
+
+def _fraction(value: int | float | str) -> float | None:
+    """A share of the free disk (a float, or a string like "0.9", in (0, 1]); None for a size."""
+    if isinstance(value, bool) or isinstance(value, int):
+        return None
+    if isinstance(value, float):
+        return value if 0 < value <= 1 else None
+    try:
+        share = float(value.strip())
+    except ValueError:
+        return None
+    return share if 0 < share <= 1 and not value.strip().isdigit() else None
+
+
+def cache_budget(value: int | float | str | None, path: str) -> int:
+    """A ``max_cache_size`` as bytes, with LitData 0.2.76's meanings.
+
+    None (or "auto"): 75 % of the free disk of ``path``'s volume, but at least 50 GB left free when the volume
+    has more than that free. A float in (0, 1] (or a string such as "0.9"): that share of the free disk.
+    Anything else: a size for :func:`parse_bytes` (``"100GB"``, ``"100G"``, an int).
+    """
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        free = _free_bytes(path)
+        budget = int(free * CACHE_FREE_FRACTION)
+        return min(budget, free - CACHE_RESERVE) if free > CACHE_RESERVE else budget
+    share = _fraction(value)
+    if share is not None:
+        return int(_free_bytes(path) * share)
+    return parse_bytes(value)

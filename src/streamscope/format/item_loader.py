@@ -127,6 +127,11 @@ class PyTreeLoader(BaseItemLoader):
 
     name = "PyTreeLoader"
 
+    def __init__(self, batch_decode: Any = "auto") -> None:
+        super().__init__()
+        # LitData 0.2.76: how many items it decodes at once. Accepted: the samples do not depend on it.
+        self.batch_decode = batch_decode
+
     def encode_data(self, data: list[bytes], sizes: list[int], flattened: list[Any]) -> tuple[bytes, int | None]:
         """``u32 sizes`` (LE) followed by the leaf bytes; ``dim`` is None."""
         return struct.pack(f"<{len(sizes)}I", *sizes) + b"".join(data), None

@@ -26,6 +26,7 @@ from collections import OrderedDict
 from typing import Any
 
 from streamscope import events as ev
+from streamscope._core import config as cfg
 from streamscope._core.errors import CorruptChunkError, FormatError
 from streamscope._core.optional import require
 from streamscope.format.item_loader import BaseItemLoader
@@ -51,8 +52,9 @@ def require_pyarrow(feature: str = "Parquet datasets", extra: str = "parquet") -
 
 
 def parquet_config(data_format: list[str]) -> dict[str, Any]:
-    """The index.json ``config`` of a Parquet dataset whose columns have Arrow types ``data_format``."""
-    return {
+    """The index.json ``config`` of a Parquet dataset whose columns have Arrow types ``data_format`` (with the
+    ``types: null`` LitData 0.2.76 adds when the ``write_format`` knob is "0.2.76")."""
+    config: dict[str, Any] = {
         "chunk_bytes": None,
         "chunk_size": None,
         "compression": None,
@@ -61,6 +63,9 @@ def parquet_config(data_format: list[str]) -> dict[str, Any]:
         "encryption": None,
         "item_loader": ParquetLoader.name,
     }
+    if cfg.parse_write_format(cfg.get("write_format")) == "0.2.76":
+        config["types"] = None
+    return config
 
 
 def parquet_chunk_entry(filename: str, file_size: int, num_rows: int) -> dict[str, Any]:
@@ -106,10 +111,16 @@ class ParquetChunk:
         expected_rows: ``chunk_size`` from index.json; a different row count raises.
         low_memory: keep only the row groups in use decoded (True), or the whole file (False).
         chunk_index: the chunk's position in the index (trace fields).
+        columns: read only these columns (None: all).
     """
 
     def __init__(
-        self, source: str | Any, expected_rows: int | None = None, low_memory: bool = True, chunk_index: int = -1
+        self,
+        source: str | Any,
+        expected_rows: int | None = None,
+        low_memory: bool = True,
+        chunk_index: int = -1,
+        columns: list[str] | None = None,
     ) -> None:
         pq = require_pyarrow()
         self.path = source if isinstance(source, str) else getattr(source, "name", "<parquet stream>")
@@ -121,6 +132,12 @@ class ParquetChunk:
             raise CorruptChunkError(
                 f"{self.path!r} is not a readable Parquet file: {type(exc).__name__}: {exc}"
             ) from None
+        self.columns = list(columns) if columns else None
+        if self.columns:
+            names = self._pf.schema_arrow.names
+            missing = [c for c in self.columns if c not in names]
+            if missing:
+                raise FormatError(f"Parquet chunk {self.path!r} has no column {missing}; its columns: {names}")
         md = self._pf.metadata
         self.num_items = int(md.num_rows)
         if expected_rows is not None and self.num_items != int(expected_rows):
@@ -146,7 +163,7 @@ class ParquetChunk:
             return rows
         with ev.span("read_row_group", "read", chunk=self.chunk_index, row_group=g) as f:
             try:
-                table = self._pf.read_row_group(g)
+                table = self._pf.read_row_group(g, columns=self.columns)
             except Exception as exc:  # noqa: BLE001
                 raise CorruptChunkError(
                     f"Parquet chunk {self.path!r}: row group {g} cannot be read: {type(exc).__name__}: {exc}"
@@ -191,15 +208,17 @@ class ParquetLoader(BaseItemLoader):
     Args:
         pre_load_chunk: accepted for compatibility (row groups are decoded on first use).
         low_memory: decode one row group at a time (default) instead of the whole file.
+        columns: read only these columns (LitData 0.2.76); each row is a dict of them. None: all columns.
     """
 
     name = "ParquetLoader"
-    _PICKLED = ("_pre_load_chunk", "_low_memory")
+    _PICKLED = ("_pre_load_chunk", "_low_memory", "_columns")
 
-    def __init__(self, pre_load_chunk: bool = False, low_memory: bool = True) -> None:
+    def __init__(self, pre_load_chunk: bool = False, low_memory: bool = True, columns: list[str] | None = None) -> None:
         super().__init__()
         self._pre_load_chunk = bool(pre_load_chunk)
         self._low_memory = bool(low_memory)
+        self._columns = list(columns) if columns else None
 
     @property
     def low_memory(self) -> bool:
@@ -223,7 +242,7 @@ class ParquetLoader(BaseItemLoader):
 
     def open_chunk(self, source: str | Any, expected_rows: int | None = None, chunk_index: int = -1) -> ParquetChunk:
         """Open one Parquet chunk for row reads."""
-        return ParquetChunk(source, expected_rows, self._low_memory, chunk_index)
+        return ParquetChunk(source, expected_rows, self._low_memory, chunk_index, getattr(self, "_columns", None))
 
     def read_row(self, chunk: ParquetChunk, row: int) -> dict[str, Any]:
         """Row ``row`` of ``chunk`` as a dict."""

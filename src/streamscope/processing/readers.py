@@ -42,21 +42,35 @@ class ParquetReader(BaseReader):
 
     Shards are written once to ``{cache_folder}/{num_rows}/{start}_{end}_{basename}`` (rows ``[start, end)``)
     and reused by later runs. ``read(path)`` returns a ``pyarrow.parquet.ParquetFile`` (the previous one this
-    reader opened is closed first).
+    reader opened is closed first), or, with ``columns`` or ``filters`` (LitData 0.2.76), a ``pyarrow.Table`` of
+    those columns and of the rows the filters keep.
 
     Args:
         cache_folder: Where the shards are written.
         num_rows: Maximum number of rows per shard.
-        to_pandas: Kept for LitData compatibility (``read`` returns a ParquetFile either way, as LitData's does).
+        to_pandas: Kept for LitData compatibility: ``read`` returns a ParquetFile, as LitData 0.2.68 and the
+            README of 0.2.76 say (0.2.76's code returns a pandas DataFrame by default; pandas is not a dependency).
+        columns: read only these columns (``read`` returns a Table).
+        filters: ``pyarrow.parquet`` filters (a list of tuples or an expression) on the rows (``read`` returns a
+            Table).
     """
 
-    def __init__(self, cache_folder: str, num_rows: int = 65536, to_pandas: bool = True) -> None:
+    def __init__(
+        self,
+        cache_folder: str,
+        num_rows: int = 65536,
+        to_pandas: bool = True,
+        columns: list[str] | None = None,
+        filters: Any | None = None,
+    ) -> None:
         require("pyarrow.parquet", "ParquetReader", "parquet")
         if not isinstance(num_rows, int) or num_rows <= 0:
             raise OptimizeInputError(f"ParquetReader num_rows must be a positive int, got {num_rows!r}")
         self.cache_folder = cache_folder
         self.num_rows = num_rows
         self.to_pandas = to_pandas
+        self.columns = columns
+        self.filters = filters
         self.parquet_file: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -65,12 +79,14 @@ class ParquetReader(BaseReader):
         return state
 
     def read(self, filepath: str) -> Any:
-        """Open ``filepath`` as a ``pyarrow.parquet.ParquetFile``."""
+        """Open ``filepath`` as a ``pyarrow.parquet.ParquetFile`` (a ``pyarrow.Table`` with columns/filters)."""
         import pyarrow.parquet as pq
 
         if self.parquet_file is not None:
             self.parquet_file.close()
             self.parquet_file = None
+        if self.columns is not None or self.filters is not None:
+            return pq.read_table(filepath, columns=self.columns, filters=self.filters, memory_map=True)
         self.parquet_file = pq.ParquetFile(filepath, memory_map=True)
         return self.parquet_file
 

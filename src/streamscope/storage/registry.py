@@ -67,7 +67,7 @@ class Downloader:
         remote_dir: str,
         cache_dir: str,
         chunks: list[dict[str, Any]],
-        storage_options: dict | None = {},  # noqa: B006 - LitData's signature; never mutated
+        storage_options: dict | None = None,
         **kwargs: Any,
     ) -> None:
         self._remote_dir = remote_dir
@@ -116,7 +116,7 @@ class StoreDownloader(Downloader):
         remote_dir: str,
         cache_dir: str,
         chunks: list[dict[str, Any]],
-        storage_options: dict | None = {},  # noqa: B006
+        storage_options: dict | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(remote_dir, cache_dir, chunks, storage_options)
@@ -257,8 +257,8 @@ def get_downloader(
     remote_dir: str,
     cache_dir: str,
     chunks: list[dict[str, Any]],
-    storage_options: dict | None = {},  # noqa: B006 - LitData's signature; never mutated
-    session_options: dict | None = {},  # noqa: B006
+    storage_options: dict | None = None,
+    session_options: dict | None = None,
 ) -> Downloader:
     """The downloader for ``remote_dir``: a registered class for its prefix, else the built-in scheme's class
     (``S3Downloader`` for ``s3://``, ...), else a :class:`StoreDownloader` over streamscope's store."""

@@ -13,6 +13,7 @@ depend on ``num_workers``: a state saved with 2 workers resumes exactly with 0 o
 from __future__ import annotations
 
 import atexit
+import cProfile
 import multiprocessing
 import os
 import threading
@@ -30,7 +31,9 @@ from streamscope._core.board import BoardGroup, KnobBoard
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, StateDictError
 from streamscope.events import attribution, instruments
 from streamscope.events.registry import M
+from streamscope.stream import cprofile
 from streamscope.stream.batching import ArenaFlags, Reorder
+from streamscope.stream.collate_fn import litdata_collate
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.handover import ParcelAcks
 
@@ -103,10 +106,13 @@ class StreamingDataLoader(DataLoader):
         dataset: a StreamingDataset or CombinedStreamingDataset (anything with the loader protocol).
         batch_size: samples per batch (the dataset's epoch plan cuts batches with it).
         num_workers: DataLoader worker processes.
-        profile_batches, profile_skip_batches, profile_dir: accepted for compatibility; use streamscope tracing.
+        profile_batches, profile_skip_batches: accepted for compatibility; use streamscope tracing.
+        profile_dir: where ``profile_cprofile`` writes (default: the working directory).
+        profile_cprofile: write cProfile stats of the main process and of worker 0 (``stream.cprofile``).
         prefetch_factor: batches each worker keeps ready (default 2 with workers).
         shuffle, drop_last: forwarded to the dataset (never to torch, like LitData).
-        collate_fn: receives the list of samples of a batch; None = default_collate (computed column-wise).
+        collate_fn: receives the list of samples of a batch; None (LitData 0.2.76: ``litdata_collate``) =
+            default_collate (computed column-wise).
         **kwargs: other ``torch.utils.data.DataLoader`` arguments (pin_memory, multiprocessing_context, ...).
     """
 
@@ -119,6 +125,7 @@ class StreamingDataLoader(DataLoader):
         profile_batches: bool | int = False,
         profile_skip_batches: int = 0,
         profile_dir: str | None = None,
+        profile_cprofile: bool = False,
         prefetch_factor: int | None = None,
         shuffle: bool | None = None,
         drop_last: bool | None = None,
@@ -145,6 +152,10 @@ class StreamingDataLoader(DataLoader):
         for key in ("sampler", "batch_sampler"):
             if kwargs.get(key) is not None:
                 raise DatasetError(f"StreamingDataLoader does not take {key}: the dataset's epoch plan orders samples")
+        if profile_batches and profile_cprofile:
+            raise ValueError(
+                "profile_batches (viztracer) and profile_cprofile both install a profiler; enable one of them"
+            )
         if profile_batches and num_workers == 0:
             raise ValueError("profile_batches needs num_workers >= 1 (as in LitData); use streamscope tracing instead")
         if profile_batches:
@@ -160,6 +171,10 @@ class StreamingDataLoader(DataLoader):
         dataset.set_num_workers(num_workers)
         if num_workers > 0 and prefetch_factor is None:
             prefetch_factor = 2
+        if profile_cprofile and num_workers > 0:
+            kwargs["worker_init_fn"] = cprofile.WorkerInit(
+                cprofile.output_dir(profile_dir), kwargs.get("worker_init_fn")
+            )
         dataset.plan(dataset.current_epoch, batch_size)  # a rank without data fails here, at construction
         # (epoch, start batch) of the next iteration, in shared memory so that persistent workers see each new
         # epoch: the main process writes it before torch tells the workers to start iterating again.
@@ -176,7 +191,9 @@ class StreamingDataLoader(DataLoader):
             **kwargs,
         )
         object.__setattr__(self, "batch_size", batch_size)
-        self.user_collate_fn = collate_fn
+        # None means litdata_collate in LitData 0.2.76: default_collate for all but graph samples (which streamscope
+        # does not write). Both take the column-wise path, which returns what default_collate does.
+        self.user_collate_fn = None if collate_fn is litdata_collate else collate_fn
         self.current_epoch = 0
         self.num_samples_yielded = 0
         self.batches_consumed = 0
@@ -197,6 +214,7 @@ class StreamingDataLoader(DataLoader):
         self.profile_batches = profile_batches
         self.profile_skip_batches = profile_skip_batches
         self.profile_dir = profile_dir
+        self.profile_cprofile = profile_cprofile
 
     # --- iteration ---------------------------------------------------------------------------------
 
@@ -261,7 +279,18 @@ class StreamingDataLoader(DataLoader):
         finally:
             # batch mode is the loader's own: the dataset iterated directly still yields plain samples
             ds._batch_mode = None
+        if self.profile_cprofile:
+            # started once the workers exist, so that a forked worker does not inherit a running profiler
+            return self._profiled(self._run(it, plan, epoch, arenas, acks, ring, gen))
         return self._run(it, plan, epoch, arenas, acks, ring, gen)
+
+    def _profiled(self, batches: Iterator[Any]) -> Iterator[Any]:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        try:
+            yield from batches
+        finally:
+            cprofile.dump(profiler, os.path.join(cprofile.output_dir(self.profile_dir), cprofile.MAIN_STEM))
 
     def _run(
         self,

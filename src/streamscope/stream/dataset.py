@@ -42,7 +42,7 @@ from streamscope._core.errors import (
     IndexNotFoundError,
     ItemLoaderMismatchError,
 )
-from streamscope._core.units import parse_bytes
+from streamscope._core.units import cache_budget
 from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir
 from streamscope.cache.knobs import new_board
 from streamscope.cache.leases import LeaseTable
@@ -50,6 +50,7 @@ from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensL
 from streamscope.stream.batching import grouped, worker_items
 from streamscope.stream.collate import ArrowCollator, BlockCollator, ColumnCollator
 from streamscope.stream.distributed import DistEnv, WorkerEnv
+from streamscope.stream.newer_options import check_newer_options
 from streamscope.stream.plan import EpochPlan, make_plan
 from streamscope.stream.reader import ChunkReader
 from streamscope.stream.resume import Resumable
@@ -105,9 +106,11 @@ class StreamingDataset(Resumable, IterableDataset):
         drop_last: drop the tail that does not fill a batch on every rank; None → True when world_size > 1.
         seed: shuffle seed.
         serializers: extra serializers by name (go first, like LitData).
-        max_cache_size: byte budget of the cache (int or "100GB"); the ``max_cache_size`` knob of
-            :attr:`knobs`, so the main process (or the tuner) can move it while workers evict. The environment
-            variables ``STREAMSCOPE_MAX_CACHE_SIZE`` / ``MAX_CACHE_SIZE`` win over it (as in LitData).
+        max_cache_size: budget of the cache: bytes (int, "100GB", "100G"), a share of the free disk (0.9), or
+            None: 75 % of the free disk, leaving 50 GB free (LitData 0.2.76; ``_core.units.cache_budget``). It is
+            the ``max_cache_size`` knob of :attr:`knobs`, so the main process (or the tuner) can move it while
+            workers evict; the environment variables ``STREAMSCOPE_MAX_CACHE_SIZE`` / ``MAX_CACHE_SIZE`` win over it
+            (as in LitData). None leaves it to the tuner; a value pins it.
         subsample: fraction of the items per epoch (> 1 repeats the dataset, LitData semantics).
         encryption: the key of an encrypted dataset (``streamscope.utilities.encryption``; LitData's key objects
             work too). Its chunks are decrypted once, at construction, into a private temporary directory under
@@ -125,6 +128,8 @@ class StreamingDataset(Resumable, IterableDataset):
         index_path: an ``index.json`` to use instead of the one in ``input_dir``.
         force_override_state_dict: accept a state_dict whose configuration differs (restart the epoch).
         transform: a callable (or list of callables, applied in order) run on every sample.
+        num_canonical_nodes, batch_decode, item_shuffle_window, window_direct_io: LitData 0.2.76's arguments,
+            checked and kept; they do not change the samples (``stream.newer_options``).
         shuffle_buffer: opt-in cross-chunk shuffle window (samples); 0 disables it.
     """
 
@@ -140,7 +145,7 @@ class StreamingDataset(Resumable, IterableDataset):
         drop_last: bool | None = None,
         seed: int = 42,
         serializers: dict[str, Any] | None = None,
-        max_cache_size: int | str = config.default_arg("100GB"),
+        max_cache_size: int | float | str | None = None,
         subsample: float = 1.0,
         encryption: Any = None,
         storage_options: dict[str, Any] | None = None,
@@ -149,6 +154,10 @@ class StreamingDataset(Resumable, IterableDataset):
         index_path: str | None = None,
         force_override_state_dict: bool = False,
         transform: Callable[[Any], Any] | Sequence[Callable[[Any], Any]] | None = None,
+        num_canonical_nodes: int | None = None,
+        batch_decode: int | str | bool = "auto",
+        item_shuffle_window: int | str | None = None,
+        window_direct_io: bool = False,
         shuffle_buffer: int = 0,
     ) -> None:
         super().__init__()
@@ -159,6 +168,10 @@ class StreamingDataset(Resumable, IterableDataset):
             raise DatasetError(f"subsample must be a float > 0, got {subsample!r}")
         if not isinstance(max_pre_download, int) or max_pre_download < 0:
             raise DatasetError(f"max_pre_download must be an int >= 0, got {max_pre_download!r}")
+        check_newer_options(num_canonical_nodes, batch_decode, item_shuffle_window, window_direct_io)
+        self.num_canonical_nodes = num_canonical_nodes
+        self.batch_decode = batch_decode
+        self.item_shuffle_window = item_shuffle_window
         if transform is not None and not callable(transform):
             if not isinstance(transform, (list, tuple)) or not all(callable(t) for t in transform):
                 raise DatasetError("transform must be a callable or a list of callables")
@@ -171,14 +184,6 @@ class StreamingDataset(Resumable, IterableDataset):
         self.shuffle = shuffle
         self.seed = int(seed)
         self.subsample = float(subsample)
-        # the live knobs, shared with the DataLoader workers; a knob set in the environment (MAX_CACHE_SIZE, as in
-        # LitData) or by config.set_value wins over the argument
-        self._knobs = new_board(
-            {
-                "prefetch_depth": (int(max_pre_download), config.given(max_pre_download), "max_pre_download"),
-                "max_cache_size": (parse_bytes(max_cache_size), config.given(max_cache_size), "max_cache_size"),
-            }
-        )
         self.index_path = index_path
         self.force_override_state_dict = force_override_state_dict
         if transform is not None or not callable(getattr(type(self), "transform", None)):
@@ -189,6 +194,18 @@ class StreamingDataset(Resumable, IterableDataset):
         if cache_dir is None and getattr(input_dir, "url", None) and getattr(input_dir, "path", None):
             cache_dir = input_dir.path  # Dir(path=local cache, url=remote data), as LitData reads it
         self._cache_root = _input_path(cache_dir) if cache_dir is not None else str(config.get("cache_dir"))
+        # the live knobs, shared with the DataLoader workers; a knob set in the environment (MAX_CACHE_SIZE, as in
+        # LitData) or by config.set_value wins over the argument
+        self._knobs = new_board(
+            {
+                "prefetch_depth": (int(max_pre_download), config.given(max_pre_download), "max_pre_download"),
+                "max_cache_size": (
+                    cache_budget(max_cache_size, self._cache_root),
+                    max_cache_size is not None,
+                    "max_cache_size",
+                ),
+            }
+        )
 
         index = self._load_index()
         self.config: dict[str, Any] = index["config"]
@@ -276,6 +293,12 @@ class StreamingDataset(Resumable, IterableDataset):
         new._batch_mode = None
         return new
 
+    def subset(self, indices: Sequence[int] | slice) -> StreamingDataset:
+        """A copy restricted to ``indices``, positions in this dataset's unshuffled order (LitData 0.2.76)."""
+        from streamscope.stream.split import subset_dataset
+
+        return subset_dataset(self, indices)
+
     def _store(self) -> Any:
         from streamscope.storage import open_store
 
@@ -301,7 +324,18 @@ class StreamingDataset(Resumable, IterableDataset):
                         f"The provided dataset path `{local}` does not exist. No dataset at {path!r}: the directory "
                         "does not exist (optimize() writes one)"
                     )
-                raise IndexNotFoundError(f"no dataset at {path!r}: it has no index.json (optimize() writes one)")
+                from streamscope.format.complete import complete_dataset, has_index_shards
+
+                # LitData 0.2.76 finishes such a folder itself: per-writer index files are merged, and a folder
+                # of Parquet files is indexed
+                if has_index_shards(local):
+                    complete_dataset(local)
+                elif self._parquet_pattern or any(n.endswith(".parquet") for n in os.listdir(local)):
+                    from streamscope.stream.parquet import index_parquet_dataset
+
+                    index_parquet_dataset(local)
+                else:
+                    raise IndexNotFoundError(f"no dataset at {path!r}: it has no index.json (optimize() writes one)")
             return load_index(path)
         store = self._store()
         from streamscope._core.errors import ObjectNotFoundError
@@ -483,8 +517,8 @@ class StreamingDataset(Resumable, IterableDataset):
         return int(self._knobs.value("max_cache_size"))
 
     @max_cache_size.setter
-    def max_cache_size(self, value: int | str) -> None:
-        self._knobs.set("max_cache_size", parse_bytes(value), base=True)
+    def max_cache_size(self, value: int | float | str | None) -> None:
+        self._knobs.set("max_cache_size", cache_budget(value, self._cache_root), base=True)
 
     def _decode(self, oc: Any, item: int) -> Any:
         if self.is_tokens:
@@ -856,6 +890,11 @@ class StreamingDataset(Resumable, IterableDataset):
             "subsampled_files": [names[c] for c, _, _ in self.regions],
             "region_of_interest": [(int(a), int(b)) for _, a, b in self.regions],
         }
+
+    def _elastic_state(self, num_samples_yielded: int, num_workers: int, batch_size: Any) -> dict[str, Any]:
+        from streamscope.stream.newer_options import elastic_state
+
+        return elastic_state(self, num_samples_yielded, num_workers, batch_size)
 
     def _identity(self) -> dict[str, Any]:
         return {

@@ -158,7 +158,7 @@ def build_parquet_index(
 def index_parquet_dataset(
     pq_dir_url: str,
     cache_dir: str | None = None,
-    storage_options: dict | None = {},  # noqa: B006 (LitData's default; never mutated)
+    storage_options: dict | None = None,
     num_workers: int = 4,
 ) -> None:
     """Write ``index.json`` over the ``.parquet`` files of a folder so ``StreamingDataset`` can stream them.

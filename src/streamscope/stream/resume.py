@@ -143,8 +143,13 @@ class Resumable:
             "current_epoch": int(epoch),
             **self._identity(),
             **self._litdata_state(),
+            **self._elastic_state(int(num_samples_yielded), num_workers, b),
             "plan_state": plan.state(batches_consumed),
         }
+
+    def _elastic_state(self, num_samples_yielded: int, num_workers: int, batch_size: Any) -> dict[str, Any]:
+        """LitData 0.2.76's elastic-resume keys of a single dataset's state (none for a combination)."""
+        return {}
 
     def _state_batch_size(self, batch_size: Any) -> Any:
         """The batch size as a state records it (an int; a combination may keep one per dataset)."""
@@ -161,6 +166,8 @@ class Resumable:
             StateDictError: the state belongs to another dataset or configuration (unless
                 ``force_override_state_dict``, which restarts the saved epoch from its beginning instead).
         """
+        if isinstance(state, dict):
+            self._resumed_from_state = state  # its initial_* keys carry over to the states saved from here
         if isinstance(state, dict) and "plan_state" not in state and LITDATA_KEYS <= set(state):
             return self._litdata_resume_position(state, batch_size)
         if not isinstance(state, dict) or "plan_state" not in state or "current_epoch" not in state:

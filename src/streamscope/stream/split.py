@@ -7,7 +7,9 @@ the last region of each split cut short and its remainder starting the next spli
 
 from __future__ import annotations
 
+import bisect
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -79,3 +81,31 @@ def train_test_split(
 
 
 __all__ = ["train_test_split"]
+
+
+def subset_dataset(streaming_dataset: StreamingDataset, indices: Sequence[int] | slice) -> StreamingDataset:
+    """``StreamingDataset.subset``: a copy that runs over ``indices`` only (LitData 0.2.76).
+
+    ``indices`` are positions in the dataset's unshuffled order (a slice, a range or a list, in the order
+    given; runs of consecutive positions within one chunk become one region).
+
+    Raises:
+        DatasetError: a position is outside ``[0, len)``.
+    """
+    ds = streaming_dataset
+    regions = [r for r in (ds.regions or [(c, 0, n) for c, n in enumerate(ds.chunk_sizes)]) if r[2] > r[1]]
+    starts = np.cumsum([0] + [b - a for _, a, b in regions]).tolist()
+    total = starts[-1]
+    positions = range(*indices.indices(total)) if isinstance(indices, slice) else indices
+    out: list[tuple[int, int, int]] = []
+    for pos in positions:
+        if isinstance(pos, bool) or not isinstance(pos, (int, np.integer)) or not 0 <= pos < total:
+            raise DatasetError(f"subset positions must be ints in [0, {total - 1}], got {pos!r}")
+        r = bisect.bisect_right(starts, int(pos)) - 1
+        chunk, a, _ = regions[r]
+        local = a + int(pos) - starts[r]
+        if out and out[-1][0] == chunk and out[-1][2] == local:
+            out[-1] = (chunk, out[-1][1], local + 1)
+        else:
+            out.append((chunk, local, local + 1))
+    return ds.with_regions(out)

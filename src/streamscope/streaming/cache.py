@@ -69,11 +69,11 @@ class Cache:
         chunk_size: int | None = None,
         chunk_bytes: int | str | None = None,
         item_loader: Any | None = None,
-        max_cache_size: int | str = "100GB",
+        max_cache_size: int | float | str | None = None,
         serializers: dict[str, Any] | None = None,
         writer_chunk_index: int | None = None,
-        storage_options: dict | None = {},  # noqa: B006 - LitData's signature; never mutated
-        session_options: dict | None = {},  # noqa: B006
+        storage_options: dict | None = None,
+        session_options: dict | None = None,
         max_pre_download: int = 2,
         msg_queue: Any | None = None,
         on_demand_bytes: bool = False,

@@ -91,8 +91,8 @@ class BinaryReader:
         encryption: Any | None = None,
         item_loader: BaseItemLoader | None = None,
         serializers: dict[str, Any] | None = None,
-        storage_options: dict | None = {},  # noqa: B006 - LitData's signature; never mutated
-        session_options: dict | None = {},  # noqa: B006
+        storage_options: dict | None = None,
+        session_options: dict | None = None,
         max_pre_download: int = 2,
         on_demand_bytes: bool = False,
     ) -> None:

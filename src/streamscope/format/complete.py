@@ -1,0 +1,65 @@
+"""``complete_dataset`` / ``is_complete_dataset`` (LitData 0.2.76): finish a folder of chunks that has per-writer
+index files but no ``index.json``.
+
+``optimize`` merges the indexes itself; a folder written by hand (``BinaryWriter``/``Cache`` without
+``merge()``) or left by an interrupted job holds ``{rank}.index.json`` files (and, from a multi-node job,
+``{node}-index.json`` files). Their chunk lists are joined in natural order of the file names, the files are
+removed, and ``index.json`` is written as ``optimize`` writes it. ``StreamingDataset`` does this itself for a
+local folder with shards and no index, as LitData 0.2.76 does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from streamscope._core.errors import FormatError
+from streamscope.format.index import INDEX_FILENAME, load_index, natural_key, write_index
+
+_SHARD = re.compile(r"^\d+(\.|-)index\.json$")
+
+
+def has_index_shards(input_dir: str) -> bool:
+    """Whether ``input_dir`` holds per-writer index files to merge."""
+    return os.path.isdir(input_dir) and any(_SHARD.match(n) for n in os.listdir(input_dir))
+
+
+def is_complete_dataset(input_dir: str) -> bool:
+    """Whether ``input_dir`` has its ``index.json`` (ready to stream)."""
+    return os.path.isfile(os.path.join(input_dir, INDEX_FILENAME))
+
+
+def complete_dataset(input_dir: str) -> str:
+    """Merge the index shards of ``input_dir`` into ``index.json`` (nothing to do when it exists).
+
+    Returns:
+        ``input_dir``.
+
+    Raises:
+        FileNotFoundError: the folder does not exist, or holds neither ``index.json`` nor index shards.
+        FormatError: a shard is unreadable, or two shards were written with different configs (both named).
+    """
+    if is_complete_dataset(input_dir):
+        return input_dir
+    if not os.path.isdir(input_dir):
+        raise FileNotFoundError(f"dataset folder {input_dir!r} does not exist")
+    shards = sorted((n for n in os.listdir(input_dir) if _SHARD.match(n)), key=natural_key)
+    if not shards:
+        raise FileNotFoundError(
+            f"{input_dir!r} has no {INDEX_FILENAME} and no index shards ({{rank}}.{INDEX_FILENAME}): "
+            f"did the writer finish?"
+        )
+    chunks, config, config_from = [], None, ""
+    for name in shards:
+        part = load_index(os.path.join(input_dir, name))
+        if config is None:
+            config, config_from = part["config"], name
+        elif part["config"] != config:
+            keys = sorted(k for k in set(config) | set(part["config"]) if config.get(k) != part["config"].get(k))
+            raise FormatError(f"{input_dir!r}: the config of {name!r} differs from {config_from!r} in {keys}")
+        chunks.extend(part["chunks"])
+    assert config is not None
+    write_index(os.path.join(input_dir, INDEX_FILENAME), chunks, config)
+    for name in shards:
+        os.unlink(os.path.join(input_dir, name))
+    return input_dir

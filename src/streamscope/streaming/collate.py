@@ -1,0 +1,5 @@
+"""``litdata.streaming.collate`` at the same path."""
+
+from streamscope.stream.collate_fn import litdata_collate  # noqa: F401
+
+__all__ = ["litdata_collate"]
