@@ -38,6 +38,19 @@ Parts, each side by side with LitData 0.2.68 in the same run:
    the machine's speed drifting between epochs, which the A/B ratios are not, but it does not see the loop's
    inline series appends (a clock read and a list append per boundary, no call to wrap): a lower bound.
 
+5. ``--ab-telemetry-rounds N``: everything on against everything off (issue 23's cost target: at most 2 % more
+   for one local epoch at ``num_workers`` 0 and 2), per ``--ab-workers`` value. Two processes live side by side
+   for the whole run: ``off`` never switches anything on; ``on`` calls ``streamscope.enable_telemetry()`` once
+   (metrics at ``chunk``, spans at ``chunk`` over OTLP/HTTP to a real receiver in this process,
+   ``tests/support/otlp_receiver.py``, metrics exported every second, and the Prometheus endpoint on a free
+   port, scraped by this process every ``--ab-scrape-interval`` s while ``on`` runs its epoch). The two run one
+   epoch each per round, in alternating order (toggling inside one process is not possible here: an installed
+   OpenTelemetry SDK switches metrics back on at its next collection). Each epoch is timed as the tracer A/B
+   times its strict unit: the epoch, then ``Telemetry.force_flush()`` (its spans and metrics exported now,
+   ``on`` only) and the workers' exit; CPU of the process and its reaped workers. ``cpu_cycle`` also counts
+   what a process spent between two of its epochs (its exporter and server threads while the other ran), so
+   no background work escapes. Paired medians of per-round ratios with 95 % bootstrap intervals, as above.
+
 Writes ``benchmarks/results/bench_tracer.json`` (``--out``: elsewhere, e.g. the single runs that
 ``pool_ab.py`` pools).
 
@@ -51,16 +64,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from typing import Any
 
 from _results import start
 from torch.utils.data import IterableDataset
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 SHAPE = (3, 64, 64)
 
 
@@ -473,6 +491,194 @@ def attribution(data_dir: str, rounds: int, level: str) -> dict[str, Any]:
     return _json_child(ATTR_CHILD, [data_dir, str(rounds), level], 1800)
 
 
+TEL_CHILD = r"""
+import json, multiprocessing, os, resource, sys, time
+arm, data_dir, workers, endpoint = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+export_s, strict = float(sys.argv[5]), sys.argv[6] == "strict"
+import streamscope as S
+handle = None
+if arm == "on":  # before any dataset or loader, as documented: the workers inherit what it switches on
+    handle = S.enable_telemetry(endpoint=endpoint, prometheus_port=0, metric_export_interval=export_s, service_name="bench")
+def cpu():  # this process (every thread) and its reaped DataLoader workers
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + c.ru_utime + c.ru_stime
+def epoch():
+    for _ in S.StreamingDataLoader(S.StreamingDataset(data_dir), batch_size=64, num_workers=workers):
+        pass
+def finish():
+    if handle is not None and strict:
+        handle.force_flush(30)  # this epoch's spans and the metrics exported now (the strict measure)
+    while multiprocessing.active_children():
+        time.sleep(0.002)
+epoch(); finish()
+print(json.dumps({"ready": True, "port": handle.prometheus_port if handle else None}), flush=True)
+for line in sys.stdin:
+    if line.strip() != "go":
+        break
+    c, w = cpu(), time.perf_counter()
+    epoch()
+    f = time.perf_counter()
+    finish()
+    end = time.perf_counter()
+    c2 = cpu()
+    print(json.dumps({"cpu": c2 - c, "cpu_total": c2, "wall": end - w, "tail": end - f}), flush=True)
+print(json.dumps({"stats": handle.stats if handle else {}}), flush=True)
+"""
+
+
+def _bootstrap_ci95(ratios: list[float], seed: int = 0) -> list[float]:
+    """95 % bootstrap interval of the median of ``ratios``."""
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
+    return [round(meds[50], 4), round(meds[1949], 4)]
+
+
+def _json_line(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    """The next JSON line a child prints (other lines skipped); raises when it exits first."""
+    assert proc.stdout is not None
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"child exited (code {proc.wait()})")
+        line = line.strip()
+        if line.startswith("{"):
+            return json.loads(line)
+
+
+def telemetry_ab(
+    data_dir: str,
+    rounds: int,
+    workers: int,
+    scrape_interval: float,
+    log_dir: str,
+    export_interval: float = 1.0,
+    strict: bool = False,
+) -> dict[str, Any]:
+    """Everything on (metrics + OTLP spans and metrics to a real receiver + Prometheus scraped) against
+    everything off, one process each, one epoch each per round in alternating order (see the module doc).
+    ``strict``: ``on`` exports everything at the end of each of its epochs (``force_flush``), timed."""
+    sys.path.insert(0, ROOT)
+    from tests.support.otlp_receiver import OTLPReceiver
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_", "OTEL_"))}
+    env["LITDATA_DISABLE_VERSION_CHECK"] = "1"
+    res: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
+    scrapes = {"ok": 0, "failed": 0, "bytes": 0}
+    received = {"traces_requests": 0, "metrics_requests": 0, "spans": 0}
+    with OTLPReceiver() as rx:
+        procs: dict[str, subprocess.Popen[str]] = {}
+        logs = {}
+        try:
+            for arm in ("off", "on"):
+                logs[arm] = open(os.path.join(log_dir, f"telemetry_{arm}_w{workers}.err"), "w")  # noqa: SIM115
+                procs[arm] = subprocess.Popen(
+                    [sys.executable, "-c", TEL_CHILD, arm, data_dir, str(workers), rx.url, str(export_interval)]
+                    + ["strict" if strict else "steady"],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=logs[arm],
+                    text=True,
+                    env=env,
+                )
+            ready = {arm: _json_line(p) for arm, p in procs.items()}
+            url = f"http://127.0.0.1:{ready['on']['port']}/metrics"
+            scraping, stop = threading.Event(), threading.Event()
+
+            def scrape() -> None:
+                while not stop.is_set():
+                    if not scraping.wait(0.05):
+                        continue
+                    try:
+                        with urllib.request.urlopen(url, timeout=5) as r:
+                            scrapes["bytes"] += len(r.read())
+                        scrapes["ok"] += 1
+                    except Exception:
+                        scrapes["failed"] += 1
+                    stop.wait(scrape_interval)
+
+            scraper = threading.Thread(target=scrape, daemon=True)
+            scraper.start()
+            loads = []
+            for r in range(rounds):
+                for arm in ("off", "on") if r % 2 == 0 else ("on", "off"):  # neither always runs first
+                    p = procs[arm]
+                    assert p.stdin is not None
+                    if arm == "on":
+                        scraping.set()
+                    p.stdin.write("go\n")
+                    p.stdin.flush()
+                    got = _json_line(p)
+                    scraping.clear()
+                    res[arm].append(got)
+                if r % 50 == 49:  # what arrived is counted, then dropped: the receiver's memory stays flat
+                    loads.append(round(os.getloadavg()[0], 2))
+                    received["traces_requests"] += len(rx.messages("traces"))
+                    received["metrics_requests"] += len(rx.messages("metrics"))
+                    received["spans"] += len(rx.spans())
+                    rx.reset()
+            stop.set()
+            scraping.set()
+            scraper.join(10)
+            stats = {}
+            for arm, p in procs.items():
+                assert p.stdin is not None
+                p.stdin.write("stop\n")
+                p.stdin.flush()
+                stats[arm] = _json_line(p).get("stats")
+                p.wait(120)
+            received["traces_requests"] += len(rx.messages("traces"))
+            received["metrics_requests"] += len(rx.messages("metrics"))
+            received["spans"] += len(rx.spans())
+        finally:
+            for p in procs.values():
+                if p.poll() is None:
+                    p.kill()
+            for f in logs.values():
+                f.close()
+    out: dict[str, Any] = {
+        "rounds": rounds,
+        "workers": workers,
+        "scrape_interval_s": scrape_interval,
+        "metric_export_interval_s": export_interval,
+        "force_flush_every_epoch": strict,
+        "loadavg_every_50_rounds": loads,
+        "scrapes": scrapes,
+        "received": received,
+        "telemetry_stats": stats.get("on"),
+    }
+    for arm in ("off", "on"):
+        xs = res[arm]
+        cyc = [b["cpu_total"] - a["cpu_total"] for a, b in zip(xs, xs[1:])]
+        out[arm] = {
+            "cpu_median": round(statistics.median(x["cpu"] for x in xs), 4),
+            "wall_median": round(statistics.median(x["wall"] for x in xs), 4),
+            "cpu_cycle_median": round(statistics.median(cyc), 4) if cyc else None,
+        }
+    for k in ("cpu", "wall"):
+        ratios = [a[k] / b[k] for a, b in zip(res["on"], res["off"])]
+        out[f"on_over_off_{k}_paired_median"] = round(statistics.median(ratios), 4)
+        out[f"on_over_off_{k}_paired_median_ci95"] = _bootstrap_ci95(ratios)
+        q = sorted(ratios)
+        out[f"on_over_off_{k}_quartiles"] = [round(q[len(q) // 4], 4), round(q[3 * len(q) // 4], 4)]
+    on_c, off_c = res["on"], res["off"]
+    cyc_ratios = [
+        (on_c[i]["cpu_total"] - on_c[i - 1]["cpu_total"]) / (off_c[i]["cpu_total"] - off_c[i - 1]["cpu_total"])
+        for i in range(1, len(on_c))
+    ]
+    if cyc_ratios:
+        out["on_over_off_cpu_cycle_paired_median"] = round(statistics.median(cyc_ratios), 4)
+        out["on_over_off_cpu_cycle_paired_median_ci95"] = _bootstrap_ci95(cyc_ratios)
+    out["on_flush_over_off_wall_paired_median"] = round(
+        statistics.median(a["tail"] / b["wall"] for a, b in zip(on_c, off_c)), 4
+    )
+    offs = sorted(x["cpu"] for x in off_c)
+    out["off_cpu_quartile_spread"] = round(offs[3 * len(offs) // 4] / offs[len(offs) // 4], 3)
+    out["rounds_raw"] = {
+        arm: [[round(x["cpu"], 6), round(x["wall"], 6), round(x["tail"], 6)] for x in res[arm]] for arm in res
+    }
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=20_000)
@@ -491,6 +697,16 @@ def main() -> None:
     ap.add_argument("--attribution-rounds", type=int, default=0, help="also time the tracer inside w0 epochs")
     ap.add_argument("--ab-levels", default="chunk,sample", help="traced levels of the in-process A/B")
     ap.add_argument("--out", default=None, help="write the result here instead of results/bench_tracer.json")
+    ap.add_argument(
+        "--ab-telemetry-rounds", type=int, default=0, help="also run everything on / off (telemetry) this many rounds"
+    )
+    ap.add_argument("--ab-scrape-interval", type=float, default=1.0, help="seconds between Prometheus scrapes")
+    ap.add_argument("--ab-export-interval", type=float, default=1.0, help="seconds between OTLP metric exports")
+    ap.add_argument(
+        "--ab-telemetry-modes",
+        default="steady",
+        help="steady (exports on their own schedule) and/or strict (force_flush after every epoch), comma list",
+    )
     args = ap.parse_args()
     bench = start("bench_tracer", args)
 
@@ -562,6 +778,22 @@ def main() -> None:
                         key = f"in_process_ab_w{workers}_{level}" + (f"_block{block}" if block > 1 else "")
                         result[key] = got
                         print(f"in-process A/B w{workers} {level} block={block}: {json.dumps(got)}", flush=True)
+        if args.ab_telemetry_rounds:
+            for mode in [m for m in args.ab_telemetry_modes.split(",") if m]:
+                for workers in [int(w) for w in args.ab_workers.split(",") if w]:
+                    got = telemetry_ab(
+                        data_dir,
+                        args.ab_telemetry_rounds,
+                        workers,
+                        args.ab_scrape_interval,
+                        tmp,
+                        args.ab_export_interval,
+                        mode == "strict",
+                    )
+                    key = f"telemetry_ab_w{workers}" + ("_strict" if mode == "strict" else "")
+                    result[key] = got
+                    brief = {k: v for k, v in got.items() if k != "rounds_raw"}
+                    print(f"telemetry A/B w{workers} {mode}: {json.dumps(brief)}", flush=True)
     bench.write(result, summary=summarize(result), out=args.out)
 
 

@@ -28,7 +28,6 @@ def _text(view: MetricsView) -> str:
     prometheus_client = pytest.importorskip("prometheus_client")
     from streamscope.telemetry import prometheus as prom
 
-    prom._HIGH.clear()
     reg = prometheus_client.CollectorRegistry(auto_describe=False)
 
     class _C:

@@ -81,3 +81,29 @@ def test_configure_from_env_reads_once_and_leaves_an_explicit_configuration_alon
         assert "download" not in ev.ACTIVE  # read once
     finally:
         ev.configure()
+
+
+def test_ensure_metrics_adds_what_is_missing_and_keeps_what_is_recorded(monkeypatch, tmp_path):
+    """What the exporters call (the Prometheus endpoint, an OpenTelemetry collection): metrics on at the level's
+    categories, no trace log unless one was on, the workers told through the environment; nothing when the
+    recording covers the level already."""
+    from streamscope import events as ev
+    from streamscope.events import vocab
+
+    monkeypatch.setenv("STREAMSCOPE_METRICS_DIR", str(tmp_path / "m"))
+    monkeypatch.delenv("STREAMSCOPE_METRICS_LEVEL", raising=False)
+    try:
+        ev.configure(trace={"epoch"}, metrics={"batch"})
+        ev.ensure_metrics("chunk")
+        assert ev.RECORDER.metric_cats == vocab.LEVELS["chunk"] | {"batch"}
+        assert ev.RECORDER.trace_cats == {"epoch"}  # the trace level stands
+        assert set(os.environ["STREAMSCOPE_METRICS_LEVEL"].split(",")) == set(ev.RECORDER.metric_cats)
+        calls: list[tuple] = []
+        monkeypatch.setattr(ev, "configure", lambda *a, **k: calls.append((a, k)))
+        monkeypatch.setenv("STREAMSCOPE_METRICS_LEVEL", "untouched")
+        ev.ensure_metrics("batch")  # covered: no reconfiguration
+        ev.ensure_metrics("chunk")
+        assert calls == [] and os.environ["STREAMSCOPE_METRICS_LEVEL"] == "untouched"
+        monkeypatch.undo()
+    finally:
+        ev.configure()

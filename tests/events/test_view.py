@@ -31,6 +31,7 @@ def test_build_maps_the_merged_numbers_to_registry_points():
         values={
             f"{M.LOADER_WAIT_STAGE.name}|stage=download": 0.025,
             f"{M.LOADER_WAIT_STAGE.name}|stage=decode": 0.005,
+            f"{M.LOADER_WAIT_STAGE.name}|stage=idle": 0.010,
             f"{M.LOADER_BATCHES.name}|dataset=imgs": 7,
             f"{M.PREFETCH_DEPTH.name}|worker=0": 2,
             f"{M.PREFETCH_DEPTH.name}|worker=1": 3,
@@ -43,8 +44,10 @@ def test_build_maps_the_merged_numbers_to_registry_points():
     v = build(snap, rank=3, node=1)
     assert v.value(M.LOADER_WAIT) == pytest.approx(0.040)
     assert v.value(M.LOADER_WAIT_STAGE, stage="download") == pytest.approx(0.025)
-    assert v.value(M.LOADER_WAIT_STAGE, stage="idle") == pytest.approx(0.010)  # what no stage explains
+    assert v.value(M.LOADER_WAIT_STAGE, stage="idle") == pytest.approx(0.010)  # as the processes settled it
     assert v.value(M.LOADER_WAIT_STAGE) == pytest.approx(v.value(M.LOADER_WAIT))
+    del snap.values[f"{M.LOADER_WAIT_STAGE.name}|stage=idle"]
+    assert build(snap).value(M.LOADER_WAIT_STAGE, stage="idle") == 0  # never made up from the wait
     h = v.histogram(M.DOWNLOAD_DURATION, rank=3)
     assert h.count == 2 and h.sum == pytest.approx(0.6) and h.quantile(0.5) == 0.25
     assert v.value(M.DOWNLOAD_BYTES) == 99 and v.value(M.DOWNLOAD_RETRIES) == 3 and v.value(M.EVENTS_DROPPED) == 4

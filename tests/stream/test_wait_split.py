@@ -54,6 +54,33 @@ def test_a_slow_transform_makes_the_wait_decoding(tmp_path):
     assert split["download"] == 0.0  # a local dataset downloads nothing
 
 
+def test_the_split_counters_never_go_down_and_sum_to_the_wait_across_epochs(tmp_path):
+    """Three epochs, workers forked anew each, one persistent-less loader; the metrics read after every batch
+    (each read is the run as of its processes' last flush): no stage and no wait total ever goes down, and once
+    everything is flushed the five stages, idle included, sum to the wait."""
+    d = write_dataset(str(tmp_path / "ds"), 96, image_sample, chunk_size=12)
+    loader = StreamingDataLoader(StreamingDataset(d, transform=_slow), batch_size=8, num_workers=2)
+    os.environ["STREAMSCOPE_METRICS_INTERVAL"] = "0.05"
+    os.environ["STREAMSCOPE_LOG_FILE"] = str(tmp_path / "never.log")
+    enable_metrics("chunk")
+    seen: list[list[float]] = []
+
+    def read() -> None:
+        view = ev.metrics_view()
+        seen.append([view.value(M.LOADER_WAIT)] + [view.value(M.LOADER_WAIT_STAGE, stage=s) for s in STAGES])
+
+    for _ in range(3):
+        for _batch in loader:
+            read()
+        ev.flush()
+        read()
+    for a, b in zip(seen, seen[1:]):
+        assert all(y >= x for x, y in zip(a, b)), (a, b)  # counters: never down, not even by a rounding bit
+    wait, *stages = seen[-1]
+    assert wait > 0.1 and sum(stages) == pytest.approx(wait, rel=1e-6), seen[-1]
+    assert len({tuple(r) for r in seen}) > 6  # the reads saw the counters move during the epochs
+
+
 @pytest.mark.slow
 def test_a_slow_download_makes_the_wait_downloading(tmp_path, s3_server, fault_proxy):
     local = write_dataset(str(tmp_path / "ds"), 160, image_sample, chunk_size=10)

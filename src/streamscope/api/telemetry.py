@@ -181,7 +181,7 @@ def enable_telemetry(
         _HANDLE, _HANDLE_PID = handle, os.getpid()
     if not handle.disabled:
         handle.trace_categories = _switch_tracing(cats)
-        otel.ensure_metrics()
+        ev.ensure_metrics("chunk")
     port = _start_prometheus(prometheus_port)
     if port is not None:
         handle.prometheus_port = port

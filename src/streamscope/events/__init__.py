@@ -48,6 +48,7 @@ Cost: an inactive category costs the membership test; an active one appends a tu
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import traceback
@@ -126,6 +127,7 @@ __all__ = [
     "dropped",
     "emit",
     "enabled",
+    "ensure_metrics",
     "expand",
     "flush",
     "force_flush",
@@ -353,6 +355,19 @@ def configure(
     RECORDER.configure(frozenset(trace), frozenset(metrics), flush_interval)
 
 
+def ensure_metrics(level: str = "chunk") -> None:
+    """Switch metrics recording on at ``level``'s categories (metrics only: no trace log) unless what this process
+    records already covers them; workers started from now on inherit it (``STREAMSCOPE_METRICS_LEVEL``). What an
+    exporter that needs the metrics (the Prometheus endpoint, OpenTelemetry's collections) calls."""
+    want = vocab.LEVELS[level]
+    rec = RECORDER
+    if rec.started and rec.pid == os.getpid() and want <= (rec.trace_cats | rec.metric_cats):
+        return
+    cats = rec.metric_cats | want
+    os.environ["STREAMSCOPE_METRICS_LEVEL"] = ",".join(sorted(cats))  # workers, spawned ones too, inherit it
+    configure(rec.trace_cats, cats, rec.flush_interval if rec.started else None)
+
+
 def add_sink(factory: SinkFactory) -> None:
     """Register a sink factory (a zero-argument callable returning a :class:`Sink`) in this process.
 
@@ -407,15 +422,16 @@ def adopt(parcel: Parcel) -> None:
     RECORDER.adopt(parcel)
 
 
-def claim_spool(pid: int) -> Parcel | None:
+def claim_spool(pid: int, adopt: bool = False) -> Parcel | None:
     """The parcel process ``pid`` of this run left at exit because nobody had taken it yet (None: it left
     none), removed from the run directory. Its receiver calls this once the sender is gone: it adopts the parcel
-    only if it never took it otherwise."""
+    only if it never took it otherwise. ``adopt``: adopt it here, before its file goes (a flush in between would
+    see the sender's parcel nowhere and retire the sender on its older snapshot, to count it again later)."""
     d = RECORDER.metrics_dir
     if not d:
         return None
     try:
-        return take_spool(d, pid)
+        return take_spool(d, pid, RECORDER.adopt if adopt else None)
     except Exception as exc:  # a damaged file (it is renamed into place whole, so only from outside): reported
         RECORDER._report(f"spool:{pid}", f"trace parcel of pid {pid} unreadable, its events are lost: {exc!r}")
         return None

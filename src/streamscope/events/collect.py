@@ -12,11 +12,16 @@ a later process with the same pid. At every flush of the owner (its flusher's ti
   after a worker error), its numbers join one running total (:attr:`RunCollector.retired`) and its file is
   removed. A run with non-persistent DataLoader workers starts two processes an epoch; a flush then reads only
   the files of the processes still running.
+* a dead process whose parcel may still come (:func:`RunCollector.repair`'s ``parcel_may_come``: its spool file
+  in the run directory, or adopted and not taken in yet) is not retired yet: its parcel's snapshot is newer than
+  its file. Retired on the file, the process would count twice once the parcel came. As a last guard, a
+  snapshot of a process already retired (same pid and start time) is ignored: counted less, never twice.
 """
 
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -39,26 +44,48 @@ class RunCollector:
         files: pid -> the snapshot files as of the last scan (see :meth:`repair`).
         retired: the summed numbers of the run's processes that are done.
         stuck: done processes whose snapshot file could not be removed (never added twice).
+        gone: (pid, start token) of the processes retired lately (a later snapshot of one is not counted again).
     """
+
+    #: Retired processes remembered in :attr:`gone`.
+    GONE = 4096
 
     def __init__(self) -> None:
         self.parcel_snaps: dict[int, dict[str, Any]] = {}
         self.files: dict[int, dict[str, Any]] = {}
         self.retired = MetricsSnapshot()
         self.stuck: set[int] = set()
+        self.gone: OrderedDict[tuple[int, Any], None] = OrderedDict()
 
     def note(self, pid: int, snapshot: dict[str, Any]) -> None:
-        """A parcel of process ``pid`` brought ``snapshot``: keep it if it is the newer."""
+        """A parcel of process ``pid`` brought ``snapshot``: keep it if it is the newer (not if that process was
+        retired already)."""
+        if (pid, snapshot.get("token")) in self.gone:
+            return
         self.parcel_snaps[pid] = newest(self.parcel_snaps.get(pid), snapshot)
 
-    def repair(self, directory: str, me: int, now: int, export: ExportFn) -> None:
+    def repair(
+        self,
+        directory: str,
+        me: int,
+        now: int,
+        export: ExportFn,
+        parcel_may_come: Callable[[int], bool] | None = None,
+    ) -> None:
         """Scan the run directory; close the spans that dead processes left open (their last snapshot lists them)
-        and retire the snapshots of processes that are done (see module doc)."""
+        and retire the snapshots of processes that are done (see module doc). ``parcel_may_come(pid)``: True
+        while a parcel of that process may still arrive (asked after the process is seen dead)."""
         files = read_snapshots(directory)
         for pid in set(files) | set(self.parcel_snaps):
             if pid == me or pid in self.stuck:
                 continue
             file, handed = files.get(pid), self.parcel_snaps.get(pid)
+            if file is not None and (pid, file.get("token")) in self.gone:  # retired; its file came back
+                self._forget_file(directory, pid)
+                files.pop(pid, None)
+                file = None
+                if handed is None:
+                    continue
             if not same_process(file, handed):  # the older of two processes with this pid is gone
                 if older(file, handed):  # type: ignore[arg-type]
                     self._retire(directory, pid, file, now, export, remove_file=True)  # type: ignore[arg-type]
@@ -70,6 +97,8 @@ class RunCollector:
             snap = newest(file, handed)
             if snap is None or (not snap.get("final") and pid_alive(pid)):
                 continue
+            if not snap.get("final") and parcel_may_come is not None and parcel_may_come(pid):
+                continue  # dead, but its newer snapshot is on its way
             self._retire(
                 directory, pid, snap, now, export, remove_file=file is not None, drop_handed=handed is not None
             )
@@ -91,15 +120,21 @@ class RunCollector:
         if not snap.get("final"):
             close_for(pid, snap, now, export)
         if remove_file:
-            path = os.path.join(directory, f"{pid}.json")
-            try:
-                os.remove(path)
-            except OSError:
-                self.stuck.add(pid)  # left in place: never added twice
-            forget_snapshot(path)
+            self._forget_file(directory, pid)
         if drop_handed:
             self.parcel_snaps.pop(pid, None)
         add_snapshot(self.retired, pid, snap)
+        self.gone[(pid, snap.get("token"))] = None
+        while len(self.gone) > self.GONE:
+            self.gone.popitem(last=False)
+
+    def _forget_file(self, directory: str, pid: int) -> None:
+        path = os.path.join(directory, f"{pid}.json")
+        try:
+            os.remove(path)
+        except OSError:
+            self.stuck.add(pid)  # left in place: never added twice
+        forget_snapshot(path)
 
     def current(self, me: int, directory: str | None, scan: bool = True) -> dict[int, dict[str, Any]]:
         """pid -> the snapshot that stands for each other process of the run still counted (not retired).
@@ -169,12 +204,14 @@ def current(file: dict[str, Any] | None, handed: dict[str, Any] | None) -> dict[
 
 
 def newest(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The later of two snapshots of one process (its numbers only grow; a final one is its last)."""
+    """The later of two snapshots of one process (its numbers only grow; a final one is its last): by their
+    ``seq`` (a snapshot's number in its process), then by what they counted."""
     if a is None or b is None:
         return a if b is None else b
 
     def rank(s: dict[str, Any]) -> tuple[int, ...]:
         return (
+            int(s.get("seq", 0)),
             int(s.get("events", 0)),
             int(s.get("dropped", 0)),
             int(s.get("sink_errors", 0)),

@@ -11,7 +11,10 @@ batches; the main process adopts it (:meth:`Relay.adopt`) and writes its events 
   at once; the receiver drops that file once it has the parcel, or claims it (:func:`take_spool`) when it never
   took the parcel otherwise. Without a run directory the sender waits for the answer (at most the
   ``trace_handover_wait`` knob, while its parent lives).
-* A parcel's snapshot stands for the sender's file until a newer one comes (see :mod:`.collect`).
+* A parcel's snapshot stands for the sender's file until a newer one comes (see :mod:`.collect`). While a parcel
+  may still come (its spool file is in the run directory, or it is adopted and not yet taken in by a flush:
+  :attr:`Relay.incoming`), its sender is not retired even once it is dead: retired on an older snapshot, the
+  sender would be counted a second time when its parcel came.
 """
 
 from __future__ import annotations
@@ -23,13 +26,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from streamscope.events import context
+from streamscope.events import context, instruments
 from streamscope.events.bus import OPEN, STATE, Event, events_represented
 
 if TYPE_CHECKING:
     from streamscope.events.recorder import Recorder
 
-__all__ = ["Parcel", "Relay", "drop_spool", "spool_path", "take_spool", "write_spool"]
+__all__ = ["Parcel", "Relay", "drop_spool", "spool_path", "spooled", "take_spool", "write_spool"]
 
 
 class Parcel:
@@ -83,8 +86,11 @@ def write_spool(directory: str, parcel: Parcel) -> None:
     os.replace(tmp, path)
 
 
-def take_spool(directory: str, pid: int) -> Parcel | None:
+def take_spool(directory: str, pid: int, before_removal: Callable[[Parcel], None] | None = None) -> Parcel | None:
     """The parcel process ``pid`` left (None when it left none), removed from the run directory.
+
+    ``before_removal(parcel)`` runs before the file goes (e.g. adopting the parcel: a flush never sees the parcel
+    neither in the directory nor adopted).
 
     Raises:
         pickle.UnpicklingError, EOFError, OSError, ...: a damaged file (removed all the same).
@@ -92,11 +98,20 @@ def take_spool(directory: str, pid: int) -> Parcel | None:
     try:
         with open(spool_path(directory, pid), "rb") as f:
             parcel = pickle.load(f)
+        if not isinstance(parcel, Parcel):
+            return None
+        if before_removal is not None:
+            before_removal(parcel)
+        return parcel
     except FileNotFoundError:
         return None
     finally:
         drop_spool(directory, pid)
-    return parcel if isinstance(parcel, Parcel) else None
+
+
+def spooled(directory: str, pid: int) -> bool:
+    """True when process ``pid`` left a parcel in the run directory that nobody has taken yet."""
+    return os.path.exists(spool_path(directory, pid))
 
 
 def drop_spool(directory: str, pid: int) -> None:
@@ -112,15 +127,18 @@ class Relay:
 
     Attributes:
         adopted: other processes' parcels this process writes at its next flush.
+        incoming: pids of the parcels adopted and not yet drained by a flush (a flush's repair must not retire
+            their senders on an older snapshot; see module doc).
         unconfirmed: ``(parcel, received, parent pid)`` of the last parcel handed over, until exit asks.
-        handed: ``(events, dropped, sink errors)`` of the snapshot the last parcel carried: at exit a process
-            that recorded nothing since writes no snapshot of its own.
+        handed: ``(events, dropped, sink errors, counters' version)`` of the snapshot the last parcel carried:
+            at exit a process that recorded nothing since writes no snapshot of its own.
     """
 
     def __init__(self) -> None:
         self.adopted: deque[Parcel] = deque()
+        self.incoming: set[int] = set()
         self.unconfirmed: tuple[Parcel, Callable[[], bool | None], int] | None = None
-        self.handed: tuple[int, int, int] | None = None
+        self.handed: tuple[int, int, int, int] | None = None
 
     def hand_over(self, rec: Recorder, tag: int, received: Callable[[], bool | None] | None) -> Parcel:
         """Take ``rec``'s buffered events for another process of the run (see :meth:`Recorder.hand_over`)."""
@@ -130,8 +148,9 @@ class Relay:
             traced = []
         snap = None
         if rec.metrics_dir:
+            version = instruments.VERSION
             snap = rec._snapshot(OPEN.copy(), final=False)
-            self.handed = (rec.agg.events, STATE.dropped, rec.sink_errors)
+            self.handed = (rec.agg.events, STATE.dropped, rec.sink_errors, version)
         parcel = Parcel(rec.pid, traced, context.env_fields() if traced else {}, snap, tag)
         if received is not None:
             self.unconfirmed = (parcel, received, os.getppid())
@@ -169,6 +188,7 @@ class Relay:
     def adopt(self, parcel: Parcel) -> None:
         """Take ``parcel`` from another process of the run, for the next flush. Any thread."""
         if parcel.events or parcel.snapshot is not None:
+            self.incoming.add(parcel.pid)  # first: a repair that sees the sender gone then sees this
             self.adopted.append(parcel)
 
     def drain(self, traced: bool, pieces: list[tuple[list[Event], dict[str, int] | None]]) -> list[Parcel]:
@@ -180,6 +200,8 @@ class Relay:
             if parcel.events and traced:
                 pieces.append((parcel.events, parcel.env))
             out.append(parcel)
+        for parcel in out:  # (its snapshot is noted by the same flush, before its repair)
+            self.incoming.discard(parcel.pid)
         return out
 
 

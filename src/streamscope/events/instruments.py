@@ -46,7 +46,14 @@ Callback = Callable[[], Iterable[Observation]]
 
 #: This process's counters (see :func:`add`).
 COUNTS: dict[str, float] = {}
-_lock = threading.Lock()
+#: Moves at every change of :data:`COUNTS`: a process publishes its snapshot when its counters moved, even with
+#: no new event (e.g. a worker's share of the wait split settled after its last batch).
+VERSION = 0
+#: Held while the counters change and while :func:`collect` reads them and asks the callbacks: a component that
+#: moves a running amount its callback reports into a counter does it under this lock, so a read sees the amount
+#: in one place or the other, never in both nor in neither (a counter that would otherwise dip or jump back).
+LOCK = threading.RLock()
+_lock = LOCK
 _callbacks: list[Callable[[], Callback | None]] = []
 
 
@@ -66,22 +73,28 @@ def parse_key(k: str) -> tuple[str, dict[str, str]]:
 
 def add(metric: Metric, value: float = 1, **attrs: Any) -> None:
     """Add ``value`` to ``metric`` (a counter) in this process; nothing while metrics and tracing are off."""
+    global VERSION
     if ACTIVE:
         k = key(metric, attrs)
         with _lock:
             COUNTS[k] = COUNTS.get(k, 0) + value
+            VERSION += 1
 
 
 def add_key(k: str, value: float) -> None:
     """:func:`add` by snapshot key (whatever is on)."""
+    global VERSION
     with _lock:
         COUNTS[k] = COUNTS.get(k, 0) + value
+        VERSION += 1
 
 
 def reset() -> None:
     """Counters back to zero (a new run)."""
+    global VERSION
     with _lock:
         COUNTS.clear()
+        VERSION += 1
 
 
 def counts() -> dict[str, float]:
@@ -104,29 +117,28 @@ def observe(callback: Callback) -> None:
 
 
 def collect() -> dict[str, float]:
-    """This process's counters and what its callbacks observe now (a callback that fails is skipped)."""
-    with _lock:
-        out = dict(COUNTS)
-        refs = list(_callbacks)
+    """This process's counters and what its callbacks observe now (a callback that fails is skipped), read under
+    :data:`LOCK` (see there)."""
     dead = False
     worker: str | None = None
-    for ref in refs:
-        fn = ref()
-        if fn is None:
-            dead = True
-            continue
-        try:
-            for metric, attrs, value in fn():
-                if "worker" in metric.attributes and "worker" not in attrs:
-                    if worker is None:
-                        worker = str(context.env_fields()["worker_rank"])
-                    attrs = {**attrs, "worker": worker}
-                k = key(metric, attrs)
-                out[k] = out.get(k, 0) + float(value)
-        except Exception:
-            continue
-    if dead:
-        with _lock:
+    with _lock:
+        out = dict(COUNTS)
+        for ref in _callbacks:
+            fn = ref()
+            if fn is None:
+                dead = True
+                continue
+            try:
+                for metric, attrs, value in fn():
+                    if "worker" in metric.attributes and "worker" not in attrs:
+                        if worker is None:
+                            worker = str(context.env_fields()["worker_rank"])
+                        attrs = {**attrs, "worker": worker}
+                    k = key(metric, attrs)
+                    out[k] = out.get(k, 0) + float(value)
+            except Exception:
+                continue
+        if dead:
             _callbacks[:] = [r for r in _callbacks if r() is not None]
     return out
 
@@ -134,6 +146,7 @@ def collect() -> dict[str, float]:
 def after_fork_in_child() -> None:
     """A forked child counts from zero and observes only what it registers itself (the parent's objects, e.g. a
     loader, are the parent's to report). The parent's are left behind unreleased, as the recorder's state."""
-    global COUNTS, _lock, _callbacks
+    global COUNTS, LOCK, _lock, _callbacks
     LEFT_BEHIND.append((COUNTS, _callbacks))
-    COUNTS, _lock, _callbacks = {}, threading.Lock(), []
+    COUNTS, _callbacks = {}, []
+    LOCK = _lock = threading.RLock()

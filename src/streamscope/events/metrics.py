@@ -21,7 +21,7 @@ import numpy as np
 from streamscope.events.bus import BULK, Bulk, Event, joined
 from streamscope.events.registry import BUCKETS_S  # the histograms' bounds (seconds), declared with the metrics
 
-__all__ = ["Aggregator", "SpanStats"]
+__all__ = ["Aggregator", "SpanStats", "add_seconds"]
 
 
 _BOUNDS_NS = tuple(int(b * 1e9) for b in BUCKETS_S)
@@ -32,6 +32,15 @@ _LOOP_SPANS = frozenset({"dataloader", "epoch"})
 #: events or this many entries are pending, or when the stats are read.
 _FOLD_EVENTS = 200_000
 _FOLD_ENTRIES = 256
+
+
+def add_seconds(a: float, b: float) -> float:
+    """``a + b`` on a grid of nanoseconds, for sums of several processes' seconds: each term is rounded to the ns
+    and the sum of those integers is exact, so a merged total does not depend on the order or the grouping of its
+    terms (a process's numbers joining the retired ones' total). Summed plainly, one grouping and the next can
+    differ in the last bit, and a counter that goes down by that bit reads as a restart to Prometheus. Exact while
+    a total stays under 2**51 ns (26 days)."""
+    return (round(a * 1e9) + round(b * 1e9)) / 1e9
 
 
 @dataclass
@@ -87,7 +96,7 @@ class SpanStats:
 
     def merge(self, other: SpanStats) -> None:
         self.count += other.count
-        self.total_s += other.total_s
+        self.total_s = add_seconds(self.total_s, other.total_s)
         self.max_s = max(self.max_s, other.max_s)
         self.bytes += other.bytes
         self.items += other.items
@@ -135,6 +144,7 @@ class Aggregator:
         self._pending: list[tuple[SpanStats, int, Bulk]] = []  # bulk entries not folded yet
         self._pending_waits: list[tuple[int | None, Bulk]] = []  # batch series: (previous loop mark, entry)
         self._pending_n = 0
+        self._seq = 0  # snapshots taken so far (see snapshot)
 
     @property
     def spans(self) -> dict[str, SpanStats]:
@@ -289,9 +299,13 @@ class Aggregator:
             self._stats("batch/data_wait").observe_many_ns(np.concatenate(gaps))
 
     def snapshot(self, pid: int, **extra: Any) -> dict[str, Any]:
-        """JSON-able snapshot of this process (pending bulk entries folded in)."""
+        """JSON-able snapshot of this process (pending bulk entries folded in). ``seq`` numbers the snapshots of
+        this aggregator: of two snapshots of one process (a file and a parcel's), the higher is the later one
+        even when no event came between them (its counters may have moved)."""
+        self._seq += 1
         return {
             "pid": pid,
+            "seq": self._seq,
             "events": self.events,
             # a flat copy per span (dataclasses.asdict's deep copy costs ~30 µs a span, at every worker's exit)
             "spans": {k: {**v.__dict__, "buckets": list(v.buckets)} for k, v in self.spans.items()},

@@ -54,7 +54,7 @@ from streamscope.events.bus import after_fork_in_child as _bus_after_fork
 from streamscope.events.collect import RunCollector
 from streamscope.events.exporters import FLUSH_TIMEOUT_MILLIS, Sink, SinkFactory
 from streamscope.events.flusher import Flusher
-from streamscope.events.handover import Parcel, Relay
+from streamscope.events.handover import Parcel, Relay, spooled
 from streamscope.events.metrics import Aggregator
 from streamscope.events.processor import DEFAULT_SINK, BatchProcessor
 from streamscope.events.report import Reporter
@@ -109,6 +109,7 @@ class Recorder:
         self._late_registered = False
         self._published_events = -1
         self._published_dropped = -1
+        self._published_version = -1
         self.token = time.monotonic_ns()  # this process's start: tells two processes with one pid apart
 
     # --- the roles' state, by the names it has always had ----------------------------------------------
@@ -324,8 +325,7 @@ class Recorder:
 
         ``hold``: events behind a complete event still open on their thread stay for the next take.
         """
-        if attribution.ACTIVE_ATTRIBUTOR[0] is not None:
-            attribution.fold()  # this process's share of the wait split (metrics on, see attribution)
+        attribution.fold()  # this process's shares of the wait split and its rings' tails (metrics on)
         events = self.processor.take(hold)
         if not events:
             return []
@@ -364,17 +364,24 @@ class Recorder:
         d = self.metrics_dir
         if not d:
             return
-        if not final and self.agg.events == self._published_events and STATE.dropped == self._published_dropped:
+        version = instruments.VERSION  # counters can move with no new event (e.g. the wait split)
+        if (
+            not final
+            and self.agg.events == self._published_events
+            and STATE.dropped == self._published_dropped
+            and version == self._published_version
+        ):
             return
         if self.owner and not final:
             return  # nobody reads the owner's file while it runs (metrics() merges its live numbers): final only
-        if final and self.relay.handed == (self.agg.events, STATE.dropped, self.sink_errors):
+        if final and self.relay.handed == (self.agg.events, STATE.dropped, self.sink_errors, version):
             return  # nothing since the snapshot handed over (so no span was open then): the receiver has it all
         snap = self._snapshot(open_now, final)
         try:
             write_snapshot(d, snap)
             self._published_events = self.agg.events
             self._published_dropped = STATE.dropped
+            self._published_version = version
         except Exception as exc:  # full disk, removed directory, unserialisable field
             self._report(f"publish:{type(exc).__name__}", f"metrics snapshot not written to {d}: {exc}")
 
@@ -393,8 +400,12 @@ class Recorder:
 
     def _repair_dead_workers(self) -> None:
         """Close the spans that dead processes of this run left open and retire the done ones (:mod:`.collect`)."""
-        if self.metrics_dir:
-            self.collector.repair(self.metrics_dir, self.pid, time.monotonic_ns(), self._export_traced)
+        d = self.metrics_dir
+        if d:
+            incoming = self.relay.incoming
+            self.collector.repair(
+                d, self.pid, time.monotonic_ns(), self._export_traced, lambda pid: pid in incoming or spooled(d, pid)
+            )
 
     # --- hand-over -----------------------------------------------------------------------------------
 

@@ -115,7 +115,8 @@ class M:
         C,
         "s",
         "The loop's wait split by what the workers were doing meanwhile: download, decompress, read, decode, or "
-        "nothing (idle); the stages sum to streamscope.loader.wait (see the README's 'wait split').",
+        "nothing (idle); each worker's share of a wait is counted once its worker reports (a flush tick after the "
+        "wait), then the stages sum to streamscope.loader.wait (see the README's 'wait split').",
         ("rank", "node", "stage"),
     )
     LOADER_TIME_TO_FIRST_BATCH = Metric(

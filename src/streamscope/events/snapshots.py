@@ -14,8 +14,11 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from streamscope._core.procs import pid_alive
-from streamscope.events.metrics import SpanStats
-from streamscope.events.registry import Instrument, by_name
+from streamscope.events.metrics import SpanStats, add_seconds
+from streamscope.events.registry import METRICS, Instrument, by_name
+
+#: Counters in seconds: their values are summed over processes on a ns grid (see :func:`add_seconds`).
+_SECONDS = frozenset(m.name for m in METRICS if m.instrument is Instrument.COUNTER and m.unit == "s")
 
 __all__ = ["MetricsSnapshot", "add_snapshot", "forget_snapshot", "merge", "read_snapshots", "write_snapshot"]
 
@@ -167,7 +170,7 @@ def add_snapshot(out: MetricsSnapshot, pid: int, snap: dict[str, Any]) -> bool:
     for k, g in trial.gauges_max.items():
         out.gauges_max[k] = max(out.gauges_max.get(k, g), g)
     for k, v in trial.values.items():
-        out.values[k] = out.values.get(k, 0.0) + v
+        out.values[k] = _add_value(k, out.values.get(k, 0.0), v)
     for k, n in trial.open_spans.items():
         out.open_spans[k] = out.open_spans.get(k, 0) + n
     out.processes.update(trial.processes)
@@ -202,7 +205,7 @@ def _merge_one(out: MetricsSnapshot, pid: int, s: dict[str, Any]) -> None:
             out.open_spans[k] = out.open_spans.get(k, 0) + 1
     for k, v in (s.get("values") or {}).items():
         if alive or _cumulative(k):
-            out.values[k] = out.values.get(k, 0.0) + float(v)
+            out.values[k] = _add_value(k, out.values.get(k, 0.0), float(v))
     out.processes[pid] = {
         "events": int(s.get("events", 0)),
         "dropped": int(s.get("dropped", 0)),
@@ -210,6 +213,12 @@ def _merge_one(out: MetricsSnapshot, pid: int, s: dict[str, Any]) -> None:
         "alive": alive,
         "final": bool(s.get("final", False)),
     }
+
+
+def _add_value(k: str, a: float, b: float) -> float:
+    """``a + b`` for the value of key ``k``: on the ns grid for a counter of seconds (a sum that never goes down
+    whichever way its terms are grouped), plainly otherwise."""
+    return add_seconds(a, b) if k.partition("|")[0] in _SECONDS else a + b
 
 
 def _cumulative(k: str) -> bool:

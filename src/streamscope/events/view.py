@@ -138,12 +138,8 @@ def build(snap: MetricsSnapshot, rank: int = 0, node: int = 0, time_ns: int | No
     wait = _loop_wait(snap)
     put(M.LOADER_WAIT, wait.total_s if wait is not None else 0.0)
     put(M.LOADER_WAIT_DURATION, hist=Histogram.of(wait))
-    staged = 0.0
-    for stage in STAGES[:-1]:
-        v = snap.values.get(f"{M.LOADER_WAIT_STAGE.name}|stage={stage}", 0.0)
-        staged += v
-        put(M.LOADER_WAIT_STAGE, v, stage=stage)
-    put(M.LOADER_WAIT_STAGE, max(0.0, (wait.total_s if wait is not None else 0.0) - staged), stage="idle")
+    for stage in STAGES:  # every stage, idle included, as the processes settled it (events.attribution)
+        put(M.LOADER_WAIT_STAGE, snap.values.get(f"{M.LOADER_WAIT_STAGE.name}|stage={stage}", 0.0), stage=stage)
 
     dl = snap.spans.get("download/download")
     put(M.DOWNLOAD_DURATION, hist=Histogram.of(dl))

@@ -275,9 +275,18 @@ class StreamingDataLoader(DataLoader):
             self._parcels = self.num_workers if ev.ACTIVE and not self.persistent_workers else 0
         # one flag per worker, set when its parcel arrives (a worker whose parcel was lost writes its own events)
         acks = ParcelAcks(self.num_workers) if self._parcels else None
-        # the wait split (metrics on): the loop's waits go to a ring its workers read (stream.handover)
-        if ev.RECORDER.metric_cats and "stall" in ev.ACTIVE and self._wait_ring is None:
-            self._wait_ring = attribution.WaitRing()
+        # the wait split (metrics on): the loop's waits go to a ring its workers read (stream.handover); each
+        # iteration is a generation of the ring, begun before its workers start (events.attribution)
+        split = bool(ev.RECORDER.metric_cats) and "stall" in ev.ACTIVE
+        if split:
+            old, ctx = self._wait_ring, self.multiprocessing_context or multiprocessing.get_context()
+            persistent = self.persistent_workers and getattr(self, "_iterator", None) is not None
+            if old is None or (
+                not persistent and (old.workers < self.num_workers or old.start_method != ctx.get_start_method())
+            ):
+                self._wait_ring = attribution.WaitRing(self.num_workers, ctx)
+        ring = self._wait_ring
+        gen = ring.new_iteration(self.num_workers) if ring is not None else 0
         ds.set_batch_mode(
             BatchMode(
                 epoch=epoch,
@@ -288,7 +297,7 @@ class StreamingDataLoader(DataLoader):
                 arena_flags=arenas.flags if arenas is not None else None,
                 parcel=self._parcels > 0,
                 parcel_acks=acks.flags if acks is not None else None,
-                wait_ring=self._wait_ring if ev.RECORDER.metric_cats else None,
+                wait_ring=ring if split else None,
                 workers=self.num_workers,
             )
         )
@@ -301,8 +310,8 @@ class StreamingDataLoader(DataLoader):
             ds.set_batch_mode(None)
         if self.profile_cprofile:
             # started once the workers exist, so that a forked worker does not inherit a running profiler
-            return self._profiled(self._run(it, plan, epoch, arenas, acks))
-        return self._run(it, plan, epoch, arenas, acks)
+            return self._profiled(self._run(it, plan, epoch, arenas, acks, ring, gen))
+        return self._run(it, plan, epoch, arenas, acks, ring, gen)
 
     def _profiled(self, batches: Iterator[Any]) -> Iterator[Any]:
         profiler = cProfile.Profile()
@@ -312,15 +321,25 @@ class StreamingDataLoader(DataLoader):
         finally:
             cprofile.dump(profiler, os.path.join(cprofile.output_dir(self.profile_dir), cprofile.MAIN_STEM))
 
-    def _run(self, it: Any, plan: Any, epoch: int, arenas: ArenaFlags | None, acks: ParcelAcks | None) -> Iterator[Any]:
+    def _run(
+        self,
+        it: Any,
+        plan: Any,
+        epoch: int,
+        arenas: ArenaFlags | None,
+        acks: ParcelAcks | None,
+        ring: attribution.WaitRing | None,
+        gen: int,
+    ) -> Iterator[Any]:
         workers = max(1, self.num_workers)
         reorder = Reorder(self.batches_consumed, arenas, count_bytes=bool(ev.RECORDER.metric_cats))
         self._live = (self.batches_consumed, self.num_samples_yielded, reorder, it)
         t_first = self._iter_t0
         done = False
-        ring = self._wait_ring if ev.RECORDER.metric_cats and "stall" in ev.ACTIVE else None
-        if ring is not None and self.num_workers == 0:
-            attribution.start(ring, 0, instruments.add_key)  # the loop's own process decodes: it splits its waits
+        own = None
+        waits = ring if ring is not None and ev.RECORDER.metric_cats and "stall" in ev.ACTIVE else None
+        if waits is not None and self.num_workers == 0:
+            own = attribution.start(waits, 0)  # the loop's own process decodes: it splits its waits
         try:
             with ev.span(
                 "epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches, workers=self.num_workers
@@ -333,7 +352,7 @@ class StreamingDataLoader(DataLoader):
                 )
                 on = "batch" in ev.ACTIVE or "stall" in ev.ACTIVE  # else no clock reads at all
                 now, mark, put, parcel_type = ev.now, loop.mark, loop.put, ev.Parcel
-                marks = loop.marks if ring is not None else []  # the last boundary begins a wait
+                marks = loop.marks if waits is not None else []  # the last boundary begins a wait
                 if on:
                     mark(now())
                 try:
@@ -368,17 +387,17 @@ class StreamingDataLoader(DataLoader):
                             break
                         if arenas is not None:
                             arenas.release_dropped()  # arenas of batches the loop has dropped go back to the workers
-                        if ring is not None:
-                            ring.begin(marks[-1])
+                        if waits is not None:
+                            waits.begin(marks[-1])
                         try:
                             item = next(it)
                         except BaseException as exc:
                             if on:
-                                if ring is None:
+                                if waits is None:
                                     mark(now())
                                 else:
                                     t = now()
-                                    ring.end(marks[-1], t)
+                                    waits.end(marks[-1], t)
                                     mark(t)
                                 put(~reorder.expected)
                             if isinstance(exc, StopIteration):
@@ -388,11 +407,11 @@ class StreamingDataLoader(DataLoader):
                             acks.take(item)  # type: ignore[union-attr]  # a worker's last trace events (no boundary)
                             continue
                         if on:
-                            if ring is None:
+                            if waits is None:
                                 mark(now())
                             else:
                                 t = now()
-                                ring.end(marks[-1], t)
+                                waits.end(marks[-1], t)
                                 mark(t)
                             put(~reorder.expected)
                         parcel = reorder.add(item)
@@ -408,14 +427,17 @@ class StreamingDataLoader(DataLoader):
                     )
             self.restore = False  # a complete epoch
         finally:
-            if ring is not None and self.num_workers == 0:
-                attribution.stop()
-            live, self._live = self._live, None
-            if live is not None and ev.ACTIVE:
-                name = self._dataset_name
-                instruments.add(M.LOADER_BATCHES, self.batches_consumed - live[0], dataset=name)
-                instruments.add(M.LOADER_SAMPLES, self.num_samples_yielded - live[1], dataset=name)
-                instruments.add(M.LOADER_BYTES, reorder.bytes, dataset=name)
+            if ring is not None:
+                ring.close_iteration(gen)  # the loop waits no more: what the workers left is settled
+            if own is not None:
+                attribution.stop(own)
+            with instruments.LOCK:  # a read of the metrics sees the running part or the counters, never neither
+                live, self._live = self._live, None
+                if live is not None and ev.ACTIVE:
+                    name = self._dataset_name
+                    instruments.add(M.LOADER_BATCHES, self.batches_consumed - live[0], dataset=name)
+                    instruments.add(M.LOADER_SAMPLES, self.num_samples_yielded - live[1], dataset=name)
+                    instruments.add(M.LOADER_BYTES, reorder.bytes, dataset=name)
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None and not self.persistent_workers:
                 pids = [getattr(p, "pid", None) for p in getattr(it, "_workers", [])] if acks is not None else []

@@ -48,10 +48,10 @@ class ParcelAcks:
 
     def take(self, parcel: ev.Parcel) -> None:
         """A worker's parcel arrived (with its last group, or alone): mark it received, adopt its events."""
+        ev.adopt(parcel)  # first: the worker may exit as soon as it sees the flag (see events.handover)
         flags = self.flags
         if 0 <= parcel.tag < len(flags):
             flags[parcel.tag] = PARCEL_RECEIVED
-        ev.adopt(parcel)
         self.pending -= 1
 
     def abandon_rest(self) -> None:
@@ -65,9 +65,12 @@ class ParcelAcks:
         before the loop decided, unless the loop took them itself."""
         flags = self.flags
         for w, pid in enumerate(pids):
-            parcel = ev.claim_spool(pid) if pid is not None else None
-            if parcel is not None and flags[w] != PARCEL_RECEIVED:
-                ev.adopt(parcel)
+            if pid is None:
+                continue
+            if flags[w] == PARCEL_RECEIVED:
+                ev.drop_spool(pid)
+            else:
+                ev.claim_spool(pid, adopt=True)
 
     @staticmethod
     def drop_left(pids: list[int | None]) -> None:

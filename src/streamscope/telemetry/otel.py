@@ -37,7 +37,6 @@ from typing import Any
 from streamscope import __version__
 from streamscope import events as ev
 from streamscope._core import config
-from streamscope.events import vocab
 from streamscope.events.exporters import FLUSH_TIMEOUT_MILLIS, EventBatch, ExportResult, parse_specs
 from streamscope.events.processor import DEFAULT_SINK
 from streamscope.events.recorder import RECORDER
@@ -60,7 +59,6 @@ __all__ = [
     "SpanWriter",
     "add_span_sink",
     "end_open_spans",
-    "ensure_metrics",
     "install",
     "is_rank_main",
     "on_entry",
@@ -93,18 +91,6 @@ def is_rank_main() -> bool:
 def _real(provider: Any) -> bool:
     """A provider of an SDK (OpenTelemetry's or a vendor's), not the API's proxy or no-op one."""
     return not type(provider).__module__.startswith(("opentelemetry.metrics", "opentelemetry.trace"))
-
-
-def ensure_metrics() -> None:
-    """Switch metrics recording on (the ``chunk`` level's categories, no trace log) unless what is recorded covers
-    it; workers started from now on inherit it (``STREAMSCOPE_METRICS_LEVEL``)."""
-    want = vocab.LEVELS["chunk"]
-    rec = RECORDER
-    if rec.started and rec.pid == os.getpid() and want <= (rec.trace_cats | rec.metric_cats):
-        return
-    cats = rec.metric_cats | want
-    os.environ["STREAMSCOPE_METRICS_LEVEL"] = ",".join(sorted(cats))
-    ev.configure(rec.trace_cats, cats, rec.flush_interval if rec.started else None)
 
 
 def add_span_sink(keep_default: bool = True) -> None:
@@ -214,7 +200,7 @@ class MetricInstruments:
                 return self._view
             if self.switch_on and not (RECORDER.started and RECORDER.metric_cats):  # only a real SDK collects
                 try:
-                    ensure_metrics()
+                    ev.ensure_metrics("chunk")
                 except Exception as exc:
                     REPORT("otel:metrics-on", f"could not switch metrics on: {type(exc).__name__}: {exc}")
             view = self.read()
@@ -262,7 +248,7 @@ def install(meter: Any = None, keep_default_sink: bool = True) -> MetricInstrume
             _INSTRUMENTS = MetricInstruments(meter or metrics.get_meter(SCOPE, __version__))
         add_span_sink(keep_default_sink)
         if _real(metrics.get_meter_provider()):
-            ensure_metrics()
+            ev.ensure_metrics("chunk")
         return _INSTRUMENTS
 
 

@@ -37,7 +37,6 @@ from streamscope import events as ev
 from streamscope._core import config
 from streamscope._core.errors import ConfigError, PrometheusPortError
 from streamscope._core.optional import require
-from streamscope.events import vocab
 from streamscope.events.registry import (
     METRICS,
     PROMETHEUS_TYPES,
@@ -92,8 +91,6 @@ class _Names:
 
 _NAMES: dict[str, _Names] = {m.name: _Names(m) for m in METRICS}
 _CLEAN: dict[str, str] = {}
-#: Highest value served so far of each counter series, see :func:`families`.
-_HIGH: dict[tuple[str, tuple[str, ...]], float] = {}
 
 
 def _label_value(value: str) -> str:
@@ -119,10 +116,9 @@ def families(view: MetricsView) -> list[Any]:
     and ``_count``). A metric with no point is left out. More than :data:`MAX_SERIES_PER_METRIC` series of one
     metric: the rest are dropped, said once on stderr.
 
-    A counter is served at the highest value it had so far: Prometheus reads a decrease as a restart and
-    ``rate()`` would count the whole value again. The view lowers one: the ``idle`` share of the wait is the wait
-    minus the stages the workers reported so far, and a worker reports its share of a wait up to a flush tick
-    after the loop counted it, so ``idle`` gives back what a late report names.
+    A counter is served as the view reads it: the view's counters never go down (each process's counters only
+    grow and every part of the wait split is settled once, see ``streamscope.events.attribution``), which
+    Prometheus needs (it reads a decrease as a restart, and ``rate()`` would count the whole value again).
     """
     core = require("prometheus_client.core", "the Prometheus endpoint", "prometheus")
     fmt = require("prometheus_client.utils", "the Prometheus endpoint", "prometheus").floatToGoString
@@ -158,12 +154,6 @@ def families(view: MetricsView) -> list[Any]:
                     buckets.append((fmt(bound), cum))
                 buckets.append(("+Inf", h.count))
                 fam.add_metric(values, buckets, h.sum)
-            elif n.type == "counter":
-                key = (n.name, tuple(values))
-                v = max(p.value, _HIGH.get(key, p.value))
-                if len(_HIGH) < 16384:
-                    _HIGH[key] = v
-                fam.add_metric(values, v)
             else:
                 fam.add_metric(values, p.value)
         out.append(fam)
@@ -216,17 +206,6 @@ def _local_rank() -> int:
     return 0
 
 
-def _ensure_metrics() -> None:
-    """Switch metrics on at the ``chunk`` level (metrics only) unless what is recorded already covers it."""
-    want = vocab.LEVELS["chunk"]
-    rec = ev.RECORDER
-    if rec.started and want <= (rec.trace_cats | rec.metric_cats):
-        return
-    cats = rec.metric_cats | want
-    os.environ["STREAMSCOPE_METRICS_LEVEL"] = ",".join(sorted(cats))  # workers, spawned ones too, inherit it
-    ev.configure(rec.trace_cats, cats, rec.flush_interval if rec.started else None)
-
-
 def _close_in_child() -> None:
     """A forked child holds a copy of the listening socket and no thread to serve it: close it, forget it."""
     global _server, _thread, _url
@@ -274,7 +253,7 @@ def start_endpoint(port: int, addr: str = "127.0.0.1") -> int | None:
         if old is not None:
             bound = int(old.server_address[1])
             if want in (0, bound):
-                _ensure_metrics()
+                ev.ensure_metrics("chunk")
                 return bound
         registry = registry_mod.CollectorRegistry(auto_describe=False)
         registry.register(RegistryCollector())
@@ -295,7 +274,7 @@ def start_endpoint(port: int, addr: str = "127.0.0.1") -> int | None:
         bound = int(server.server_address[1])
         host = f"[{addr}]" if ":" in addr else addr
         _url = f"http://{host}:{bound}/metrics"
-        _ensure_metrics()
+        ev.ensure_metrics("chunk")
     rank_id = ev.context.env_fields()["dist_global_rank"]
     print(f"streamscope: Prometheus metrics of rank {rank_id} at {_url}", file=sys.stderr, flush=True)
     return bound
