@@ -108,6 +108,10 @@ def _marks_every_test_interop(code: str) -> bool:
 RUNS_NO_LITDATA = {
     "tests/_core/test_optional.py": "hides optional packages (sitecustomize) from a child that runs streamscope only",
     "tests/cli/test_top.py": "runs `streamscope top` (in tmux) with our sources on its path; no LitData",
+    "tests/api/test_telemetry.py": "enable_telemetry in a fresh interpreter with our sources: OpenTelemetry, no LitData",
+    "tests/processing/test_ray.py": "Ray workers run streamscope's optimize from this checkout; no LitData",
+    "tests/telemetry/test_otel.py": "the OpenTelemetry wiring in a fresh interpreter with our sources; no LitData",
+    "tests/trace_tools/test_tuner_summary.py": "a tuned streamscope loader writes a trace; no LitData",
 }
 
 
