@@ -490,11 +490,20 @@ def attribution(data_dir: str, rounds: int, level: str) -> dict[str, Any]:
 TEL_CHILD = r"""
 import json, multiprocessing, os, resource, sys, time
 arm, data_dir, workers, endpoint = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-export_s, strict = float(sys.argv[5]), sys.argv[6] == "strict"
+export_s, strict, parts = float(sys.argv[5]), sys.argv[6] == "strict", sys.argv[7]
 import streamscope as S
 handle = None
-if arm == "on":  # before any dataset or loader, as documented: the workers inherit what it switches on
-    handle = S.enable_telemetry(endpoint=endpoint, prometheus_port=0, metric_export_interval=export_s, service_name="bench")
+# before any dataset or loader, as documented: the workers inherit what it switches on
+if arm == "on" and parts == "metrics":
+    from streamscope.api.tracing import enable_metrics
+    enable_metrics("chunk")
+elif arm == "on":
+    if parts == "prometheus":
+        os.environ["OTEL_SDK_DISABLED"] = "true"  # no OpenTelemetry: the endpoint alone (it switches metrics on)
+    handle = S.enable_telemetry(
+        endpoint=endpoint, metric_export_interval=export_s, service_name="bench",
+        prometheus_port=None if parts == "otlp" else 0,
+    )
 def cpu():  # this process (every thread) and its reaped DataLoader workers
     c = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + c.ru_utime + c.ru_stime
@@ -549,10 +558,13 @@ def telemetry_ab(
     log_dir: str,
     export_interval: float = 1.0,
     strict: bool = False,
+    parts: str = "all",
 ) -> dict[str, Any]:
     """Everything on (metrics + OTLP spans and metrics to a real receiver + Prometheus scraped) against
     everything off, one process each, one epoch each per round in alternating order (see the module doc).
-    ``strict``: ``on`` exports everything at the end of each of its epochs (``force_flush``), timed."""
+    ``strict``: ``on`` exports everything at the end of each of its epochs (``force_flush``), timed. ``parts``:
+    what ``on`` switches on: ``all``; ``otlp`` (no Prometheus endpoint); ``prometheus`` (the endpoint, scraped,
+    and no OpenTelemetry); ``metrics`` (``enable_metrics("chunk")`` alone: no exporter)."""
     sys.path.insert(0, ROOT)
     from tests.support.otlp_receiver import OTLPReceiver
 
@@ -569,7 +581,7 @@ def telemetry_ab(
                 logs[arm] = open(os.path.join(log_dir, f"telemetry_{arm}_w{workers}.err"), "w")  # noqa: SIM115
                 procs[arm] = subprocess.Popen(
                     [sys.executable, "-c", TEL_CHILD, arm, data_dir, str(workers), rx.url, str(export_interval)]
-                    + ["strict" if strict else "steady"],
+                    + ["strict" if strict else "steady", parts],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=logs[arm],
@@ -581,7 +593,7 @@ def telemetry_ab(
             scraping, stop = threading.Event(), threading.Event()
 
             def scrape() -> None:
-                while not stop.is_set():
+                while not stop.is_set() and ready["on"]["port"]:
                     if not scraping.wait(0.05):
                         continue
                     try:
@@ -632,6 +644,7 @@ def telemetry_ab(
             for f in logs.values():
                 f.close()
     out: dict[str, Any] = {
+        "switched_on": parts,
         "rounds": rounds,
         "workers": workers,
         "scrape_interval_s": scrape_interval,
@@ -736,6 +749,16 @@ def main() -> None:
     ap.add_argument("--ab-scrape-interval", type=float, default=1.0, help="seconds between Prometheus scrapes")
     ap.add_argument("--ab-export-interval", type=float, default=1.0, help="seconds between OTLP metric exports")
     ap.add_argument(
+        "--ab-telemetry-parts",
+        default="all",
+        help="what the telemetry A/B's on arm switches on: all, otlp, prometheus, metrics (a comma list)",
+    )
+    ap.add_argument(
+        "--update",
+        action="store_true",
+        help="keep the other sections of an existing --out file (each section says its own run)",
+    )
+    ap.add_argument(
         "--ab-telemetry-modes",
         default="steady",
         help="steady (exports on their own schedule) and/or strict (force_flush after every epoch), comma list",
@@ -817,25 +840,46 @@ def main() -> None:
                         result[key] = got
                         print(f"in-process A/B w{workers} {level} block={block}: {json.dumps(got)}", flush=True)
         if args.ab_telemetry_rounds:
-            for mode in [m for m in args.ab_telemetry_modes.split(",") if m]:
-                for workers in [int(w) for w in args.ab_workers.split(",") if w]:
-                    got = telemetry_ab(
-                        data_dir,
-                        args.ab_telemetry_rounds,
-                        workers,
-                        args.ab_scrape_interval,
-                        tmp,
-                        args.ab_export_interval,
-                        mode == "strict",
-                    )
-                    key = f"telemetry_ab_w{workers}" + ("_strict" if mode == "strict" else "")
-                    result[key] = got
-                    brief = {k: v for k, v in got.items() if k != "rounds_raw"}
-                    print(f"telemetry A/B w{workers} {mode}: {json.dumps(brief)}", flush=True)
+            for parts in [x for x in args.ab_telemetry_parts.split(",") if x]:
+                for mode in [m for m in args.ab_telemetry_modes.split(",") if m]:
+                    for workers in [int(w) for w in args.ab_workers.split(",") if w]:
+                        section = describe_run()
+                        got = telemetry_ab(
+                            data_dir,
+                            args.ab_telemetry_rounds,
+                            workers,
+                            args.ab_scrape_interval,
+                            tmp,
+                            args.ab_export_interval,
+                            mode == "strict",
+                            parts,
+                        )
+                        section["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+                        section["command"] = result["command"]
+                        got = {"run": section, **got}
+                        key = f"telemetry_ab_w{workers}" + ("_strict" if mode == "strict" else "")
+                        key += "" if parts == "all" else f"_{parts}"
+                        key += f"_export{args.ab_export_interval:g}s_scrape{args.ab_scrape_interval:g}s"
+                        result[key] = got
+                        brief = {k: v for k, v in got.items() if k not in ("rounds_raw", "run")}
+                        print(f"telemetry A/B {key}: {json.dumps(brief)}", flush=True)
     result["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     result["run"]["loadavg_end"] = result["loadavg_end"]
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", args.out), "w") as f:
+    path = os.path.join(HERE, "results", args.out)
+    if args.update and os.path.exists(path):
+        with open(path) as f:
+            old = json.load(f)
+        for k, v in result.items():  # this run's sections replace the same sections; the others stay
+            if k in ("read",) and not v:
+                continue
+            if k in ("run", "command", "loadavg_start", "loadavg_end", "host_cpus", "samples"):
+                continue  # the file's own run stays the one of its first sections; a section says its own
+            if isinstance(v, dict) and "run" not in v:
+                v = {"run": {**result["run"], "command": result["command"]}, **v}
+            old[k] = v
+        result = old
+    with open(path, "w") as f:
         json.dump(result, f, indent=1)
 
 
