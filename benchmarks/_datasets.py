@@ -1,7 +1,11 @@
 """Shared benchmark workloads, written once with the real ``litdata.optimize`` and reused.
 
 * ``images``: 20,000 samples ``{"image": uint8[3, 64, 64], "label": int, "name": str}`` (64 MB chunks).
+* ``images_1mb``: the same samples in 1 MB chunks (~250 chunks: many requests, as in the auto-tuning benchmark).
 * ``tokens``: 50,000,000 int32 tokens in 50 sequences of 1M tokens, TokensLoader, 8M-token chunks.
+
+``write_small_images`` writes, with ``streamscope.optimize``, the small local datasets of the telemetry
+benchmarks (no LitData involved).
 
 Run ``python benchmarks/_datasets.py`` to build them (``--root`` or ``STREAMSCOPE_BENCH_DIR``, default
 ``/tmp/streamscope-bench``). LitData runs in a child process without our sources on ``PYTHONPATH`` and with a
@@ -14,6 +18,8 @@ import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from typing import Any
 
 IMAGES_N = 20_000
 TOKENS_TOTAL = 50_000_000
@@ -39,8 +45,9 @@ def tokens(i):
 
 if __name__ == "__main__":
     out, kind = sys.argv[1], sys.argv[2]
-    if kind == "images":
-        ld.optimize(fn=image, inputs=list(range(%(n)d)), output_dir=out, chunk_bytes="64MB", num_workers=2)
+    if kind in ("images", "images_1mb"):
+        ld.optimize(fn=image, inputs=list(range(%(n)d)), output_dir=out, num_workers=2,
+                    chunk_bytes="1MB" if kind == "images_1mb" else "64MB")
     else:
         ld.optimize(fn=tokens, inputs=list(range(%(seqs)d)), output_dir=out, chunk_size=8_000_000,
                     num_workers=2, item_loader=TokensLoader())
@@ -53,7 +60,7 @@ def bench_root(root: str | None = None) -> str:
 
 
 def ensure(kind: str, root: str | None = None) -> str:
-    """Path of workload ``kind`` ("images" or "tokens"), writing it with litdata.optimize if missing."""
+    """Path of workload ``kind`` ("images", "images_1mb" or "tokens"), writing it with litdata.optimize if missing."""
     root = bench_root(root)
     out = os.path.join(root, kind)
     if os.path.isfile(os.path.join(out, "index.json")):
@@ -69,6 +76,32 @@ def ensure(kind: str, root: str | None = None) -> str:
     env["DATA_OPTIMIZER_DATA_CACHE_FOLDER"] = os.path.join(root, f".dstage-{kind}")
     subprocess.run([sys.executable, script, out, kind], env=env, check=True, stdout=subprocess.DEVNULL)
     return out
+
+
+def small_image(i: int) -> dict[str, Any]:
+    """A small sample of the benchmark's shape: uint8 image 3x8x8, int label, str name."""
+    import numpy as np
+
+    rng = np.random.default_rng(i)
+    return {"image": rng.integers(0, 255, (3, 8, 8), dtype=np.uint8), "label": i, "name": f"img{i}"}
+
+
+def write_small_images(
+    out_dir: str, n: int, *, chunk_size: int, compression: str | None = None, make: Callable[[int], Any] = small_image
+) -> str:
+    """Write ``n`` samples ``make(i)`` into ``out_dir`` with ``streamscope.optimize`` (one worker, in order)."""
+    import streamscope
+
+    streamscope.optimize(
+        fn=make,
+        inputs=list(range(n)),
+        output_dir=out_dir,
+        chunk_size=chunk_size,
+        compression=compression,
+        num_workers=1,
+        verbose=False,
+    )
+    return out_dir
 
 
 def chunk_files(path: str) -> list[str]:

@@ -17,18 +17,21 @@ by side in one run (interleaved, best of ``--repeat`` rounds of ``--number`` rea
 Prints each case in ns/read and as a ratio to the attribute read, and ``config.get`` over the board reader;
 writes ``results/bench_knob_read.json`` (``--out``). The absolute numbers move with the machine's load; the
 ratios are the result.
+
+Internals used, because they are what is measured: ``streamscope._core.board.KnobBoard`` (its reader and its
+memory) and ``streamscope._core.config`` (``get``/``set_value``: the read the board replaces).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
-import platform
 import sys
 import timeit
 from typing import Any
+
+from _results import start
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -79,8 +82,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--number", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--out", default="bench_knob_read.json")
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_knob_read.json")
     args = ap.parse_args()
+    run = start("bench_knob_read", args)
 
     cases = _cases()
     best: dict[str, float] = {name: float("inf") for name in cases}
@@ -106,14 +110,14 @@ def main() -> None:
         "ns_per_read": {k: round(v, 2) for k, v in best.items()},
         "ratio_to_attribute": {k: round(v / base, 3) for k, v in best.items()},
         "config_get_over_board_reader": round(ratio, 2),
-        "number": args.number,
-        "repeat": args.repeat,
-        "python": platform.python_version(),
-        "load_average": os.getloadavg(),
     }
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", args.out), "w") as f:
-        json.dump(result, f, indent=2)
+    run.write(result, summary=summarize(result), out=args.out)
+
+
+def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: ns per read and the ratio to a plain attribute read."""
+    ns, ratio = result["ns_per_read"], result["ratio_to_attribute"]
+    return [{"read": k, "ns/read": round(ns[k]), "x attribute": round(ratio[k], 1)} for k in ns]
 
 
 if __name__ == "__main__":

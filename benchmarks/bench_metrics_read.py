@@ -13,6 +13,9 @@ Each read is timed in wall time and in the thread's CPU time (``time.thread_time
 median and 90th percentile of each and their ratio (the flushing read over the side-effect-free one), and
 writes ``results/bench_metrics_read.json`` (``--out``). The reads' cost is the main process's: it lands on the
 training loop when the loop (or a tuner thread holding the GIL) reads.
+
+Public API only: ``streamscope.StreamingDataset``/``StreamingDataLoader``, ``streamscope.metrics``,
+``streamscope.api.tracing.enable_metrics`` and ``streamscope.events.metrics_view`` (both documented in README.md).
 """
 
 from __future__ import annotations
@@ -21,14 +24,12 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
+from _datasets import small_image, write_small_images
+from _results import start
 
 
 def _busy(sample: Any) -> Any:
@@ -48,19 +49,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--samples", type=int, default=4000)
-    ap.add_argument("--out", default="bench_metrics_read.json")
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_metrics_read.json")
     args = ap.parse_args()
+    run = start("bench_metrics_read", args)
 
     os.environ["STREAMSCOPE_METRICS_INTERVAL"] = "0.2"
     import streamscope
+    from streamscope import StreamingDataLoader, StreamingDataset
     from streamscope import events as ev
     from streamscope.api.tracing import enable_metrics
-    from streamscope.stream.dataloader import StreamingDataLoader
-    from streamscope.stream.dataset import StreamingDataset
-    from tests.stream._data import image_sample, write_dataset
 
     tmp = tempfile.mkdtemp(prefix="bench-metrics-read-")
-    data = write_dataset(os.path.join(tmp, "ds"), args.samples, image_sample, chunk_size=100)
+    data = write_small_images(os.path.join(tmp, "ds"), args.samples, chunk_size=100, make=small_image)
     enable_metrics("chunk")
     reads: dict[str, dict[str, list[float]]] = {"view": {"wall": [], "cpu": []}, "metrics": {"wall": [], "cpu": []}}
     points = 0
@@ -89,10 +89,24 @@ def main() -> None:
         out[f"metrics_over_view_{measure}_median"] = round(
             out[f"metrics_{measure}_us_median"] / out[f"view_{measure}_us_median"], 2
         )
-    out["loadavg"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(out, indent=1))
-    with open(os.path.join(HERE, "results", args.out), "w") as f:
-        json.dump(out, f, indent=1)
+    run.write(out, summary=summarize(out), out=args.out)
+
+
+def summarize(out: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: each read's median and p90 CPU time, and the flushing read over the view."""
+    rows = []
+    for kind, label in (("view", "metrics_view()"), ("metrics", "streamscope.metrics()")):
+        rows.append(
+            {
+                "read": label,
+                "CPU ms median": round(out[f"{kind}_cpu_us_median"] / 1000, 2),
+                "CPU ms p90": round(out[f"{kind}_cpu_us_p90"] / 1000, 2),
+                "wall ms median": round(out[f"{kind}_wall_us_median"] / 1000, 2),
+                "x view (CPU)": round(out[f"{kind}_cpu_us_median"] / out["view_cpu_us_median"], 2),
+            }
+        )
+    return rows
 
 
 if __name__ == "__main__":

@@ -16,17 +16,15 @@ Run by hand:  PYTHONPATH=src python benchmarks/bench_optimize.py --samples 20000
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import resource
 import shutil
-import sys
 import tempfile
 import time
 from typing import Any
 
 import numpy as np
+from _results import start
 
 _POOL = np.random.default_rng(0).integers(0, 255, size=(64, 3, 64, 64), dtype=np.uint8)
 
@@ -37,7 +35,7 @@ def make_sample(i: int) -> dict[str, Any]:
 
 
 def _run_streamscope(inputs: list[int], out: str, workers: int) -> None:
-    from streamscope.processing import optimize
+    from streamscope import optimize
 
     optimize(make_sample, inputs, out, chunk_bytes="64MB", num_workers=workers, verbose=False)
 
@@ -97,8 +95,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--engines", nargs="+", default=["litdata", "streamscope"])
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_optimize.json")
     args = ap.parse_args()
+    run = start("bench_optimize", args)
     os.environ.setdefault("LITDATA_DISABLE_VERSION_CHECK", "1")
 
     headroom_before = parallel_headroom()
@@ -153,28 +152,35 @@ def main() -> None:
     for k, v in ratios.items():
         print(f"  {k}: {v:.2f}x")
 
-    os.makedirs(args.out, exist_ok=True)
     result = {
-        "benchmark": "optimize",
         "samples": args.samples,
         "repeats": args.repeats,
         "chunk_bytes": "64MB",
         "sample": "{'image': uint8 3x64x64, 'label': int, 'id': str}",
         "seconds": all_times,
         "cpu_seconds_all_processes": all_cpu,
-        "load_average_at_end": os.getloadavg(),
         "parallel_headroom_2_vs_1": [headroom_before, headroom_after],
         "best_samples_per_s": best,
         "ratios": ratios,
-        "python": sys.version.split()[0],
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    path = os.path.join(args.out, "bench_optimize.json")
-    with open(path, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"wrote {path}")
+    run.write(result, summary=summarize(result), out=args.out)
+
+
+def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: best samples/s of each engine per worker count, and their ratio."""
+    best = {engine: {str(w): v for w, v in per.items()} for engine, per in result["best_samples_per_s"].items()}
+    rows = []
+    for w in sorted({w for per in best.values() for w in per}, key=int):
+        ld, ss = best.get("litdata", {}).get(w), best.get("streamscope", {}).get(w)
+        rows.append(
+            {
+                "num_workers": int(w),
+                "LitData samples/s": round(ld) if ld else None,
+                "streamscope samples/s": round(ss) if ss else None,
+                "ratio": round(ss / ld, 2) if ld and ss else None,
+            }
+        )
+    return rows
 
 
 if __name__ == "__main__":

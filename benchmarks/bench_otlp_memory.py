@@ -15,6 +15,8 @@ child records its RSS (``psutil``, the main process only). The target (issue 23)
 most 10 MB over the epochs with the endpoint unreachable. The script prints, per case, RSS after the first epoch,
 after the last, the growth between them, and the telemetry's own counts (spans exported, dropped); the growth of
 ``off`` is the loader's own, for comparison. Writes ``results/bench_otlp_memory.json`` (``--out``).
+
+Public API only (``streamscope.optimize`` writes the dataset, ``streamscope.enable_telemetry`` switches export on).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ import threading
 import time
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+from _datasets import write_small_images
+from _results import start
+
 MB = 1 << 20
 
 
@@ -73,8 +76,7 @@ def child(case: str, data: str, epochs: int, endpoint: str) -> dict[str, Any]:
     import psutil
 
     import streamscope
-    from streamscope.stream.dataloader import StreamingDataLoader
-    from streamscope.stream.dataset import StreamingDataset
+    from streamscope import StreamingDataLoader, StreamingDataset
 
     handle = None
     if case != "off":
@@ -107,7 +109,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=50)
     ap.add_argument("--samples", type=int, default=4000)
     ap.add_argument("--cases", default="off,refused,hang")
-    ap.add_argument("--out", default="bench_otlp_memory.json")
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_otlp_memory.json")
     ap.add_argument("--child", nargs=3, metavar=("CASE", "DATA", "ENDPOINT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -115,11 +117,9 @@ def main() -> None:
         print(json.dumps(child(case, data, args.epochs, endpoint)), flush=True)
         return
 
-    sys.path.insert(0, ROOT)
-    from tests.stream._data import write_dataset
-
+    bench = start("bench_otlp_memory", args)
     tmp = tempfile.mkdtemp(prefix="bench-otlp-memory-")
-    data = write_dataset(os.path.join(tmp, "ds"), args.samples, _image, chunk_size=50, compression="zstd")
+    data = write_small_images(os.path.join(tmp, "ds"), args.samples, chunk_size=50, compression="zstd", make=_image)
     hole, hole_port = _black_hole()
     endpoints = {"off": "", "refused": f"http://127.0.0.1:{_refused_port()}", "hang": f"http://127.0.0.1:{hole_port}"}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "STREAMSCOPE_"))}
@@ -150,11 +150,26 @@ def main() -> None:
         for line in got["said"]:
             print(f"         {line}")
     hole.close()
-    out = os.path.join(HERE, "results", args.out)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"wrote {out}")
+    bench.write(results, summary=summarize(results), out=args.out)
+
+
+def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: RSS after the first and the last epoch per case, the growth, the telemetry's counts."""
+    rows = []
+    for case, got in results["cases"].items():
+        rss, stats = got["rss"], got.get("stats", {})
+        failed, dropped = stats.get("failed", {}), stats.get("dropped", {})
+        rows.append(
+            {
+                "case": case,
+                "RSS after epoch 1 (MB)": round(rss[1] / MB, 1),
+                f"after epoch {len(rss) - 1} (MB)": round(rss[-1] / MB, 1),
+                "growth (MB)": round(got["growth_mb"], 1),
+                "exports failed (traces/metrics)": f"{failed['traces']} / {failed['metrics']}" if failed else "",
+                "dropped (spans/points)": f"{dropped['traces']} / {dropped['metrics']}" if dropped else "",
+            }
+        )
+    return rows
 
 
 if __name__ == "__main__":

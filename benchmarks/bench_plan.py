@@ -13,16 +13,19 @@ batch size 32, shuffle on):
 Run: ``PYTHONPATH=src:. python benchmarks/bench_plan.py [--samples N] [--chunk-size C]``. Prints the timings
 (best of ``--repeat``) and ratios (LitData time / streamscope time: > 1 means streamscope is faster) and writes
 ``benchmarks/results/bench_plan.json``.
+
+Internals used, because they are what is measured: ``streamscope.stream.plan.make_plan`` (the epoch plan has no
+public face; datasets build it) and, on LitData's side, its shuffler's private helpers.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import time
 from collections.abc import Callable
+from typing import Any
 
+import _results
 import numpy as np
 
 from streamscope.stream.plan import make_plan
@@ -45,7 +48,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_plan.json")
     args = ap.parse_args()
+    run = _results.start("bench_plan", args)
 
     from litdata.streaming.shuffle import FullShuffle
     from litdata.utilities.env import _DistributedEnv
@@ -139,10 +144,20 @@ def main() -> None:
             f"{key:10s} streamscope {r['streamscope']:.4f} s   litdata {r['litdata']:.4f} s   ratio {r['ratio_litdata_over_streamscope']:.2f}x"
         )
     print(f"worker samples: streamscope {n_worker}, litdata {n_lit}")
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "bench_plan.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(res, f, indent=2)
+    run.write(res, summary=summarize(res), out=args.out)
+
+
+def summarize(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: setup and per-worker index times of both engines and LitData's time over ours."""
+    return [
+        {
+            "measure": key[: -len("_s")],
+            "streamscope s": round(res[key]["streamscope"], 4),
+            "LitData s": round(res[key]["litdata"], 4),
+            "LitData / streamscope": round(res[key]["ratio_litdata_over_streamscope"], 2),
+        }
+        for key in ("setup_s", "indexes_s")
+    ]
 
 
 if __name__ == "__main__":

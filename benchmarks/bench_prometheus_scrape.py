@@ -12,6 +12,10 @@ and a thread outside the loop GETs ``/metrics`` every 50 ms (``http``: a scrape'
 sees it, server thread included). Each in-loop measure is the thread's CPU time and wall time; the script
 prints medians and 90th percentiles, the ratio collect / view, the exposition's size and series count, and
 writes ``results/bench_prometheus_scrape.json`` (``--out``).
+
+Public API (``streamscope.telemetry.prometheus.start_endpoint`` and ``streamscope.events.metrics_view``, both in
+docs/telemetry.md) except one name: the endpoint's ``RegistryCollector``, registered in a registry of our own so
+that the rendering can be timed apart from the HTTP server.
 """
 
 from __future__ import annotations
@@ -20,16 +24,14 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
 import urllib.request
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
+from _datasets import small_image, write_small_images
+from _results import start
 
 
 def _busy(sample: Any) -> Any:
@@ -48,20 +50,19 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--samples", type=int, default=4000)
-    ap.add_argument("--out", default="bench_prometheus_scrape.json")
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_prometheus_scrape.json")
     args = ap.parse_args()
+    run = start("bench_prometheus_scrape", args)
 
     os.environ["STREAMSCOPE_METRICS_INTERVAL"] = "0.2"
     from prometheus_client import CollectorRegistry, generate_latest
 
+    from streamscope import StreamingDataLoader, StreamingDataset
     from streamscope import events as ev
-    from streamscope.stream.dataloader import StreamingDataLoader
-    from streamscope.stream.dataset import StreamingDataset
     from streamscope.telemetry import prometheus as prom
-    from tests.stream._data import image_sample, write_dataset
 
     tmp = tempfile.mkdtemp(prefix="bench-prom-scrape-")
-    data = write_dataset(os.path.join(tmp, "ds"), args.samples, image_sample, chunk_size=100)
+    data = write_small_images(os.path.join(tmp, "ds"), args.samples, chunk_size=100, make=small_image)
     port = prom.start_endpoint(0)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(prom.RegistryCollector())
@@ -111,11 +112,24 @@ def main() -> None:
         out[f"collect_over_view_{measure}_median"] = round(
             out[f"collect_{measure}_us_median"] / out[f"view_{measure}_us_median"], 2
         )
-    out["loadavg"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(out, indent=1))
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", args.out), "w") as f:
-        json.dump(out, f, indent=1)
+    run.write(out, summary=summarize(out), out=args.out)
+
+
+def summarize(out: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: the view read, the scrape's work in the main process, and a scrape over HTTP."""
+    rows = [
+        {
+            "measure": label,
+            "CPU ms median": round(out[f"{kind}_cpu_us_median"] / 1000, 2),
+            "CPU ms p90": round(out[f"{kind}_cpu_us_p90"] / 1000, 2),
+            "wall ms median": round(out[f"{kind}_wall_us_median"] / 1000, 2),
+        }
+        for kind, label in (("view", "metrics_view()"), ("collect", "scrape: view + families + text"))
+    ]
+    rows.append({"measure": f"GET /metrics ({out['series']} series, {out['bytes']} B)", "CPU ms median": None,
+                 "CPU ms p90": None, "wall ms median": round(out["http_wall_us_median"] / 1000, 2)})
+    return rows
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ roughly 400-650 GETs/s, and with the proxy (~0.5 ms/file) and either client (0.5
 needs about 3 ms of CPU per file: on this 2-core machine that caps both engines near the same rate, lower
 still when other work shares the cores. The ratio then measures client CPU per file and latency hiding,
 within that shared ceiling (see ``load`` in the output).
+
+Public API only (``streamscope.StreamingRawDataset``); the S3 server and the fault proxy are the test suite's rigs.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -49,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _results import start
 from torch.utils.data import DataLoader
 
 import streamscope
@@ -165,16 +167,16 @@ def main() -> None:
     ap.add_argument("--sources", default="s3,s3+20ms")
     ap.add_argument("--repeats", type=int, default=1, help="epochs per measurement process (median)")
     ap.add_argument("--rounds", type=int, default=1, help="measurement processes per engine, alternating (best)")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "bench_raw.json"))
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_raw.json")
     args = ap.parse_args()
     if args.measure:
         measure(json.loads(args.measure))
         return
+    bench = start("bench_raw", args)
     workers = [int(w) for w in args.workers.split(",")]
     sources = args.sources.split(",")
     torch.set_num_threads(1)
 
-    load_start = os.getloadavg()
     tmp = tempfile.mkdtemp(prefix="bench_raw_")
     files = make_files(args.files, args.size)
     results: list[dict[str, Any]] = []
@@ -276,26 +278,23 @@ def main() -> None:
         for fn in reversed(cleanup):
             fn()
         shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(
-            {
-                "benchmark": "bench_raw",
-                "files": args.files,
-                "size": args.size,
-                "batch": args.batch,
-                "cpus": os.cpu_count(),
-                "python": sys.version.split()[0],
-                "platform": platform.platform(),
-                "load_avg_start": load_start,
-                "load_avg_end": os.getloadavg(),
-                "rounds": args.rounds,
-                "results": results,
-            },
-            f,
-            indent=2,
-        )
-    print(f"wrote {args.out}")
+    result = {"files": args.files, "size": args.size, "batch": args.batch, "rounds": args.rounds, "results": results}
+    bench.write(result, summary=summarize(result), out=args.out)
+
+
+def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: files/s of each engine per source and worker count, the ratio and its rounds."""
+    return [
+        {
+            "case": f"{row['source']} w={row['workers']}",
+            "LitData files/s": round(row["litdata"]),
+            "streamscope files/s": round(row["streamscope"]),
+            "ratio": round(row["ratio"], 2),
+            "ratio per round": ", ".join(f"{r:.2f}" for r in row["ratio_rounds"]),
+            "client CPU ms/file L / s": f"{row['litdata_cpu_ms_per_file']:.2f} / {row['streamscope_cpu_ms_per_file']:.2f}",
+        }
+        for row in result["results"]
+    ]
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ streamscope / LitData (target >= 1.0), and writes ``benchmarks/results/bench_rea
 
 Run: ``PYTHONPATH=$PWD/src python benchmarks/bench_read076.py --litdata076 /path/to/unpacked/litdata-0.2.76``
 (or set ``STREAMSCOPE_LITDATA076_DIR``); ``--quick`` for a 20,000-row smoke run.
+
+Public API only (``streamscope.StreamingDataset``/``StreamingDataLoader``; LitData's ``BinaryWriter`` writes).
 """
 
 from __future__ import annotations
@@ -26,14 +28,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
 SRC = os.path.join(os.path.dirname(HERE), "src")
 CASES = ("iter-w0", "iter-w2", "loader-w0", "loader-w2")
 
@@ -121,7 +121,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--quick", action="store_true", help="20,000 rows, one round")
-    ap.add_argument("--out", default=os.path.join(RESULTS, "bench_read076.json"))
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_read076.json")
     # internal: one run in this process
     ap.add_argument("--write")
     ap.add_argument("--run", nargs=4, metavar=("ENGINE", "CASE", "DATA", "CACHE"))
@@ -138,6 +138,9 @@ def main() -> None:
 
     if not args.litdata076 or not os.path.isdir(os.path.join(args.litdata076, "litdata")):
         sys.exit("bench_read076 needs an unpacked LitData 0.2.76: --litdata076 DIR or STREAMSCOPE_LITDATA076_DIR")
+    from _results import package_version, start
+
+    bench = start("bench_read076", args)
     if args.quick:
         args.rows, args.chunk_size, args.rounds = 20_000, 5_000, 1
     data = ensure_dataset(args.root, args.litdata076, args.rows, args.chunk_size)
@@ -162,19 +165,28 @@ def main() -> None:
         summary[case] = {**best, "ratio_streamscope_over_litdata": ratio}
         print(f"{case:9s} {best['litdata']:>16,.0f} {best['streamscope']:>14,.0f} {ratio:>6.2f}x")
     result = {
-        "benchmark": "bench_read076",
         "rows": args.rows,
         "chunk_size": args.chunk_size,
         "batch": args.batch,
         "rounds": args.rounds,
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load": os.getloadavg()},
         "summary": summary,
         "runs": runs,
     }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"wrote {args.out}")
+    versions = {"litdata": package_version("litdata", path=args.litdata076)}  # what the LitData children ran
+    bench.write(result, summary=summarize(result), out=args.out, versions=versions)
+
+
+def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: best samples/s of each engine per case and their ratio."""
+    return [
+        {
+            "case": case,
+            "LitData 0.2.76 samples/s": round(best["litdata"]),
+            "streamscope samples/s": round(best["streamscope"]),
+            "ratio": round(best["ratio_streamscope_over_litdata"], 2),
+        }
+        for case, best in result["summary"].items()
+    ]
 
 
 if __name__ == "__main__":

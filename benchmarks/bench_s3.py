@@ -21,6 +21,8 @@ before any LitData dataset is built (forked DataLoader workers inherit it). Noth
 
 Run: ``PYTHONPATH=$PWD/src:$PWD python benchmarks/bench_s3.py [--rounds 1]``; writes
 ``benchmarks/results/bench_s3.json``.
+
+Public API only (``streamscope.StreamingDataset``/``StreamingDataLoader``); the S3 server is the test suite's rig.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -44,8 +45,8 @@ sys.path.insert(0, _HERE)
 sys.path.insert(0, os.path.dirname(_HERE))  # repo root, for tests.support.s3server
 
 from _datasets import IMAGES_N, ensure  # noqa: E402
+from _results import start  # noqa: E402
 
-RESULTS = os.path.join(_HERE, "results")
 BATCH = 256
 
 
@@ -148,6 +149,7 @@ def main() -> None:
         action="store_true",
         help="also run streamscope with storage_options backend='obstore' (obstore in the main process too)",
     )
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_s3.json")
     ap.add_argument("--child", nargs=5, metavar=("ENGINE", "WORKERS", "CACHE", "URL", "OPTS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -155,15 +157,11 @@ def main() -> None:
         child(engine, int(workers), cache, url, opts_json)
         return
 
-    import litdata
-
     from tests.support.s3server import S3Server
 
+    bench = start("bench_s3", args)
     images = ensure("images")
     results: dict[str, Any] = {
-        "host": {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()},
-        "load_avg_start": os.getloadavg(),
-        "litdata_version": litdata.__version__,
         "litdata_patch": {
             "module": "litdata.streaming.downloader",
             "name": "_OBSTORE_CLIENT_OPTIONS",
@@ -224,12 +222,26 @@ def main() -> None:
                 )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-    results["load_avg_end"] = os.getloadavg()
-    os.makedirs(RESULTS, exist_ok=True)
-    out = os.path.join(RESULTS, "bench_s3.json")
-    with open(out, "w") as f:
-        json.dump(results, f, indent=2)
-    print("wrote", out)
+    bench.write(results, summary=summarize(results), out=args.out)
+
+
+def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: samples/s and time to first batch of each engine per case, and the ratios."""
+    rows = []
+    for name, case in results["cases"].items():
+        row: dict[str, Any] = {
+            "case": name.replace("s3_images_", ""),
+            "LitData samples/s": round(case["litdata"]["rate"]),
+            "streamscope samples/s": round(case["streamscope"]["rate"]),
+            "ratio": round(case["speedup"], 2),
+            "first batch LitData s": round(case["litdata"]["first_batch_s"], 2),
+            "first batch streamscope s": round(case["streamscope"]["first_batch_s"], 2),
+            "first batch ratio": round(case["first_batch_ratio"], 2),
+        }
+        if "streamscope_obstore" in case:
+            row["obstore in main: ratio"] = round(case["speedup_obstore_main"], 2)
+        rows.append(row)
+    return rows
 
 
 if __name__ == "__main__":

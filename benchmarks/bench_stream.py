@@ -14,14 +14,14 @@ machine is shared, so the best is the least disturbed). Prints ratios and writes
 bench_stream.json``.
 
 Run: ``PYTHONPATH=$PWD/src python benchmarks/bench_stream.py [--rounds 2] [--quick]``.
+
+Public API only (``streamscope.StreamingDataset``, ``StreamingDataLoader``, ``TokensLoader``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import litdata  # noqa: E402
 from _datasets import chunk_files, ensure  # noqa: E402
+from _results import start  # noqa: E402
 from litdata.streaming.item_loader import TokensLoader as LDTokensLoader  # noqa: E402
 
 import streamscope as ss  # noqa: E402
@@ -41,8 +42,6 @@ import streamscope as ss  # noqa: E402
 # Resolve streamscope's lazy public names now, as `import litdata` above loaded LitData's: time to first batch
 # then measures the same work for both (not our first import).
 _ = (ss.StreamingDataset, ss.StreamingDataLoader, ss.TokensLoader)
-
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
 def page_cache_bandwidth(files: list[str], repeats: int = 3) -> float:
@@ -91,7 +90,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="images only")
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_stream.json")
     args = ap.parse_args()
+    bench = start("bench_stream", args)
 
     images = ensure("images")
     tokens = None if args.quick else ensure("tokens")
@@ -127,16 +128,7 @@ def main() -> None:
             tokens,
         )
 
-    results: dict[str, Any] = {
-        "host": {
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "machine": platform.machine(),
-            "load_average_at_start": os.getloadavg(),
-        },
-        "litdata_version": litdata.__version__,
-        "cases": {},
-    }
+    results: dict[str, Any] = {"cases": {}}
     for name, (ld_make, ss_make, unit, path) in cases.items():
         files = chunk_files(path)
         nbytes = sum(os.path.getsize(f) for f in files)
@@ -166,12 +158,26 @@ def main() -> None:
             f"(cat {bw / 1e9:.2f} GB/s)",
             flush=True,
         )
-    results["host"]["load_average_at_end"] = os.getloadavg()
-    os.makedirs(RESULTS, exist_ok=True)
-    out = os.path.join(RESULTS, "bench_stream.json")
-    with open(out, "w") as f:
-        json.dump(results, f, indent=2)
-    print("wrote", out)
+    bench.write(results, summary=summarize(results), out=args.out)
+
+
+def summarize(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: rate of each engine per case, the ratio, time to first batch, page-cache fraction."""
+    rows = []
+    for name, case in results["cases"].items():
+        ld, ss_ = case["litdata"], case["streamscope"]
+        rows.append(
+            {
+                "case": name,
+                "unit": f"{case['unit']}/s",
+                "LitData": round(ld["rate"]),
+                "streamscope": round(ss_["rate"]),
+                "ratio": round(case["speedup"], 2),
+                "first batch ratio": round(case["first_batch_ratio"], 2),
+                "page-cache fraction L / s": f"{ld['page_cache_fraction']:.1%} / {ss_['page_cache_fraction']:.1%}",
+            }
+        )
+    return rows
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@ measure) and the subprocess's peak RSS. Running the same commands on a log a fif
 the size shows whether memory grows with the log (it should not for convert).
 
     PYTHONPATH=$PWD/src:$PWD python benchmarks/bench_trace_tools.py [--lines 1000000] [--keep DIR]
+
+Writes ``results/bench_trace_tools.json`` (``--out``). Public interface only: the ``streamscope-trace`` command
+(``trace_tools.cli.main``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
+
+from _results import start
 
 T0 = 1_700_000_000_000_000
 
@@ -108,7 +114,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--keep", help="directory to keep the generated log and outputs in")
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_trace_tools.json")
     args = ap.parse_args()
+    bench = start("bench_trace_tools", args)
+    rows: list[dict[str, Any]] = []
     work = args.keep or tempfile.mkdtemp(prefix="bench_trace_tools_")
     os.makedirs(work, exist_ok=True)
     sizes = [max(args.lines // 5, 1000), args.lines]
@@ -136,11 +145,29 @@ def main() -> None:
                 f"{n_real:>10} {mb:>7.1f} {label:<22} {secs:>8.2f} {n_real / secs:>10.0f} {cpu:>8.2f} "
                 f"{n_real / cpu:>12.0f} {rss / 1024:>12.1f}"
             )
+            rows.append({"lines": n_real, "log_mb": round(mb, 1), "command": label, "wall_s": secs, "cpu_s": cpu,
+                         "peak_rss_mb": round(rss / 1024, 1)})
         if not args.keep:
             for name in os.listdir(work):
                 os.unlink(os.path.join(work, name))
     if not args.keep:
         os.rmdir(work)
+    result = {"runs": rows}
+    bench.write(result, summary=summarize(result), out=args.out)
+
+
+def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: lines per CPU second and peak RSS of each command, per log size."""
+    return [
+        {
+            "log lines": r["lines"],
+            "command": r["command"],
+            "lines/s (wall)": round(r["lines"] / r["wall_s"]),
+            "lines/CPU-s": round(r["lines"] / r["cpu_s"]),
+            "peak RSS MB": r["peak_rss_mb"],
+        }
+        for r in result["runs"]
+    ]
 
 
 if __name__ == "__main__":

@@ -42,17 +42,24 @@ Parts, each side by side with LitData 0.2.68 in the same run:
    for one local epoch at ``num_workers`` 0 and 2), per ``--ab-workers`` value. Two processes live side by side
    for the whole run: ``off`` never switches anything on; ``on`` calls ``streamscope.enable_telemetry()`` once
    (metrics at ``chunk``, spans at ``chunk`` over OTLP/HTTP to a real receiver in this process,
-   ``tests/support/otlp_receiver.py``, metrics exported every second, and the Prometheus endpoint on a free
-   port, scraped by this process every ``--ab-scrape-interval`` s while ``on`` runs its epoch). The two run one
+   ``tests/support/otlp_receiver.py``, metrics exported every ``--ab-export-interval`` s, and the Prometheus
+   endpoint on a free port, scraped by this process every ``--ab-scrape-interval`` s while ``on`` runs its
+   epoch). ``--ab-telemetry-parts`` switches on part of it instead: ``otlp`` (no endpoint), ``prometheus`` (the
+   endpoint, no OpenTelemetry), ``metrics`` (``enable_metrics("chunk")`` alone, no exporter). The two run one
    epoch each per round, in alternating order (toggling inside one process is not possible here: an installed
-   OpenTelemetry SDK switches metrics back on at its next collection). Each epoch is timed as the tracer A/B
-   times its strict unit: the epoch, then ``Telemetry.force_flush()`` (its spans and metrics exported now,
-   ``on`` only) and the workers' exit; CPU of the process and its reaped workers. ``cpu_cycle`` also counts
-   what a process spent between two of its epochs (its exporter and server threads while the other ran), so
-   no background work escapes. Paired medians of per-round ratios with 95 % bootstrap intervals, as above.
+   OpenTelemetry SDK switches metrics back on at its next collection). Each epoch is timed with the workers'
+   exit; ``strict`` (``--ab-telemetry-modes``) adds ``Telemetry.force_flush()`` after it (its spans and metrics
+   exported now, ``on`` only), as the tracer A/B's strict unit flushes; CPU of the process and its reaped
+   workers. ``cpu_cycle`` also counts what a process spent between two of its epochs (its exporter and server
+   threads while the other ran), so no background work escapes. Paired medians of per-round ratios with 95 %
+   bootstrap intervals, as above.
 
-Every result file describes its run (``run``: commit, machine, versions, arguments, load average).
-Writes ``benchmarks/results/bench_tracer.json`` (``--out``).
+Writes ``benchmarks/results/bench_tracer.json`` (``--out``: elsewhere, e.g. the single runs that
+``pool_ab.py`` pools).
+
+Internals used, because they are what is measured: part 1 times the recorder's entry points
+(``streamscope.events`` ``span``/``bulk``/``ACTIVE``/``BUF``/``drain``), part 4 wraps them
+(``streamscope.events.bus``) to attribute time to the tracer. Parts 2 and 3 use the public API only.
 """
 
 from __future__ import annotations
@@ -60,7 +67,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import statistics
 import subprocess
@@ -71,6 +77,7 @@ import time
 import urllib.request
 from typing import Any
 
+from _results import start
 from torch.utils.data import IterableDataset
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -688,43 +695,6 @@ def telemetry_ab(
     return out
 
 
-def describe_run() -> dict[str, Any]:
-    """What a result needs to be read later: the commit (and whether the tree had changes), the machine, the
-    versions of what ran, the load average."""
-
-    def git(*a: str) -> str:
-        try:
-            return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
-        except Exception:
-            return ""
-
-    versions: dict[str, str] = {"python": platform.python_version()}
-    from importlib import metadata
-
-    for dist in ("torch", "numpy", "litdata", "opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http",
-                 "prometheus-client"):  # fmt: skip
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    import streamscope
-
-    versions["streamscope"] = streamscope.__version__
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-    except OSError:
-        pass
-    return {
-        "commit": git("rev-parse", "HEAD"),
-        "tree_changed": bool(git("status", "--porcelain", "--untracked-files=no")),
-        "machine": {"cpus": os.cpu_count(), "cpu_model": model, "system": platform.platform()},
-        "versions": versions,
-        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=20_000)
@@ -742,7 +712,7 @@ def main() -> None:
     )
     ap.add_argument("--attribution-rounds", type=int, default=0, help="also time the tracer inside w0 epochs")
     ap.add_argument("--ab-levels", default="chunk,sample", help="traced levels of the in-process A/B")
-    ap.add_argument("--out", default="bench_tracer.json", help="result file name under benchmarks/results/")
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_tracer.json")
     ap.add_argument(
         "--ab-telemetry-rounds", type=int, default=0, help="also run everything on / off (telemetry) this many rounds"
     )
@@ -754,26 +724,16 @@ def main() -> None:
         help="what the telemetry A/B's on arm switches on: all, otlp, prometheus, metrics (a comma list)",
     )
     ap.add_argument(
-        "--update",
-        action="store_true",
-        help="keep the other sections of an existing --out file (each section says its own run)",
-    )
-    ap.add_argument(
         "--ab-telemetry-modes",
         default="steady",
         help="steady (exports on their own schedule) and/or strict (force_flush after every epoch), comma list",
     )
     args = ap.parse_args()
+    bench = start("bench_tracer", args)
 
     import streamscope
 
-    result: dict[str, Any] = {
-        "run": describe_run(),
-        "host_cpus": os.cpu_count(),
-        "samples": args.samples,
-        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
-        "command": " ".join(["benchmarks/bench_tracer.py", *sys.argv[1:]]),
-    }
+    result: dict[str, Any] = {"samples": args.samples}
     with tempfile.TemporaryDirectory(prefix="bench-tracer-") as tmp:
         if not args.skip_micro:
             result["micro"] = micro(args.micro_events, tmp)
@@ -843,7 +803,6 @@ def main() -> None:
             for parts in [x for x in args.ab_telemetry_parts.split(",") if x]:
                 for mode in [m for m in args.ab_telemetry_modes.split(",") if m]:
                     for workers in [int(w) for w in args.ab_workers.split(",") if w]:
-                        section = describe_run()
                         got = telemetry_ab(
                             data_dir,
                             args.ab_telemetry_rounds,
@@ -854,33 +813,73 @@ def main() -> None:
                             mode == "strict",
                             parts,
                         )
-                        section["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-                        section["command"] = result["command"]
-                        got = {"run": section, **got}
                         key = f"telemetry_ab_w{workers}" + ("_strict" if mode == "strict" else "")
                         key += "" if parts == "all" else f"_{parts}"
                         key += f"_export{args.ab_export_interval:g}s_scrape{args.ab_scrape_interval:g}s"
                         result[key] = got
-                        brief = {k: v for k, v in got.items() if k not in ("rounds_raw", "run")}
+                        brief = {k: v for k, v in got.items() if k != "rounds_raw"}
                         print(f"telemetry A/B {key}: {json.dumps(brief)}", flush=True)
-    result["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    result["run"]["loadavg_end"] = result["loadavg_end"]
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    path = os.path.join(HERE, "results", args.out)
-    if args.update and os.path.exists(path):
-        with open(path) as f:
-            old = json.load(f)
-        for k, v in result.items():  # this run's sections replace the same sections; the others stay
-            if k in ("read",) and not v:
-                continue
-            if k in ("run", "command", "loadavg_start", "loadavg_end", "host_cpus", "samples"):
-                continue  # the file's own run stays the one of its first sections; a section says its own
-            if isinstance(v, dict) and "run" not in v:
-                v = {"run": {**result["run"], "command": result["command"]}, **v}
-            old[k] = v
-        result = old
-    with open(path, "w") as f:
-        json.dump(result, f, indent=1)
+    bench.write(result, summary=summarize(result), out=args.out)
+
+
+def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: each measure's chunk/off and sample/off ratios (CPU; A/B rows: paired medians), and the
+    telemetry A/B's on/off."""
+    rows: list[dict[str, Any]] = []
+    for name, row in result.get("read", {}).items():
+        rows.append(
+            {
+                "measure": f"read, one process per level: {name}",
+                "chunk / off": row.get("chunk_over_off_cpu"),
+                "sample / off": row.get("sample_over_off_cpu"),
+                "noise (off spread)": row.get("off_cpu_spread"),
+            }
+        )
+    for key, got in result.items():
+        if not key.startswith("in_process_ab_"):
+            continue
+        level = next(lv for lv in ("chunk", "sample") if f"{lv}_over_off_cpu_paired_median" in got)
+        ci = got.get(f"{level}_over_off_cpu_paired_median_ci95")
+        value = got[f"{level}_over_off_cpu_paired_median"]
+        rows.append(
+            {
+                "measure": f"A/B {key[len('in_process_ab_'):]}, {got['rounds']} rounds, CPU paired median",
+                "chunk / off": value if level == "chunk" else None,
+                "sample / off": value if level == "sample" else None,
+                "noise (off spread)": f"95 % {ci[0]}-{ci[1]}" if ci else got.get("off_cpu_quartile_spread"),
+            }
+        )
+    for key, got in result.items():
+        if not key.startswith("telemetry_ab_"):
+            continue
+        ci = got["on_over_off_cpu_paired_median_ci95"]
+        what = {"all": "everything on", "metrics": "metrics alone", "otlp": "metrics + OTLP", "prometheus": ""}
+        part = what.get(got.get("switched_on", "all")) or "metrics + Prometheus"
+        if got.get("switched_on", "all") in ("all", "otlp"):
+            part += f", OTLP metrics every {got['metric_export_interval_s']:g} s"
+        if got.get("switched_on", "all") in ("all", "prometheus"):
+            part += f", scraped every {got['scrape_interval_s']:g} s"
+        if got.get("force_flush_every_epoch"):
+            part += ", force_flush per epoch"
+        rows.append(
+            {
+                "measure": f"telemetry on/off w{got['workers']} ({part}), {got['rounds']} rounds, CPU paired median",
+                "on / off": got["on_over_off_cpu_paired_median"],
+                "noise (off spread)": f"95 % {ci[0]}-{ci[1]}",
+            }
+        )
+    for key, got in result.items():
+        if key.startswith("attribution_w0_"):
+            level = key.rsplit("_", 1)[1]
+            rows.append(
+                {
+                    "measure": f"attribution w0_{level}, {got['rounds']} rounds: 1 + tracer time over the rest",
+                    "chunk / off": round(1 + got["tracer_over_rest_median"], 4) if level == "chunk" else None,
+                    "sample / off": round(1 + got["tracer_over_rest_median"], 4) if level == "sample" else None,
+                    "noise (off spread)": None,
+                }
+            )
+    return rows
 
 
 if __name__ == "__main__":

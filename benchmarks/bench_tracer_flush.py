@@ -10,12 +10,14 @@ the CPU. Steps nest (``encode`` holds ``render_bulks`` and ``ordered_pieces``; `
 and the write). Writes ``results/bench_tracer_flush.json`` (``--out``).
 
 Not an A/B: it says where the flush's cost lies, not what the tracer costs an epoch (``bench_tracer.py`` does).
+
+Internals used, because they are what is measured: the flush's steps (``streamscope.events.recorder``,
+``collect``, ``processor``, ``streamscope.trace.litracer``) are wrapped in place to time each.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import resource
@@ -28,6 +30,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from _results import start  # noqa: E402
 from bench_tracer import make_dataset  # noqa: E402
 
 import streamscope as S  # noqa: E402
@@ -126,22 +129,32 @@ def main() -> None:
     ap.add_argument("--level", default="chunk")
     ap.add_argument("--samples", type=int, default=20_000)
     ap.add_argument("--root", default=os.path.join(tempfile.gettempdir(), "streamscope-bench-data"))
-    ap.add_argument("--out", default="bench_tracer_flush.json", help="result file name under benchmarks/results/")
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_tracer_flush.json")
     args = ap.parse_args()
+    bench = start("bench_tracer_flush", args)
     os.makedirs(args.root, exist_ok=True)
     data_dir = make_dataset(args.root, args.samples)
     res = run(data_dir, args.rounds, args.workers, args.level)
-    res["loadavg"] = [round(x, 2) for x in os.getloadavg()]
     for label, row in res["steps"].items():
         print(
             f"{label:15s} calls/epoch {row['calls_per_epoch']:5.1f}  cpu ms/epoch {row['cpu_ms_per_epoch']:7.3f}  "
             f"faults/epoch {row['faults_per_epoch']:7.1f}"
         )
-    print(f"lines per epoch {res['lines_per_epoch']:.0f}, load {res['loadavg']}")
-    out = os.path.join(HERE, "results", args.out)
-    with open(out, "w") as f:
-        json.dump(res, f, indent=1)
-    print("wrote", out)
+    print(f"lines per epoch {res['lines_per_epoch']:.0f}")
+    bench.write(res, summary=summarize(res), out=args.out)
+
+
+def summarize(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: per step of the flush (nested), CPU ms, page faults and calls per epoch."""
+    return [
+        {
+            "step": label,
+            "CPU ms/epoch": row["cpu_ms_per_epoch"],
+            "faults/epoch": row["faults_per_epoch"],
+            "calls/epoch": row["calls_per_epoch"],
+        }
+        for label, row in res["steps"].items()
+    ]
 
 
 if __name__ == "__main__":

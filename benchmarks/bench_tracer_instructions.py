@@ -14,7 +14,7 @@ the loop (the timed measures see those). The dataset is bench_tracer.py's (20,00
 str}`` samples, batch 64, num_workers=0), made on first use. Single-threaded BLAS, a fixed hash seed and a
 flusher that never ticks on its own keep the runs repeatable.
 
-Writes ``benchmarks/results/bench_tracer_instructions.json``.
+Writes ``benchmarks/results/bench_tracer_instructions.json`` (``--out``). Public API only.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from _results import start
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -70,9 +72,11 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--levels", default="chunk,sample")
     ap.add_argument("--samples", type=int, default=20_000)
+    ap.add_argument("--out", default=None, help="write the result here instead of results/bench_tracer_instructions.json")
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed (Debian: apt-get install valgrind)")
+    bench = start("bench_tracer_instructions", args)
     sys.path.insert(0, HERE)
     import bench_tracer  # the dataset and its maker are shared with the timed benchmark
 
@@ -90,9 +94,16 @@ def main() -> None:
     for lv in levels[1:]:
         result[f"{lv}_over_off"] = round(per_epoch[lv] / per_epoch["off"], 4)
     print(json.dumps(result))
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", "bench_tracer_instructions.json"), "w") as f:
-        json.dump(result, f, indent=1)
+    bench.write(result, summary=summarize(result), out=args.out)
+
+
+def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: instructions per epoch of each level and the ratio to off."""
+    per = result["instructions_per_epoch"]
+    return [
+        {"level": lv, "M instructions/epoch": round(n / 1e6, 1), "x off": result.get(f"{lv}_over_off", 1.0)}
+        for lv, n in per.items()
+    ]
 
 
 if __name__ == "__main__":

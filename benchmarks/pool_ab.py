@@ -9,25 +9,40 @@ either interval. This script pools runs taken at different times and gives, per 
 * a two-stage bootstrap interval: resample the runs, then the rounds within each drawn run, so the interval
   widens with the spread between runs.
 
-Usage: ``python benchmarks/pool_ab.py results/bench_tracer_ab_w2_A.json results/bench_tracer_ab_w2_B.json ...``
-(all runs of one level and one ``num_workers``). Prints a table and, with ``--out FILE``, writes it as JSON.
+Usage: ``python benchmarks/pool_ab.py RUN.json RUN2.json ...``, the runs written by ``bench_tracer.py
+--ab-rounds N --out /tmp/RUN.json`` (one A/B each). Runs are grouped by their A/B kind (level and
+``num_workers``), so one call pools the w0 and the w2 runs, chunk and sample, each group on its own. Prints a
+table and writes ``results/pool_ab.json`` (``--out``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
+import sys
 from typing import Any
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also when imported as benchmarks.pool_ab
+from _results import start  # noqa: E402
+
 MEASURES = ("cpu", "wall")
+
+
+def run_commit(path: str) -> str | None:
+    """The commit a run measured, if its file says (results written through benchmarks/_results.py do)."""
+    with open(path) as f:
+        commit = json.load(f).get("meta", {}).get("commit")
+    return commit if isinstance(commit, str) else None
 
 
 def paired_ratios(path: str) -> tuple[str, dict[str, list[float]]]:
     """The A/B key of ``path`` and, per measure, every round's level time over its off time."""
     with open(path) as f:
         data = json.load(f)
+    data = data.get("result", data)  # the envelope of benchmarks/_results.py, or a bare older result
     keys = [k for k in data if k.startswith("in_process_ab_")]
     if len(keys) != 1:
         raise SystemExit(f"{path}: expected one in_process_ab_* result, found {keys}")
@@ -53,11 +68,18 @@ def two_stage_interval(runs: list[list[float]], draws: int = 4000, seed: int = 0
 
 
 def pool(paths: list[str]) -> dict[str, Any]:
+    """Pool runs of one A/B kind."""
     loaded = [paired_ratios(p) for p in paths]
     kinds = {k for k, _ in loaded}
     if len(kinds) != 1:
         raise SystemExit(f"runs of different A/B kinds cannot be pooled: {sorted(kinds)}")
-    result: dict[str, Any] = {"kind": kinds.pop(), "runs": paths, "rounds": [len(r["cpu"]) for _, r in loaded]}
+    names = [os.path.basename(p) for p in paths]
+    result: dict[str, Any] = {
+        "kind": kinds.pop(),
+        "runs": names,
+        "run_commits": [run_commit(p) for p in paths],
+        "rounds": [len(r["cpu"]) for _, r in loaded],
+    }
     for m in MEASURES:
         runs = [r[m] for _, r in loaded]
         lo, hi = two_stage_interval(runs)
@@ -69,22 +91,49 @@ def pool(paths: list[str]) -> dict[str, Any]:
     return result
 
 
+def pool_by_kind(paths: list[str]) -> dict[str, dict[str, Any]]:
+    """Pool each A/B kind among ``paths`` on its own, kinds in sorted order."""
+    groups: dict[str, list[str]] = {}
+    for path in paths:
+        groups.setdefault(paired_ratios(path)[0], []).append(path)
+    return {kind: pool(groups[kind]) for kind in sorted(groups)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", help="bench_tracer.py result files with one in_process_ab_* result each")
-    ap.add_argument("--out", help="also write the pooled result as JSON here")
+    ap.add_argument("--out", default=None, help="write the result here instead of results/pool_ab.json")
     args = ap.parse_args()
-    res = pool(args.runs)
-    print(f"{res['kind']}: {len(args.runs)} runs, rounds {res['rounds']}")
-    for m in MEASURES:
-        r = res[m]
-        print(
-            f"  {m:4s} per run {r['per_run_paired_median']}  pooled {r['pooled_paired_median']}  "
-            f"two-stage 95 % {r['ci95_two_stage']}"
+    bench = start("pool_ab", args)
+    pools = pool_by_kind(args.runs)
+    for kind, res in pools.items():
+        print(f"{kind}: {len(res['runs'])} runs, rounds {res['rounds']}")
+        for m in MEASURES:
+            r = res[m]
+            print(
+                f"  {m:4s} per run {r['per_run_paired_median']}  pooled {r['pooled_paired_median']}  "
+                f"two-stage 95 % {r['ci95_two_stage']}"
+            )
+    result = {"pools": pools}
+    bench.write(result, summary=summarize(result), out=args.out)
+
+
+def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's rows: per A/B kind, the pooled paired median of CPU and wall and their intervals."""
+    rows = []
+    for kind, res in result["pools"].items():
+        rows.append(
+            {
+                "A/B": kind[len("in_process_ab_") :],
+                "runs x rounds": f"{len(res['rounds'])} x {res['rounds'][0]}" if len(set(res["rounds"])) == 1
+                else "+".join(map(str, res["rounds"])),
+                "CPU level / off": res["cpu"]["pooled_paired_median"],
+                "CPU 95 %": "-".join(map(str, res["cpu"]["ci95_two_stage"])),
+                "wall level / off": res["wall"]["pooled_paired_median"],
+                "wall 95 %": "-".join(map(str, res["wall"]["ci95_two_stage"])),
+            }
         )
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(res, f, indent=1)
+    return rows
 
 
 if __name__ == "__main__":

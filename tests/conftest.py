@@ -28,6 +28,7 @@ import multiprocessing
 import os
 from collections.abc import Iterator
 
+import hypothesis
 import pytest
 
 from tests.support import azurite, gcsserver
@@ -37,6 +38,13 @@ from tests.support.s3server import S3Endpoint, S3Server
 from tests.support.servers import emulator_unavailable
 
 pytest_plugins = ["tests.support.interop_plugin"]
+
+# Property tests judge results, not speed: on a shared 2-core machine a wall-clock deadline fails examples that
+# only waited for a core. Tests that set their own settings keep them.
+hypothesis.settings.register_profile(
+    "streamscope", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+)
+hypothesis.settings.load_profile("streamscope")
 
 # The OTLP tests import OpenTelemetry into the test process: streamscope would then wire itself to it at the first
 # dataset some test builds, adding its span exporter to that test's sinks. The tests of that wiring run in fresh

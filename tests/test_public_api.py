@@ -1,8 +1,27 @@
 """The public surface users switch to by changing one import."""
 
+import pathlib
+import re
+
 import pytest
 
 import streamscope
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_exported_names_are_exactly_the_documented_ones():
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    table = text.split("| name | what |", 1)[1].split("\n\n", 1)[0]
+    documented = re.findall(r"^\| `([^`]+)` \|", table, flags=re.MULTILINE)
+    assert len(documented) == len(set(documented)), "docs/api.md lists a name twice"
+    assert sorted(documented) == sorted(streamscope.__all__)
+    assert streamscope.__all__ == sorted(streamscope.__all__)
+    assert set(dir(streamscope)) >= set(streamscope.__all__)
+
+
+def test_the_package_ships_py_typed():
+    assert (ROOT / "src" / "streamscope" / "py.typed").is_file()
 
 
 def test_lazy_import_does_not_pull_heavy_modules():

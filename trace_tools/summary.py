@@ -26,6 +26,41 @@ class CounterStat:
     last: float = 0.0
 
 
+#: Decisions of the tuner kept for the report (the ones beyond are counted).
+MAX_DECISIONS = 200
+
+
+@dataclass
+class TunerLog:
+    """The auto-tuner's ``tune`` events of one rank: its budgets, decisions (one row per knob moved) and states."""
+
+    label: str
+    started: dict[str, str] = field(default_factory=dict)
+    decisions: list[tuple[float, dict[str, str]]] = field(default_factory=list)
+    notes: list[tuple[float, str, str]] = field(default_factory=list)  # (ts, settled/resumed/budget/..., text)
+    changes: dict[str, list[int]] = field(default_factory=dict)  # knob -> [by the tuner, by the user]
+    more: int = 0
+
+    def add(self, p: Point) -> None:
+        a = p.args
+        if p.name == "decision":
+            if len(self.decisions) < MAX_DECISIONS:
+                self.decisions.append((p.ts, a))
+            else:
+                self.more += 1
+        elif p.name == "started":
+            self.started = a
+        elif p.name in ("settled", "resumed", "restored", "budget"):
+            if len(self.notes) < MAX_DECISIONS:
+                text = a.get("reason") or a.get("values") or ""
+                if p.name == "budget":
+                    text = f"{a.get('knob')} {a.get('old')} -> {a.get('new')} (the {a.get('reason')} budget)"
+                self.notes.append((p.ts, p.name, text))
+        elif "knob" in a and "source" in a:  # the board's own event for a value change (named by the knob)
+            c = self.changes.setdefault(a["knob"], [0, 0])
+            c[0 if a["source"] == "tuner" else 1] += 1
+
+
 @dataclass
 class Summary:
     """The result of :func:`summarize`."""
@@ -45,6 +80,7 @@ class Summary:
     timeline: Timeline | None = None
     first_ts: float = float("inf")
     last_ts: float = float("-inf")
+    tuners: list[TunerLog] = field(default_factory=list)
 
 
 def summarize(path: str, with_timeline: bool = True) -> Summary:
@@ -62,6 +98,7 @@ def summarize(path: str, with_timeline: bool = True) -> Summary:
     instants: dict[tuple[str, str], int] = {}
     inst_ex: dict[tuple[str, str], list[str]] = {}
     counters: dict[str, CounterStat] = {}
+    tuners: dict[tuple[int, int], TunerLog] = {}
     ranks: dict[tuple[int, int], RankLog] = {}
     tl = Timeline() if with_timeline else None
     unfinished = 0
@@ -117,12 +154,22 @@ def summarize(path: str, with_timeline: bool = True) -> Summary:
                 tl.origin = obj.b  # type: ignore[attr-defined]
         elif kind == "I":
             p: Point = obj  # type: ignore[assignment]
+            first = min(first, p.ts)
+            last = max(last, p.ts)
             key = (p.cat, p.name)
             instants[key] = instants.get(key, 0) + 1
             msg = p.args.get("error") or p.args.get("reason") or p.args.get("url") or ""
             lst = inst_ex.setdefault(key, [])
             if msg and len(lst) < 3:
                 lst.append(f"{p.proc.label}: {msg}")
+            if p.cat == "tune":
+                tkey = (p.proc.run, p.proc.rank)
+                tlog = tuners.get(tkey)
+                if tlog is None:
+                    tlog = tuners[tkey] = TunerLog(
+                        (f"run {p.proc.run + 1} · " if p.proc.run else "") + f"rank {p.proc.rank}"
+                    )
+                tlog.add(p)
         elif kind == "C":
             p = obj  # type: ignore[assignment]
             c = counters.get(p.name)
@@ -152,7 +199,7 @@ def summarize(path: str, with_timeline: bool = True) -> Summary:
             stalls.append(r)
     return Summary(
         path, pstats, norm.problems, norm.runs, by_cat, by_name, by_where, instants, inst_ex, counters, stalls,
-        unfinished, tl, first, last,
+        unfinished, tl, first, last, [tuners[k] for k in sorted(tuners)],
     )  # fmt: skip
 
 
@@ -161,6 +208,57 @@ def _row(label: str, h: LogHist) -> str:
         f"  {label:<44} {h.count:>9} {fmt_us(h.total):>11} {fmt_us(h.quantile(0.5)):>10} "
         f"{fmt_us(h.quantile(0.95)):>10} {fmt_us(h.max):>10}"
     )
+
+
+def _ms(v: str | None) -> str:
+    return "?" if v in (None, "") else f"{float(v):.2f}"
+
+
+def format_tuner(s: Summary) -> list[str]:
+    """The tuner section: per rank, its budgets, every decision with the wait before and after, its states."""
+    out = ["Tuner (tune events: the auto-tuner's decisions and the loop's wait per batch before and after each)"]
+    t0 = s.first_ts if s.first_ts != float("inf") else 0.0
+    for t in s.tuners:
+        st = t.started
+        head = f"  {t.label}:"
+        if st:
+            ram = float(st.get("ram_budget") or 0) / 1e9
+            head += (
+                f" RAM budget {ram:.2f} GB ({st.get('ram_from', '?')}), {st.get('cpus', '?')} cores, "
+                f"workers up to {st.get('max_workers', '?')} (started with {st.get('workers', '?')})"
+            )
+        out.append(head)
+        rows = sorted(
+            [(ts, "d", a) for ts, a in t.decisions] + [(ts, "n", (name, text)) for ts, name, text in t.notes],
+            key=lambda r: r[0],
+        )
+        kept = rolled = 0
+        for ts, kind, item in rows:
+            at = f"+{(ts - t0) / 1e6:8.2f} s"
+            if kind == "n":
+                name, text = item  # type: ignore[misc]
+                out.append(f"    {at}  {name}: {text}")
+                continue
+            a: dict[str, str] = item  # type: ignore[assignment]
+            outcome = a.get("outcome", "?")
+            kept += outcome == "kept"
+            rolled += outcome == "rolled back"
+            out.append(
+                f"    {at}  #{a.get('decision', '?'):<3} {a.get('knob', '?')} {a.get('old', '?')} -> {a.get('new', '?')}"
+                f"  {outcome:<11} wait {_ms(a.get('wait_before_ms'))} -> {_ms(a.get('wait_after_ms'))} ms/batch"
+                f"  [{a.get('cause', '?')}] {a.get('reason', '')}"
+            )
+        if t.more:
+            out.append(f"    ... and {t.more} more decision rows")
+        if not t.decisions:
+            out.append("    no decision recorded")
+        else:
+            out.append(f"    {kept} knob moves kept, {rolled} rolled back")
+        if t.changes:
+            moved = ", ".join(f"{k} {c[0]}x by the tuner" + (f", {c[1]}x by the user" if c[1] else "")
+                              for k, c in sorted(t.changes.items()))  # fmt: skip
+            out.append(f"    knob value changes: {moved}")
+    return out
 
 
 def format_summary(s: Summary, per_worker: bool = True) -> str:
@@ -204,6 +302,9 @@ def format_summary(s: Summary, per_worker: bool = True) -> str:
         out.append("Counters")
         for name, c in sorted(s.counters.items()):
             out.append(f"  {name}: {c.n} samples, min {c.min:g}, max {c.max:g}, last {c.last:g}")
+    if s.tuners:
+        out.append("")
+        out.extend(format_tuner(s))
     out.append("")
     out.append("Stall report (time the training loop waited for a batch)")
     if not s.stalls:

@@ -2,4 +2,7 @@ import sys
 
 from streamscope.cli import main
 
+__all__: list[str] = []
+
+
 sys.exit(main())

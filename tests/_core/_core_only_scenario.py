@@ -117,6 +117,16 @@ def main() -> None:
     check("parquet_reader", lambda: importlib.import_module("streamscope.processing.readers").ParquetReader(work))
     check("fernet", lambda: importlib.import_module("streamscope.utilities.encryption").FernetEncryption("pw"))
 
+    def optimize_on_ray() -> bool:
+        target = os.path.join(work, "ray-out")
+        try:
+            ld.optimize(fn=sample, inputs=[1, 2], output_dir=target, chunk_size=5, verbose=False, executor="ray")
+        finally:
+            RESULTS["optimize_ray_wrote_nothing"] = {"ok": True, "value": not os.path.exists(target)}
+        return True
+
+    check("optimize_ray", optimize_on_ray)
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -41,13 +41,24 @@ def test_every_knob_is_documented():
 
 @pytest.mark.parametrize(
     "text,expected",
-    [("64MB", 64_000_000), ("100B", 100), ("1GiB", 2**30), ("1.5kb", 1500), (123, 123), ("7", 7)],
+    [
+        ("64MB", 64_000_000),
+        ("100B", 100),
+        ("1GiB", 2**30),
+        ("1.5kb", 1500),
+        (123, 123),
+        ("7", 7),
+        (".5MB", 500_000),  # the float forms LitData's chunk_bytes parser takes
+        ("1e3", 1000),
+        ("2.5e1 KB", 25_000),
+        (" 64 mb ", 64_000_000),
+    ],
 )
 def test_parse_bytes(text, expected):
     assert parse_bytes(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["", "MB", "12 parsecs", -1, True, None])
+@pytest.mark.parametrize("bad", ["", "MB", "12 parsecs", -1, True, None, "-5MB", "1e", "5eMB"])
 def test_parse_bytes_rejects(bad):
     with pytest.raises(ConfigError):
         parse_bytes(bad)
@@ -69,7 +80,7 @@ def test_every_live_knob_declares_bounds_a_step_and_a_number_type():
     }
     for k in LIVE:
         lo, hi = k.bounds
-        assert k.kind in (int, float, bool) and lo <= k.value_default <= hi and k.step > 0, k
+        assert k.kind in (int, float, bool) and lo <= k.default_value() <= hi and k.step > 0, k
 
 
 def test_a_live_knob_without_bounds_cannot_be_declared():
@@ -177,3 +188,10 @@ def test_default_arg_is_equal_to_its_value_but_not_given():
     assert size == "100GB" and not config.given(size) and config.given("100GB")
     with pytest.raises(TypeError):
         config.default_arg(True)
+
+
+@hgiven(st.integers(min_value=0, max_value=2**80))
+def test_parse_bytes_keeps_whole_numbers_exact(n):
+    """A float would round sizes above 2**53 (the environment gives strings)."""
+    assert parse_bytes(str(n)) == n
+    assert parse_bytes(f"{n}KiB") == n * 1024

@@ -28,6 +28,7 @@ OPTIONAL = (
     "matplotlib",
     "google.cloud",
     "azure",
+    "ray",
 )
 
 HIDE = textwrap.dedent(
@@ -168,6 +169,7 @@ def test_core_install_works_and_every_extra_is_named(tmp_path):
         "s3_download": "s3",
         "gs_get": "gcs",
         "azure_get": "azure",
+        "optimize_ray": "ray",
     }
     for name, extra in expected.items():
         got = r[name]
@@ -175,3 +177,4 @@ def test_core_install_works_and_every_extra_is_named(tmp_path):
         assert f'pip install "streamscope[{extra}]"' in got["msg"], (name, got)
         assert "ModuleNotFoundError" in got["mro"], (name, got)  # catchable as ImportError
     assert r["optimize_keys_wrote_nothing"]["value"]  # refused before the work
+    assert r["optimize_ray_wrote_nothing"]["value"]

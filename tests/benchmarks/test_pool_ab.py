@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from benchmarks.pool_ab import pool, two_stage_interval
+from benchmarks.pool_ab import pool, pool_by_kind, two_stage_interval
 
 
 def _run(path, ratio: float, n: int, seed: int) -> str:
@@ -44,3 +44,15 @@ def test_runs_of_different_kinds_are_not_pooled(tmp_path):
     b.write_text(json.dumps({"in_process_ab_w0_chunk": json.loads(open(a).read())["in_process_ab_w2_chunk"]}))
     with pytest.raises(SystemExit, match="different A/B kinds"):
         pool([a, str(b)])
+
+
+def test_runs_are_grouped_by_kind_and_read_inside_the_result_envelope(tmp_path):
+    a = _run(tmp_path / "a.json", 1.01, 10, 0)
+    b = tmp_path / "b.json"
+    body = json.loads(open(a).read())["in_process_ab_w2_chunk"]
+    b.write_text(json.dumps({"meta": {"commit": "c" * 40}, "result": {"in_process_ab_w0_chunk": body}}))
+    pools = pool_by_kind([a, str(b)])
+    assert list(pools) == ["in_process_ab_w0_chunk", "in_process_ab_w2_chunk"]
+    assert pools["in_process_ab_w0_chunk"]["run_commits"] == ["c" * 40]
+    assert pools["in_process_ab_w2_chunk"]["run_commits"] == [None]
+    assert pools["in_process_ab_w0_chunk"]["cpu"]["pooled_paired_median"] == pytest.approx(1.01, abs=1e-4)

@@ -337,3 +337,34 @@ def test_head_first_keeps_later_chunks_from_starting_while_the_reader_waits(head
         assert min(later) >= cache.started[0] + 0.4
     else:  # they overlapped chunk 0 (depth 2, concurrency 4)
         assert max(later) < cache.started[0] + 0.3
+
+
+class _WatchingStore(_CountingStore):
+    """Records the bytes of published chunks in the cache at the start of each download."""
+
+    def __init__(self, inner, cache_dir: str) -> None:
+        super().__init__(inner, "watching")
+        self.cache_dir, self.seen = cache_dir, []
+
+    def download_file(self, key: str, dest: str) -> int:
+        names = [f for f in os.listdir(self.cache_dir) if f.endswith(".bin")]
+        self.seen.append(sum(os.path.getsize(os.path.join(self.cache_dir, f)) for f in names))
+        return super().download_file(key, dest)
+
+
+def test_a_download_makes_room_before_it_starts(src, tmp_path):
+    """The directory holds its budget while a chunk arrives: the published chunks plus the one under way never
+    exceed max_cache_size (eviction first, then the download)."""
+    index = load_index(os.path.join(src, "index.json"))
+    sizes = [int(c["chunk_bytes"]) for c in index["chunks"]]
+    budget = 2 * max(sizes)
+    cdir = str(tmp_path / "cache")
+    store = _WatchingStore(open_store(src), cdir)
+    cache = ChunkCache(store, cdir, index["chunks"], None, budget, LeaseTable())
+    for i in range(len(sizes)):
+        cache.acquire(i)
+        time.sleep(0.01)
+        cache.release(i)
+    assert len(store.seen) == len(sizes)
+    assert all(seen + sizes[i] <= budget for i, seen in enumerate(store.seen)), (store.seen, budget)
+    assert sum(size for _, size, _ in cache.cached_files()) <= budget

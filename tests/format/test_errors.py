@@ -314,3 +314,13 @@ def test_compressed_chunk_opened_raw_gets_a_hint(tmp_path):
     w.done()
     with pytest.raises(CorruptChunkError, match="zstd magic: decompress it first"):
         ChunkFile(str(tmp_path / "chunk-0-0.zstd.bin"))
+
+
+def test_chunk_bytes_strings_are_parsed_by_the_one_size_parser():
+    from streamscope.format.writer import convert_chunk_bytes
+
+    assert convert_chunk_bytes("64MB") == 64_000_000 and convert_chunk_bytes("1GiB") == 2**30
+    assert convert_chunk_bytes(None) is None and convert_chunk_bytes(1234) == 1234
+    for bad in ("64 parsecs", "-5MB", "MB"):
+        with pytest.raises(FormatError, match="chunk_bytes"):
+            convert_chunk_bytes(bad)

@@ -23,6 +23,7 @@ import pytest
 pytest.importorskip("torch")
 
 from streamscope._core.errors import DatasetError, PlanError, StateDictError, StreamscopeError  # noqa: E402
+from streamscope.stream.batch_mode import BatchMode
 from streamscope.stream.combined import CombinedStreamingDataset  # noqa: E402
 from streamscope.stream.combined_plan import make_combined_plan  # noqa: E402
 from streamscope.stream.dataloader import StreamingDataLoader  # noqa: E402
@@ -265,17 +266,17 @@ def test_weights_with_iterate_over_all_raises_a_streamscope_error(two_dirs):
 # --- 3. batch mode is read when iter() is called ------------------------------------------------------------
 
 
-def _mode(batch_size: int = 4) -> dict[str, Any]:
-    return {"epoch": 1, "start": 0, "batch_size": batch_size, "collate_fn": None}
+def _mode(batch_size: int = 4) -> BatchMode:
+    return BatchMode(epoch=1, start=0, batch_size=batch_size)
 
 
 def test_iterator_keeps_the_batch_mode_of_the_iter_call(two_dirs):
-    """StreamingDataLoader clears ``_batch_mode`` right after ``iter(dataset)``; torch's single-process loader
+    """StreamingDataLoader clears the batch mode right after ``iter(dataset)``; torch's single-process loader
     runs the iterator later: it must still yield ``(batch_number, batch)``."""
     ds = _combined(two_dirs)
-    ds._batch_mode = _mode(4)
+    ds.set_batch_mode(_mode(4))
     it = iter(ds)
-    ds._batch_mode = None
+    ds.set_batch_mode(None)
     first = next(it)
     assert isinstance(first, tuple) and first[0] == 0
     assert len(first[1]["index"]) == 4
@@ -284,7 +285,7 @@ def test_iterator_keeps_the_batch_mode_of_the_iter_call(two_dirs):
     # and the other way round: taken in plain mode, it stays plain
     ds2 = _combined(two_dirs)
     it2 = iter(ds2)
-    ds2._batch_mode = _mode(4)
+    ds2.set_batch_mode(_mode(4))
     sample = next(it2)
     assert isinstance(sample, dict) and int(sample["index"]) >= 0
 

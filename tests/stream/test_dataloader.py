@@ -235,3 +235,55 @@ def test_workers_told_to_stop_exit_on_their_own_and_torch_still_shuts_down():
         assert w.exitcode == 0
     it._shutdown_workers()
     assert it._shutdown
+
+
+def _rank_loader(ds_dir, world, rank, workers, **kw):
+    ds = StreamingDataset(ds_dir, shuffle=True, seed=11, drop_last=kw.pop("drop_last", False))
+    ds.world_size, ds.rank = world, rank  # one rank of a DDP job, in this process
+    return StreamingDataLoader(ds, batch_size=kw.pop("batch_size", 4), num_workers=workers, **kw)
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_resume_in_another_world_size(ds_dir, drop_last):
+    """Elastic resume: 4 ranks x 2 workers save mid-epoch, 2 ranks x 1 worker continue, save again, 3 ranks end it:
+    the epoch's samples (drop_last: a subset of them) each arrive exactly once."""
+    seen: list[int] = []
+    old = [_rank_loader(ds_dir, 4, r, 2, drop_last=drop_last) for r in range(4)]
+    for dl in old:
+        for k, b in enumerate(dl):
+            seen.extend(ids(b))
+            if k + 1 == 3:  # every rank consumed 3 batches (the ranks step together)
+                break
+    state = old[0].state_dict()
+    mid = [_rank_loader(ds_dir, 2, r, 1, drop_last=drop_last) for r in range(2)]
+    for dl in mid:
+        dl.load_state_dict(state)
+        assert dl.current_epoch == 1 and len(dl) == len(mid[0])
+        for k, b in enumerate(dl):
+            seen.extend(ids(b))
+            if k + 1 == 2:
+                break
+    state = mid[1].state_dict()
+    assert state["dataset"]["plan_state"]["plan"]["resumed_from"] == [[4, 4, 3]]
+    last = [_rank_loader(ds_dir, 3, r, 0, drop_last=drop_last) for r in range(3)]
+    for dl in last:
+        dl.load_state_dict(state)
+        seen.extend(i for b in dl for i in ids(b))
+        assert dl.current_epoch == 1
+    assert len(seen) == len(set(seen))
+    if drop_last:
+        # 96 of 103 used by 4 ranks of 4; 48 left after 3 batches; 2 ranks x 4: 48, 16 consumed; 32 left: 3 x 4 -> 24
+        assert len(seen) == 48 + 16 + 24 and set(seen) <= set(range(N))
+    else:
+        assert sorted(seen) == list(range(N))
+    # the next epoch is a whole one again, in the new world size
+    nxt = [i for dl in last for b in dl for i in ids(b)]
+    assert all(dl.current_epoch == 2 for dl in last)
+    assert sorted(nxt) == list(range(N)) if not drop_last else len(nxt) == 96
+
+
+def test_resume_where_the_rest_cannot_feed_the_ranks(ds_dir):
+    dl = _rank_loader(ds_dir, 2, 0, 0, batch_size=50)
+    next(iter(dl))  # 2 ranks x 1 batch of 50 (or 51): 3 samples left
+    with pytest.raises(DatasetError, match="cannot feed world_size=4"):
+        _rank_loader(ds_dir, 4, 0, 0, batch_size=50).load_state_dict(dl.state_dict())

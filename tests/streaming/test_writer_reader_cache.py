@@ -305,6 +305,7 @@ def test_reader_tokens(tmp_path: Any) -> None:
     r = BinaryReader(out, item_loader=TokensLoader(block_size=8))
     lit = LitReader(out, item_loader=__import__("litdata").TokensLoader(block_size=8))
     assert r.get_length() == lit.get_length()
+    assert r.rank == lit.rank == 0  # outside a DataLoader worker
     for k in range(r.get_length()):
         g, c = r._get_chunk_index_from_index(k)
         assert torch.equal(r.read(ChunkedIndex(g, c)), lit.read(LitIndex(g, c)))

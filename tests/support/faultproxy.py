@@ -13,7 +13,10 @@ measures the client, not the proxy:
   as ``truncate_skipped``);
 * ``delay_rate`` / ``delay_s``: sleep ``delay_s`` before forwarding (set ``delay_s`` above a client's read
   timeout to provoke timeouts);
-* ``fixed_delay_s``: added to every request (a slow link).
+* ``fixed_delay_s``: added to every request (a slow link);
+* ``bandwidth_bps``: response bodies share one link of this many bytes per second (all connections together,
+  sent in 64 KB slices that each reserve their time on the link in turn; None: no cap). Headers, faults and
+  request bodies are not throttled. ``counts["body_bytes"]`` is the body bytes sent so far.
 
 ``methods`` restricts faults to some HTTP methods (default: all); ``max_faults`` stops injecting after that
 many faults; ``on_fault(kind, method, path)`` runs after a truncation was delivered (tests use it to change
@@ -179,6 +182,7 @@ class _Upstream:
 
 
 _BUF = 1 << 20
+_SLICE = 64 << 10  # bytes of a response body sent per turn on a bandwidth-capped link
 
 
 class _Loop:
@@ -242,6 +246,7 @@ class FaultProxy:
         error_rate, reset_rate, truncate_rate, delay_rate: Probability per request of each fault.
         delay_s: Sleep of a ``delay`` fault.
         fixed_delay_s: Sleep added to every request.
+        bandwidth_bps: Bytes per second of response body for all connections together (None: no cap).
         methods: HTTP methods eligible for faults (None: all).
         max_faults: Inject at most this many faults (None: no limit).
         loops: Event loops (one thread each) accepting from the one listening socket. One loop does all the
@@ -260,6 +265,7 @@ class FaultProxy:
         delay_rate: float = 0.0,
         delay_s: float = 0.2,
         fixed_delay_s: float = 0.0,
+        bandwidth_bps: float | None = None,
         methods: tuple[str, ...] | None = None,
         max_faults: int | None = None,
         loops: int = 4,
@@ -271,6 +277,10 @@ class FaultProxy:
         self.upstream_port = parts.port or 80
         self.delay_s = delay_s
         self.fixed_delay_s = fixed_delay_s
+        if bandwidth_bps is not None and not bandwidth_bps > 0:
+            raise ValueError(f"bandwidth_bps must be > 0 (or None for no cap), got {bandwidth_bps}")
+        self.bandwidth_bps = bandwidth_bps
+        self._link_free_at = 0.0  # monotonic time at which the capped link has sent everything reserved so far
         self.counts: Counter[str] = Counter()
         self.max_faults = max_faults
         self.on_fault: Any = None  # called as on_fault(kind, method, path) after a fault was delivered
@@ -478,9 +488,37 @@ class FaultProxy:
             if self.on_fault is not None:
                 self.on_fault("truncate", method, path)
             return False
-        writer.writelines((out, data) if method != "HEAD" and data else (out,))
-        await writer.drain()
+        await self._send(writer, out, data if method != "HEAD" else b"")
         return True
+
+    def _reserve(self, nbytes: int) -> float:
+        """Reserve ``nbytes`` of link time after everything reserved before; the monotonic time it is sent by."""
+        rate = self.bandwidth_bps
+        with self._lock:
+            self.counts["body_bytes"] += nbytes
+            if not rate:
+                return 0.0
+            # an idle link saves no credit: a slice starts no earlier than now
+            self._link_free_at = max(time.monotonic(), self._link_free_at) + nbytes / rate
+            return self._link_free_at
+
+    async def _send(self, writer: asyncio.StreamWriter, head: bytes, body: bytes) -> None:
+        """Write a response; with a bandwidth cap, the body goes out slice by slice as the link allows."""
+        if not self.bandwidth_bps or not body:
+            if body:
+                self._reserve(len(body))
+            writer.writelines((head, body) if body else (head,))
+            await writer.drain()
+            return
+        writer.write(head)
+        view = memoryview(body)
+        for off in range(0, len(body), _SLICE):
+            piece = view[off : off + _SLICE]
+            wait = self._reserve(len(piece)) - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            writer.write(piece)
+            await writer.drain()
 
     def close(self) -> None:
         """Stop serving and drop every open connection."""

@@ -78,7 +78,7 @@ class KnobBoard:
     ) -> None:
         names = config.live_names()
         self._attach(names, multiprocessing.RawArray("q", _HEADER + _SLOT * len(names)), os.getpid())
-        self._listener = listener
+        self._listener: Listener | None = listener
         self._base: dict[str, tuple[Any, bool]] = {}
         self._sources: dict[str, str] = {}
         for name, (value, given, arg) in (base or {}).items():
@@ -100,7 +100,7 @@ class KnobBoard:
         self._kinds = {n: (config.KNOBS[n].kind if n in config.KNOBS else int) for n in names}
         self._typed = {n: (self._f64 if k is float else self._i64, self._index[n], k) for n, k in self._kinds.items()}
         self._lock = threading.Lock()
-        self._listener: Listener | None = None
+        self._listener = None
         self._base = {}
         self._sources = {}
 

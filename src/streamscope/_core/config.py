@@ -27,6 +27,24 @@ from typing import Any
 from streamscope._core.errors import ConfigError
 from streamscope._core.units import cache_budget, parse_bytes
 
+__all__ = [
+    "ARGUMENT_KNOBS",
+    "KNOBS",
+    "Knob",
+    "WRITE_FORMATS",
+    "default_arg",
+    "explicit",
+    "get",
+    "given",
+    "knob",
+    "live_names",
+    "parse_port",
+    "parse_write_format",
+    "reset",
+    "set_value",
+    "table",
+]
+
 
 def _parse_bool(raw: str) -> bool:
     low = raw.strip().lower()
@@ -83,6 +101,11 @@ class Knob:
     step: Any = None
     unset: Any = None
     value_default: Any = None  # ``default`` as a value of ``kind`` (``"100GB"`` -> 100_000_000_000)
+    lazy_default: bool = False  # the default is worked out at each read (it depends on the machine, e.g. "auto")
+
+    def default_value(self) -> Any:
+        """The default as a value of ``kind``."""
+        return self.check(self.default, f"default of knob {self.name}") if self.lazy_default else self.value_default
 
     def check(self, value: Any, where: str | None = None) -> Any:
         """``value`` as a value of this knob (a string is parsed first), or :class:`ConfigError` naming ``where``
@@ -153,11 +176,13 @@ def knob(
     bounds: tuple[Any, Any] | None = None,
     step: Any = None,
     unset: Any = None,
+    lazy_default: bool = False,
 ) -> Knob:
     """Declare a knob. ``env`` may list several variable names; the first one set wins.
 
     ``kind`` defaults to the type of ``default`` (None when the default is None, or a string read by a custom
-    ``parse``). A live knob must declare ``bounds`` and ``step``.
+    ``parse``). A live knob must declare ``bounds`` and ``step``. ``lazy_default``: the default is parsed at each
+    read, not at import (a default that measures the machine; importing reads no disk and no environment).
     """
     if name in KNOBS:
         raise ConfigError(f"knob {name!r} declared twice")
@@ -173,8 +198,8 @@ def knob(
     if step is not None and not step > 0:
         raise ConfigError(f"knob {name!r}: step must be > 0, got {step!r}")
     k = Knob(name, default, unit, envs, doc, parse, live, kind, bounds, step, unset)
-    value_default = default if default is None else k.check(default, f"default of knob {name}")
-    k = Knob(name, default, unit, envs, doc, parse, live, kind, bounds, step, unset, value_default)
+    value_default = default if default is None or lazy_default else k.check(default, f"default of knob {name}")
+    k = Knob(name, default, unit, envs, doc, parse, live, kind, bounds, step, unset, value_default, lazy_default)
     KNOBS[name] = k
     return k
 
@@ -206,7 +231,7 @@ def get(name: str) -> Any:
     if name in _overrides:
         return _overrides[name]
     found = _from_env(k)
-    return found[0] if found is not None else k.value_default
+    return found[0] if found is not None else k.default_value()
 
 
 def explicit(name: str) -> tuple[Any, str] | None:
@@ -604,6 +629,7 @@ knob(
     kind=int,
     bounds=(0, 2**60),
     step=2**26,
+    lazy_default=True,
 )
 knob(
     "open_chunks_max",
@@ -614,6 +640,21 @@ knob(
 )
 
 # --- optimize -------------------------------------------------------------------------------------
+
+#: Values of the ``optimize_node_env`` and ``optimize_executor`` knobs.
+NODE_ENV_CHOICES = ("auto", "litdata", "off")
+EXECUTOR_CHOICES = ("process", "ray")
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = str(raw).strip().lower()
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {raw!r}")
+        return value
+
+    return parse
+
 
 knob(
     "optimize_staging_dir",
@@ -651,6 +692,74 @@ knob(
     "path",
     ("DATA_OPTIMIZER_CACHE_FOLDER",),
     "Where DataProcessor(output_dir=None) writes (LitData's chunk cache folder). Empty: <system temp dir>/chunks.",
+)
+knob(
+    "optimize_node_env",
+    "auto",
+    "choice",
+    ("STREAMSCOPE_OPTIMIZE_NODE_ENV",),
+    "Which variables make optimize()/map() one node of a multi-node job. auto: DATA_OPTIMIZER_NUM_NODES/"
+    "DATA_OPTIMIZER_NODE_RANK (LitData's), else NNODES/NODE_RANK (torchrun launch scripts), else SLURM_NNODES/"
+    "SLURM_NODEID; litdata: LitData's pair only; off: always one node.",
+    parse=_choice(NODE_ENV_CHOICES),
+)
+knob(
+    "optimize_node_heartbeat",
+    5.0,
+    "s",
+    ("STREAMSCOPE_OPTIMIZE_NODE_HEARTBEAT",),
+    "How often a node of a multi-node optimize()/map() rewrites its claim (.nodes/node-<rank>.json in output_dir) "
+    "to show it is alive.",
+)
+knob(
+    "optimize_node_stale_after",
+    60.0,
+    "s",
+    ("STREAMSCOPE_OPTIMIZE_NODE_STALE_AFTER",),
+    "A node claim not rewritten for this long belongs to a dead node: a rerun of that rank takes it over (at "
+    "once when the claim names a dead process on this host). Node clocks must agree to well within this.",
+)
+knob(
+    "optimize_node_claim_settle",
+    0.25,
+    "s",
+    ("STREAMSCOPE_OPTIMIZE_NODE_CLAIM_SETTLE",),
+    "After writing its claim a node waits this long and reads it back: a node that started with the same rank "
+    "at the same moment has overwritten it by then (a read and a write of one small object), and one of the two "
+    "stops with NodeRankClaimedError. One that slips through is caught at the next heartbeat, before its node "
+    "publishes its {rank}-index.json.",
+)
+knob(
+    "optimize_executor",
+    "process",
+    "choice",
+    ("STREAMSCOPE_OPTIMIZE_EXECUTOR",),
+    "Where optimize()/map() run their workers when executor is not given: process (worker processes on this "
+    "machine) or ray (tasks on the Ray cluster ray.init() joins: RAY_ADDRESS, else a local one).",
+    parse=_choice(EXECUTOR_CHOICES),
+)
+knob(
+    "ray_connect_timeout",
+    15.0,
+    "s",
+    ("STREAMSCOPE_RAY_CONNECT_TIMEOUT",),
+    "executor='ray': how long to wait for the cluster at the given address to answer before "
+    "ClusterUnreachableError.",
+)
+knob(
+    "ray_max_retries",
+    3,
+    "retries",
+    ("STREAMSCOPE_RAY_MAX_RETRIES",),
+    "executor='ray': how many times Ray reruns a worker task whose process or node died (an exception in fn is "
+    "never retried). A rerun rewrites the same chunks, so the output does not change.",
+)
+knob(
+    "ray_progress_interval",
+    0.25,
+    "s",
+    ("STREAMSCOPE_RAY_PROGRESS_INTERVAL",),
+    "executor='ray': least time between two progress reports of a worker task to the driver's progress bar.",
 )
 knob(
     "optimize_fast_dev_run_items",
@@ -769,6 +878,66 @@ knob(
 )
 
 # --- tune -----------------------------------------------------------------------------------------
+
+knob(
+    "autotune",
+    False,
+    "flag",
+    ("STREAMSCOPE_AUTOTUNE",),
+    "Auto-tune every StreamingDataLoader (as its autotune=True does; autotune=False wins): a thread in each "
+    "rank's main process moves the live knobs nobody pinned, and num_workers between epochs, to cut the training "
+    "loop's wait for data, within the RAM and cache budgets. Switches metrics on (level chunk). See "
+    "src/streamscope/tune/README.md.",
+)
+knob(
+    "autotune_ram_budget",
+    "0",
+    "bytes",
+    ("STREAMSCOPE_AUTOTUNE_RAM_BUDGET",),
+    "Resident memory the tuner lets one rank's main process and its DataLoader workers use together (e.g. 8GB). "
+    "0 = autotune_ram_fraction of the memory limit (the cgroup's memory.max, else physical memory) divided by the "
+    "ranks of the node (LOCAL_WORLD_SIZE).",
+    _bytes,
+    kind=int,
+    bounds=(0, 2**60),
+)
+knob(
+    "autotune_ram_fraction",
+    0.5,
+    "fraction",
+    ("STREAMSCOPE_AUTOTUNE_RAM_FRACTION",),
+    "Share of the memory limit the node's ranks may use when autotune_ram_budget is 0 (tf.data's ram_budget "
+    "takes half).",
+    bounds=(0.01, 1.0),
+)
+knob(
+    "autotune_max_workers",
+    -1,
+    "workers",
+    ("STREAMSCOPE_AUTOTUNE_MAX_WORKERS",),
+    "Most DataLoader workers the tuner gives a loader (it adds workers between epochs, never with "
+    "persistent_workers). -1 = the CPU cores this process may use (affinity and cgroup quota); 0 = num_workers "
+    "stays as given.",
+    bounds=(-1, 1024),
+)
+knob(
+    "autotune_period_max",
+    60.0,
+    "s",
+    ("STREAMSCOPE_AUTOTUNE_PERIOD_MAX",),
+    "Longest pause between two looks of a tuner that found nothing to improve (the pause doubles from one "
+    "metrics interval up to this while the wait stays low).",
+    bounds=(1.0, 3600.0),
+)
+knob(
+    "autotune_min_gain",
+    0.05,
+    "fraction",
+    ("STREAMSCOPE_AUTOTUNE_MIN_GAIN",),
+    "Smallest drop of the loop's wait per batch, relative, that keeps a move (more when the measured wait is "
+    "noisier); a move that gains less is rolled back.",
+    bounds=(0.0, 0.9),
+)
 
 # --- telemetry: Prometheus ------------------------------------------------------------------------
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = ["Dir", "as_dir"]
+
 
 @dataclass
 class Dir:

@@ -12,6 +12,71 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = [
+    "CacheError",
+    "CheckpointMismatchError",
+    "ChunkDownloadError",
+    "ChunkOverflowError",
+    "ChunkWaitTimeoutError",
+    "ClusterUnreachableError",
+    "ConfigError",
+    "CorruptChunkError",
+    "DatasetError",
+    "DatasetExistsError",
+    "DatasetIndexError",
+    "DuplicateKeyError",
+    "EmptyRawSourceError",
+    "EncryptionError",
+    "ExecutorError",
+    "FormatError",
+    "IndexNotFoundError",
+    "InvalidRangeError",
+    "ItemLoaderMismatchError",
+    "KeyIndexExistsError",
+    "KeyIndexNotFoundError",
+    "MapReturnError",
+    "MergeDatasetsError",
+    "MissingDependencyError",
+    "NodeConfigError",
+    "NodeRankClaimedError",
+    "NotAStreamingDatasetError",
+    "ObjectChangedError",
+    "ObjectNotFoundError",
+    "OptimizeError",
+    "OptimizeInputError",
+    "OutputDirError",
+    "PlanError",
+    "PrometheusPortError",
+    "RawDatasetError",
+    "RawDownloadError",
+    "RawDownloadTimeoutError",
+    "RawFileSizeError",
+    "RawIndexError",
+    "RawSchemeError",
+    "RawSetupError",
+    "RawSourceNotFoundError",
+    "SampleKeyError",
+    "SchemaMismatchError",
+    "StateDictError",
+    "StorageAuthError",
+    "StorageConnectionError",
+    "StorageError",
+    "StorageResponseError",
+    "StorageTimeoutError",
+    "StreamscopeError",
+    "TelemetryConfigError",
+    "TraceConfigError",
+    "TransientStorageError",
+    "TruncatedBodyError",
+    "TuneBudgetError",
+    "UnsupportedOperationError",
+    "UnsupportedURLError",
+    "UpdateSessionError",
+    "WorkerDiedError",
+    "WorkerFailedError",
+    "short_repr",
+]
+
 
 def short_repr(obj: Any, limit: int = 200) -> str:
     """``repr(obj)`` cut to ``limit`` characters, for error messages (a broken ``__repr__`` is reported, not raised)."""
@@ -172,6 +237,23 @@ class MapReturnError(OptimizeError, ValueError):
     """map()'s ``fn`` returned a value; it must write files into its ``output_dir`` and return None."""
 
 
+class NodeConfigError(OptimizeError, ValueError):
+    """Multi-node optimize()/map(): a node variable is unusable (not a number, rank out of range) or the nodes
+    of one job disagree (node count, workers, inputs, chunk settings). Raised before the node writes any chunk."""
+
+
+class NodeRankClaimedError(NodeConfigError):
+    """Another live node already holds this node's rank in the shared output_dir (two nodes given one rank)."""
+
+
+class ExecutorError(OptimizeError):
+    """The executor of optimize()/map() (``executor="ray"``, an executor object) cannot run the workers."""
+
+
+class ClusterUnreachableError(ExecutorError, ConnectionError):
+    """No cluster answers at the executor's address (``RAY_ADDRESS``, ``RayExecutor(address=...)``); names it."""
+
+
 # --- stream ---------------------------------------------------------------------------------------
 
 
@@ -279,6 +361,11 @@ class PrometheusPortError(StreamscopeError, OSError):
 
 
 # --- tune -----------------------------------------------------------------------------------------
+
+
+class TuneBudgetError(ConfigError):
+    """The auto-tuner's budgets (RAM, the cache's disk) are too small for the loader to run at all; raised before
+    the first batch, naming the budget, its knob or variable, and what the loader needs."""
 
 
 # --- telemetry: OpenTelemetry --------------------------------------------------------------------

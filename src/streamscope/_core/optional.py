@@ -25,6 +25,7 @@ encryption  cryptography               ``FernetEncryption`` / ``RSAEncryption``
 trace       matplotlib                 the PNG plots of ``streamscope-trace summary``
 otel        opentelemetry-sdk, -expo.  ``enable_telemetry()``: OTLP/HTTP export (``otel-grpc``: OTLP/gRPC too)
 prometheus  prometheus_client          the Prometheus endpoint (``STREAMSCOPE_PROMETHEUS_PORT``)
+ray         ray                        ``optimize(executor="ray")`` / ``map(executor="ray")``: workers as Ray tasks
 all         every extra but ``video``
 ==========  =========================  ===============================================================
 """
@@ -35,6 +36,9 @@ import importlib
 from types import ModuleType
 
 from streamscope._core.errors import MissingDependencyError
+
+__all__ = ["PACKAGES", "available", "install_hint", "missing", "require"]
+
 
 #: import name (the longest dotted prefix that matches wins) -> (distribution to install, the extra that installs
 #: it; None: a core dependency)
@@ -55,6 +59,7 @@ PACKAGES: dict[str, tuple[str, str | None]] = {
     "opentelemetry.exporter.otlp.proto.http": ("opentelemetry-exporter-otlp-proto-http", "otel"),
     "opentelemetry.exporter.otlp.proto.grpc": ("opentelemetry-exporter-otlp-proto-grpc", "otel-grpc"),
     "prometheus_client": ("prometheus_client", "prometheus"),
+    "ray": ("ray", "ray"),
     "perfetto": ("perfetto", None),
     "google.protobuf": ("protobuf", None),
 }

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+__all__ = ["pid_alive"]
+
 
 def pid_alive(pid: int) -> bool:
     """True when a process with this pid runs and is not a zombie (it may belong to another user)."""

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+__all__ = ["ObjectMeta", "ObjectStore"]
+
 
 @dataclass(frozen=True)
 class ObjectMeta:

@@ -12,6 +12,9 @@ import shutil
 
 from streamscope._core.errors import ConfigError
 
+__all__ = ["CACHE_FREE_FRACTION", "CACHE_RESERVE", "cache_budget", "parse_bytes"]
+
+
 _UNITS: dict[str, int] = {
     "": 1,
     "b": 1,
@@ -30,7 +33,8 @@ _UNITS: dict[str, int] = {
     "tib": 2**40,
     "pib": 2**50,
 }
-_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*([a-zA-Z]*)\s*$")
+# the number forms LitData's chunk_bytes parser takes through float(): "64", "1.5", ".5", "1e3"
+_SIZE_RE = re.compile(r"^\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_bytes(value: int | float | str) -> int:
@@ -53,16 +57,10 @@ def parse_bytes(value: int | float | str) -> int:
             f"cannot parse size {value!r}: use a number with an optional unit "
             f"(B, KB, MB, GB, TB decimal; KiB, MiB, GiB, TiB binary)"
         )
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-
-
-def format_bytes(n: float) -> str:
-    """Render a byte count for humans (decimal units, like the sizes users pass in)."""
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"  # pragma: no cover
+    number, unit = m.group(1), _UNITS[m.group(2).lower()]
+    if number.isdigit():  # exact: a float would round sizes above 2**53
+        return int(number) * unit
+    return int(float(number) * unit)
 
 
 #: LitData 0.2.76's default cache budget: this share of the free disk, leaving at least CACHE_RESERVE free.

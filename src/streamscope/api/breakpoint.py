@@ -14,6 +14,9 @@ import pdb
 import sys
 from typing import IO, Any
 
+__all__ = ["MultiprocessingPdb", "breakpoint"]
+
+
 _LOCK = multiprocessing.Lock()  # created at import so forked workers share it with their parent
 _reopened: list[IO[str]] = []
 

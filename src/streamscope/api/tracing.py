@@ -150,7 +150,7 @@ def flush_tracer(wait_workers: float = 0.0) -> None:
     exiting = loader is not None and loader.pending_worker_shutdowns()
     # this process's own events, written while the workers of finished epochs exit (they are retired after)
     ev.flush(repair=not exiting)
-    if exiting:
+    if exiting and loader is not None:
         loader.join_worker_shutdowns()  # the workers of finished epochs have exited (and written their events)
         ev.flush()
     d = ev.RECORDER.metrics_dir

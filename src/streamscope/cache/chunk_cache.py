@@ -8,7 +8,9 @@ chunk wait for one download instead of racing.
 
 References are leases (:mod:`streamscope.cache.leases`): acquire before looking at the file, release when done.
 Eviction removes the least recently released chunks while the directory holds more than ``max_cache_size``
-bytes, and never a chunk with a live lease. It checks the leases, then deletes: a lease taken by another process
+bytes, and never a chunk with a live lease. Downloads under way count at their chunk's full size (this process's
+from before they start, other processes' by their partial files), and a fetch makes room before it starts: the
+directory stays within the budget while chunks arrive, as long as unleased chunks are left to evict. It checks the leases, then deletes: a lease taken by another process
 between the two steps does not stop that delete, so a reader that finds its leased chunk gone fetches it again
 (:meth:`ChunkCache.refetch`); from then on its lease keeps it.
 """
@@ -18,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,6 +38,8 @@ from streamscope.events import attribution
 from streamscope.events.instruments import add as add_value
 from streamscope.events.registry import M
 from streamscope.storage import redact_url
+
+__all__ = ["ChunkCache", "dataset_cache_dir", "decompressed_name"]
 
 
 def dataset_cache_dir(root: str, url: str, updated_at: str | None) -> str:
@@ -86,6 +92,11 @@ class ChunkCache:
         self.leases = leases if leases is not None else LeaseTable()
         self.config = {"compression": compression, **(config or {})}
         self._names = {decompressed_name(c["filename"], compression) for c in self.chunks}
+        self._sizes = {
+            decompressed_name(c["filename"], compression): int(c.get("chunk_bytes") or 0) for c in self.chunks
+        }
+        self._pending = 0  # bytes of this process's fetches under way (counted before their files exist)
+        self._pending_lock = threading.Lock()
         self._stream_store: tuple[int, ObjectStore] | None = None
         os.makedirs(cache_dir, exist_ok=True)
 
@@ -162,7 +173,15 @@ class ChunkCache:
                 add_value(M.CACHE_HITS)  # fetched by another process while this one waited
                 return
             add_value(M.CACHE_MISSES)
-            self._fetch(index, path, store or self.store)
+            size = self._sizes.get(os.path.basename(path), 0)
+            with self._pending_lock:
+                self._pending += size
+            try:
+                self.evict()  # room first: the directory holds its budget while the chunk arrives
+                self._fetch(index, path, store or self.store)
+            finally:
+                with self._pending_lock:
+                    self._pending -= size
         finally:
             lock.release()
             with contextlib.suppress(FileNotFoundError):
@@ -228,19 +247,36 @@ class ChunkCache:
                 out.append((entry.path, st.st_size, st.st_mtime))
         return out
 
-    def cached_bytes(self) -> int:
-        """Bytes of published chunks in the cache directory."""
-        return sum(size for _, size, _ in self.cached_files())
+    def _others_partial_bytes(self) -> int:
+        """Full sizes of the chunks other processes are downloading here (their partial files; this process's own
+        downloads are counted by :attr:`_pending`)."""
+        mine = re.compile(rf"[.-]{os.getpid()}([.-]|$)")
+        total = 0
+        try:
+            entries = list(os.scandir(self.cache_dir))
+        except FileNotFoundError:
+            return 0
+        for entry in entries:
+            name = entry.name
+            if name in self._names or ".bin." not in name or LEASE_MARK in name or name.endswith(".lock"):
+                continue
+            stem, _, rest = name.partition(".bin.")
+            size = self._sizes.get(stem + ".bin")
+            if size and not mine.search("." + rest):
+                total += size
+        return total
 
     def evict(self) -> int:
-        """Delete least recently released, unleased chunks while over budget; return bytes freed."""
+        """Delete least recently released, unleased chunks while the published chunks and the downloads under way
+        are over budget; return bytes freed."""
         files = self.cached_files()
         total = sum(size for _, size, _ in files)
         freed = 0
         budget = self.max_cache_size
-        if total > budget:
+        coming = self._pending + (self._others_partial_bytes() if self._pending or total > budget // 2 else 0)
+        if total + coming > budget:
             for path, size, _ in sorted(files, key=lambda t: t[2]):
-                if total <= budget:
+                if total + coming <= budget:
                     break
                 if self.leases.count(path) > 0 or live_lease_owners(path):
                     continue

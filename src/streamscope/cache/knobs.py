@@ -15,6 +15,8 @@ from typing import Any
 from streamscope import events as ev
 from streamscope._core.board import KnobBoard
 
+__all__ = ["new_board", "tune_event"]
+
 
 def tune_event(knob: str, old: Any, new: Any, source: str, reason: str) -> None:
     """A board value change as a ``tune`` instant (nothing when the category is off)."""

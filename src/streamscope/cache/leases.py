@@ -19,6 +19,9 @@ import threading
 
 from streamscope._core.procs import pid_alive
 
+__all__ = ["LEASE_MARK", "LeaseTable", "lease_path", "live_lease_owners"]
+
+
 LEASE_MARK = ".lease."
 
 
@@ -91,14 +94,6 @@ class LeaseTable:
         """This process's references on ``path``."""
         with self._lock:
             return self._counts.get(path, 0)
-
-    def release_all(self) -> None:
-        """Drop every reference this process holds (end of iteration, shutdown)."""
-        with self._lock:
-            for path in list(self._counts):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(lease_path(path, self._pid))
-            self._counts.clear()
 
     def held(self) -> list[str]:
         """Paths this process holds at least one reference on."""

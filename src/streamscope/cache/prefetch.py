@@ -28,6 +28,8 @@ from streamscope._core.errors import ChunkWaitTimeoutError
 from streamscope.cache.chunk_cache import ChunkCache
 from streamscope.events.registry import M
 
+__all__ = ["MAX_FETCH_THREADS", "Prefetcher", "live_concurrency", "live_depth"]
+
 
 def live_depth(default: int) -> int:
     """The prefetch depth now from this process's knobs (no board): the ``prefetch_depth`` knob when positive,

@@ -14,6 +14,8 @@ import shutil
 import time
 from typing import Any
 
+__all__ = ["run_demo"]
+
 
 def _make_sample(i: int) -> dict[str, Any]:
     import numpy as np

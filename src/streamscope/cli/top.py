@@ -36,6 +36,21 @@ from typing import Any
 from streamscope.events.registry import STAGES, M, Metric, prometheus_name
 from streamscope.storage.redact import redact
 
+__all__ = [
+    "RankView",
+    "Scrape",
+    "Series",
+    "Top",
+    "fetch",
+    "normalize_url",
+    "parse_exposition",
+    "rank_lines",
+    "rank_view",
+    "ranks_of",
+    "run_top",
+]
+
+
 Series = list[tuple[dict[str, str], float]]
 
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?\s*$")

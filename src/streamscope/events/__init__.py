@@ -144,6 +144,10 @@ __all__ = [
     "series",
     "span",
     "vocab",
+    "deferred_flusher_in_children",
+    "timeline",
+    "RECORDER",
+    "poll",
 ]
 
 

@@ -68,6 +68,29 @@ from streamscope.events.bus import CompleteSpan, Span
 from streamscope.events.instruments import add_key
 from streamscope.events.registry import STAGES, M
 
+__all__ = [
+    "Attributor",
+    "CATEGORY_STAGES",
+    "CLOCK",
+    "DECODE",
+    "DECOMPRESS",
+    "DOWNLOAD",
+    "IDLE",
+    "READ",
+    "STAGED",
+    "StageClock",
+    "StagedCompleteSpan",
+    "StagedSpan",
+    "WaitRing",
+    "after_fork_in_child",
+    "fold",
+    "stage",
+    "staged_span",
+    "start",
+    "stop",
+]
+
+
 #: Stage codes in priority order (a lower code wins when two are active at once); IDLE is never on a clock.
 DOWNLOAD, DECOMPRESS, READ, DECODE, IDLE = 0, 1, 2, 3, 4
 #: Span categories that move a worker's clock, and to which stage.

@@ -27,6 +27,44 @@ from typing import Any
 
 import numpy as np
 
+__all__ = [
+    "ACTIVE",
+    "BUF",
+    "BULK",
+    "Bulk",
+    "COMPACT",
+    "CompleteSpan",
+    "Event",
+    "Kind",
+    "LEFT_BEHIND",
+    "NULL_SPAN",
+    "OPEN",
+    "OPEN_X",
+    "SERIES",
+    "STATE",
+    "Series",
+    "Span",
+    "Timeline",
+    "after_fork_in_child",
+    "as_list",
+    "cancel_deferred",
+    "close_open_spans",
+    "defer_flusher",
+    "events_represented",
+    "expand",
+    "joined",
+    "live_series",
+    "open_horizons",
+    "poll",
+    "record",
+    "record_at",
+    "record_bulk",
+    "take",
+    "take_series",
+    "wake_flusher",
+]
+
+
 Event = tuple[str, str, str, int, int, int, dict[str, Any]]
 
 #: Active category names; mutated in place, never rebound.

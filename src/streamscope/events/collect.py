@@ -29,6 +29,9 @@ from streamscope._core.procs import pid_alive
 from streamscope.events.bus import Event
 from streamscope.events.snapshots import MetricsSnapshot, add_snapshot, forget_snapshot, merge, read_snapshots
 
+__all__ = ["ExportFn", "RunCollector", "close_for", "current", "newest", "older", "same_process"]
+
+
 #: Writes repair events (the ``E`` of spans a dead process left open) to this process's exporters.
 ExportFn = Callable[[list[Event]], None]
 

@@ -10,39 +10,23 @@ again: a fresh fork pays a page fault for every object that asks touches.
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
+
+from streamscope._core.ranks import env_int, world_and_rank
+
+__all__ = ["after_fork_in_child", "after_fork_in_parent", "before_fork", "env_fields", "pin"]
+
 
 _cached: dict[str, int] | None = None
 _forking: tuple[int, int, int] | None = None  # the rank fields of this process as it forks (see before_fork)
 _inherited: tuple[int, int, int] | None = None  # a forked child's: its parent's as it forked
 
 
-def _env_int(*names: str, default: int) -> int:
-    for n in names:
-        raw = os.environ.get(n)
-        if raw:
-            try:
-                return int(raw)
-            except ValueError:
-                continue
-    return default
-
-
 def _dist() -> tuple[int, int, int]:
-    world, rank = 1, 0
-    dist: Any = sys.modules.get("torch.distributed")
-    try:
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            world, rank = int(dist.get_world_size()), int(dist.get_rank())
-        else:
-            world = _env_int("WORLD_SIZE", default=1)
-            rank = _env_int("RANK", "GLOBAL_RANK", default=0)
-    except Exception:  # a half-initialised process group must not break tracing
-        pass
-    local = _env_int("LOCAL_WORLD_SIZE", default=0)
-    nodes = _env_int("NUM_NODES", "GROUP_WORLD_SIZE", default=0) or (max(1, world // local) if local else 1)
+    world, rank = world_and_rank(strict=False)
+    local = env_int("LOCAL_WORLD_SIZE", default=0)
+    nodes = env_int("NUM_NODES", "GROUP_WORLD_SIZE", default=0) or (max(1, world // local) if local else 1)
     return world, rank, nodes
 
 
@@ -78,6 +62,14 @@ def env_fields() -> dict[str, int]:
     if w is not None:
         _cached = out
     return out
+
+
+def pin(fields: dict[str, int] | None) -> None:
+    """Fix this process's fields (an optimize()/map() worker: its node as the rank, its worker number as the
+    worker, as a DataLoader worker shows its rank and worker id); None forgets them (a pooled process, such as a
+    Ray worker, moving on to another task)."""
+    global _cached
+    _cached = None if fields is None else {k: int(v) for k, v in fields.items()}
 
 
 def before_fork() -> None:

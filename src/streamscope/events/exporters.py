@@ -32,6 +32,19 @@ from typing import Any, Protocol, runtime_checkable
 
 from streamscope.events.bus import Event
 
+__all__ = [
+    "EventBatch",
+    "ExportResult",
+    "Exporter",
+    "FLUSH_TIMEOUT_MILLIS",
+    "Sink",
+    "SinkFactory",
+    "force_flush",
+    "parse_specs",
+    "resolve",
+]
+
+
 #: How long :meth:`Exporter.force_flush` may take by default (OpenTelemetry's default, in ms).
 FLUSH_TIMEOUT_MILLIS = 30_000
 

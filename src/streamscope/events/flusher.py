@@ -6,6 +6,8 @@ import _thread
 import threading
 from collections.abc import Callable
 
+__all__ = ["Flusher"]
+
 
 class Flusher:
     """A daemon thread started with ``_thread``: in a freshly forked DataLoader worker a ``threading.Thread``

@@ -32,6 +32,8 @@ from streamscope.events.bus import OPEN, STATE, Event, events_represented
 if TYPE_CHECKING:
     from streamscope.events.recorder import Recorder
 
+__all__ = ["Parcel", "Relay", "drop_spool", "spool_path", "spooled", "take_spool", "write_spool"]
+
 
 class Parcel:
     """Trace events one process hands to another of its run to write (a DataLoader worker's last events, sent

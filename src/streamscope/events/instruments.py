@@ -25,6 +25,22 @@ from streamscope.events import context
 from streamscope.events.bus import ACTIVE, LEFT_BEHIND
 from streamscope.events.registry import Metric
 
+__all__ = [
+    "COUNTS",
+    "Callback",
+    "Observation",
+    "add",
+    "add_key",
+    "after_fork_in_child",
+    "collect",
+    "counts",
+    "key",
+    "observe",
+    "parse_key",
+    "reset",
+]
+
+
 Observation = tuple[Metric, dict[str, Any], float]
 Callback = Callable[[], Iterable[Observation]]
 

@@ -8,6 +8,9 @@ import sys
 
 from streamscope.events.registry import markdown_table, readme_with_table
 
+__all__ = ["README", "main"]
+
+
 README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.md")
 
 

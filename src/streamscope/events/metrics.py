@@ -21,6 +21,9 @@ import numpy as np
 from streamscope.events.bus import BULK, Bulk, Event, joined
 from streamscope.events.registry import BUCKETS_S  # the histograms' bounds (seconds), declared with the metrics
 
+__all__ = ["Aggregator", "SpanStats", "add_seconds"]
+
+
 _BOUNDS_NS = tuple(int(b * 1e9) for b in BUCKETS_S)
 _BOUNDS = np.array(_BOUNDS_NS, dtype=np.int64)
 #: Epoch-category spans around a training loop: LitData's ``dataloader`` and streamscope's ``epoch``.

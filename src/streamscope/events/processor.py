@@ -27,6 +27,9 @@ from streamscope.events.exporters import (
 )
 from streamscope.events.report import Reporter
 
+__all__ = ["BatchProcessor", "DEFAULT_SINK", "mixed_batch"]
+
+
 #: Sink used when tracing is on and no sink is named (a dotted path: ``events`` does not import ``trace``).
 DEFAULT_SINK = "streamscope.trace.litracer:LitracerFileSink"
 

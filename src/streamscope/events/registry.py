@@ -21,6 +21,31 @@ import enum
 import re
 from dataclasses import dataclass
 
+__all__ = [
+    "ATTRIBUTES",
+    "BUCKETS_S",
+    "C",
+    "G",
+    "H",
+    "Instrument",
+    "M",
+    "METRICS",
+    "Metric",
+    "PROMETHEUS_TYPES",
+    "README_BEGIN",
+    "README_END",
+    "STAGES",
+    "U",
+    "by_name",
+    "markdown_table",
+    "prometheus_label",
+    "prometheus_name",
+    "prometheus_unit",
+    "readme_with_table",
+    "translate_name",
+]
+
+
 #: Upper bounds (seconds) of every histogram's buckets; a last bucket holds everything above.
 BUCKETS_S: tuple[float, ...] = (
     1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2,

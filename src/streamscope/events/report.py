@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+__all__ = ["Reporter"]
+
 
 class Reporter:
     """``report(key, message)`` writes ``message`` the first time ``key`` comes up in this process (never raises)."""

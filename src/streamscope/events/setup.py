@@ -29,6 +29,16 @@ from streamscope.events import context, vocab
 from streamscope.events.bus import ACTIVE
 from streamscope.events.recorder import RECORDER
 
+__all__ = [
+    "OTEL_ENTRY_HOOK",
+    "compact_categories",
+    "configure_from_env",
+    "install_hooks",
+    "mark_configured",
+    "metric_categories",
+]
+
+
 _hooks_pid = 0  # the process that installed the hooks (fork hooks are inherited; exit hooks re-armed)
 #: This process (or the parent it was forked from) was configured: from the environment or explicitly.
 _configured = False

@@ -20,6 +20,8 @@ from streamscope.events.registry import METRICS, Instrument, by_name
 #: Counters in seconds: their values are summed over processes on a ns grid (see :func:`add_seconds`).
 _SECONDS = frozenset(m.name for m in METRICS if m.instrument is Instrument.COUNTER and m.unit == "s")
 
+__all__ = ["MetricsSnapshot", "add_snapshot", "forget_snapshot", "merge", "read_snapshots", "write_snapshot"]
+
 
 @dataclass
 class MetricsSnapshot:

@@ -19,6 +19,8 @@ from streamscope.events.metrics import SpanStats
 from streamscope.events.registry import BUCKETS_S, METRICS, STAGES, Instrument, M, Metric, by_name
 from streamscope.events.snapshots import MetricsSnapshot
 
+__all__ = ["Histogram", "MetricsView", "Point", "build", "node_rank"]
+
 
 @dataclass(frozen=True)
 class Histogram:

@@ -24,6 +24,18 @@ from collections.abc import Iterable
 
 from streamscope._core.errors import TraceConfigError
 
+__all__ = [
+    "CATEGORIES",
+    "CNAMES",
+    "ENV_FIELDS",
+    "FIELDS",
+    "LEVELS",
+    "categories_for_level",
+    "parse_categories",
+    "resolve",
+]
+
+
 CATEGORIES: tuple[str, ...] = (
     "epoch",
     "batch",

@@ -16,6 +16,9 @@ import re
 from streamscope._core.errors import FormatError
 from streamscope.format.index import INDEX_FILENAME, load_index, natural_key, write_index
 
+__all__ = ["complete_dataset", "has_index_shards", "is_complete_dataset"]
+
+
 _SHARD = re.compile(r"^\d+(\.|-)index\.json$")
 
 

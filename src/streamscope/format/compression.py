@@ -10,6 +10,17 @@ import os
 
 from streamscope._core.errors import CorruptChunkError, FormatError
 
+__all__ = [
+    "DEFAULT_ZSTD_LEVEL",
+    "VALID_COMPRESSIONS",
+    "compress_bytes",
+    "decompress_bytes",
+    "decompress_to",
+    "parse_compression",
+    "uncompressed_name",
+]
+
+
 DEFAULT_ZSTD_LEVEL = 4
 VALID_COMPRESSIONS: tuple[str, ...] = ("zstd",) + tuple(f"zstd:{i}" for i in range(1, 23))
 
@@ -34,7 +45,7 @@ def compress_bytes(data: bytes, compression: str) -> bytes:
     """One zstd frame of ``data`` at the level of ``compression``."""
     import zstandard  # noqa: PLC0415
 
-    level = parse_compression(compression)
+    level = parse_compression(compression) or DEFAULT_ZSTD_LEVEL  # a str always names a level
     return zstandard.ZstdCompressor(level=level).compress(data)
 
 

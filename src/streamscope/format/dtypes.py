@@ -15,6 +15,19 @@ import numpy as np
 
 from streamscope._core.errors import FormatError
 
+__all__ = [
+    "NUMPY_DTYPES",
+    "TORCH_DTYPE_NAMES",
+    "TORCH_INDEX_NUMPY",
+    "numpy_dtype",
+    "numpy_dtype_index",
+    "torch_dtype",
+    "torch_dtype_index",
+    "torch_loaded",
+    "torch_tables",
+]
+
+
 #: torch dtype index -> attribute name on the ``torch`` module.
 TORCH_DTYPE_NAMES: tuple[str, ...] = (
     "float32",

@@ -14,6 +14,19 @@ from typing import Any
 
 from streamscope._core.errors import FormatError
 
+__all__ = [
+    "INDEX_FILENAME",
+    "adapt_mds",
+    "dumps_index",
+    "load_index",
+    "merge_partial_indexes",
+    "natural_key",
+    "partial_index_files",
+    "write_index",
+    "write_partial_index",
+]
+
+
 INDEX_FILENAME = "index.json"
 _PARTIAL_RE = re.compile(r"^(\d+)\.index\.json$")
 _DIGITS = re.compile(r"(\d+)")

@@ -19,6 +19,8 @@ from streamscope.format.chunk import ChunkFile
 from streamscope.format.pytree import TreeSpec, compile_unflatten, treespec_loads
 from streamscope.format.serializers import Serializer, key_for_format, merge_serializers
 
+__all__ = ["BaseItemLoader", "PyTreeLoader", "TokensLoader", "loader_for_config"]
+
 
 class BaseItemLoader:
     """Base of the item loaders. ``name`` is the index.json ``config["item_loader"]`` string."""
@@ -76,6 +78,24 @@ class BaseItemLoader:
     def decode(self, view: memoryview) -> Any:
         """Decode the bytes of one item."""
         raise NotImplementedError
+
+    # --- reading from an open chunk (what a dataset calls; each loader reads its own layout) --------------
+
+    @property
+    def batch_layout(self) -> str | None:
+        """How a batch of this loader's samples is decoded at once: ``"tree"`` (leaf by leaf, or the rows of a
+        0.2.76 Arrow chunk), ``"tokens"`` (blocks of a token stream), None (sample by sample only)."""
+        return "tree"
+
+    def read_sample(self, file: Any, item: int, chunk: dict[str, Any]) -> Any:
+        """Sample ``item`` of the open chunk ``file`` (index entry ``chunk``); the chunk decodes by its kind
+        (classic items, 0.2.76 Arrow rows, ...)."""
+        return file.sample(item, self)
+
+    def read_samples(self, file: Any, items: Any) -> list[Any] | None:
+        """Samples ``items`` of the open chunk ``file`` at once, or None when it decodes them one by one."""
+        many = getattr(file, "samples", None)
+        return None if many is None else many(items, self)
 
     # --- pickling (DataLoader workers with spawn) ---------------------------------------------------
 
@@ -189,6 +209,26 @@ class PyTreeLoader(BaseItemLoader):
             f"{type(exc).__name__}: {exc}"
         )
 
+    @property
+    def _mds(self) -> bool:
+        """A MosaicML MDS dataset (an adapted index over MDS shards, MDS item layout)."""
+        return bool(self._config) and self._config.get("format") == "mds"  # type: ignore[union-attr]
+
+    @property
+    def batch_layout(self) -> str | None:
+        """``"tree"``; MDS items are decoded sample by sample."""
+        return None if self._mds else "tree"
+
+    def read_sample(self, file: Any, item: int, chunk: dict[str, Any]) -> Any:
+        """Sample ``item`` of ``file``: an MDS item by its column sizes, else as the chunk's kind decodes it."""
+        if self._mds:
+            return self.decode_mds(file.item_view(item), chunk.get("column_sizes") or [])
+        return file.sample(item, self)
+
+    def read_samples(self, file: Any, items: Any) -> list[Any] | None:
+        """Samples ``items`` at once (None for MDS: one by one)."""
+        return None if self._mds else super().read_samples(file, items)
+
     def decode_mds(self, view: memoryview, column_sizes: list[int | None]) -> Any:
         """One sample of a MosaicML MDS shard (fixed-size columns, u32 length prefixes for the others)."""
         pos = 0
@@ -301,6 +341,19 @@ class TokensLoader(BaseItemLoader):
     def decode_many(self, chunk: ChunkFile, indices: Sequence[int]) -> list[Any]:
         """Blocks ``indices`` of ``chunk``."""
         return [self.read_block(chunk, i) for i in indices]
+
+    @property
+    def batch_layout(self) -> str | None:
+        """``"tokens"``: a batch is a run of blocks of the token stream."""
+        return "tokens"
+
+    def read_sample(self, file: Any, item: int, chunk: dict[str, Any]) -> Any:
+        """Block ``item`` of the chunk's token stream."""
+        return self.read_block(file, item)
+
+    def read_samples(self, file: Any, items: Any) -> list[Any] | None:
+        """None: blocks are decoded one by one (or by the tokens batch decoder)."""
+        return None
 
 
 def loader_for_config(config: dict[str, Any], block_size: int | None = None) -> BaseItemLoader:

@@ -255,3 +255,16 @@ class ParquetLoader(BaseItemLoader):
     def decode(self, view: memoryview) -> Any:
         """Parquet rows are not item bytes: read them with :meth:`read_row`."""
         raise FormatError("ParquetLoader reads rows from Parquet files (read_row), not item bytes")
+
+    @property
+    def batch_layout(self) -> str | None:
+        """None: rows are read one by one."""
+        return None
+
+    def read_sample(self, file: Any, item: int, chunk: dict[str, Any]) -> Any:
+        """Row ``item`` of the open Parquet chunk, as a dict."""
+        return file.row(item)
+
+    def read_samples(self, file: Any, items: Any) -> list[Any] | None:
+        """None: rows are read one by one."""
+        return None

@@ -19,6 +19,20 @@ from typing import Any
 
 from streamscope._core.errors import FormatError
 
+__all__ = [
+    "LEAF_SPEC",
+    "NAMEDTUPLE",
+    "TreeSpec",
+    "compile_unflatten",
+    "leaf_paths",
+    "register_namedtuple",
+    "spec_difference",
+    "tree_flatten",
+    "tree_unflatten",
+    "treespec_dumps",
+    "treespec_loads",
+]
+
 
 class _NamedTupleMarker:
     """Stands for "some namedtuple class" in :attr:`TreeSpec.type`; the class itself is the context."""

@@ -49,6 +49,7 @@ __all__ = [
     "parse_framed",
     "prepare_chunk_file",
     "to_classic_bytes",
+    "decrypt_to_classic",
 ]
 
 FRAMED_MAGIC = b"LDFZ01\0\0"

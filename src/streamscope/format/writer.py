@@ -58,6 +58,18 @@ from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader
 from streamscope.format.pytree import TreeSpec, leaf_paths, spec_difference, tree_flatten, treespec_dumps
 from streamscope.format.serializers import Serializer, key_for_format, merge_serializers
 
+__all__ = [
+    "ChunkWriter",
+    "PendingItem",
+    "V076_CONFIG_KEYS",
+    "config_body",
+    "convert_chunk_bytes",
+    "fuse_configs",
+    "layout_of",
+    "resolve_write_format",
+]
+
+
 _U32_LIMIT = 1 << 32
 #: the keys a LitData 0.2.76 writer adds to ``config`` (their presence tells the layout of a dataset)
 V076_CONFIG_KEYS = ("compression_batch_size", "compression_level", "ipc_compression", "types")
@@ -100,20 +112,16 @@ def fuse_configs(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any] 
 
 
 def convert_chunk_bytes(value: int | str | None) -> int | None:
-    """``chunk_bytes`` as an int; strings use LitData's decimal units ("64MB" = 64_000_000)."""
+    """``chunk_bytes`` as an int (:func:`~streamscope._core.units.parse_bytes`: "64MB" = 64_000_000).
+
+    Raises:
+        FormatError: the string is not a byte size (the writer's error type, naming ``chunk_bytes``).
+    """
     if value is None or isinstance(value, int):
         return value
-    text = value.strip()
-    low = text.lower()
-    for suffix, mult in (("tb", 10**12), ("gb", 10**9), ("mb", 10**6), ("kb", 10**3)):
-        if low.endswith(suffix):
-            try:
-                return int(float(low[: -len(suffix)]) * mult)
-            except ValueError:
-                break
     try:
-        return int(parse_bytes(text))
-    except Exception as exc:  # noqa: BLE001
+        return parse_bytes(value)
+    except ConfigError as exc:
         raise FormatError(f"chunk_bytes {value!r} is not a byte size: {exc}") from None
 
 

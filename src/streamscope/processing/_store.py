@@ -14,6 +14,8 @@ from streamscope._core.errors import OutputDirError
 from streamscope._core.protocols import ObjectStore
 from streamscope.storage import open_store
 
+__all__ = ["check_writable", "local_root", "open_output", "publish"]
+
 
 def open_output(output_dir: str, storage_options: dict[str, Any] | None = None) -> ObjectStore:
     """Return the store rooted at ``output_dir`` (a local directory or an object-store URL)."""

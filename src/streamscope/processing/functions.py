@@ -9,6 +9,12 @@ How a job runs (both functions):
 3. When every worker has reported, merge their chunk lists in rank order (append: existing chunks first) and
    publish ``index.json`` LAST. Until then the output directory holds no index a reader would accept.
 
+Where the workers run is the executor's business (:mod:`.executors`: processes here, or Ray tasks); the split,
+the chunk names and the merge are the same everywhere. On several machines (:mod:`.nodes`), each node runs
+workers ``r*W .. r*W+W-1`` of ``N*W``, publishes its chunk list as ``{r}-index.json`` (LitData's per-node
+file), and the last node to finish merges them into ``index.json`` (then removes the per-node files, the
+claims in ``.nodes/`` and the checkpoint records).
+
 The layout written is LitData 0.2.76's by default, or 0.2.68's (byte for byte): the ``write_format`` knob
 (``STREAMSCOPE_WRITE_FORMAT``) chooses it, see :mod:`streamscope.format.writer`. ``mode="append"`` keeps the
 layout of the dataset it extends, whatever the knob says (a 0.2.76 dataset is told by its config keys), and, when
@@ -33,6 +39,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import tempfile
 import time
 import warnings
@@ -47,6 +54,8 @@ from streamscope._core.errors import (
     ConfigError,
     DatasetExistsError,
     FormatError,
+    NodeConfigError,
+    OptimizeError,
     OptimizeInputError,
     OutputDirError,
     SchemaMismatchError,
@@ -57,10 +66,14 @@ from streamscope.format.compression import parse_compression
 from streamscope.format.framed_write import resolve_compression_level
 from streamscope.format.writer import fuse_configs, layout_of, resolve_write_format
 from streamscope.processing._store import check_writable, local_root, open_output
+from streamscope.processing.executors import Executor, resolve_executor
 from streamscope.processing.merge import merge_datasets  # noqa: F401 - litdata.processing.functions path
-from streamscope.processing.runner import run_jobs
+from streamscope.processing.nodes import NODES_DIR, NodeEnv, NodeGroup, detect_node, node_index_key
 from streamscope.processing.split import aligned_ranges, even_ranges, weighted_ranges
 from streamscope.processing.worker import CHECKPOINT_DIR, Resume, WorkerJob, checkpoint_key
+
+__all__ = ["check_compression", "expand_time_template", "map", "optimize", "write_options"]
+
 
 _CHUNK_RE = re.compile(r"^chunk-(\d+)-(\d+)(\.[^/]+)?\.bin$")
 _VALID_MODES = (None, "append", "overwrite")
@@ -172,6 +185,8 @@ def optimize(
     verbose: bool = True,
     broadcast_paths: bool = False,
     key_fn: Callable[[Any], Any] | None = None,
+    *,
+    executor: Any = None,
 ) -> None:
     """Convert ``inputs`` into a chunked dataset in ``output_dir`` that LitData and streamscope can stream.
 
@@ -203,8 +218,8 @@ def optimize(
         fast_dev_run: True to process only the first 10 inputs of each worker (knob
             ``optimize_fast_dev_run_items``), or an int number of inputs per worker, as LitData ("items per
             process"); with ``keep_data_ordered=False`` the first inputs in all.
-        num_nodes: Multi-node runs need Lightning Studio; must be None.
-        machine: Must be None (Lightning Studio only).
+        num_nodes: Launches a job on the Lightning platform in LitData; must be None (several machines: see below).
+        machine: Must be None (Lightning platform only).
         num_downloaders: Accepted for compatibility; unused.
         num_uploaders: Accepted for compatibility; unused (workers publish their own chunks).
         reorder_files: Accepted; inputs are never reordered here.
@@ -225,6 +240,16 @@ def optimize(
         broadcast_paths: Accepted for compatibility; unused.
         key_fn: ``sample -> key`` (str or int, unique): also write the keys sidecar (``keys/shard-*.parquet``)
             that ``StreamingDataset.get_by_key`` and ``ds["key"]`` use (see :mod:`streamscope.processing.keys`).
+        executor: Where the workers run: None (knob ``optimize_executor``, default ``"process"``: worker
+            processes here), ``"ray"`` (Ray tasks on the cluster ``ray.init()`` joins, ``RAY_ADDRESS`` included)
+            or an executor object such as ``RayExecutor(address, num_cpus=..., resources=...)``. The output does
+            not depend on it.
+
+    Several machines: run the same script on each with ``DATA_OPTIMIZER_NUM_NODES`` / ``DATA_OPTIMIZER_NODE_RANK``
+    (or torchrun's ``NNODES`` / ``NODE_RANK``, SLURM's ``SLURM_NNODES`` / ``SLURM_NODEID``) and a shared
+    ``output_dir``: each node takes its share of the inputs and the last one to finish writes ``index.json``
+    (see :mod:`streamscope.processing.nodes`); the dataset is the one ``num_nodes * num_workers`` workers write
+    on one machine.
 
     Raises:
         OptimizeInputError: empty inputs, both or neither of chunk_size/chunk_bytes, bad mode, ...
@@ -235,6 +260,9 @@ def optimize(
         WorkerFailedError: ``fn`` or the serializer raised; names the input.
         WorkerDiedError: a worker process died without reporting.
         SchemaMismatchError: samples have different structures or leaf types (also across workers).
+        NodeConfigError: bad node variables, or this node disagrees with the others of the job (node count,
+            workers, inputs, settings); NodeRankClaimedError: another live node has this node's rank.
+        ClusterUnreachableError: ``executor="ray"`` and no Ray cluster answers at the address.
     """
     if not callable(fn):
         raise OptimizeInputError(f"fn must be callable, got {type(fn).__name__}")
@@ -283,32 +311,102 @@ def optimize(
         require_pyarrow(KEYS_FEATURE, "keys")
 
     output_dir = _location(output_dir)
+    ex = resolve_executor(executor)
+    node = _node_of(ex)
+    _check_queue_support(ex, queue is not None or not keep_data_ordered)
+    ex.start()  # e.g. join the Ray cluster: a missing one is reported before output_dir is touched
+    try:
+        _optimize(
+            ex,
+            node,
+            fn,
+            inputs,
+            output_dir,
+            queue,
+            weights,
+            chunk_size,
+            cbytes,
+            align_chunking,
+            compression,
+            encryption,
+            num_workers,
+            fast_dev_run,
+            reader,
+            batch_size,
+            mode,
+            use_checkpoint,
+            item_loader,
+            start_method,
+            storage_options,
+            keep_data_ordered,
+            verbose,
+            key_fn,
+            layout if mode != "append" else None,
+            compression_level,
+            compression_batch_size,
+        )
+    finally:
+        ex.close()
+
+
+def _optimize(
+    ex: Executor,
+    node: NodeEnv,
+    fn: Callable[[Any], Any],
+    inputs: Sequence[Any] | None,
+    output_dir: str,
+    queue: Any,
+    weights: list[int] | None,
+    chunk_size: int | None,
+    cbytes: int | None,
+    align_chunking: bool,
+    compression: str | None,
+    encryption: Any,
+    num_workers: int | None,
+    fast_dev_run: bool | int,
+    reader: Any,
+    batch_size: int | None,
+    mode: str | None,
+    use_checkpoint: bool,
+    item_loader: Any,
+    start_method: str | None,
+    storage_options: dict[str, Any],
+    keep_data_ordered: bool,
+    verbose: bool,
+    key_fn: Callable[[Any], Any] | None,
+    layout: dict[str, Any] | None,
+    compression_level: str | None,
+    compression_batch_size: int | None,
+) -> None:
+    """optimize() once its arguments are checked: split, join the other nodes, run, merge."""
     keep: int | None = None
     if queue is not None:
         items, n_given = [], 0
         n = 0
-        workers = _num_workers(num_workers, None)
+        workers = _num_workers(num_workers, None, ex)
     else:
         items, n_given, keep = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
         if keep is not None and not keep_data_ordered:  # the workers share one queue: its first inputs
             items, keep = items[:keep], None
         n = len(items)
-        workers = _num_workers(num_workers, n)
+        workers = _num_workers(num_workers, n, ex)
+    world = workers * node.num_nodes  # global workers: node r runs ranks r*workers .. r*workers + workers - 1
     if queue is not None or not keep_data_ordered:
-        ranges = [(0, 0)] * workers  # items are handed out through a queue shared by the workers
+        ranges = [(0, 0)] * world  # items are handed out through a queue shared by the workers
     elif weights is not None:
         try:
-            ranges = _weighted_split(weights, n_given, batch_size, n, workers)
+            ranges = _weighted_split(weights, n_given, batch_size, n, world)
         except OptimizeInputError as exc:  # LitData's optimize() ignores weights: code passing these runs there
             warnings.warn(f"{exc}; optimize() ignores them (as LitData's does)", UserWarning, stacklevel=2)
-            ranges = even_ranges(n, workers)
+            ranges = even_ranges(n, world)
     elif align_chunking:
-        ranges = aligned_ranges(n, workers, int(chunk_size))  # type: ignore[arg-type]
+        ranges = aligned_ranges(n, world, int(chunk_size))  # type: ignore[arg-type]
     else:
-        ranges = even_ranges(n, workers)
+        ranges = even_ranges(n, world)
     if keep is not None:
         ranges = _keep_first(ranges, keep)
         n = sum(b - a for a, b in ranges)
+    mine = range(node.node_rank * workers, (node.node_rank + 1) * workers)
 
     store = open_output(output_dir, storage_options)
     if mode == "append":  # the layout follows the dataset appended to (checked before any file is touched)
@@ -325,7 +423,7 @@ def optimize(
         "encryption": encryption,
         **layout,
     }
-    ckpt_config = {
+    ckpt_config: dict[str, Any] = {
         "num_workers": workers,
         "num_inputs": n,
         "ranges": [list(r) for r in ranges],
@@ -340,90 +438,186 @@ def optimize(
         },
         "mode": mode,
     }
+    group: NodeGroup | None = None
+    if node.multi:  # agree with the other nodes before touching anything in output_dir
+        ckpt_config["num_nodes"] = node.num_nodes
+        agreed = {**ckpt_config, "kind": "optimize", "queue": queue is not None, "key_fn": key_fn is not None}
+        agreed["inputs_sha256"] = None if queue is not None else _fingerprint(items)
+        if encryption is not None:  # the claims are plain files: a fingerprint of the key, not the key
+            secret = json.dumps(ckpt_config["writer"]["encryption"], sort_keys=True, default=str)
+            agreed["writer"] = {**ckpt_config["writer"], "encryption": hashlib.sha256(secret.encode()).hexdigest()}
+        group = NodeGroup(store, node, agreed, "optimize")
+        group.join()
+        group.start_heartbeat()
 
-    with ev.span("optimize", "epoch", inputs=n, workers=workers, url=store.url):
-        has_index = store.exists("index.json")
-        resume_records: dict[int, Resume] = {}
-        saved = _load_json(store, _CKPT_CONFIG) if use_checkpoint else None
-        if mode == "overwrite" and saved is not None:
-            # a rerun of an interrupted overwrite job resumes (its first run already removed the old dataset);
-            # a checkpoint of another job is simply replaced, as the rest of the old output is
-            saved["start_chunk_index"] = [0] * workers
-            if has_index or saved != {**ckpt_config, "start_chunk_index": [0] * workers}:
-                saved = None
-        if mode == "overwrite" and saved is None:
-            _wipe_dataset(store)
-            has_index = False
-        elif has_index and mode is None:
-            raise DatasetExistsError(  # LitData's sentences, then ours
-                f"The provided output_dir `{store.url}` already contains an optimized immutable datasets.\n HINT: "
-                "If you want to append/overwrite to the existing dataset, use `mode='append | overwrite'`.\n"
-                f"output_dir {store.url!r} already holds a dataset (index.json); pass mode='overwrite' to "
-                f"replace it or mode='append' to add to it"
+    try:
+        with ev.span("optimize", "epoch", inputs=n, workers=workers, url=store.url, node=node.node_rank):
+            _optimize_node(
+                store,
+                node,
+                group,
+                ex,
+                fn,
+                items,
+                queue,
+                n,
+                workers,
+                world,
+                ranges,
+                mine,
+                mode,
+                use_checkpoint,
+                ckpt_config,
+                writer_kwargs,
+                output_dir,
+                storage_options,
+                reader,
+                start_method,
+                verbose,
+                keep_data_ordered,
+                key_fn,
             )
-        existing: dict[str, Any] | None = None
-        if mode == "append" and has_index:
-            existing = json.loads(store.get("index.json"))
+    except BaseException:
+        if group is not None:
+            group.fail()
+        raise
 
-        if saved is not None:
-            starts = saved.get("start_chunk_index")
-            ckpt_config["start_chunk_index"] = starts
-            if saved != ckpt_config:
-                raise CheckpointMismatchError(
-                    f"{store.url}/{_CKPT_CONFIG} was written for a different job "
-                    f"(workers, inputs or chunk settings differ): {_diff(saved, ckpt_config)}; delete "
-                    f"{CHECKPOINT_DIR}/ or rerun with the same arguments"
+
+def _optimize_node(
+    store: ObjectStore,
+    node: NodeEnv,
+    group: NodeGroup | None,
+    ex: Executor,
+    fn: Callable[[Any], Any],
+    items: list[Any],
+    queue: Any,
+    n: int,
+    workers: int,
+    world: int,
+    ranges: list[tuple[int, int]],
+    mine: range,
+    mode: str | None,
+    use_checkpoint: bool,
+    ckpt_config: dict[str, Any],
+    writer_kwargs: dict[str, Any],
+    output_dir: str,
+    storage_options: dict[str, Any],
+    reader: Any,
+    start_method: str | None,
+    verbose: bool,
+    keep_data_ordered: bool,
+    key_fn: Callable[[Any], Any] | None,
+) -> None:
+    """The body of optimize() once the arguments are checked (and, multi-node, the node joined its group):
+    this node's workers ``mine`` of the ``world`` global ones."""
+    multi = group is not None
+    has_index = store.exists("index.json")
+    resume_records: dict[int, Resume] = {}
+    saved = _load_json(store, _CKPT_CONFIG) if use_checkpoint else None
+    if mode == "overwrite" and saved is not None:
+        # a rerun of an interrupted overwrite job resumes (its first run already removed the old dataset);
+        # a checkpoint of another job is simply replaced, as the rest of the old output is
+        saved["start_chunk_index"] = [0] * world
+        if has_index or saved != {**ckpt_config, "start_chunk_index": [0] * world}:
+            saved = None
+    if mode == "overwrite" and saved is None:
+        _wipe_dataset(store, mine if multi else None)
+        has_index = False
+    elif has_index and mode is None:
+        raise DatasetExistsError(  # LitData's sentences, then ours
+            f"The provided output_dir `{store.url}` already contains an optimized immutable datasets.\n HINT: "
+            "If you want to append/overwrite to the existing dataset, use `mode='append | overwrite'`.\n"
+            f"output_dir {store.url!r} already holds a dataset (index.json); pass mode='overwrite' to "
+            f"replace it or mode='append' to add to it"
+        )
+    existing: dict[str, Any] | None = None
+    existing_raw: bytes | None = None
+    if mode == "append" and has_index:
+        existing_raw = store.get("index.json")
+        existing = json.loads(existing_raw)
+
+    if saved is not None:
+        starts = saved.get("start_chunk_index")
+        ckpt_config["start_chunk_index"] = starts
+        if saved != ckpt_config:
+            raise CheckpointMismatchError(
+                f"{store.url}/{_CKPT_CONFIG} was written for a different job "
+                f"(workers, inputs or chunk settings differ): {_diff(saved, ckpt_config)}; delete "
+                f"{CHECKPOINT_DIR}/ or rerun with the same arguments"
+            )
+        for w in mine:
+            rec = _load_json(store, checkpoint_key(w))
+            resume_records[w] = Resume.from_record(rec) if rec else Resume(next_chunk_index=starts[w])
+    else:
+        if not has_index:  # leftovers of a failed run without an index (multi-node: of this node's workers)
+            _remove_chunks(store, (lambda r, k: r in mine) if multi else (lambda r, k: True))
+        _delete_checkpoints(store, mine if multi else None)
+        starts = _next_chunk_indexes(existing, world)
+        ckpt_config["start_chunk_index"] = starts
+        if use_checkpoint:  # every node writes the same record
+            store.put(_CKPT_CONFIG, json.dumps(ckpt_config, sort_keys=True).encode())
+        resume_records = {w: Resume(next_chunk_index=starts[w]) for w in mine}
+
+    staging = _make_staging(store)
+    jobs = [
+        WorkerJob(
+            kind="optimize",
+            worker=w,
+            num_workers=workers,
+            fn=fn,
+            inputs=items[ranges[w][0] : ranges[w][1]],
+            offset=ranges[w][0],
+            output_dir=output_dir,
+            storage_options=storage_options,
+            staging_dir=staging,
+            writer_kwargs=writer_kwargs,
+            use_checkpoint=use_checkpoint,
+            resume=resume_records[w],
+            reader=reader,
+            source=queue,
+            num_nodes=node.num_nodes,
+            node_rank=node.node_rank,
+        )
+        for w in mine
+    ]
+    shared, shared_offset = None, 0
+    if queue is None and not keep_data_ordered:  # this node's share of the inputs, handed out by one queue
+        a, b = even_ranges(n, node.num_nodes)[node.node_rank]
+        shared, shared_offset = items[a:b], a
+    total = None if queue is not None else (len(shared) if shared is not None else sum(len(j.inputs) for j in jobs))
+    try:
+        results = ex.run(jobs, total, start_method, verbose, "optimize", shared, shared_offset)
+        parts = [(f"worker {w}", *results[w]) for w in mine]
+        if not multi:
+            _publish_index(store, parts, existing, n)
+    except BaseException:
+        if not use_checkpoint:
+            _remove_chunks(store, lambda r, k: r in mine and k >= starts[r])
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if group is not None:
+        chunks, config = _merge_parts(parts, None)
+        if not group.finish({"chunks": chunks, "config": config}):
+            if verbose:
+                print(
+                    f"optimize(): {node.describe()} wrote its share to {store.url}; index.json is written by the "
+                    f"last node to finish (waiting for nodes {group.pending()})",
+                    flush=True,
                 )
-            for w in range(workers):
-                rec = _load_json(store, checkpoint_key(w))
-                resume_records[w] = Resume.from_record(rec) if rec else Resume(next_chunk_index=starts[w])
-        else:
-            if not has_index:
-                _remove_chunks(store, lambda r, k: True)  # leftovers of a failed run without an index
-            _delete_checkpoints(store)
-            starts = _next_chunk_indexes(existing, workers)
-            ckpt_config["start_chunk_index"] = starts
-            if use_checkpoint:
-                store.put(_CKPT_CONFIG, json.dumps(ckpt_config, sort_keys=True).encode())
-            resume_records = {w: Resume(next_chunk_index=starts[w]) for w in range(workers)}
+            return
+        if not _merge_nodes(store, group, existing, existing_raw, n):
+            return
+    _delete_checkpoints(store)
+    if key_fn is not None:
+        from streamscope.processing.keys import write_keys_for  # noqa: PLC0415
 
-        staging = _make_staging(store)
-        jobs = [
-            WorkerJob(
-                kind="optimize",
-                worker=w,
-                num_workers=workers,
-                fn=fn,
-                inputs=items[a:b],
-                offset=a,
-                output_dir=output_dir,
-                storage_options=storage_options,
-                staging_dir=staging,
-                writer_kwargs=writer_kwargs,
-                use_checkpoint=use_checkpoint,
-                resume=resume_records[w],
-                reader=reader,
-                source=queue,
-            )
-            for w, (a, b) in enumerate(ranges)
-        ]
-        shared = items if queue is None and not keep_data_ordered else None
-        try:
-            results = run_jobs(
-                jobs, None if queue is not None else n, start_method, verbose, desc="optimize", shared_items=shared
-            )
-            _publish_index(store, results, workers, existing, n)
-        except BaseException:
-            if not use_checkpoint:
-                _remove_chunks(store, lambda r, k: r < workers and k >= starts[r])
-            raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        _delete_checkpoints(store)
-        if key_fn is not None:
-            from streamscope.processing.keys import write_keys_for  # noqa: PLC0415
-
-            write_keys_for(store, key_fn, verbose=verbose)
+        write_keys_for(store, key_fn, verbose=verbose)
+    if group is not None:
+        for r in range(node.num_nodes):
+            store.delete(node_index_key(r))
+        group.cleanup()
+        _remove_nodes_dir(store)
 
 
 def map(  # noqa: A001 - LitData's name
@@ -447,6 +641,8 @@ def map(  # noqa: A001 - LitData's name
     storage_options: dict[str, Any] = {},  # noqa: B006 - LitData's signature
     keep_data_ordered: bool = True,
     broadcast_paths: bool = False,
+    *,
+    executor: Any = None,
 ) -> None:
     """Run ``fn(item, output_dir)`` on every input in worker processes and publish the files it writes.
 
@@ -456,6 +652,8 @@ def map(  # noqa: A001 - LitData's name
     (always False with ``keep_data_ordered=False``, where the workers share one queue), and one named ``device``
     gets ``"cuda:N"`` (the worker's GPU, round robin) or None without CUDA. ``weights`` works as in
     :func:`optimize`, but weights of another length raise :class:`OptimizeInputError` (LitData's message).
+    ``executor`` and several machines (node variables) work as for :func:`optimize`; each node publishes its
+    share of the files (there is no index to merge).
 
     Raises:
         OptimizeInputError: empty inputs, or ``error_when_not_empty`` and the output is not empty.
@@ -466,24 +664,85 @@ def map(  # noqa: A001 - LitData's name
         raise OptimizeInputError(f"fn must be callable, got {type(fn).__name__}")
     _reject_platform_args(num_nodes, machine)
     output_dir = _location(output_dir)
+    ex = resolve_executor(executor)
+    node = _node_of(ex)
+    if error_when_not_empty and node.multi:
+        raise OptimizeInputError(
+            f"error_when_not_empty=True cannot tell this node's output from the other nodes' ({node.describe()}): "
+            "check the output folder before starting the nodes"
+        )
+    _check_queue_support(ex, not keep_data_ordered)
+    ex.start()
+    try:
+        _map(
+            ex,
+            node,
+            fn,
+            inputs,
+            output_dir,
+            weights,
+            num_workers,
+            fast_dev_run,
+            error_when_not_empty,
+            reader,
+            batch_size,
+            start_method,
+            storage_options,
+            keep_data_ordered,
+        )
+    finally:
+        ex.close()
+
+
+def _map(
+    ex: Executor,
+    node: NodeEnv,
+    fn: Callable[[Any, str], None],
+    inputs: Sequence[Any],
+    output_dir: str,
+    weights: list[int] | None,
+    num_workers: int | None,
+    fast_dev_run: bool | int,
+    error_when_not_empty: bool,
+    reader: Any,
+    batch_size: int | None,
+    start_method: str | None,
+    storage_options: dict[str, Any],
+    keep_data_ordered: bool,
+) -> None:
+    """map() once its arguments are checked."""
     items, n_given, keep = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
     if keep is not None and not keep_data_ordered:  # the workers share one queue: its first inputs
         items, keep = items[:keep], None
     n = len(items)
-    workers = _num_workers(num_workers, n)
+    workers = _num_workers(num_workers, n, ex)
+    world = workers * node.num_nodes
     if not keep_data_ordered:
-        ranges = [(0, 0)] * workers
+        ranges = [(0, 0)] * world
     elif weights is not None:
-        ranges = _weighted_split(weights, n_given, batch_size, n, workers)
+        ranges = _weighted_split(weights, n_given, batch_size, n, world)
     else:
-        ranges = even_ranges(n, workers)
+        ranges = even_ranges(n, world)
     if keep is not None:
         ranges = _keep_first(ranges, keep)
         n = sum(b - a for a, b in ranges)
+    mine = range(node.node_rank * workers, (node.node_rank + 1) * workers)
     store = open_output(output_dir, storage_options)
     check_writable(store)
     if error_when_not_empty and any(True for _ in store.list("")):
         raise OptimizeInputError(f"output_dir {store.url!r} is not empty (error_when_not_empty=True)")
+    group: NodeGroup | None = None
+    if node.multi:
+        agreed = {
+            "kind": "map",
+            "num_workers": workers,
+            "num_inputs": n,
+            "ranges": [list(r) for r in ranges],
+            "inputs_sha256": _fingerprint(items),
+        }
+        group = NodeGroup(store, node, agreed, "map")
+        group.join()
+        group.start_heartbeat()
     staging = _make_staging(store)
     jobs = [
         WorkerJob(
@@ -491,18 +750,32 @@ def map(  # noqa: A001 - LitData's name
             worker=w,
             num_workers=workers,
             fn=fn,
-            inputs=items[a:b],
-            offset=a,
+            inputs=items[ranges[w][0] : ranges[w][1]],
+            offset=ranges[w][0],
             output_dir=output_dir,
             storage_options=storage_options,
             staging_dir=staging,
             reader=reader,
+            num_nodes=node.num_nodes,
+            node_rank=node.node_rank,
         )
-        for w, (a, b) in enumerate(ranges)
+        for w in mine
     ]
+    shared, shared_offset = None, 0
+    if not keep_data_ordered:
+        a, b = even_ranges(n, node.num_nodes)[node.node_rank]
+        shared, shared_offset = items[a:b], a
+    total = len(shared) if shared is not None else sum(len(j.inputs) for j in jobs)
     try:
-        with ev.span("map", "epoch", inputs=n, workers=workers, url=store.url):
-            run_jobs(jobs, n, start_method, verbose=True, desc="map", shared_items=None if keep_data_ordered else items)
+        with ev.span("map", "epoch", inputs=n, workers=workers, url=store.url, node=node.node_rank):
+            ex.run(jobs, total, start_method, True, "map", shared, shared_offset)
+        if group is not None and group.finish(None):
+            group.cleanup()  # the last node: the job is over
+            _remove_nodes_dir(store)
+    except BaseException:
+        if group is not None:
+            group.fail()
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -534,8 +807,36 @@ def _location(output_dir: str | os.PathLike[str] | Dir) -> str:
 def _reject_platform_args(num_nodes: int | None, machine: str | None) -> None:
     if num_nodes is not None or machine is not None:
         raise OptimizeInputError(
-            "num_nodes and machine need the Lightning platform; streamscope runs on one machine (leave them None)"
+            "num_nodes and machine start jobs on the Lightning platform (leave them None). To prepare a dataset on "
+            "several machines, run the same script on each with DATA_OPTIMIZER_NUM_NODES / DATA_OPTIMIZER_NODE_RANK "
+            "set (or under torchrun / SLURM), or pass executor='ray'"
         )
+
+
+def _check_queue_support(executor: Executor, queued: bool) -> None:
+    if queued and not getattr(executor, "supports_queue", True):
+        raise OptimizeInputError(
+            f"executor={executor.name!r} runs each worker on a fixed share of the inputs: queue=... and "
+            "keep_data_ordered=False (one multiprocessing queue shared by the workers) are not supported there"
+        )
+
+
+def _node_of(executor: Executor) -> NodeEnv:
+    """This process's node (see :mod:`.nodes`). A Ray executor spreads the workers itself: the node variables of
+    a Ray-on-SLURM/torchrun allocation are ignored, LitData's explicit ones refused.
+
+    Raises:
+        NodeConfigError: bad node variables, or ``DATA_OPTIMIZER_NUM_NODES`` > 1 with a non-process executor.
+    """
+    node = detect_node()
+    if node.multi and executor.name != "process":
+        if node.source.startswith("DATA_OPTIMIZER_"):
+            raise NodeConfigError(
+                f"executor={executor.name!r} spreads the workers over its cluster itself; it cannot also be "
+                f"{node.describe()}: unset DATA_OPTIMIZER_NUM_NODES or use the default executor"
+            )
+        return NodeEnv()
+    return node
 
 
 def _prepare_inputs(
@@ -594,10 +895,11 @@ def _weighted_split(
     return weighted_ranges(per_item[:n], workers)
 
 
-def _num_workers(num_workers: int | None, n: int | None) -> int:
-    """Workers to start: at most one per input (``n`` None: the number of inputs is not known, queue mode)."""
+def _num_workers(num_workers: int | None, n: int | None, executor: Executor | None = None) -> int:
+    """Workers to start (on this node): at most one per input (``n`` None: the number of inputs is not known,
+    queue mode). None: the executor's default (worker processes: one per CPU of this machine)."""
     if num_workers is None:
-        num_workers = os.cpu_count() or 1
+        num_workers = executor.default_workers() if executor is not None else (os.cpu_count() or 1)
     if num_workers < 0:
         raise OptimizeInputError(f"num_workers must be >= 0, got {num_workers}")
     return max(1, num_workers if n is None else min(num_workers, n))
@@ -647,8 +949,13 @@ def _remove_chunks(store: ObjectStore, which: Callable[[int, int], bool]) -> Non
             store.delete(key)
 
 
-def _delete_checkpoints(store: ObjectStore) -> None:
-    """Delete every object under ``.checkpoints/`` (config last, so a half-deleted set is never resumable)."""
+def _delete_checkpoints(store: ObjectStore, ranks: range | None = None) -> None:
+    """Delete every object under ``.checkpoints/`` (config last, so a half-deleted set is never resumable);
+    ``ranks``: only those workers' records (a node of a multi-node job; the others' belong to other nodes)."""
+    if ranks is not None:
+        for w in ranks:
+            store.delete(checkpoint_key(w))
+        return
     keys = [m.key for m in store.list(CHECKPOINT_DIR + "/")]
     for key in sorted(keys, key=lambda k: k == _CKPT_CONFIG):
         store.delete(key)
@@ -657,12 +964,21 @@ def _delete_checkpoints(store: ObjectStore) -> None:
         shutil.rmtree(os.path.join(root, CHECKPOINT_DIR), ignore_errors=True)
 
 
-def _wipe_dataset(store: ObjectStore) -> None:
+_NODE_INDEX_RE = re.compile(r"^\d+-index\.json$")
+
+
+def _wipe_dataset(store: ObjectStore, ranks: range | None = None) -> None:
+    """``mode="overwrite"``: remove the old dataset. ``ranks``: a node of a multi-node job removes only its own
+    workers' files (another node may have published its share already); the merge removes what is left."""
     with ev.span("overwrite", "delete", url=store.url):
         if store.exists("index.json"):
             store.delete("index.json")
-        _remove_chunks(store, lambda r, k: True)
-        _delete_checkpoints(store)
+        _remove_chunks(store, (lambda r, k: True) if ranks is None else (lambda r, k: r in ranks))
+        _delete_checkpoints(store, ranks)
+        if ranks is None:
+            for meta in store.list(""):
+                if "/" not in meta.key and _NODE_INDEX_RE.match(meta.key):
+                    store.delete(meta.key)  # a multi-node job's per-node leftovers
 
 
 def _next_chunk_indexes(existing: dict[str, Any] | None, workers: int) -> list[int]:
@@ -680,13 +996,19 @@ _STAGING_PREFIX = ".streamscope-staging-"
 
 
 def _remove_stale_staging(parent: str) -> None:
-    """Remove staging dirs left by jobs whose main process no longer exists (e.g. it was SIGKILLed)."""
+    """Remove staging dirs left by jobs whose main process no longer exists (e.g. it was SIGKILLed).
+
+    Only this host's: several nodes of a multi-node job may stage in one shared output folder, and a pid says
+    nothing about another host's processes."""
+    mine = _host_tag()
     for name in os.listdir(parent):
         if not name.startswith(_STAGING_PREFIX):
             continue
-        pid_text = name[len(_STAGING_PREFIX) :].split("-", 1)[0]
+        pid_text, _, rest = name[len(_STAGING_PREFIX) :].partition("-")
         if not pid_text.isdigit():
             continue
+        if re.match(r"^h[0-9a-f]{8}-", rest) and rest[1:9] != mine:
+            continue  # another host's
         try:
             os.kill(int(pid_text), 0)
         except ProcessLookupError:
@@ -695,49 +1017,64 @@ def _remove_stale_staging(parent: str) -> None:
             pass
 
 
+def _host_tag() -> str:
+    return hashlib.sha1(socket.gethostname().encode(), usedforsecurity=False).hexdigest()[:8]
+
+
 def _make_staging(store: ObjectStore) -> str:
     parent = str(cfg.get("optimize_staging_dir")) or local_root(store) or tempfile.gettempdir()
     try:
         os.makedirs(parent, exist_ok=True)
         _remove_stale_staging(parent)
-        return tempfile.mkdtemp(prefix=f"{_STAGING_PREFIX}{os.getpid()}-", dir=parent)
+        return tempfile.mkdtemp(prefix=f"{_STAGING_PREFIX}{os.getpid()}-h{_host_tag()}-", dir=parent)
     except OSError as exc:
         raise OutputDirError(f"cannot create a staging directory under {parent!r}: {exc}") from exc
 
 
-def _publish_index(
-    store: ObjectStore,
-    results: dict[int, tuple[list[dict[str, Any]], dict[str, Any] | None]],
-    workers: int,
-    existing: dict[str, Any] | None,
-    n_inputs: int,
-) -> None:
+def _merge_parts(
+    parts: list[tuple[str, list[dict[str, Any]], dict[str, Any] | None]], existing: dict[str, Any] | None
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The chunk list and fused config of ``existing`` (append) followed by ``parts`` (``(who, chunks, config)``
+    of each worker, or each node, in rank order).
+
+    Raises:
+        SchemaMismatchError: two parts' configs cannot be fused (LitData's sentence first).
+    """
     chunks: list[dict[str, Any]] = []
     config: dict[str, Any] | None = None
-    config_rank = -1
-    with ev.span("index_merge", "read", workers=workers):
-        if existing:
-            chunks.extend(existing["chunks"])
-            config = existing["config"]
-            config_rank = -1
-        for w in range(workers):
-            w_chunks, w_config = results[w]
-            if not w_chunks:
-                continue
-            if config is None:
-                config, config_rank = w_config, w
-            else:
-                assert w_config is not None
-                fused = fuse_configs(config, w_config)
-                if fused is None:
-                    who = "the existing dataset" if config_rank < 0 else f"worker {config_rank}"
-                    raise SchemaMismatchError(  # LitData's sentence first
-                        "The config isn't consistent between chunks: "
-                        f"worker {w}'s samples do not match {who}: data_format {w_config.get('data_format')} vs "
-                        f"{config.get('data_format')}, config {_diff(config, w_config)}"
-                    )
-                config = fused
-            chunks.extend(w_chunks)
+    config_who = ""
+    if existing:
+        chunks.extend(existing["chunks"])
+        config = existing["config"]
+        config_who = "the existing dataset"
+    for who, p_chunks, p_config in parts:
+        if not p_chunks:
+            continue
+        if config is None:
+            config, config_who = p_config, who
+        else:
+            assert p_config is not None
+            fused = fuse_configs(config, p_config)
+            if fused is None:
+                raise SchemaMismatchError(  # LitData's sentence first
+                    "The config isn't consistent between chunks: "
+                    f"{who}'s samples do not match {config_who}: data_format {p_config.get('data_format')} vs "
+                    f"{config.get('data_format')}, config {_diff(config, p_config)}"
+                )
+            config = fused
+        chunks.extend(p_chunks)
+    return chunks, config
+
+
+def _publish_index(
+    store: ObjectStore,
+    parts: list[tuple[str, list[dict[str, Any]], dict[str, Any] | None]],
+    existing: dict[str, Any] | None,
+    n_inputs: int,
+) -> list[dict[str, Any]]:
+    """Merge ``parts`` after ``existing`` and publish ``index.json``; return its chunk list."""
+    with ev.span("index_merge", "read", workers=len(parts)):
+        chunks, config = _merge_parts(parts, existing)
         if not chunks:  # LitData writes this index too (its StreamingDataset then refuses it); say so
             warnings.warn(
                 f"optimize(): fn returned no sample for any of the {n_inputs} inputs; {store.url!r} gets an "
@@ -747,3 +1084,55 @@ def _publish_index(
             )
         index = {"chunks": chunks, "config": config, "updated_at": str(time.time())}
         store.put("index.json", json.dumps(index, sort_keys=True).encode())
+    return chunks
+
+
+def _index_moved(store: ObjectStore, at_start: bytes | None) -> bool:
+    """index.json is no longer what this node saw when it started: another node has merged already."""
+    try:
+        now = store.get("index.json")
+    except FileNotFoundError:
+        now = None
+    return now != at_start
+
+
+def _merge_nodes(
+    store: ObjectStore,
+    group: NodeGroup,
+    existing: dict[str, Any] | None,
+    existing_raw: bytes | None,
+    n_inputs: int,
+) -> bool:
+    """The node that saw every node done: merge their ``{rank}-index.json`` (after the dataset appended to) into
+    ``index.json``, remove chunk files no entry names (leftovers of earlier runs); False when another node that
+    finished at the same moment has already merged.
+
+    Raises:
+        OptimizeError: a node is marked done but its ``{rank}-index.json`` is missing.
+    """
+    if _index_moved(store, existing_raw):
+        return False
+    parts: list[tuple[str, list[dict[str, Any]], dict[str, Any] | None]] = []
+    for r in range(group.node.num_nodes):
+        try:
+            rec = json.loads(store.get(node_index_key(r)))
+        except FileNotFoundError:
+            if _index_moved(store, existing_raw):
+                return False  # the other merger published and removed the node files
+            raise OptimizeError(
+                f"optimize(): node {r} is marked done in {store.url}/{NODES_DIR}/ but "
+                f"{store.url}/{node_index_key(r)} is missing; rerun node {r}"
+            ) from None
+        parts.append((f"node {r}", list(rec.get("chunks") or []), rec.get("config")))
+    chunks = _publish_index(store, parts, existing, n_inputs)
+    named = {c["filename"] for c in chunks}
+    for key, _rank, _idx in _chunk_files(store):
+        if key not in named:
+            store.delete(key)
+    return True
+
+
+def _remove_nodes_dir(store: ObjectStore) -> None:
+    root = local_root(store)
+    if root is not None:
+        shutil.rmtree(os.path.join(root, NODES_DIR), ignore_errors=True)

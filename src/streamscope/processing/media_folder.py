@@ -16,6 +16,9 @@ import tarfile
 from collections.abc import Iterator
 from typing import Any
 
+__all__ = ["KINDS", "iter_webdataset_tar", "list_media_folder"]
+
+
 #: File name suffixes of each media kind (lower case, without the dot).
 KINDS: dict[str, tuple[str, ...]] = {
     "text": ("txt", "md"),

@@ -32,6 +32,9 @@ from streamscope.format.index import INDEX_FILENAME, dumps_index, load_index
 from streamscope.format.schema import fuse_schema_json
 from streamscope.storage import open_store
 
+__all__ = ["merge_datasets"]
+
+
 # config fields that must agree for the chunks of every input to decode under the first input's config (a
 # LitData 0.2.68 config lacks the 0.2.76 ones: null, as a 0.2.76 config of uncompressed chunks has them)
 _MUST_MATCH = (

@@ -21,6 +21,8 @@ from streamscope._core.errors import MapReturnError, OptimizeInputError, WorkerD
 from streamscope.processing.sentinel import ALL_DONE
 from streamscope.processing.worker import WorkerJob, run_worker
 
+__all__ = ["default_start_method", "progress_bar", "raise_worker_error", "run_jobs"]
+
 
 def default_start_method() -> str:
     """fork on Linux unless CUDA is already initialised in this process (then spawn), else the platform's."""
@@ -42,12 +44,14 @@ def run_jobs(
     verbose: bool,
     desc: str,
     shared_items: list[Any] | None = None,
+    shared_offset: int = 0,
 ) -> dict[int, tuple[list[dict[str, Any]], dict[str, Any] | None]]:
     """Run one process per job; return ``{worker: (chunks, config)}`` once all have reported ``done``.
 
     ``shared_items``: instead of each job's own ``inputs``, every worker takes ``(index, item)`` pairs from one
     queue filled here after the workers started (``keep_data_ordered=False``). ``total_inputs`` None: unknown
-    (queue input), the progress bar counts without a total.
+    (queue input), the progress bar counts without a total. ``shared_offset``: the global index of
+    ``shared_items[0]`` (a node of a multi-node job shares its part of the inputs).
     """
     ctx = mp.get_context(start_method or default_start_method())
     results = ctx.Queue()
@@ -58,6 +62,7 @@ def run_jobs(
             job.source = shared
             job.source_indexed = True
     progress = ctx.Array("q", len(jobs), lock=False)
+    by_worker = {job.worker: job for job in jobs}
     procs: dict[int, Any] = {}
     out: dict[int, tuple[list[dict[str, Any]], dict[str, Any] | None]] = {}
     bar = None
@@ -78,9 +83,9 @@ def run_jobs(
             procs[job.worker] = p
         if shared is not None:
             for i, item in enumerate(shared_items or ()):
-                shared.put((i, item))
+                shared.put((shared_offset + i, item))
             shared.put(ALL_DONE)
-        bar = _progress_bar(total_inputs, desc, verbose)  # after forking: its monitor thread is not inherited
+        bar = progress_bar(total_inputs, desc, verbose)  # after forking: its monitor thread is not inherited
         shown = 0
         while len(out) < len(jobs):
             try:
@@ -92,7 +97,7 @@ def run_jobs(
                     out[msg[1]] = (msg[2], msg[3])
                 else:
                     procs[msg[1]].join(timeout=grace)  # it exits by itself right after reporting (events flushed)
-                    _raise_worker_error(msg)
+                    raise_worker_error(msg)
             done_inputs = sum(progress)
             if bar is not None and done_inputs > shown:
                 bar.update(done_inputs - shown)
@@ -106,10 +111,10 @@ def run_jobs(
                 if now - first > grace or (p.exitcode != 0 and now - first > min(grace, 1.0)):
                     code = p.exitcode
                     how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-                    job = jobs[w]
+                    job = by_worker[w]
                     raise WorkerDiedError(
                         f"optimize worker {w} (pid {p.pid}) {how} without reporting; it was processing inputs "
-                        f"[{job.offset}, {job.offset + len(job.inputs)}), {progress[w]} of them finished"
+                        f"[{job.offset}, {job.offset + len(job.inputs)}), {progress[job.slot]} of them finished"
                     )
         for p in procs.values():
             p.join(timeout=grace)
@@ -132,7 +137,7 @@ def run_jobs(
             bar.close()
 
 
-def _raise_worker_error(msg: tuple[Any, ...]) -> None:
+def raise_worker_error(msg: tuple[Any, ...]) -> None:
     _, worker, index, item_repr, what, blob, tb = msg
     cause: BaseException | None = None
     if blob is not None:
@@ -158,7 +163,7 @@ def _raise_worker_error(msg: tuple[Any, ...]) -> None:
     raise err from cause
 
 
-def _progress_bar(total: int | None, desc: str, verbose: bool) -> Any:
+def progress_bar(total: int | None, desc: str, verbose: bool) -> Any:
     if not verbose:
         return None
     try:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+__all__ = ["aligned_ranges", "even_ranges", "weighted_ranges"]
+
 
 def even_ranges(n: int, workers: int) -> list[tuple[int, int]]:
     """Split ``n`` inputs into ``workers`` contiguous ranges; the remainder goes to the LAST workers (LitData)."""

@@ -7,6 +7,8 @@ import os
 from collections import deque
 from collections.abc import Iterator
 
+__all__ = ["walk"]
+
 
 def _listdir(folder: str) -> tuple[str, list[str], list[str]]:
     dirs: list[str] = []

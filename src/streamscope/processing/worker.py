@@ -37,9 +37,22 @@ from typing import Any
 from streamscope import events as ev
 from streamscope._core import config as cfg
 from streamscope._core.errors import MapReturnError, short_repr
+from streamscope.events import context as ev_context
 from streamscope.processing._store import open_output, publish
 from streamscope.processing._writer import ChunkWriter
 from streamscope.processing.sentinel import ALL_DONE, is_all_done
+
+__all__ = [
+    "CHECKPOINT_DIR",
+    "Resume",
+    "WorkerJob",
+    "checkpoint_key",
+    "execute",
+    "run_worker",
+    "set_environ",
+    "work_items",
+]
+
 
 CHECKPOINT_DIR = ".checkpoints"
 
@@ -97,6 +110,16 @@ class WorkerJob:
     # keep_data_ordered=False queue optimize() fills), else bare user items (optimize(queue=...)).
     source: Any = None
     source_indexed: bool = False
+    # multi-node: ``worker`` is the global worker rank ``node_rank * num_workers + local`` (LitData's numbering)
+    num_nodes: int = 1
+    node_rank: int = 0
+    # False where the worker is not a child of the main process (a Ray task): no orphan check, no death signal
+    in_child: bool = True
+
+    @property
+    def slot(self) -> int:
+        """This worker's number on its node (its slot in the progress counters)."""
+        return self.worker - self.node_rank * self.num_workers
 
 
 def work_items(job: WorkerJob, start: int = 0) -> Iterator[tuple[int, int, Any]]:
@@ -125,29 +148,37 @@ def work_items(job: WorkerJob, start: int = 0) -> Iterator[tuple[int, int, Any]]
         pos += 1
 
 
-def _set_environ(job: WorkerJob) -> None:
-    # LitData's names: user fns sometimes read them to know which worker they run in.
+def set_environ(job: WorkerJob) -> None:
+    """LitData's variables (user fns read them to know which worker and node they run in), and the trace fields
+    of this process: its node as the rank, its worker number as the worker (as a DataLoader worker is traced)."""
     os.environ["DATA_OPTIMIZER_GLOBAL_RANK"] = str(job.worker)
     os.environ["DATA_OPTIMIZER_NUM_WORKERS"] = str(job.num_workers)
-    os.environ["DATA_OPTIMIZER_NUM_NODES"] = "1"
-    os.environ["DATA_OPTIMIZER_NODE_RANK"] = "0"
+    os.environ["DATA_OPTIMIZER_NUM_NODES"] = str(job.num_nodes)
+    os.environ["DATA_OPTIMIZER_NODE_RANK"] = str(job.node_rank)
+    ev_context.pin(
+        {
+            "dist_world_size": job.num_nodes,
+            "dist_global_rank": job.node_rank,
+            "dist_num_nodes": job.num_nodes,
+            "worker_world_size": job.num_workers,
+            "worker_rank": job.slot,
+        }
+    )
 
 
-def run_worker(job: WorkerJob, results: Any, progress: Any) -> None:
-    """Process entry point: run the job, report ``done`` or ``error`` on ``results``."""
-    _set_environ(job)
-    ev.configure_from_env()  # a spawned worker's bootstrap: trace as the parent does (once per process)
-    # The main process stops workers with SIGTERM; exit through SystemExit so that finalizers run (trace
-    # events buffered in this process are flushed, open spans closed) instead of dying mid-buffer.
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    _term_with_parent()
+def execute(job: WorkerJob, progress: Any) -> tuple[Any, ...]:
+    """Run the job in this process; return its report: ``("done", worker, chunks, config)`` or ``("error",
+    worker, input index | None, input repr, what, pickled exception | None, traceback text)``.
+
+    ``progress[job.slot]`` is set to the number of inputs finished as they finish. SystemExit and
+    KeyboardInterrupt propagate (the worker is being stopped); anything else becomes an error report.
+    """
     try:
         if job.kind == "map":
             _run_map(job, progress)
-            results.put(("done", job.worker, [], None))
-        else:
-            chunks, config = _run_optimize(job, progress)
-            results.put(("done", job.worker, chunks, config))
+            return ("done", job.worker, [], None)
+        chunks, config = _run_optimize(job, progress)
+        return ("done", job.worker, chunks, config)
     except _InputFailed as failed:
         exc = failed.__cause__
         assert exc is not None
@@ -160,13 +191,28 @@ def run_worker(job: WorkerJob, results: Any, progress: Any) -> None:
             error=f"{type(exc).__name__}: {exc}"[:300],
         )
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        results.put(("error", job.worker, failed.index, failed.item_repr, failed.what, _picklable(exc), tb))
-    except SystemExit:
-        results.cancel_join_thread()  # stopped by the main process: it no longer reads the queue
+        return ("error", job.worker, failed.index, failed.item_repr, failed.what, _picklable(exc), tb)
+    except (SystemExit, KeyboardInterrupt):
         raise
     except BaseException as exc:  # noqa: BLE001 - anything else is reported, never swallowed
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        results.put(("error", job.worker, None, "", "worker", _picklable(exc), tb))
+        return ("error", job.worker, None, "", "worker", _picklable(exc), tb)
+
+
+def run_worker(job: WorkerJob, results: Any, progress: Any) -> None:
+    """Process entry point: run the job, report ``done`` or ``error`` on ``results``."""
+    set_environ(job)
+    ev.configure_from_env()  # a spawned worker's bootstrap: trace as the parent does (once per process)
+    # The main process stops workers with SIGTERM; exit through SystemExit so that finalizers run (trace
+    # events buffered in this process are flushed, open spans closed) instead of dying mid-buffer.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    _term_with_parent()
+    try:
+        msg = execute(job, progress)
+    except SystemExit:
+        results.cancel_join_thread()  # stopped by the main process: it no longer reads the queue
+        raise
+    results.put(msg)
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
@@ -200,7 +246,7 @@ def _term_with_parent() -> None:
 def _exit_if_orphaned(job: WorkerJob) -> None:
     # The main process died (SIGKILL, OOM killer): nobody will merge our chunks. Stop now, so a rerun with
     # use_checkpoint=True does not race with us.
-    if os.getppid() != job.parent_pid:
+    if job.in_child and os.getppid() != job.parent_pid:
         os._exit(3)
 
 
@@ -224,7 +270,7 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
     rank = job.worker
     chunks = list(rs.chunks)
     if rs.finished:
-        progress[job.worker] = len(job.inputs)
+        progress[job.slot] = len(job.inputs)
         return chunks, rs.config
     writer = ChunkWriter(
         job.staging_dir, rank=rank, chunk_index=rs.next_chunk_index, state=rs.writer_state, **job.writer_kwargs
@@ -253,7 +299,7 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
             p, s = origins[0] if origins else (pos, emitted)
             _save_checkpoint(store, rank, chunks, config_now(), p, s, next_chunk, False, writer.state())
 
-    progress[job.worker] = rs.inputs_done
+    progress[job.slot] = rs.inputs_done
     end = rs.inputs_done
     for pos, index, item in work_items(job, rs.inputs_done):
         raw = item
@@ -294,7 +340,7 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
                     on_closed(closed, pos, emitted)
         except Exception as exc:
             raise _InputFailed(index, raw, "optimize") from exc
-        progress[job.worker] = pos + 1
+        progress[job.slot] = pos + 1
     with ev.span("chunk_write", "read", rank=rank, final=True):
         last = writer.done()
     on_closed(last, end, 0)
@@ -379,4 +425,4 @@ def _run_map(job: WorkerJob, progress: Any) -> None:
             raise _InputFailed(index, raw, "map") from exc
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        progress[job.worker] = pos + 1
+        progress[job.slot] = pos + 1

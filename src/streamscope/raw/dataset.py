@@ -47,6 +47,9 @@ from streamscope.raw.planning import (
 from streamscope.raw.runtime import IORuntime, countdown, gather, runtime, then
 from streamscope.raw.source import Source
 
+__all__ = ["StreamingRawDataset"]
+
+
 logger = logging.getLogger(__name__)
 
 _TINY_MEDIAN_BYTES = 100_000

@@ -40,6 +40,8 @@ from streamscope._core.procs import pid_alive
 from streamscope.raw.runtime import IORuntime, gather, settle, then
 from streamscope.raw.source import Source
 
+__all__ = ["Fetcher", "Hedge", "sweep_orphans"]
+
 
 class Fetcher:
     """Fetches the files of one dataset. Picklable; holds no runtime state."""

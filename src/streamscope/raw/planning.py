@@ -8,6 +8,17 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+__all__ = [
+    "ConcurrencyGovernor",
+    "DEFAULT_MEDIAN_BYTES",
+    "LookAhead",
+    "adaptive_concurrency",
+    "batch_budget",
+    "effective_prefetch",
+    "median_size",
+]
+
+
 _MIB = 1024 * 1024
 DEFAULT_MEDIAN_BYTES = 256 * 1024
 

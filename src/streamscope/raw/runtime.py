@@ -22,6 +22,9 @@ from typing import Any, TypeVar
 
 from streamscope._core import config
 
+__all__ = ["IORuntime", "countdown", "gather", "runtime", "settle", "then"]
+
+
 T = TypeVar("T")
 _IDLE_EXIT_S = 20.0
 
@@ -67,7 +70,8 @@ class IORuntime:
         if getattr(self._held, "items", None) is not None:
             yield
             return
-        self._held.items = held = []
+        held: list[tuple[Any, Any]] = []
+        self._held.items = held
         try:
             yield
         finally:

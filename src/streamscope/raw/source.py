@@ -27,6 +27,9 @@ from streamscope._core.errors import RawSchemeError, RawSourceNotFoundError, Sto
 from streamscope._core.protocols import ObjectMeta, ObjectStore
 from streamscope.storage import open_store
 
+__all__ = ["REMOTE_SCHEMES", "Source", "canonical_root", "scheme_of"]
+
+
 REMOTE_SCHEMES: tuple[str, ...] = ("s3", "gs", "azure", "az", "r2")
 """URL schemes raw-file streaming accepts besides local paths (``file://`` is local)."""
 

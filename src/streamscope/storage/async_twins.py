@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+__all__ = ["AsyncTwins"]
+
 
 class AsyncTwins:
     """Mixin adding ``get_async``, ``get_range_async``, ``head_async`` and ``download_file_async``."""

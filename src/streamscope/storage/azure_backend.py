@@ -29,6 +29,17 @@ from streamscope._core.errors import (
 from streamscope._core.protocols import ObjectMeta
 from streamscope.storage.redact import redact, register_secret
 
+__all__ = [
+    "AzureBlobBackend",
+    "NAME",
+    "SUPPORTED",
+    "available",
+    "client_arguments",
+    "endpoint_from_environment",
+    "map_error",
+]
+
+
 NAME = "azure-storage-blob"
 # obstore AzureConfig keys this client can be built from (see client_arguments)
 SUPPORTED = frozenset({"account_name", "account_key", "sas_key", "endpoint", "use_emulator", "skip_signature"})

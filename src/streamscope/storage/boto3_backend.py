@@ -25,6 +25,9 @@ from streamscope._core.optional import require
 from streamscope._core.protocols import ObjectMeta
 from streamscope.storage.redact import redact
 
+__all__ = ["Boto3Backend", "map_error"]
+
+
 _AUTH_CODES = {
     "AccessDenied",
     "InvalidAccessKeyId",

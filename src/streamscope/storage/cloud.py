@@ -49,6 +49,9 @@ from streamscope.storage.redact import redact, register_options, register_secret
 from streamscope.storage.remote import Backend, RemoteStore
 from streamscope.storage.url import StoreURL
 
+__all__ = ["AzureStore", "GCSStore", "choose_client"]
+
+
 log = logging.getLogger("streamscope.storage")
 
 # accepted spellings of storage_options["backend"] -> the client

@@ -31,6 +31,9 @@ from streamscope._core.errors import (
 from streamscope._core.protocols import ObjectMeta
 from streamscope.storage.redact import redact
 
+__all__ = ["GoogleBackend", "NAME", "available", "map_error"]
+
+
 NAME = "google-cloud-storage"
 
 

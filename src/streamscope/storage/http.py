@@ -40,6 +40,8 @@ from streamscope.storage.redact import redact, register_secret
 from streamscope.storage.remote import RemoteStore
 from streamscope.storage.url import StoreURL
 
+__all__ = ["HTTPStore"]
+
 
 def _total(content_range: str | None) -> int | None:
     try:

@@ -29,6 +29,9 @@ from streamscope.storage.async_twins import AsyncTwins
 from streamscope.storage.redact import redact
 from streamscope.storage.url import StoreURL, normalize_key, parse_url
 
+__all__ = ["LocalStore", "atomic_copy", "atomic_write_bytes", "tmp_path_for"]
+
+
 # Temporary files written by this module: "<name>.sstmp-<pid>-<hex8>". Listing skips them.
 _TMP_RE = re.compile(r"\.sstmp-\d+-[0-9a-f]{8}$")
 # Local reads fail for good (missing file, permissions): one attempt, traced like remote ones.

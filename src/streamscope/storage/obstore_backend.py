@@ -31,6 +31,18 @@ from streamscope._core.errors import (
 from streamscope._core.protocols import ObjectMeta
 from streamscope.storage.redact import redact
 
+__all__ = [
+    "ObstoreBackend",
+    "client_options",
+    "map_error",
+    "mark_runtime_started",
+    "obstore_available",
+    "obstore_usable",
+    "retry_config",
+    "runtime_pid",
+]
+
+
 # pid of the process whose obstore runtime is running; inherited (and then wrong) in forked children.
 _RUNTIME_PID: int | None = None
 

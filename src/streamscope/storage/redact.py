@@ -18,8 +18,20 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
+
+__all__ = [
+    "MASK",
+    "SECRET_OPTION_KEYS",
+    "install_log_redaction",
+    "redact",
+    "redact_options",
+    "redact_url",
+    "register_options",
+    "register_secret",
+]
+
 
 MASK = "***"
 
@@ -134,12 +146,6 @@ def register_options(options: Mapping[str, Any] | None) -> None:
             register_options(value)
         elif str(name).lower() in SECRET_OPTION_KEYS or _NAMED_SECRET_RE.match(f"{name}=x"):
             register_secret(value)
-
-
-def registered_secrets() -> Iterable[str]:
-    """The secrets registered in this process (tests use it to check nothing leaked)."""
-    with _SECRETS_LOCK:
-        return tuple(_SECRETS)
 
 
 def _mask_param(m: re.Match[str]) -> str:

@@ -37,6 +37,9 @@ from streamscope.storage.local import _silent_unlink, tmp_path_for
 from streamscope.storage.redact import redact
 from streamscope.storage.url import StoreURL, join_key, normalize_key
 
+__all__ = ["Backend", "RemoteStore", "endpoint_label"]
+
+
 T = TypeVar("T")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 

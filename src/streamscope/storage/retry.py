@@ -33,6 +33,9 @@ from streamscope._core import config
 from streamscope._core.errors import StorageError, StorageTimeoutError, TransientStorageError
 from streamscope.storage.redact import redact
 
+__all__ = ["RetryPolicy", "call", "is_retryable", "status_of"]
+
+
 T = TypeVar("T")
 log = logging.getLogger("streamscope.storage")
 

@@ -65,6 +65,9 @@ from streamscope.storage.redact import redact, redact_options, register_secret
 from streamscope.storage.remote import Backend, RemoteStore
 from streamscope.storage.url import StoreURL
 
+__all__ = ["S3Options", "S3Store", "choose_backend"]
+
+
 log = logging.getLogger("streamscope.storage")
 
 _ALIASES: dict[str, tuple[str, ...]] = {

@@ -36,6 +36,9 @@ from streamscope._core.optional import require
 from streamscope._core.protocols import ObjectMeta
 from streamscope.storage.redact import redact
 
+__all__ = ["LightGetBackend", "SignedGetter", "eligible", "sign"]
+
+
 _PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 _CODE_RE = re.compile(rb"<Code>([^<]{1,64})</Code>")
 _MSG_RE = re.compile(rb"<Message>([^<]{0,300})</Message>")

@@ -25,6 +25,9 @@ from urllib.parse import urlsplit
 from streamscope._core.errors import UnsupportedURLError
 from streamscope.storage.redact import redact_url
 
+__all__ = ["SUPPORTED_SCHEMES", "StoreURL", "expand_time_template", "join_key", "normalize_key", "parse_url"]
+
+
 SUPPORTED_SCHEMES: tuple[str, ...] = (
     "local:",
     "file://",

@@ -35,7 +35,24 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils.data import get_worker_info
 
 from streamscope.stream import collate
+from streamscope.stream.batch_mode import BatchMode
 from streamscope.stream.handover import worker_share
+
+__all__ = [
+    "Arena",
+    "ArenaFlags",
+    "ArenaPool",
+    "Group",
+    "MAX_GROUP",
+    "MAX_SLOTS",
+    "Reorder",
+    "batch_bytes",
+    "freeze_inherited_heap",
+    "grouped",
+    "pack",
+    "worker_items",
+]
+
 
 MAX_GROUP = 16
 MAX_SLOTS = 8
@@ -250,7 +267,7 @@ def grouped(
         collate.ALLOC[0] = saved
 
 
-def worker_items(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
+def worker_items(items: Iterator[Any], mode: BatchMode) -> Iterator[Any]:
     """``items`` as the loader receives them: in a DataLoader worker through
     :func:`~streamscope.stream.handover.worker_share` (its last trace events handed over), unchanged in the loop's
     own process (no generator layer on its path)."""

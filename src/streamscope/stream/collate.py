@@ -19,6 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
+__all__ = ["ALLOC", "ArrowCollator", "BlockCollator", "ChunkView", "ColumnCollator", "chunk_view", "empty_batch_bytes"]
+
+
 _NUMERIC = {"int": np.dtype("<i8"), "float": np.dtype("<f8"), "bool": np.dtype(np.bool_)}
 _TORCH_NUMERIC = {"int": torch.int64, "float": torch.float64, "bool": torch.bool}
 

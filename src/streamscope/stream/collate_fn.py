@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+__all__ = ["litdata_collate"]
+
 
 def _is_graph(item: Any) -> bool:
     module = getattr(type(item), "__module__", "")

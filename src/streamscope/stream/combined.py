@@ -28,12 +28,14 @@ from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
 from streamscope._core.errors import DatasetError, StateDictError
+from streamscope.stream.batch_mode import BatchMode
 from streamscope.stream.batching import worker_items
 from streamscope.stream.combined_plan import BATCHING_METHODS, CombinedPlan, check_batch_size, make_combined_plan
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
 from streamscope.stream.members import MemberSetters
 from streamscope.stream.plan import EpochPlan, member_plan
+from streamscope.stream.read_schedule import ScheduledReads, schedule_from_uses
 from streamscope.stream.resume import LITDATA_KEYS, Resumable, member_identity_diffs
 
 __all__ = ["CombinedStreamingDataset"]
@@ -122,7 +124,7 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
         self.num_workers = 0
         self.current_epoch = 1
         self._pending: tuple[int, int] | None = None
-        self._batch_mode: dict[str, Any] | None = None
+        self._batch_mode: BatchMode | None = None  # set by StreamingDataLoader (set_batch_mode)
         self._plans: dict[tuple[Any, ...], CombinedPlan] = {}
         self._sub: dict[tuple[int, int], EpochPlan] = {}
 
@@ -243,40 +245,27 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
         """Yield ``(batch_number, batch)`` for the batches this worker builds."""
         plan = self.plan(epoch, batch_size)
         batch_ids = list(plan.batches_for_worker(worker_id, max(1, num_workers), start_batch))
-        readers = [d._get_reader() for d in self._datasets]
-        # per dataset: chunks in first-use order and the (worker-local) batch of last use
-        last_use: list[dict[int, int]] = [{} for _ in self._datasets]
-        schedules: list[list[int]] = [[] for _ in self._datasets]
+        readers = [d.chunk_reader() for d in self._datasets]
+        # per dataset: the chunks each of this worker's batches reads there
+        uses: list[list[tuple[int, list[int]]]] = [[] for _ in self._datasets]
         if any(r.cache is not None for r in readers):
             for n, j in enumerate(batch_ids):
                 for i, _, ci, _ in self._locations(epoch, *plan.batch_arrays(j)):
-                    if readers[i].cache is None:
-                        continue
-                    for c in np.unique(ci).tolist():
-                        if c not in last_use[i]:
-                            schedules[i].append(c)
-                        last_use[i][c] = n
-            for r, sch in zip(readers, schedules):
-                if r.cache is not None:
-                    r.start(sch)
-        releases: dict[int, list[tuple[int, int]]] = {}
-        for i, lu in enumerate(last_use):
-            for c, n in lu.items():
-                releases.setdefault(n, []).append((i, c))
+                    if readers[i].cache is not None:
+                        uses[i].append((n, np.unique(ci).tolist()))
+        reads = ScheduledReads(readers, [schedule_from_uses(u) for u in uses])
         try:
             for n, j in enumerate(batch_ids):
                 d, k = plan.batch_arrays(j)
                 samples: list[Any] = [None] * len(d)
                 for i, pos, ci, ii in self._locations(epoch, d, k):
-                    for p, s in zip(pos.tolist(), self._datasets[i]._samples(readers[i], ci, ii)):
+                    for p, s in zip(pos.tolist(), self._datasets[i].samples_at(readers[i], ci, ii)):
                         samples[p] = s
                 batch = samples if not collate else (collate_fn or default_collate)(samples)
                 yield j, batch
-                for i, c in releases.get(n, ()):
-                    readers[i].finished_with(c)
+                reads.batch_done(n)
         finally:
-            for r in readers:
-                r.stop()
+            reads.stop()
 
     def __iter__(self) -> Iterator[Any]:
         """Samples of this worker's batches (plain DataLoader), or ``(batch_number, batch)`` in batch mode.
@@ -287,11 +276,15 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
         """
         return self._iter(self._batch_mode, WorkerEnv.detect())
 
-    def _iter(self, mode: dict[str, Any] | None, w: WorkerEnv) -> Iterator[Any]:
+    def set_batch_mode(self, mode: BatchMode | None) -> None:
+        """Yield ``(batch_number, batch)`` per ``mode`` from the next ``iter()`` on (None: plain samples again)."""
+        self._batch_mode = mode
+
+    def _iter(self, mode: BatchMode | None, w: WorkerEnv) -> Iterator[Any]:
         """The generator of :meth:`__iter__` for the batch ``mode`` captured there (None: plain samples)."""
         if mode is not None:
             batches = self.iter_batches(
-                mode["epoch"], mode["start"], w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"]
+                mode.epoch, mode.start, w.worker_id, w.num_workers, mode.batch_size, mode.collate_fn
             )
             yield from worker_items(batches, mode)
             return

@@ -16,6 +16,9 @@ import pstats
 from collections.abc import Callable
 from typing import Any
 
+__all__ = ["MAIN_STEM", "WORKER_STEM", "WorkerInit", "dump", "output_dir"]
+
+
 MAIN_STEM = "cprofile_main"
 WORKER_STEM = "cprofile_worker0"
 _TOP = 40

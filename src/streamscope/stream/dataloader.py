@@ -27,18 +27,31 @@ import numpy.random  # noqa: F401  torch seeds numpy in every worker: import it 
 from torch.utils.data import DataLoader
 
 from streamscope import events as ev
+from streamscope._core import config, hooks
 from streamscope._core.board import BoardGroup, KnobBoard
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, StateDictError
 from streamscope.events import attribution, instruments
 from streamscope.events.registry import M
 from streamscope.stream import cprofile
+from streamscope.stream.batch_mode import BatchMode
 from streamscope.stream.batching import ArenaFlags, Reorder
 from streamscope.stream.collate_fn import litdata_collate
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.handover import ParcelAcks
 
+__all__ = ["StreamingDataLoader", "join_worker_shutdowns", "pending_worker_shutdowns"]
+
+
 #: What the loader calls on its dataset (StreamingDataset and CombinedStreamingDataset provide it).
-_PROTOCOL = ("plan", "iter_batches", "state_dict", "resume_position", "set_batch_size", "set_num_workers")
+_PROTOCOL = (
+    "plan",
+    "iter_batches",
+    "state_dict",
+    "resume_position",
+    "set_batch_size",
+    "set_num_workers",
+    "set_batch_mode",
+)
 
 
 #: Background joins of finished epochs' workers (see ``_run``); :func:`join_worker_shutdowns` waits for them.
@@ -113,6 +126,11 @@ class StreamingDataLoader(DataLoader):
         shuffle, drop_last: forwarded to the dataset (never to torch, like LitData).
         collate_fn: receives the list of samples of a batch; None (LitData 0.2.76: ``litdata_collate``) =
             default_collate (computed column-wise).
+        autotune: tune this loader (see ``src/streamscope/tune/README.md``): from its first epoch a thread of this
+            process moves the live knobs nobody pinned (prefetch depth, download concurrency, cache budget) and,
+            between epochs, ``num_workers`` (given here: where it starts), to cut the loop's wait for data within
+            the RAM and cache budgets; every decision is a ``tune`` event. None (the default): the ``autotune`` knob
+            (``STREAMSCOPE_AUTOTUNE``), off unless set. Sample order and resume are the same either way.
         **kwargs: other ``torch.utils.data.DataLoader`` arguments (pin_memory, multiprocessing_context, ...).
     """
 
@@ -130,6 +148,7 @@ class StreamingDataLoader(DataLoader):
         shuffle: bool | None = None,
         drop_last: bool | None = None,
         collate_fn: Callable[[list[Any]], Any] | None = None,
+        autotune: bool | None = None,
         **kwargs: Any,
     ) -> None:
         ev.configure_from_env()  # an entry point: tracing switched on by the environment starts here (once)
@@ -215,10 +234,18 @@ class StreamingDataLoader(DataLoader):
         self.profile_skip_batches = profile_skip_batches
         self.profile_dir = profile_dir
         self.profile_cprofile = profile_cprofile
+        tune = config.get("autotune") if autotune is None else autotune
+        if not isinstance(tune, bool):
+            raise DatasetError(f"autotune must be True, False or None, got {autotune!r}")
+        # the auto-tuner (a lower layer's hook that api fills: stream may not import tune); nothing runs until the
+        # first epoch, and without autotune nothing of it is imported
+        self._tuner: hooks.LoaderTuner | None = hooks.get("autotuner")(self) if tune else None
 
     # --- iteration ---------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        if self._tuner is not None:
+            self._tuner.before_epoch()  # may change num_workers; the first epoch checks the tuner's budgets
         self._iter_t0 = ev.now()
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]
         knobs = self.knobs
@@ -260,25 +287,27 @@ class StreamingDataLoader(DataLoader):
                 self._wait_ring = attribution.WaitRing(self.num_workers, ctx)
         ring = self._wait_ring
         gen = ring.new_iteration(self.num_workers) if ring is not None else 0
-        ds._batch_mode = {
-            "epoch": epoch,
-            "start": start,
-            "batch_size": self.batch_size,
-            "collate_fn": self.user_collate_fn,
-            "position": self._position,
-            "arena_flags": arenas.flags if arenas is not None else None,
-            "parcel": self._parcels > 0,
-            "parcel_acks": acks.flags if acks is not None else None,
-            "wait_ring": ring if split else None,
-            "workers": self.num_workers,
-        }
+        ds.set_batch_mode(
+            BatchMode(
+                epoch=epoch,
+                start=start,
+                batch_size=self.batch_size,
+                collate_fn=self.user_collate_fn,
+                position=self._position,
+                arena_flags=arenas.flags if arenas is not None else None,
+                parcel=self._parcels > 0,
+                parcel_acks=acks.flags if acks is not None else None,
+                wait_ring=ring if split else None,
+                workers=self.num_workers,
+            )
+        )
         try:
             # workers that hand their events over need no flusher thread unless their epoch runs long
             with ev.deferred_flusher_in_children(self._parcels > 0):
                 it = super().__iter__()  # iter(dataset) runs here (in this process, or in the workers it starts)
         finally:
             # batch mode is the loader's own: the dataset iterated directly still yields plain samples
-            ds._batch_mode = None
+            ds.set_batch_mode(None)
         if self.profile_cprofile:
             # started once the workers exist, so that a forked worker does not inherit a running profiler
             return self._profiled(self._run(it, plan, epoch, arenas, acks, ring, gen))
@@ -429,6 +458,23 @@ class StreamingDataLoader(DataLoader):
                     if acks is not None:  # a worker that exited before the loop decided left its parcel behind
                         acks.claim_left(pids)
 
+    def _retune_workers(self, num_workers: int) -> None:
+        """Run the next epoch with ``num_workers`` workers (the tuner's move, between epochs). The epoch plan, the
+        sample order and the resume state do not depend on it; persistent workers are never changed."""
+        n = int(num_workers)
+        if n < 0 or n == self.num_workers or self.persistent_workers or self._live is not None:
+            return
+        self.num_workers = n
+        self.dataset.set_num_workers(n)  # type: ignore[attr-defined]
+        if n > 0 and self.prefetch_factor is None:
+            self.prefetch_factor = 2
+        self._arenas = ArenaFlags(n) if n > 0 else None
+
+    @property
+    def tuner(self) -> hooks.LoaderTuner | None:
+        """The auto-tuner of this loader (``autotune=True``), else None: its ``decisions`` and ``values()``."""
+        return self._tuner
+
     @property
     def knobs(self) -> KnobBoard | BoardGroup | None:
         """The live knobs of this loader's dataset (prefetch depth, download concurrency, cache budget, ...).
@@ -490,6 +536,7 @@ class StreamingDataLoader(DataLoader):
             "latest_worker_idx": self._latest_worker_idx,
             "batches_consumed": consumed,
             "epoch_complete": complete,
+            **({"autotune": self._tuner.state_dict()} if self._tuner is not None else {}),
         }
 
     def load_state_dict(self, obj: dict[str, Any]) -> None:
@@ -504,6 +551,8 @@ class StreamingDataLoader(DataLoader):
         """
         if not isinstance(obj, dict) or "dataset" not in obj:
             raise StateDictError("not a StreamingDataLoader state_dict (no 'dataset' key)")
+        if self._tuner is not None and isinstance(obj.get("autotune"), dict):
+            self._tuner.load_state_dict(obj["autotune"])  # a resumed run starts from the saved run's tuned values
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]
         if int(obj.get("current_epoch", 1)) == 0:
             self._pending = None

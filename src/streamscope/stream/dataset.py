@@ -23,9 +23,9 @@ are involved; a loader that starts at batch ``s`` with ``W`` workers has worker 
 from __future__ import annotations
 
 import copy
-import json
 import os
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,6 @@ from streamscope._core.errors import (
     DatasetIndexError,
     EncryptionError,
     FormatError,
-    IndexNotFoundError,
     ItemLoaderMismatchError,
 )
 from streamscope._core.units import cache_budget
@@ -47,13 +46,27 @@ from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir
 from streamscope.cache.knobs import new_board
 from streamscope.cache.leases import LeaseTable
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
+from streamscope.stream.batch_mode import BatchMode
 from streamscope.stream.batching import grouped, worker_items
 from streamscope.stream.collate import ArrowCollator, BlockCollator, ColumnCollator
+from streamscope.stream.dataset_index import (
+    filter_parquet_chunks,
+    input_path,
+    is_remote,
+    read_index,
+    split_parquet_input,
+)
+from streamscope.stream.decrypted import decrypted_copy
 from streamscope.stream.distributed import DistEnv, WorkerEnv
+from streamscope.stream.keyed import KeyedAccess
 from streamscope.stream.newer_options import check_newer_options
-from streamscope.stream.plan import EpochPlan, make_plan
+from streamscope.stream.plan import EpochPlan, make_plan, resume_plan
+from streamscope.stream.read_schedule import ScheduledReads
 from streamscope.stream.reader import ChunkReader
 from streamscope.stream.resume import Resumable
+
+__all__ = ["StreamingDataset"]
+
 
 _NO_COLLATOR = ColumnCollator(["none"], None)  # never supported: the batch is decoded sample by sample
 _LEASES: LeaseTable | None = None
@@ -67,31 +80,6 @@ def _process_leases() -> LeaseTable:
         _LEASES = LeaseTable()
         _LEASES_PID = os.getpid()
     return _LEASES
-
-
-def _is_remote(path: str) -> bool:
-    """True when chunks are fetched through a store into the cache: object-store URLs, and ``local:`` folders
-    (LitData's "a local folder read as remote storage"); plain paths and ``file://`` are read in place."""
-    return path.startswith("local:") or ("://" in path and not path.startswith("file://"))
-
-
-def _input_path(input_dir: Any) -> str:
-    """A path or URL from a str, a ``Dir``-like object (``.url`` wins over ``.path``) or an os.PathLike.
-
-    A ``local:`` URL is made absolute (``local:/abs/dir``): it names the cache directory, and a DataLoader
-    worker started elsewhere must name the same one.
-    """
-    if isinstance(input_dir, (str, os.PathLike)):
-        text = os.fspath(input_dir)
-    elif getattr(input_dir, "url", None):
-        text = str(input_dir.url)
-    elif getattr(input_dir, "path", None):
-        text = str(input_dir.path)
-    else:
-        raise DatasetError(f"input_dir must be a path, a URL or a Dir, got {input_dir!r}")
-    if text.startswith("local:") and len(text) > len("local:"):
-        text = "local:" + os.path.abspath(os.path.expanduser(text[len("local:") :]))
-    return text
 
 
 class StreamingDataset(Resumable, IterableDataset):
@@ -176,9 +164,8 @@ class StreamingDataset(Resumable, IterableDataset):
             if not isinstance(transform, (list, tuple)) or not all(callable(t) for t in transform):
                 raise DatasetError("transform must be a callable or a list of callables")
 
-        self.input_dir = _input_path(input_dir)
-        self._parquet_pattern = self._split_parquet_input()
-        self.remote = _is_remote(self.input_dir)
+        self.input_dir, self._parquet_pattern = split_parquet_input(input_path(input_dir))
+        self.remote = is_remote(self.input_dir)
         self.storage_options = dict(storage_options or {})
         self.session_options = dict(session_options or {})
         self.shuffle = shuffle
@@ -193,7 +180,7 @@ class StreamingDataset(Resumable, IterableDataset):
         self.serializers = serializers
         if cache_dir is None and getattr(input_dir, "url", None) and getattr(input_dir, "path", None):
             cache_dir = input_dir.path  # Dir(path=local cache, url=remote data), as LitData reads it
-        self._cache_root = _input_path(cache_dir) if cache_dir is not None else str(config.get("cache_dir"))
+        self._cache_root = input_path(cache_dir) if cache_dir is not None else str(config.get("cache_dir"))
         # the live knobs, shared with the DataLoader workers; a knob set in the environment (MAX_CACHE_SIZE, as in
         # LitData) or by config.set_value wins over the argument
         self._knobs = new_board(
@@ -207,22 +194,36 @@ class StreamingDataset(Resumable, IterableDataset):
             }
         )
 
-        index = self._load_index()
+        self.input_dir, index = read_index(
+            self.input_dir,
+            remote=self.remote,
+            index_path=self.index_path,
+            parquet_pattern=self._parquet_pattern,
+            open_store=self._store,
+            cache_root=self._cache_root,
+        )
         self.config: dict[str, Any] = index["config"]
-        self.chunks: list[dict[str, Any]] = self._filter_parquet_chunks(index["chunks"])
+        self.chunks, self._key_layout = filter_parquet_chunks(index["chunks"], self._parquet_pattern, self.input_dir)
         self._keys_section: Any = index.get("keys")
-        self._key_shards: Any = None
+        self._keyed: KeyedAccess | None = None  # opened at the first get_by_key
         self.updated_at: str | None = index.get("updated_at")
         if not self.chunks:
             raise DatasetError(f"the index of {self.input_dir!r} lists no chunks")
         self.compression: str | None = self.config.get("compression")
-        self._plain_dir: str | None = None  # decrypted copy of an encrypted dataset (see _decrypted_copy)
+        self._plain_dir: str | None = None  # decrypted copy of an encrypted dataset (stream/decrypted.py)
         # A key problem (none given, another algorithm or level, a wrong key) is raised at the first read, as in
         # LitData: the dataset is built, and its length, plan and state work.
         self._key_problem: tuple[type[EncryptionError], str] | None = None
         if encryption is not None or self.config.get("encryption"):
             try:
-                self._plain_dir = _decrypted_copy(self, encryption)
+                self._plain_dir = decrypted_copy(
+                    config=self.config,
+                    chunks=self.chunks,
+                    store=self._store(),
+                    encryption=encryption,
+                    cache_root=self._cache_root,
+                    what=repr(self.input_dir),
+                )
             except EncryptionError as exc:
                 self._key_problem = (type(exc), str(exc))
         self.item_loader = self._setup_item_loader(item_loader)
@@ -264,12 +265,14 @@ class StreamingDataset(Resumable, IterableDataset):
         self.num_workers = 0
         self.current_epoch = 1
         self._pending: tuple[int, int] | None = None  # (epoch, start_batch) from load_state_dict
+        # (epoch, resumed_from) of an epoch continued with another world size: its plan covers the samples left
+        self._elastic: tuple[int, tuple[tuple[int, ...], ...]] | None = None
         self._plans: dict[tuple[Any, ...], EpochPlan] = {}
         self._reader: Any = None
         self._reader_pid = -1
         self._column: ColumnCollator | BlockCollator | None = None
         self._arrow_column: ArrowCollator | None = None
-        self._batch_mode: dict[str, Any] | None = None  # set by StreamingDataLoader
+        self._batch_mode: BatchMode | None = None  # set by StreamingDataLoader (set_batch_mode)
 
     # --- construction helpers ----------------------------------------------------------------------
 
@@ -290,6 +293,7 @@ class StreamingDataset(Resumable, IterableDataset):
         new._r_chunk, new._r_start = arr[:, 0], arr[:, 1]
         new._set_region_arrays(arr[:, 2] - arr[:, 1])
         new._pending = None
+        new._elastic = None
         new._batch_mode = None
         return new
 
@@ -303,57 +307,6 @@ class StreamingDataset(Resumable, IterableDataset):
         from streamscope.storage import open_store
 
         return open_store(self.input_dir, self.storage_options)
-
-    def _load_index(self) -> dict[str, Any]:
-        from streamscope.format.index import load_index
-
-        if self.index_path is not None:
-            path = self.index_path
-            if _is_remote(path):
-                raise DatasetError(f"index_path must be a local file, got {path!r}")
-            if not os.path.isfile(path):
-                raise IndexNotFoundError(f"index file {path!r} (index_path) does not exist")
-            return load_index(path)
-        if not self.remote:
-            local = self.input_dir[len("file://") :] if self.input_dir.startswith("file://") else self.input_dir
-            self.input_dir = local
-            path = os.path.join(local, "index.json")
-            if not os.path.isfile(path):
-                if not os.path.isdir(local):  # LitData's sentence first
-                    raise IndexNotFoundError(
-                        f"The provided dataset path `{local}` does not exist. No dataset at {path!r}: the directory "
-                        "does not exist (optimize() writes one)"
-                    )
-                from streamscope.format.complete import complete_dataset, has_index_shards
-
-                # LitData 0.2.76 finishes such a folder itself: per-writer index files are merged, and a folder
-                # of Parquet files is indexed
-                if has_index_shards(local):
-                    complete_dataset(local)
-                elif self._parquet_pattern or any(n.endswith(".parquet") for n in os.listdir(local)):
-                    from streamscope.stream.parquet import index_parquet_dataset
-
-                    index_parquet_dataset(local)
-                else:
-                    raise IndexNotFoundError(f"no dataset at {path!r}: it has no index.json (optimize() writes one)")
-            return load_index(path)
-        store = self._store()
-        from streamscope._core.errors import ObjectNotFoundError
-
-        try:
-            data = store.get("index.json")
-        except ObjectNotFoundError:
-            raise IndexNotFoundError(
-                f"no dataset at {self.input_dir.rstrip('/')}/index.json: it has no index.json"
-            ) from None
-        index = json.loads(data)
-        cdir = dataset_cache_dir(self._cache_root, self.input_dir, index.get("updated_at"))
-        os.makedirs(cdir, exist_ok=True)
-        tmp = os.path.join(cdir, f"index.json.tmp.{os.getpid()}")
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, os.path.join(cdir, "index.json"))
-        return load_index(os.path.join(cdir, "index.json"))
 
     def _setup_item_loader(self, item_loader: BaseItemLoader | None) -> BaseItemLoader:
         recorded = self.config.get("item_loader")
@@ -431,7 +384,9 @@ class StreamingDataset(Resumable, IterableDataset):
         """The epoch plan of this rank (cached per arguments)."""
         epoch = self.current_epoch if epoch is None else int(epoch)
         b = self.batch_size if batch_size is None else int(batch_size)
-        key = (epoch, b, self.shuffle, self.drop_last, self.seed, self.world_size, self.rank, self.shuffle_buffer)
+        history = self._elastic[1] if self._elastic is not None and self._elastic[0] == epoch else ()
+        order = (self.shuffle, self.drop_last, self.seed, self.shuffle_buffer)
+        key = (epoch, b, self.world_size, self.rank, order, history)
         plan = self._plans.get(key)
         if plan is None:
             if len(self._plans) > 4:
@@ -447,6 +402,7 @@ class StreamingDataset(Resumable, IterableDataset):
                 epoch=epoch,
                 shuffle_buffer=self.shuffle_buffer,
                 regions=self.regions,
+                resumed_from=history,
             )
             self._plans[key] = plan
         return plan
@@ -521,16 +477,8 @@ class StreamingDataset(Resumable, IterableDataset):
         self._knobs.set("max_cache_size", cache_budget(value, self._cache_root), base=True)
 
     def _decode(self, oc: Any, item: int) -> Any:
-        if self.is_tokens:
-            sample = self.item_loader.read_block(oc.file, item)  # type: ignore[attr-defined]
-        elif self.is_parquet:
-            sample = oc.file.row(item)  # a ParquetChunk: the row as a dict
-        elif self.is_mds:
-            sizes = self.chunks[oc.index].get("column_sizes") or []
-            sample = self.item_loader.decode_mds(oc.file.item_view(item), sizes)  # type: ignore[attr-defined]
-        else:  # the open chunk decodes by its kind (classic items, 0.2.76 Arrow rows, ...)
-            sample = oc.file.sample(item, self.item_loader)
-        return self._apply_transform(sample)
+        # the item loader reads its layout (token blocks, Parquet rows, MDS items, classic or Arrow chunk items)
+        return self._apply_transform(self.item_loader.read_sample(oc.file, item, self.chunks[oc.index]))
 
     def _apply_transform(self, sample: Any) -> Any:
         t = self.transform
@@ -582,34 +530,7 @@ class StreamingDataset(Resumable, IterableDataset):
         reader = self._get_reader()
         return self._decode(reader.open(chunk), item)
 
-    # --- parquet input and keyed access ------------------------------------------------------------
-
-    def _split_parquet_input(self) -> str | None:
-        """``dir/pattern.parquet`` input: keep ``dir`` and return the fnmatch pattern; reject ``hf://``."""
-        from streamscope.stream.parquet import reject_hf
-
-        reject_hf(self.input_dir)
-        if self.input_dir.endswith(".parquet"):
-            head, pattern = self.input_dir.rstrip("/").rsplit("/", 1) if "/" in self.input_dir else ("", "")
-            if not pattern:
-                raise DatasetError(f"input_dir {self.input_dir!r} ends with .parquet but names no folder")
-            self.input_dir = head or "."
-            return pattern
-        return None
-
-    def _filter_parquet_chunks(self, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The chunks whose file name matches the ``.parquet`` input pattern (all when there is none)."""
-        pattern = self._parquet_pattern
-        if pattern is None:
-            return chunks
-        from fnmatch import fnmatch
-
-        positions = [i for i, c in enumerate(chunks) if fnmatch(c["filename"], pattern)]
-        if not positions:
-            raise DatasetError(f"no chunk of {self.input_dir!r} matches {pattern!r}")
-        # keys/ sidecars address chunks of the whole index: keep the way back for get_by_key
-        self._key_layout = ([int(c["chunk_size"]) for c in chunks], positions)
-        return [chunks[i] for i in positions]
+    # --- keyed access --------------------------------------------------------------------------------
 
     def get_by_key(self, key: Any) -> Any:
         """The sample whose key (``key_fn`` of ``optimize``/``build_keys_index``) is ``key``.
@@ -618,63 +539,35 @@ class StreamingDataset(Resumable, IterableDataset):
             KeyIndexNotFoundError: the dataset has no ``keys/`` sidecar (a KeyError).
             SampleKeyError: no sample has this key (a KeyError).
         """
-        from streamscope._core.errors import KeyIndexNotFoundError, SampleKeyError
+        if self._keyed is None:
+            from streamscope.storage import open_store
 
-        shards = self._key_shards
-        if shards is None:
-            from streamscope.stream.keys import open_key_shards
-
-            index = {"keys": self._keys_section}
-            if self.remote:
-                shards = open_key_shards(self.input_dir, index, store=self._store(), what=self.input_dir)
-            else:
-                shards = open_key_shards(self.input_dir, index)
-            if shards is None:
-                raise KeyIndexNotFoundError(
-                    f"keyed access needs a keys/ index next to {self.input_dir!r} (build_keys_index or "
-                    f"optimize(key_fn=...)); none found for key={key!r}"
-                )
-            self._key_shards = shards
-        with ev.span("key_lookup", "read", key=str(key)[:64]):
-            found = shards.resolve(key)
-        if found is None:
-            raise SampleKeyError(f"no sample of {self.input_dir!r} has key {key!r}")
-        gidx, chunk, offset = found
-        layout = getattr(self, "_key_layout", None)
-        sizes = layout[0] if layout is not None else self.chunk_sizes
-        starts = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
-        if chunk < 0:  # a sidecar without chunk columns: locate the global index in chunk order
-            chunk = int(np.searchsorted(starts, gidx, side="right")) - 1
-            offset = gidx
-        if not (0 <= chunk < len(sizes) and 0 <= offset - int(starts[chunk]) < sizes[chunk]):
-            raise DatasetIndexError(
-                f"key {key!r} points at sample {gidx} (chunk {chunk}, offset {offset}) outside {self.input_dir!r}: "
-                "the keys/ index is stale, rebuild it with build_keys_index(..., overwrite=True)"
+            self._keyed = KeyedAccess(
+                self.input_dir,
+                self._keys_section,
+                self.chunk_sizes,
+                layout=self._key_layout,
+                pattern=self._parquet_pattern,
+                open_store=partial(open_store, self.input_dir, self.storage_options) if self.remote else None,
             )
-        item = offset - int(starts[chunk])
-        if layout is not None:  # a `dir/pattern.parquet` input reads a subset of the index's chunks
-            if chunk not in layout[1]:
-                raise SampleKeyError(
-                    f"key {key!r} is in chunk {chunk} of {self.input_dir!r}, which the input pattern "
-                    f"{self._parquet_pattern!r} leaves out"
-                )
-            chunk = layout[1].index(chunk)
+        chunk, item = self._keyed.locate(key)
         return self._decode(self._get_reader().open(chunk), item)
 
     def _collator(self, kind: str = "classic") -> Any:
         """The batch decoder of chunks of ``kind`` (``supported`` False: decode sample by sample)."""
-        if kind == "arrow" and not (self.is_tokens or self.is_parquet or self.is_mds):
+        layout = self.item_loader.batch_layout
+        if kind == "arrow" and layout == "tree":
             if self._arrow_column is None:
                 self._arrow_column = ArrowCollator()
             return self._arrow_column
         if self._column is None:
-            if self.is_tokens:
+            if layout == "tokens":
                 self._column = BlockCollator(self.item_loader)  # type: ignore[arg-type]
-            elif self.is_parquet or self.is_mds:
+            elif layout is None:
                 self._column = ColumnCollator(["parquet"], None)  # an unknown kind: never column-decoded
             else:
                 self._column = ColumnCollator(self.config.get("data_format") or [], self.config.get("data_spec"))
-        if kind != "classic" and not self.is_tokens:
+        if kind != "classic" and layout != "tokens":
             return _NO_COLLATOR  # e.g. a framed chunk read in memory: sample by sample
         return self._column
 
@@ -708,20 +601,8 @@ class StreamingDataset(Resumable, IterableDataset):
         plan = self.plan(epoch, batch_size)
         batch_ids = self._batch_ids(epoch, start_batch, worker_id, num_workers, batch_size)
         reader = self._get_reader()
-        last_use: dict[int, int] = {}
-        if reader.cache is not None:
-            schedule: list[int] = []
-            for k0, block in _blocks(plan, batch_ids):
-                first, last = block.first_and_last_use()
-                for c, _ in first:
-                    if c not in last_use:
-                        schedule.append(c)
-                for c, k in last:
-                    last_use[c] = k0 + k
-            reader.start(schedule)
-        releases: dict[int, list[int]] = {}
-        for c, k in last_use.items():
-            releases.setdefault(k, []).append(c)
+        schedule = plan.chunk_schedule_for_worker(worker_id, num_workers, start_batch) if reader.cache is not None else []
+        reads = ScheduledReads([reader], [schedule])
         fast = collate and collate_fn is None and self.transform is None and not self._overrides_getitem()
         # plain iteration: decode a block's samples chunk run by chunk run (one call per run, not per sample)
         runs = not collate and not self._overrides_getitem() and "sample" not in ev.ACTIVE
@@ -739,8 +620,7 @@ class StreamingDataset(Resumable, IterableDataset):
                     a, b = block.bounds[m]
                     if decoded is not None:
                         yield j, decoded[a:b]
-                        for c in releases.get(k, ()):
-                            reader.finished_with(c)
+                        reads.batch_done(k)
                         continue
                     ci, ii = block.ci[a:b], block.ii[a:b]
                     if on:
@@ -762,11 +642,10 @@ class StreamingDataset(Resumable, IterableDataset):
                         put(j)
                         put(len(ci))
                     yield j, batch
-                    for c in releases.get(k, ()):
-                        reader.finished_with(c)
+                    reads.batch_done(k)
         finally:
             decodes.finish()
-            reader.stop()
+            reads.stop()
 
     def _decode_runs(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[Any]:
         """The samples at ``(ci, ii)``, decoded one run of equal chunks at a time."""
@@ -776,9 +655,8 @@ class StreamingDataset(Resumable, IterableDataset):
         cuts = (np.flatnonzero(ci[1:] != ci[:-1]) + 1).tolist()
         for a, b in zip([0, *cuts], [*cuts, len(ci)]):
             oc = reader.open(int(ci[a]))
-            many = getattr(oc.file, "samples", None)
-            if many is not None and not (self.is_tokens or self.is_parquet or self.is_mds):
-                got = many(ii[a:b], self.item_loader)
+            got = self.item_loader.read_samples(oc.file, ii[a:b])
+            if got is not None:
                 out.extend(got if self.transform is None else [self._apply_transform(x) for x in got])
             else:
                 out.extend(self._decode(oc, i) for i in ii[a:b].tolist())
@@ -795,6 +673,17 @@ class StreamingDataset(Resumable, IterableDataset):
             pos = np.flatnonzero(inv == k)
             out.append((reader.open(c), pos, ii[pos]))
         return out
+
+    # --- reading, for the datasets built over this one (Combined, Parallel) ---------------------------
+
+    def chunk_reader(self) -> Any:
+        """This process's chunk reader of the dataset (made at first use, one per process)."""
+        return self._get_reader()
+
+    def samples_at(self, reader: Any, chunks: np.ndarray, items: np.ndarray) -> list[Any]:
+        """The samples at ``(chunks[k], items[k])`` read through ``reader``, decoded and transformed as iteration
+        yields them (a subclass's ``__getitem__`` included)."""
+        return self._samples(reader, chunks, items)
 
     def _samples(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[Any]:
         if self._overrides_getitem():  # the subclass's __getitem__ sees every sample, as in LitData
@@ -822,14 +711,20 @@ class StreamingDataset(Resumable, IterableDataset):
             return self._plain_iter("epoch", w.worker_id, w.num_workers, self.rank)
         return self._batch_pass(mode, w)
 
-    def _batch_pass(self, mode: dict[str, Any], w: WorkerEnv) -> Iterator[Any]:
-        position = mode.get("position")
-        epoch, start = (int(position[0]), int(position[1])) if position is not None else (mode["epoch"], mode["start"])
-        batches = self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"])
+    def set_batch_mode(self, mode: BatchMode | None) -> None:
+        """Yield ``(batch_number, batch)`` per ``mode`` from the next ``iter()`` on (None: plain samples again).
+
+        StreamingDataLoader sets it around its ``iter(dataset)``; the iterator keeps the mode of that call.
+        """
+        self._batch_mode = mode
+
+    def _batch_pass(self, mode: BatchMode, w: WorkerEnv) -> Iterator[Any]:
+        epoch, start = mode.epoch_and_start()
+        batches = self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode.batch_size, mode.collate_fn)
         group_bytes = int(config.get("loader_group_bytes"))
         if group_bytes > 0 and get_worker_info() is not None:
-            total = len(self._batch_ids(epoch, start, w.worker_id, w.num_workers, mode["batch_size"]))
-            batches = grouped(batches, group_bytes, mode.get("arena_flags"), w.worker_id, total)
+            total = len(self._batch_ids(epoch, start, w.worker_id, w.num_workers, mode.batch_size))
+            batches = grouped(batches, group_bytes, mode.arena_flags, w.worker_id, total)
         yield from worker_items(batches, mode)
 
     # --- state -------------------------------------------------------------------------------------
@@ -861,6 +756,7 @@ class StreamingDataset(Resumable, IterableDataset):
         self._column = None
         self._arrow_column = None
         self._pending = None
+        self._elastic = None
         self._batch_mode = None
         self.current_epoch = 1
         self.num_workers = 1
@@ -910,7 +806,7 @@ class StreamingDataset(Resumable, IterableDataset):
             "shuffle_buffer": self.shuffle_buffer,
         }
 
-    def _check_identity(self, state: dict[str, Any]) -> list[str]:
+    def _check_identity(self, state: dict[str, Any], skip: tuple[str, ...] = ()) -> list[str]:
         mine = self._identity()
         diffs = []
         for key in (
@@ -924,9 +820,34 @@ class StreamingDataset(Resumable, IterableDataset):
             "subsample",
             "shuffle_buffer",
         ):
-            if key in state and state[key] != mine[key]:
+            if key in state and key not in skip and state[key] != mine[key]:
                 diffs.append(f"{key}: saved {state[key]!r}, now {mine[key]!r}")
         return diffs
+
+    def _resume_diffs(self, state: dict[str, Any]) -> list[str]:
+        # another world size is an elastic resume (_plan_position), not a mismatch
+        return self._check_identity(state, skip=("world_size",))
+
+    def _plan_position(self, state: dict[str, Any], epoch: int, batch_size: int) -> tuple[int, int]:
+        """Continue ``state``'s epoch, also with another world size than it was saved with (elastic resume): the
+        epoch's plan then covers exactly the samples no rank consumed before the save, cut into this world
+        size's rank slices and batches (``resume_plan``); the ``resumed_from`` history travels in the states
+        saved from here on."""
+        self._elastic = None
+        plan, start = resume_plan(
+            state["plan_state"],
+            self.chunk_sizes,
+            world_size=self.world_size,
+            rank=self.rank,
+            batch_size=batch_size,
+            drop_last=self.drop_last,
+            shuffle=self.shuffle,
+            seed=self.seed,
+            shuffle_buffer=self.shuffle_buffer,
+            regions=self.regions,
+        )
+        self._elastic = (plan.epoch, tuple(plan.resumed_from)) if plan.resumed_from else None
+        return plan.epoch, start
 
 
 # --- batches of one worker, located a block at a time ------------------------------------------------------
@@ -942,19 +863,6 @@ class _Block:
 
     def __init__(self, ids: list[int], ci: np.ndarray, ii: np.ndarray, bounds: list[tuple[int, int]]) -> None:
         self.ids, self.ci, self.ii, self.bounds = ids, ci, ii, bounds
-
-    def first_and_last_use(self) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-        """``(chunk, batch in block)`` pairs: each chunk at its first batch (in order of first use), and at its
-        last batch."""
-        batch = np.repeat(np.arange(len(self.bounds)), [b - a for a, b in self.bounds])
-        uniq, first = np.unique(self.ci, return_index=True)
-        _, rev = np.unique(self.ci[::-1], return_index=True)
-        last = len(self.ci) - 1 - rev
-        order = np.argsort(first, kind="stable")
-        return (
-            [(int(uniq[o]), int(batch[first[o]])) for o in order.tolist()],
-            [(int(c), int(batch[p])) for c, p in zip(uniq.tolist(), last.tolist())],
-        )
 
 
 def _blocks(plan: EpochPlan, batch_ids: range) -> Iterator[tuple[int, _Block]]:
@@ -985,36 +893,3 @@ def _blocks(plan: EpochPlan, batch_ids: range) -> Iterator[tuple[int, _Block]]:
         bounds = list(zip((ends - lens).tolist(), ends.tolist()))
         yield k0, _Block(list(batch_ids[k0:k1]), ci, ii, bounds)
         k0 = k1
-
-
-# --- encryption (argument plumbing; the framing lives in streamscope.format.encryption) ------------------
-
-
-def _decrypted_copy(ds: StreamingDataset, encryption: Any) -> str:
-    """Decrypt every chunk of ``ds`` into a fresh private directory; returns it (removed at process exit).
-
-    A fresh directory per dataset object: a decrypted copy is never reused by a later reader whose key was not
-    checked. The plaintext is on local disk (mode 0700) while the process runs; LitData keeps it in memory.
-    """
-    import atexit
-    import shutil
-    import tempfile
-
-    from streamscope.format.encryption import check_encryption
-    from streamscope.format.v076 import decrypt_to_classic
-
-    recorded = ds.config.get("encryption")
-    check_encryption(recorded, encryption, repr(ds.input_dir))
-    os.makedirs(ds._cache_root, exist_ok=True)
-    out = tempfile.mkdtemp(prefix="decrypted-", dir=ds._cache_root)
-    os.chmod(out, 0o700)
-    owner = os.getpid()  # copies of the dataset (train_test_split, workers) share it: removed at exit, by its creator
-    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(out, True))
-    store = ds._store()
-    for entry in ds.chunks:
-        name = entry["filename"]
-        with ev.span("decrypt", "read", file=name):
-            plain = decrypt_to_classic(store.get(name), encryption, recorded["level"], name, ds.config)
-        with open(os.path.join(out, name), "wb") as f:  # same name: the reader maps local_dir/filename
-            f.write(plain)
-    return out

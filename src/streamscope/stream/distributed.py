@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from streamscope._core.errors import DatasetError
+from streamscope._core.ranks import world_and_rank
+
+__all__ = ["DistEnv", "WorkerEnv"]
 
 
 @dataclass(frozen=True)
@@ -17,23 +18,12 @@ class DistEnv:
 
     @classmethod
     def detect(cls) -> DistEnv:
-        """From ``torch.distributed`` when initialised, else ``WORLD_SIZE`` and ``RANK`` (or ``GLOBAL_RANK``)."""
-        try:
-            import torch.distributed as dist
+        """From ``torch.distributed`` when initialised, else ``WORLD_SIZE`` and ``RANK`` (or ``GLOBAL_RANK``).
 
-            if dist.is_available() and dist.is_initialized():
-                return cls(dist.get_world_size(), dist.get_rank())
-        except ImportError:  # pragma: no cover - torch is a dependency
-            pass
-        try:
-            world = int(os.environ.get("WORLD_SIZE", "1"))
-            rank_raw = os.environ.get("RANK", os.environ.get("GLOBAL_RANK", "0"))
-            rank = int(rank_raw)
-        except ValueError as exc:
-            raise DatasetError(f"WORLD_SIZE/RANK environment variables are not integers: {exc}") from None
-        if world < 1 or not 0 <= rank < world:
-            raise DatasetError(f"invalid distributed environment: RANK={rank} with WORLD_SIZE={world}")
-        return cls(world, rank)
+        Raises:
+            DatasetError: the environment's values are not integers or not a valid rank of the world.
+        """
+        return cls(*world_and_rank(strict=True))
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,10 @@ from torch.utils.data import get_worker_info
 
 from streamscope import events as ev
 from streamscope.events import attribution, instruments
+from streamscope.stream.batch_mode import BatchMode
+
+__all__ = ["PARCEL_ABANDONED", "PARCEL_PENDING", "PARCEL_RECEIVED", "ParcelAcks", "worker_share"]
+
 
 #: A worker's parcel flag: not yet answered, received by the loop, abandoned by it.
 PARCEL_PENDING, PARCEL_RECEIVED, PARCEL_ABANDONED = 0, 1, 2
@@ -76,16 +80,16 @@ class ParcelAcks:
                 ev.drop_spool(pid)
 
 
-def worker_share(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
+def worker_share(items: Iterator[Any], mode: BatchMode) -> Iterator[Any]:
     """A DataLoader worker's items of one epoch, then its trace events.
 
-    When the loader asks for them (``mode["parcel"]``: non-persistent workers while tracing or aggregating
+    When the loader asks for them (``mode.parcel``: non-persistent workers while tracing or aggregating
     metrics) the worker hands over an :class:`~streamscope.events.Parcel` with the events it recorded and has
     not written, and its metrics snapshot: the main process writes them, so a worker that lives one epoch
     neither opens the log nor encodes (a fresh process pays several times a warm one's cost for that) nor writes
     a snapshot file. The parcel rides with the worker's last group (a group whose ``last`` is set, sent once its
     batch generator has finished; see ``stream.batching.Group``), or else comes as an item of its own after the
-    last item. The loader marks each parcel it takes in ``mode["parcel_acks"]`` (received, or abandoned by a loop
+    last item. The loader marks each parcel it takes in ``mode.parcel_acks`` (received, or abandoned by a loop
     that left the epoch early); a worker whose parcel was abandoned writes it itself at exit.
 
     Otherwise, and when the share is abandoned (early ``break``, an error: then after a ``crash`` instant with the
@@ -93,17 +97,17 @@ def worker_share(items: Iterator[Any], mode: dict[str, Any]) -> Iterator[Any]:
     consumes the batches it queued: its exit, on the epoch's critical path, is then short. (Its metrics snapshot
     is written at exit, final, a moment later.)
 
-    With metrics on the loader passes the ring of its loop's waits (``mode["wait_ring"]``): the worker then
+    With metrics on the loader passes the ring of its loop's waits (``mode.wait_ring``): the worker then
     counts its share of the wait split (:mod:`streamscope.events.attribution`), its batch production as
     ``decode``, until its share ends.
     """
-    parcel = bool(mode.get("parcel"))
+    parcel = bool(mode.parcel)
     handed = False
     finished = False
     poll = ev.poll  # a flusher deferred at the fork starts once a tick is due (a long epoch)
-    ring = mode.get("wait_ring")
+    ring = mode.wait_ring
     if ring is not None:
-        attribution.start(ring, int(mode.get("workers") or 1), instruments.add_key)
+        attribution.start(ring, int(mode.workers or 1), instruments.add_key)
         items = _produced(items, attribution.CLOCK)
     try:
         for item in items:
@@ -155,12 +159,12 @@ def _produced(items: Iterator[Any], clock: attribution.StageClock) -> Iterator[A
             close()
 
 
-def _hand_over(mode: dict[str, Any]) -> Any:
+def _hand_over(mode: BatchMode) -> Any:
     """This worker's parcel (``ev.hand_over``), tagged with its worker id and asking the loader's acks."""
-    if mode.get("wait_ring") is not None:
+    if mode.wait_ring is not None:
         attribution.stop()  # its share of the wait split is complete: in the parcel's snapshot
     info = get_worker_info()
     wid = info.id if info is not None else -1
-    acks = mode.get("parcel_acks")  # the loader marks each parcel: received or abandoned (pending: not yet)
+    acks = mode.parcel_acks  # the loader marks each parcel: received or abandoned (pending: not yet)
     received = (lambda: _ACK.get(acks[wid], False)) if acks is not None and 0 <= wid < len(acks) else None
     return ev.hand_over(wid, received)

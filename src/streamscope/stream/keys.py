@@ -173,9 +173,10 @@ def build_keys_index(
         KeyIndexExistsError: a sidecar exists and ``overwrite`` is False.
         DuplicateKeyError: two samples get the same key.
     """
-    from streamscope.stream.dataset import StreamingDataset, _input_path
+    from streamscope.stream.dataset import StreamingDataset
+    from streamscope.stream.dataset_index import input_path
 
-    path = _input_path(input_dir)
+    path = input_path(input_dir)
     for prefix in ("local:", "file://"):
         if path.startswith(prefix):
             path = path[len(prefix) :]

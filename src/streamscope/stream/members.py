@@ -11,6 +11,8 @@ from typing import Any
 from streamscope._core.board import BoardGroup
 from streamscope._core.errors import DatasetError
 
+__all__ = ["MemberSetters"]
+
 
 class MemberSetters:
     """Mixin: ``set_shuffle``, ``set_drop_last``, ``set_batch_size``, ``set_num_workers`` over ``_datasets``."""

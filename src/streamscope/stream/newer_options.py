@@ -22,6 +22,8 @@ from typing import Any
 
 from streamscope._core.errors import DatasetError
 
+__all__ = ["DEFAULT_ITEM_SHUFFLE_WINDOW", "check_newer_options", "elastic_state"]
+
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)

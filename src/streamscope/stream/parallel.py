@@ -46,11 +46,13 @@ from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, PlanError, StateDictError
+from streamscope.stream.batch_mode import BatchMode
 from streamscope.stream.batching import worker_items
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.distributed import WorkerEnv
 from streamscope.stream.members import MemberSetters
 from streamscope.stream.plan import EpochPlan, ResumeState, member_plan
+from streamscope.stream.read_schedule import Schedule, ScheduledReads, schedule_from_uses
 from streamscope.stream.resume import Resumable, member_identity_diffs
 
 __all__ = ["ParallelPlan", "ParallelStreamingDataset"]
@@ -203,7 +205,7 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
         self.num_workers = 1
         self.current_epoch = 1
         self._pending: tuple[int, int] | None = None
-        self._batch_mode: dict[str, Any] | None = None
+        self._batch_mode: BatchMode | None = None  # set by StreamingDataLoader (set_batch_mode)
         self._sub: dict[tuple[int, int], EpochPlan] = {}
 
     def __getstate__(self) -> dict[str, Any]:
@@ -330,31 +332,25 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
         """Yield ``(batch_number, batch)`` for the batches this worker builds."""
         plan = self.plan(epoch, batch_size)
         batch_ids = plan.batches_for_worker(worker_id, max(1, num_workers), start_batch)
-        readers = [d._get_reader() for d in self._datasets]
-        # finite epochs with cached datasets: prefetch each dataset's chunks in first-use order
-        releases: dict[int, list[tuple[int, int]]] = {}
-        if not self.is_infinite() and any(r.cache is not None for r in readers):
+        readers = [d.chunk_reader() for d in self._datasets]
+        # finite epochs with cached datasets: prefetch each dataset's chunks in first-use order (an infinite one
+        # has no end to schedule to: its readers fetch on demand)
+        schedules: list[Schedule] = [[] for _ in readers]
+        if not self.is_infinite():
             for i, r in enumerate(readers):
-                if r.cache is None:
-                    continue
-                last_use: dict[int, int] = {}
-                schedule: list[int] = []
-                for n, j in enumerate(batch_ids):
-                    ci, _ = self._locations(i, epoch, *plan.positions(j))
-                    for c in np.unique(ci).tolist():
-                        if c not in last_use:
-                            schedule.append(c)
-                        last_use[c] = n
-                r.start(schedule)
-                for c, n in last_use.items():
-                    releases.setdefault(n, []).append((i, c))
+                if r.cache is not None:
+                    schedules[i] = schedule_from_uses(
+                        (n, np.unique(self._locations(i, epoch, *plan.positions(j))[0]).tolist())
+                        for n, j in enumerate(batch_ids)
+                    )
+        reads = ScheduledReads(readers, schedules)
         try:
             for n, j in enumerate(batch_ids):
                 a, b = plan.positions(j)
                 columns = []
                 for i, d in enumerate(self._datasets):
                     ci, ii = self._locations(i, epoch, a, b)
-                    columns.append(d._samples(readers[i], ci, ii))
+                    columns.append(d.samples_at(readers[i], ci, ii))
                 items: list[Any] = list(zip(*columns))
                 if self._transform is not None:
                     if self._transform_nargs == 2:
@@ -364,11 +360,13 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
                         items = [self._transform(t) for t in items]
                 batch = items if not collate else (collate_fn or default_collate)(items)
                 yield j, batch
-                for i, c in releases.get(n, ()):
-                    readers[i].finished_with(c)
+                reads.batch_done(n)
         finally:
-            for r in readers:
-                r.stop()
+            reads.stop()
+
+    def set_batch_mode(self, mode: BatchMode | None) -> None:
+        """Yield ``(batch_number, batch)`` per ``mode`` from the next ``iter()`` on (None: plain samples again)."""
+        self._batch_mode = mode
 
     def __iter__(self) -> Iterator[Any]:
         """Tuples of this worker's batches (plain DataLoader), or ``(batch_number, batch)`` in batch mode (read
@@ -377,9 +375,8 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
         mode = self._batch_mode
         if mode is None:
             return self._plain_iter("parallel", w.worker_id, w.num_workers, self.rank)
-        position = mode.get("position")
-        epoch, start = (int(position[0]), int(position[1])) if position is not None else (mode["epoch"], mode["start"])
-        batches = self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode["batch_size"], mode["collate_fn"])
+        epoch, start = mode.epoch_and_start()
+        batches = self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode.batch_size, mode.collate_fn)
         return worker_items(batches, mode)
 
     def _pass_advances_epoch(self) -> bool:

@@ -27,7 +27,7 @@ from streamscope.format.parquet import (
 )
 from streamscope.stream.reader import ChunkReader, OpenChunk
 
-__all__ = ["ParquetChunkReader", "index_parquet_dataset", "reject_hf"]
+__all__ = ["ParquetChunkReader", "build_parquet_index", "index_parquet_dataset", "reject_hf"]
 
 
 def reject_hf(url: str) -> None:

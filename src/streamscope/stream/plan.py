@@ -98,6 +98,7 @@ __all__ = [
     "resume_plan",
     "resume_point",
     "split_batches",
+    "member_plan",
 ]
 
 #: Version of the order rules. A state written under another version cannot resume exactly.

@@ -25,6 +25,8 @@ from streamscope.cache.prefetch import Prefetcher
 from streamscope.format.chunk import ChunkFile, open_chunk_file
 from streamscope.stream.collate import chunk_view
 
+__all__ = ["ChunkReader", "OpenChunk"]
+
 
 @dataclass
 class OpenChunk:

@@ -1,7 +1,9 @@
 """Resume bookkeeping shared by StreamingDataset and CombinedStreamingDataset.
 
 A state holds ``current_epoch``, the dataset's identity (what defines the order) and the plan's exact position
-``plan_state``. Resuming checks all three and continues at the first batch not yet consumed.
+``plan_state``. Resuming checks all three and continues at the first batch not yet consumed. A StreamingDataset
+state also resumes in another world size (elastic resume, :func:`~streamscope.stream.plan.resume_plan`): the
+rest of the saved epoch, the samples no rank consumed, is cut into the new ranks' slices and batches.
 
 States written by LitData (a StreamingDataset state has no ``plan_state``) are accepted too: the identity is
 checked on LitData's own keys (input dir, seed, shuffle, drop_last, item loader, world size and the
@@ -26,6 +28,9 @@ from torch.utils.data import get_worker_info
 from streamscope import events as ev
 from streamscope._core.errors import StateDictError
 from streamscope.stream.plan import batches_from_samples, check_state, resume_point
+
+__all__ = ["LITDATA_KEYS", "PassIterator", "Resumable", "member_identity_diffs"]
+
 
 #: Keys of a StreamingDataset state_dict written by LitData 0.2.68 (enough to tell it from other dicts).
 LITDATA_KEYS = frozenset({"num_samples_yielded", "num_workers", "batch_size", "current_epoch", "seed", "shuffle"})
@@ -174,16 +179,24 @@ class Resumable:
             keys = sorted(state) if isinstance(state, dict) else type(state).__name__
             raise StateDictError(f"not a streamscope {type(self).__name__} state (no 'plan_state'; keys: {keys})")
         epoch = int(state["current_epoch"])
-        plan = self.plan(epoch, batch_size)
         try:
-            diffs = self._check_identity(state)
+            diffs = self._resume_diffs(state)
             if diffs:
                 raise StateDictError(f"the saved state does not match this {self._state_kind}: " + "; ".join(diffs))
-            check_state(state["plan_state"], plan)
+            return self._plan_position(state, epoch, batch_size)
         except StateDictError:
             if self.force_override_state_dict:
                 return epoch, 0
             raise
+
+    def _resume_diffs(self, state: dict[str, Any]) -> list[str]:
+        """The differences between ``state`` and this dataset that forbid resuming it here."""
+        return self._check_identity(state)
+
+    def _plan_position(self, state: dict[str, Any], epoch: int, batch_size: int) -> tuple[int, int]:
+        """``(epoch, start_batch)`` of the checked ``state``'s ``plan_state`` in this dataset's plan."""
+        plan = self.plan(epoch, batch_size)
+        check_state(state["plan_state"], plan)
         return resume_point(epoch, int(state["plan_state"]["batches_consumed"]), plan.num_batches)
 
     def _check_litdata_identity(self, state: dict[str, Any]) -> list[str]:

@@ -21,6 +21,25 @@ from collections import OrderedDict
 
 import numpy as np
 
+__all__ = [
+    "ArrayPermutation",
+    "FEISTEL_ROUNDS",
+    "IndexPermutation",
+    "MATERIALISE_MAX",
+    "TAG_CHUNK_ORDER",
+    "TAG_ITEMS",
+    "TAG_WINDOW",
+    "WINDOW_SEGMENT",
+    "WindowShuffle",
+    "chunk_order",
+    "item_permutation",
+    "permutation",
+    "state",
+    "stream",
+    "uniforms",
+]
+
+
 # Domain tags: the first word hashed into each random stream.
 TAG_CHUNK_ORDER = 0x53430001
 TAG_ITEMS = 0x53430002

@@ -80,7 +80,7 @@ def train_test_split(
     return out
 
 
-__all__ = ["train_test_split"]
+__all__ = ["subset_dataset", "train_test_split"]
 
 
 def subset_dataset(streaming_dataset: StreamingDataset, indices: Sequence[int] | slice) -> StreamingDataset:

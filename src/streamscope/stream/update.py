@@ -92,9 +92,9 @@ class DatasetUpdate:
     """
 
     def __init__(self, input_dir: Any) -> None:
-        from streamscope.stream.dataset import _input_path
+        from streamscope.stream.dataset_index import input_path
 
-        path = _input_path(input_dir)
+        path = input_path(input_dir)
         for prefix in ("local:", "file://"):
             if path.startswith(prefix):
                 path = path[len(prefix) :]

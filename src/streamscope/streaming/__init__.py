@@ -8,6 +8,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+__all__ = [
+    "Cache",
+    "CombinedStreamingDataset",
+    "ParallelStreamingDataset",
+    "StreamingDataLoader",
+    "StreamingDataset",
+    "TokensLoader",
+]
+
 _LAZY: dict[str, str] = {
     "StreamingDataset": "streamscope.stream",
     "StreamingDataLoader": "streamscope.stream",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = ["CombinedStreamingDataset"]  # noqa: F822 - resolved by __getattr__
+
 
 def __getattr__(name: str) -> Any:
     # resolved on use, so this path works as soon as the stream layer provides the class

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = ["ParallelStreamingDataset"]  # noqa: F822 - resolved by __getattr__
+
 
 def __getattr__(name: str) -> Any:
     # resolved on use, like the other compat modules (keeps `import streamscope.streaming.parallel` light)

@@ -166,9 +166,9 @@ class BinaryReader:
     @property
     def rank(self) -> int:
         """This process's rank for reading (the DataLoader worker id, 0 outside workers)."""
-        from streamscope.streaming.writer import _worker  # noqa: PLC0415
+        from streamscope.stream.distributed import WorkerEnv  # noqa: PLC0415
 
-        return _worker()[0]
+        return WorkerEnv.detect().worker_id
 
     def get_length(self) -> int:
         """Number of items of the kept chunks (LitData: the last interval's ``chunk_end``, regions ignored)."""

@@ -29,6 +29,7 @@ from streamscope import events as ev
 from streamscope._core.errors import FormatError
 from streamscope.format.compression import parse_compression
 from streamscope.format.writer import ChunkWriter, PendingItem, convert_chunk_bytes, fuse_configs, resolve_write_format
+from streamscope.stream.distributed import DistEnv, WorkerEnv
 from streamscope.stream.parquet import index_parquet_dataset  # LitData defines it in this module
 
 __all__ = ["BinaryWriter", "index_parquet_dataset"]
@@ -40,27 +41,6 @@ _NODE_INDEX = re.compile(r"^\d+-index\.json$")
 
 def _natural_key(name: str) -> list[Any]:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
-
-
-def _world_size_and_rank() -> tuple[int, int]:
-    try:
-        import torch.distributed as dist  # noqa: PLC0415
-
-        if dist.is_available() and dist.is_initialized():
-            return dist.get_world_size(), dist.get_rank()
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
-    return int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", os.environ.get("GLOBAL_RANK", "0")))
-
-
-def _worker() -> tuple[int, int]:
-    """(worker id, number of DataLoader workers); (0, 1) outside a DataLoader worker."""
-    try:
-        from torch.utils.data import get_worker_info  # noqa: PLC0415
-    except ImportError:  # pragma: no cover
-        return 0, 1
-    info = get_worker_info()
-    return (0, 1) if info is None else (info.id, info.num_workers)
 
 
 class BinaryWriter:
@@ -162,9 +142,8 @@ class BinaryWriter:
             if env:
                 self._rank = int(env)
             else:
-                _, global_rank = _world_size_and_rank()
-                worker_id, num_workers = _worker()
-                self._rank = global_rank * num_workers + worker_id
+                worker = WorkerEnv.detect()
+                self._rank = DistEnv.detect().rank * worker.num_workers + worker.worker_id
         return self._rank
 
     @property
@@ -307,7 +286,7 @@ class BinaryWriter:
                     raise FormatError(f"rank {self.rank}: {final!r} did not appear within {timeout:.0f} s")
                 time.sleep(0.01)
             return
-        world_size, _ = _world_size_and_rank()
+        world_size = DistEnv.detect().world_size
         expected = world_size * num_workers
         while True:
             names = os.listdir(self._cache_dir)

@@ -11,3 +11,5 @@ DataLoader and optimize workers only record and hand their data to their main pr
 * :mod:`.otlp_config`: the ``OTEL_*`` variables, validated; :mod:`.pipeline`: the SDK set-up of
   ``streamscope.enable_telemetry()`` (bounded queues, two export threads, faults counted).
 """
+
+__all__: list[str] = []

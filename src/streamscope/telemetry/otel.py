@@ -47,6 +47,26 @@ from streamscope.telemetry.prometheus import is_rank_main_process
 from streamscope.telemetry.spans import ESSENTIAL_CATEGORIES, LINKED_CATEGORIES, Op, SpanEncoder
 from streamscope.telemetry.spool import SpoolReader, SpoolSink
 
+__all__ = [
+    "MAX_LINKS",
+    "MAX_OPEN",
+    "MetricInstruments",
+    "OTelSpanSink",
+    "REPORT",
+    "SAMPLED_OUT",
+    "SCOPE",
+    "SPAN_SINK",
+    "SpanWriter",
+    "add_span_sink",
+    "end_open_spans",
+    "install",
+    "is_rank_main",
+    "on_entry",
+    "replay",
+    "span_sink",
+]
+
+
 #: The span exporter's factory path (``STREAMSCOPE_TRACE_SINKS``): a spawned worker resolves it too.
 SPAN_SINK = "streamscope.telemetry.otel:span_sink"
 #: Instrumentation scope of streamscope's meter and tracer.

@@ -26,6 +26,28 @@ from urllib.parse import unquote, urlsplit
 
 from streamscope._core.errors import TelemetryConfigError
 
+__all__ = [
+    "DEFAULT_COMPRESSION",
+    "DEFAULT_GRPC_ENDPOINT",
+    "DEFAULT_HTTP_ENDPOINT",
+    "EXPORTERS",
+    "NO_LIMIT_S",
+    "OTLPConfig",
+    "PROTOCOLS",
+    "SIGNAL_PATHS",
+    "SignalConfig",
+    "TEMPORALITIES",
+    "load",
+    "parse_bool",
+    "parse_count",
+    "parse_millis",
+    "parse_pairs",
+    "redact_url",
+    "resource_attributes",
+    "signal_endpoint",
+]
+
+
 PROTOCOLS = ("http/protobuf", "grpc")
 DEFAULT_HTTP_ENDPOINT = "http://localhost:4318"
 DEFAULT_GRPC_ENDPOINT = "http://localhost:4317"

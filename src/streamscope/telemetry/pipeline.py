@@ -43,6 +43,9 @@ from streamscope.events.registry import BUCKETS_S, M
 from streamscope.telemetry.otel import SCOPE, end_open_spans
 from streamscope.telemetry.otlp_config import OTLPConfig, SignalConfig, redact_url
 
+__all__ = ["FEATURE", "Pipeline", "Stats", "say_once"]
+
+
 FEATURE = "OTLP export (streamscope.enable_telemetry)"
 
 _said: set[str] = set()

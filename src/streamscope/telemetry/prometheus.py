@@ -51,10 +51,12 @@ from streamscope.storage.redact import redact
 __all__ = [
     "MAX_SERIES_PER_METRIC",
     "RegistryCollector",
+    "doc_with_names",
     "endpoint_port",
     "endpoint_url",
     "families",
     "is_rank_main_process",
+    "markdown_names",
     "start_endpoint",
     "start_from_env",
     "stop_endpoint",

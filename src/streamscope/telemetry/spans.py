@@ -35,6 +35,24 @@ from streamscope.events.bus import BULK, Bulk, as_list
 from streamscope.events.exporters import EventBatch
 from streamscope.storage.redact import redact
 
+__all__ = [
+    "DOWNLOAD",
+    "ESSENTIAL_CATEGORIES",
+    "INSTANT_SPANS",
+    "LINKED_CATEGORIES",
+    "MAX_ORPHANS",
+    "MAX_STR",
+    "Op",
+    "PER_ITEM_CATEGORIES",
+    "PER_ITEM_NAMES",
+    "SpanEncoder",
+    "attribute_value",
+    "attributes",
+    "chunk_stem",
+    "selected",
+]
+
+
 #: Categories whose events never become spans: one per sample, batch or lock operation (the metrics count them).
 PER_ITEM_CATEGORIES = frozenset({"sample", "batch", "lock"})
 #: Events of span categories done per batch or per item: aggregated, never a span.

@@ -27,6 +27,9 @@ from streamscope.events.exporters import FLUSH_TIMEOUT_MILLIS, EventBatch, Expor
 from streamscope.events.registry import M
 from streamscope.telemetry.spans import selected
 
+__all__ = ["MAX_BYTES", "PREFIX", "SUFFIX", "SpoolReader", "SpoolSink", "spool_path"]
+
+
 PREFIX = "otel-spans-"
 SUFFIX = ".bin"
 #: Most bytes one process appends to its spool (beyond: its events are dropped and counted).

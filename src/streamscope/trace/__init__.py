@@ -6,4 +6,7 @@ factory path such as ``streamscope.trace.litracer:LitracerFileSink`` (see ``stre
 
 from __future__ import annotations
 
+__all__ = ["LITRACER_SINK"]
+
+
 LITRACER_SINK = "streamscope.trace.litracer:LitracerFileSink"

@@ -16,6 +16,9 @@ from streamscope.events.exporters import FLUSH_TIMEOUT_MILLIS
 from streamscope.trace.files import AppendFile
 from streamscope.trace.litracer import encode_pieces
 
+__all__ = ["LITRACER_READABLE_CUT", "LitracerFileSink"]
+
+
 #: The end of a Litracer line cut after its ``ph`` value (only the final ``;`` or newline missing): parsers take
 #: it whole (``ph`` is every line's last field, see :mod:`.litracer`).
 LITRACER_READABLE_CUT = re.compile(rb"; ph: *[^;\s]+ *;?$")

@@ -16,6 +16,9 @@ from typing import Any
 
 from streamscope._core.errors import TraceConfigError
 
+__all__ = ["AppendFile", "open_log"]
+
+
 #: Larger batches are written in runs of whole lines of at most this many bytes.
 _MAX_WRITE = 1 << 20
 #: ``os.writev`` where the system has it (POSIX), and the most buffers one call takes (IOV_MAX, 1024 on Linux).

@@ -56,6 +56,17 @@ import numpy as np
 from streamscope.events import BULK, CNAMES, Bulk, EventBatch
 from streamscope.events.bus import joined
 
+__all__ = [
+    "MAX_VALUE_CHARS",
+    "STRUCT_FIELDS",
+    "encode",
+    "encode_bytes",
+    "encode_pieces",
+    "sanitize_key",
+    "sanitize_value",
+]
+
+
 MAX_VALUE_CHARS = 1024
 STRUCT_FIELDS = frozenset({"name", "ph", "ts", "dur", "pid", "tid", "cat", "cname", "s", "args"})
 _LINE_BREAKS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"

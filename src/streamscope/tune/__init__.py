@@ -1,1 +1,34 @@
-"""The auto-tuner: moves live knobs from live metrics."""
+"""The auto-tuner: a closed loop on the training loop's measured wait for data (see README.md).
+
+:class:`Tuner` runs in a rank's main process and moves a :class:`Target` (a loader, adapted by ``api``): the live
+knobs of its board and its number of workers between epochs, within :class:`Budgets`.
+"""
+
+from __future__ import annotations
+
+from streamscope.tune.budgets import Budgets, resolve
+from streamscope.tune.controller import Controller, Decision
+from streamscope.tune.policy import WORKERS, Move, Policy, Resources
+from streamscope.tune.runner import Sensors, Tuner
+from streamscope.tune.signals import Measure, Reading, Window, read_view, window
+from streamscope.tune.target import Target, TargetInfo
+
+__all__ = [
+    "WORKERS",
+    "Budgets",
+    "Controller",
+    "Decision",
+    "Measure",
+    "Move",
+    "Policy",
+    "Reading",
+    "Resources",
+    "Sensors",
+    "Target",
+    "TargetInfo",
+    "Tuner",
+    "Window",
+    "read_view",
+    "resolve",
+    "window",
+]

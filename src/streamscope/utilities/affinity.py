@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+__all__ = ["NumaAffinity", "get_gpu_affinity", "get_numa_affinity"]
+
+
 _NODES = Path("/sys/devices/system/node")
 _PCI = Path("/sys/bus/pci/devices")
 _MPOL_BIND = 2

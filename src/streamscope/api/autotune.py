@@ -1,0 +1,157 @@
+"""The auto-tuner wired to a StreamingDataLoader: the ``autotuner`` hook the loader asks for.
+
+``StreamingDataLoader(..., autotune=True)`` (or ``STREAMSCOPE_AUTOTUNE=1``) calls :func:`attach` through
+:mod:`streamscope._core.hooks` (``stream`` may not import ``tune`` or ``api``). It switches metrics on (the tuner
+reads the merged metrics of the run), adapts the loader to :class:`streamscope.tune.Target` and returns the
+:class:`LoaderAutotune` the loader calls at each epoch and in its ``state_dict``. Nothing is started before the
+loader's first epoch; without ``autotune`` this module is never imported.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from streamscope import events as ev
+from streamscope._core import hooks
+from streamscope.events import vocab
+from streamscope.tune import WORKERS, Tuner
+from streamscope.tune.target import TargetInfo
+
+#: The categories the tuner reads metrics of (the wait, its split, downloads and the cache).
+METRIC_LEVEL = "chunk"
+#: Version of the ``autotune`` entry of a loader's state_dict.
+STATE_VERSION = 1
+
+
+def _members(ds: Any) -> list[Any]:
+    members = getattr(ds, "_datasets", None)
+    return list(members) if members else [ds]
+
+
+def target_info(loader: Any) -> TargetInfo:
+    """What the tuner needs to know of a loader's data (chunk sizes, the cache) and of the loader."""
+    ds = loader.dataset
+    chunk_max = total = items = n = 0
+    uses_cache = False
+    cache_dir = None
+    for d in _members(ds):
+        chunks = getattr(d, "chunks", None) or []
+        for c in chunks:
+            b = int(c.get("chunk_bytes") or 0)
+            chunk_max = max(chunk_max, b)
+            total += b
+            items += int(c.get("chunk_size") or 0)
+            n += 1
+        if (getattr(d, "remote", False) or getattr(d, "compression", None)) and getattr(d, "_plain_dir", None) is None:
+            uses_cache = True
+            cache_dir = cache_dir or getattr(d, "_cache_root", None)
+    bs = loader.batch_size
+    batch = int(sum(bs)) if isinstance(bs, (list, tuple)) else int(bs or 1)
+    return TargetInfo(
+        batch_size=batch,
+        samples_per_chunk=items / n if n else 0.0,
+        chunk_bytes=chunk_max,
+        dataset_bytes=total,
+        uses_cache=uses_cache,
+        cache_dir=cache_dir,
+        kind="chunks",
+        persistent_workers=bool(loader.persistent_workers),
+    )
+
+
+class LoaderTarget:
+    """A StreamingDataLoader as the tuner sees it (held weakly: the tuner never keeps a loader alive)."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = weakref.ref(loader)
+        self.info = target_info(loader)
+        self._epochs = 0
+        self.pending_workers: int | None = None
+
+    def _get(self) -> Any:
+        loader = self._loader()
+        if loader is None:
+            raise ReferenceError("the loader is gone")
+        return loader
+
+    def board(self) -> Any:
+        return self._get().knobs
+
+    def workers(self) -> int:
+        n = self.pending_workers
+        return int(n) if n is not None else int(self._get().num_workers)
+
+    def request_workers(self, n: int) -> None:
+        self.pending_workers = int(n)
+
+    def epoch(self) -> int:
+        return self._epochs
+
+    def iterating(self) -> bool:
+        loader = self._loader()
+        return loader is not None and getattr(loader, "_live", None) is not None
+
+
+class LoaderAutotune:
+    """The tuner of one loader (what :func:`attach` returns; see :class:`streamscope._core.hooks.LoaderTuner`)."""
+
+    def __init__(self, loader: Any) -> None:
+        self.target = LoaderTarget(loader)
+        self.tuner = Tuner(self.target)
+        self._finalizer = weakref.finalize(loader, self.tuner.stop, 0.0)
+
+    def before_epoch(self) -> None:
+        loader = self.target._get()
+        n = self.target.pending_workers
+        self.target.pending_workers = None
+        if n is not None and n != loader.num_workers:
+            loader._retune_workers(n)
+        self.target._epochs += 1
+        if not self.tuner.running and self.tuner.error is None and not self.tuner._stop.is_set():
+            self.tuner.start()  # the first epoch: budgets checked (raising before any batch), then tuning
+
+    def state_dict(self) -> dict[str, Any]:
+        values = self.tuner.values()
+        return {"version": STATE_VERSION, "values": values}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        values = state.get("values") if isinstance(state, dict) else None
+        if isinstance(values, dict) and values:
+            self.tuner.restore(values)
+
+    def close(self) -> None:
+        self.tuner.stop()
+
+    # --- for users and tests --------------------------------------------------------------------
+
+    @property
+    def decisions(self) -> list[Any]:
+        """Every tried move with its verdict (:class:`streamscope.tune.Decision`)."""
+        return self.tuner.decisions
+
+    def values(self) -> dict[str, Any]:
+        """The values the tuner set and kept (``num_workers`` too)."""
+        return self.tuner.values()
+
+
+def ensure_metrics() -> None:
+    """Metrics on for the categories the tuner reads, in this process and the workers it starts."""
+    need = vocab.categories_for_level(METRIC_LEVEL)
+    have = frozenset(ev.RECORDER.metric_cats) | frozenset(ev.RECORDER.trace_cats)
+    if need <= have:
+        return
+    from streamscope.api.tracing import enable_metrics
+
+    enable_metrics(categories=sorted(need | frozenset(ev.RECORDER.metric_cats)))
+
+
+def attach(loader: Any) -> LoaderAutotune:
+    """Tune ``loader`` (metrics switched on now; the tuner starts with its first epoch)."""
+    ensure_metrics()
+    return LoaderAutotune(loader)
+
+
+hooks.provide("autotuner", attach)
+
+__all__ = ["WORKERS", "LoaderAutotune", "LoaderTarget", "attach", "ensure_metrics", "target_info"]

@@ -1,0 +1,49 @@
+"""What StreamingDataLoader asks of a dataset it iterates: batches instead of samples, and how.
+
+The loader sets a :class:`BatchMode` on the dataset (``set_batch_mode``) around ``iter(dataset)``; the dataset
+captures it at that call, so an iterator made under a loader yields ``(batch_number, batch)`` even when it runs
+later (torch's single-process loader), and the dataset iterated directly still yields plain samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, MutableSequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["BatchMode"]
+
+
+@dataclass(frozen=True)
+class BatchMode:
+    """One loader iteration's request to its dataset (pickled to spawned workers with the dataset).
+
+    Attributes:
+        epoch: the epoch to read.
+        start: the first batch of the epoch (a resumed loader starts past 0).
+        batch_size: samples per batch.
+        collate_fn: the user's collate function (None: the dataset's own batch decoding).
+        position: the loader's live ``[epoch, start]``, read when the iterator starts (None: ``epoch``, ``start``).
+        arena_flags: the shared flags of the batch arenas (None: batches are not grouped into arenas).
+        parcel: workers end their share with a parcel of their trace events (non-persistent workers, tracing).
+        parcel_acks: the loader's per-worker flags marking each parcel received or abandoned.
+        wait_ring: the ring of the loop's waits the workers read (metrics on), else None.
+        workers: the loader's number of workers.
+    """
+
+    epoch: int
+    start: int
+    batch_size: int
+    collate_fn: Callable[[list[Any]], Any] | None = None
+    position: MutableSequence[int] | None = None
+    arena_flags: Any = None
+    parcel: bool = False
+    parcel_acks: Any = None
+    wait_ring: Any = None
+    workers: int = 1
+
+    def epoch_and_start(self) -> tuple[int, int]:
+        """The epoch and first batch to read: the loader's position when it has one."""
+        if self.position is not None:
+            return int(self.position[0]), int(self.position[1])
+        return self.epoch, self.start

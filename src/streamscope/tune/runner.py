@@ -1,0 +1,179 @@
+"""The tuner's thread in a rank's main process: read the metrics on the controller's schedule, feed it, and report.
+
+Every event is a ``tune`` instant (Litracer log, Perfetto, OTLP as a zero-length span):
+
+* ``started``  the budgets (RAM and where it comes from, cores, the workers cap);
+* ``decision`` a tried move's verdict, one per knob it moved: ``decision`` (its number), ``knob``, ``old``, ``new``,
+  ``reason``, ``cause`` (download / cpu / idle), ``wait_before_ms``, ``wait_after_ms``, ``outcome`` (kept, rolled
+  back, abandoned), ``epoch``; the board's own ``tune`` event (named by the knob) marks the moment of each change;
+* ``budget``   a value lowered at the start to fit the cache or its disk;
+* ``settled`` / ``resumed``: the tuner found nothing to improve (and why), or looks again (and why);
+* ``restored`` the tuned values a resumed run started from.
+
+A controller that raises stops tuning: a move on trial goes back to the last good values, a ``crash`` instant
+(name ``tuner``) is recorded and a RuntimeWarning says so; the loader goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from streamscope import events as ev
+from streamscope._core import config
+from streamscope.tune.budgets import Budgets, disk_free, resolve, tree_rss
+from streamscope.tune.controller import Controller, Decision
+from streamscope.tune.policy import Policy, Resources
+from streamscope.tune.signals import Reading, read_view
+from streamscope.tune.target import Target
+
+__all__ = ["Sensors", "Tuner", "record"]
+
+
+class Sensors:
+    """What the tuner reads: the merged metrics and the rank's resident memory."""
+
+    def __init__(self, pid: int | None = None) -> None:
+        self.pid = pid or os.getpid()
+
+    def read(self, now: float) -> Reading:
+        return read_view(ev.metrics_view(), now)
+
+    def resources(self) -> Resources:
+        tree, own, n = tree_rss(self.pid)
+        return Resources(tree, own, n)
+
+    def cache_free(self, cache_dir: str | None) -> int | None:
+        return disk_free(cache_dir) if cache_dir else None
+
+
+def record(name: str, fields: dict[str, Any]) -> None:
+    """A tuner event as a ``tune`` instant (nothing when the category is off)."""
+    ev.instant(name, "tune", **fields)
+
+
+class Tuner:
+    """Tunes one target from a daemon thread of this process (see the module docstring).
+
+    Args:
+        target: the loader, adapted (:class:`~streamscope.tune.target.Target`).
+        budgets: the budgets (default: :func:`~streamscope.tune.budgets.resolve`, from the knobs and the machine).
+        sensors: what is read (default: the metrics view and psutil).
+        tick: seconds between two readings while searching (default: ``metrics_interval``).
+        clock: the monotonic clock.
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        budgets: Budgets | None = None,
+        sensors: Sensors | None = None,
+        tick: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        emit: Callable[[str, dict[str, Any]], None] = record,
+    ) -> None:
+        self.target = target
+        self.budgets = budgets or resolve()
+        self.sensors = sensors or Sensors()
+        self.clock = clock
+        self._emit_to = emit
+        self.events: list[tuple[str, dict[str, Any]]] = []  # every event this tuner emitted, in order
+        self.controller = Controller(
+            target,
+            Policy(target.info, self.budgets),
+            self.budgets,
+            self._emit,
+            tick=float(tick if tick is not None else config.get("metrics_interval")),
+            period_max=float(config.get("autotune_period_max")),
+            min_gain=float(config.get("autotune_min_gain")),
+        )
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def _emit(self, name: str, fields: dict[str, Any]) -> None:
+        self.events.append((name, fields))
+        if len(self.events) > 10_000:
+            del self.events[:1000]
+        self._emit_to(name, fields)
+
+    @property
+    def decisions(self) -> list[Decision]:
+        return list(self.controller.decisions)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def check(self) -> None:
+        """The budgets against what runs now; unpinned values brought inside them.
+
+        Raises:
+            TuneBudgetError: the loader cannot run within them at all.
+        """
+        res = self.sensors.resources()
+        with self._lock:
+            self.controller.start(self.clock(), res, self.sensors.cache_free(self.target.info.cache_dir))
+
+    def start(self) -> None:
+        """:meth:`check`, then tune from a daemon thread (once)."""
+        if self._thread is not None:
+            return
+        self.check()
+        self._emit("started", {**self.budgets.describe(), "workers": self.target.workers()})
+        self._thread = threading.Thread(target=self._run, name="streamscope-tuner", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        c = self.controller
+        try:
+            while not self._stop.wait(max(0.0, c.next_wake() - self.clock())):
+                now = self.clock()
+                reading = self.sensors.read(now)
+                res = self.sensors.resources()
+                with self._lock:
+                    if self._stop.is_set():
+                        break
+                    c.step(now, reading, res)
+        except Exception as exc:  # noqa: BLE001 - tuning stops; the loader must go on
+            self.error = exc
+            try:
+                with self._lock:
+                    c.abort(f"the tuner failed: {type(exc).__name__}: {exc}")
+            except Exception:  # noqa: BLE001 - the values stay where they are
+                pass
+            ev.crash(exc, "tuner", stderr=False, component="tuner")
+            warnings.warn(
+                f"streamscope's auto-tuner stopped after an error ({type(exc).__name__}: {exc}); the loader goes on "
+                f"with the last good knob values",
+                RuntimeWarning,
+                stacklevel=1,
+            )
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop the thread (a move on trial goes back to the last good values)."""
+        self._stop.set()
+        t = self._thread
+        if t is not None and t.is_alive() and t is not threading.current_thread():
+            t.join(timeout)
+        with self._lock:
+            if self.controller.phase != "stopped" and self.controller._trial is not None:
+                self.controller.abort("the tuner stopped")
+
+    def values(self) -> dict[str, Any]:
+        """The values the tuner set and kept."""
+        with self._lock:
+            return dict(self.controller.good)
+
+    def restore(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Start from a saved run's tuned values."""
+        with self._lock:
+            done = self.controller.restore(values)
+        if done:
+            self._emit("restored", {"values": ",".join(f"{k}={v}" for k, v in sorted(done.items()))})
+        return done

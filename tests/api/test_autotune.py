@@ -1,0 +1,113 @@
+"""The auto-tuner on a real StreamingDataLoader: the switch, correctness with the tuner on (every sample once per
+epoch, the same order, exact resume, workers 0 and 2), the tuned values in state_dict, bad budgets, tune events."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+from streamscope import events as ev
+from streamscope._core.errors import ConfigError, TuneBudgetError
+from streamscope.stream.dataloader import StreamingDataLoader
+from streamscope.stream.dataset import StreamingDataset
+from tests.stream._data import write_dataset
+from tests.support.tracing import clean_tracer  # noqa: F401
+
+
+def _slow(sample):
+    time.sleep(0.0015)  # a decode-heavy transform: the loop waits on decoding
+    return sample
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory):
+    return write_dataset(str(tmp_path_factory.mktemp("at") / "src"), 800, chunk_size=20, compression="zstd")
+
+
+def _loader(src, cache, workers, autotune, transform=_slow, **kw):
+    ds = StreamingDataset(src, cache_dir=cache, shuffle=True, seed=5, transform=transform, **kw)
+    return StreamingDataLoader(ds, batch_size=8, num_workers=workers, autotune=autotune)
+
+
+def _order(batches):
+    return [i for b in batches for i in b["index"].tolist()]
+
+
+def test_off_nothing_changes(src, tmp_path, clean_tracer, monkeypatch):  # noqa: F811
+    monkeypatch.delenv("STREAMSCOPE_AUTOTUNE", raising=False)
+    sys.modules.pop("streamscope.api.autotune", None)
+    dl = _loader(src, str(tmp_path / "c"), 0, None, transform=None)
+    assert dl.tuner is None and "autotune" not in dl.state_dict()
+    assert len(_order(dl)) == 800
+    assert "streamscope.api.autotune" not in sys.modules  # nothing of the tuner was even imported
+    assert not ev.RECORDER.metric_cats  # nor were metrics switched on
+
+
+def test_the_environment_switches_it_on_and_the_argument_wins(src, tmp_path, clean_tracer, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("STREAMSCOPE_AUTOTUNE", "1")
+    assert _loader(src, str(tmp_path / "a"), 0, None, transform=None).tuner is not None
+    assert _loader(src, str(tmp_path / "b"), 0, False, transform=None).tuner is None
+    monkeypatch.setenv("STREAMSCOPE_AUTOTUNE", "perhaps")
+    with pytest.raises(ConfigError, match="STREAMSCOPE_AUTOTUNE"):
+        _loader(src, str(tmp_path / "c"), 0, None, transform=None)
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")  # torch: more workers than cores, on purpose
+@pytest.mark.parametrize("workers", [0, 2])
+def test_tuned_loader_same_order_every_sample_once_exact_resume(src, tmp_path, clean_tracer, monkeypatch, workers):  # noqa: F811
+    """The tuner moves workers between epochs (and may move live knobs within one); the order of every epoch and a
+    resume from mid-epoch are those of an untuned loader, and the resumed run starts with the tuned values."""
+    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "0.1")
+    monkeypatch.setenv("STREAMSCOPE_AUTOTUNE_MAX_WORKERS", str(workers + 2))
+    log = str(tmp_path / "trace.log")
+    from streamscope.api.tracing import enable_tracer
+
+    enable_tracer(categories=["tune", "crash"], log_file=log, flush_interval=0.2)
+    ref = _loader(src, str(tmp_path / "ref"), 0, False, transform=None)
+    want = [_order(ref) for _ in range(3)]
+    assert all(sorted(e) == list(range(800)) for e in want) and want[0] != want[1]
+
+    dl = _loader(src, str(tmp_path / "c"), workers, True)
+    got = [_order(dl) for _ in range(2)]
+    assert got == want[:2]
+    assert dl.tuner.decisions, "the tuner made no move"
+    moved = [d for d in dl.tuner.decisions if d.move.workers is not None]
+    assert moved and moved[0].move.workers > workers
+    it = iter(dl)
+    head = _order(next(it) for _ in range(40))
+    state = dl.state_dict()
+    del it
+    assert head == want[2][:320]
+    tuned = dl.tuner.values()
+    assert state["autotune"]["values"] == tuned
+    dl.tuner.close()
+
+    again = _loader(src, str(tmp_path / "c"), workers, True)
+    again.load_state_dict(state)
+    rest = _order(again)
+    assert head + rest == want[2]
+    if "num_workers" in tuned:
+        assert again.num_workers == tuned["num_workers"]  # the resumed run starts tuned
+    board = again.knobs
+    for knob, value in tuned.items():
+        if knob != "num_workers":
+            assert board.value(knob) == value
+    again.tuner.close()
+
+    ev.flush()
+    with open(log) as f:
+        text = f.read()
+    assert "name: decision;" in text and "knob: num_workers;" in text and "wait_before_ms" in text
+
+
+def test_budgets_too_small_fail_before_the_first_batch(src, tmp_path, clean_tracer, monkeypatch):  # noqa: F811
+    dl = _loader(src, str(tmp_path / "c"), 0, True, transform=None, max_cache_size=10)
+    with pytest.raises(TuneBudgetError, match="max_cache_size=10 bytes.*raise max_cache_size"):
+        next(iter(dl))
+    monkeypatch.setenv("STREAMSCOPE_AUTOTUNE_RAM_BUDGET", "1MB")
+    dl = _loader(src, str(tmp_path / "d"), 0, True, transform=None)
+    with pytest.raises(TuneBudgetError, match="STREAMSCOPE_AUTOTUNE_RAM_BUDGET"):
+        next(iter(dl))
+    assert dl.batches_consumed == 0 and not dl.tuner.decisions
