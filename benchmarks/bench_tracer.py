@@ -42,14 +42,17 @@ Parts, each side by side with LitData 0.2.68 in the same run:
    for one local epoch at ``num_workers`` 0 and 2), per ``--ab-workers`` value. Two processes live side by side
    for the whole run: ``off`` never switches anything on; ``on`` calls ``streamscope.enable_telemetry()`` once
    (metrics at ``chunk``, spans at ``chunk`` over OTLP/HTTP to a real receiver in this process,
-   ``tests/support/otlp_receiver.py``, metrics exported every second, and the Prometheus endpoint on a free
-   port, scraped by this process every ``--ab-scrape-interval`` s while ``on`` runs its epoch). The two run one
+   ``tests/support/otlp_receiver.py``, metrics exported every ``--ab-export-interval`` s, and the Prometheus
+   endpoint on a free port, scraped by this process every ``--ab-scrape-interval`` s while ``on`` runs its
+   epoch). ``--ab-telemetry-parts`` switches on part of it instead: ``otlp`` (no endpoint), ``prometheus`` (the
+   endpoint, no OpenTelemetry), ``metrics`` (``enable_metrics("chunk")`` alone, no exporter). The two run one
    epoch each per round, in alternating order (toggling inside one process is not possible here: an installed
-   OpenTelemetry SDK switches metrics back on at its next collection). Each epoch is timed as the tracer A/B
-   times its strict unit: the epoch, then ``Telemetry.force_flush()`` (its spans and metrics exported now,
-   ``on`` only) and the workers' exit; CPU of the process and its reaped workers. ``cpu_cycle`` also counts
-   what a process spent between two of its epochs (its exporter and server threads while the other ran), so
-   no background work escapes. Paired medians of per-round ratios with 95 % bootstrap intervals, as above.
+   OpenTelemetry SDK switches metrics back on at its next collection). Each epoch is timed with the workers'
+   exit; ``strict`` (``--ab-telemetry-modes``) adds ``Telemetry.force_flush()`` after it (its spans and metrics
+   exported now, ``on`` only), as the tracer A/B's strict unit flushes; CPU of the process and its reaped
+   workers. ``cpu_cycle`` also counts what a process spent between two of its epochs (its exporter and server
+   threads while the other ran), so no background work escapes. Paired medians of per-round ratios with 95 %
+   bootstrap intervals, as above.
 
 Writes ``benchmarks/results/bench_tracer.json`` (``--out``: elsewhere, e.g. the single runs that
 ``pool_ab.py`` pools).
@@ -494,11 +497,20 @@ def attribution(data_dir: str, rounds: int, level: str) -> dict[str, Any]:
 TEL_CHILD = r"""
 import json, multiprocessing, os, resource, sys, time
 arm, data_dir, workers, endpoint = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-export_s, strict = float(sys.argv[5]), sys.argv[6] == "strict"
+export_s, strict, parts = float(sys.argv[5]), sys.argv[6] == "strict", sys.argv[7]
 import streamscope as S
 handle = None
-if arm == "on":  # before any dataset or loader, as documented: the workers inherit what it switches on
-    handle = S.enable_telemetry(endpoint=endpoint, prometheus_port=0, metric_export_interval=export_s, service_name="bench")
+# before any dataset or loader, as documented: the workers inherit what it switches on
+if arm == "on" and parts == "metrics":
+    from streamscope.api.tracing import enable_metrics
+    enable_metrics("chunk")
+elif arm == "on":
+    if parts == "prometheus":
+        os.environ["OTEL_SDK_DISABLED"] = "true"  # no OpenTelemetry: the endpoint alone (it switches metrics on)
+    handle = S.enable_telemetry(
+        endpoint=endpoint, metric_export_interval=export_s, service_name="bench",
+        prometheus_port=None if parts == "otlp" else 0,
+    )
 def cpu():  # this process (every thread) and its reaped DataLoader workers
     c = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + c.ru_utime + c.ru_stime
@@ -553,10 +565,13 @@ def telemetry_ab(
     log_dir: str,
     export_interval: float = 1.0,
     strict: bool = False,
+    parts: str = "all",
 ) -> dict[str, Any]:
     """Everything on (metrics + OTLP spans and metrics to a real receiver + Prometheus scraped) against
     everything off, one process each, one epoch each per round in alternating order (see the module doc).
-    ``strict``: ``on`` exports everything at the end of each of its epochs (``force_flush``), timed."""
+    ``strict``: ``on`` exports everything at the end of each of its epochs (``force_flush``), timed. ``parts``:
+    what ``on`` switches on: ``all``; ``otlp`` (no Prometheus endpoint); ``prometheus`` (the endpoint, scraped,
+    and no OpenTelemetry); ``metrics`` (``enable_metrics("chunk")`` alone: no exporter)."""
     sys.path.insert(0, ROOT)
     from tests.support.otlp_receiver import OTLPReceiver
 
@@ -573,7 +588,7 @@ def telemetry_ab(
                 logs[arm] = open(os.path.join(log_dir, f"telemetry_{arm}_w{workers}.err"), "w")  # noqa: SIM115
                 procs[arm] = subprocess.Popen(
                     [sys.executable, "-c", TEL_CHILD, arm, data_dir, str(workers), rx.url, str(export_interval)]
-                    + ["strict" if strict else "steady"],
+                    + ["strict" if strict else "steady", parts],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=logs[arm],
@@ -585,7 +600,7 @@ def telemetry_ab(
             scraping, stop = threading.Event(), threading.Event()
 
             def scrape() -> None:
-                while not stop.is_set():
+                while not stop.is_set() and ready["on"]["port"]:
                     if not scraping.wait(0.05):
                         continue
                     try:
@@ -636,6 +651,7 @@ def telemetry_ab(
             for f in logs.values():
                 f.close()
     out: dict[str, Any] = {
+        "switched_on": parts,
         "rounds": rounds,
         "workers": workers,
         "scrape_interval_s": scrape_interval,
@@ -702,6 +718,11 @@ def main() -> None:
     )
     ap.add_argument("--ab-scrape-interval", type=float, default=1.0, help="seconds between Prometheus scrapes")
     ap.add_argument("--ab-export-interval", type=float, default=1.0, help="seconds between OTLP metric exports")
+    ap.add_argument(
+        "--ab-telemetry-parts",
+        default="all",
+        help="what the telemetry A/B's on arm switches on: all, otlp, prometheus, metrics (a comma list)",
+    )
     ap.add_argument(
         "--ab-telemetry-modes",
         default="steady",
@@ -779,26 +800,31 @@ def main() -> None:
                         result[key] = got
                         print(f"in-process A/B w{workers} {level} block={block}: {json.dumps(got)}", flush=True)
         if args.ab_telemetry_rounds:
-            for mode in [m for m in args.ab_telemetry_modes.split(",") if m]:
-                for workers in [int(w) for w in args.ab_workers.split(",") if w]:
-                    got = telemetry_ab(
-                        data_dir,
-                        args.ab_telemetry_rounds,
-                        workers,
-                        args.ab_scrape_interval,
-                        tmp,
-                        args.ab_export_interval,
-                        mode == "strict",
-                    )
-                    key = f"telemetry_ab_w{workers}" + ("_strict" if mode == "strict" else "")
-                    result[key] = got
-                    brief = {k: v for k, v in got.items() if k != "rounds_raw"}
-                    print(f"telemetry A/B w{workers} {mode}: {json.dumps(brief)}", flush=True)
+            for parts in [x for x in args.ab_telemetry_parts.split(",") if x]:
+                for mode in [m for m in args.ab_telemetry_modes.split(",") if m]:
+                    for workers in [int(w) for w in args.ab_workers.split(",") if w]:
+                        got = telemetry_ab(
+                            data_dir,
+                            args.ab_telemetry_rounds,
+                            workers,
+                            args.ab_scrape_interval,
+                            tmp,
+                            args.ab_export_interval,
+                            mode == "strict",
+                            parts,
+                        )
+                        key = f"telemetry_ab_w{workers}" + ("_strict" if mode == "strict" else "")
+                        key += "" if parts == "all" else f"_{parts}"
+                        key += f"_export{args.ab_export_interval:g}s_scrape{args.ab_scrape_interval:g}s"
+                        result[key] = got
+                        brief = {k: v for k, v in got.items() if k != "rounds_raw"}
+                        print(f"telemetry A/B {key}: {json.dumps(brief)}", flush=True)
     bench.write(result, summary=summarize(result), out=args.out)
 
 
 def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The README's rows: each measure's chunk/off and sample/off ratios (CPU; A/B rows: paired medians)."""
+    """The README's rows: each measure's chunk/off and sample/off ratios (CPU; A/B rows: paired medians), and the
+    telemetry A/B's on/off."""
     rows: list[dict[str, Any]] = []
     for name, row in result.get("read", {}).items():
         rows.append(
@@ -821,6 +847,25 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
                 "chunk / off": value if level == "chunk" else None,
                 "sample / off": value if level == "sample" else None,
                 "noise (off spread)": f"95 % {ci[0]}-{ci[1]}" if ci else got.get("off_cpu_quartile_spread"),
+            }
+        )
+    for key, got in result.items():
+        if not key.startswith("telemetry_ab_"):
+            continue
+        ci = got["on_over_off_cpu_paired_median_ci95"]
+        what = {"all": "everything on", "metrics": "metrics alone", "otlp": "metrics + OTLP", "prometheus": ""}
+        part = what.get(got.get("switched_on", "all")) or "metrics + Prometheus"
+        if got.get("switched_on", "all") in ("all", "otlp"):
+            part += f", OTLP metrics every {got['metric_export_interval_s']:g} s"
+        if got.get("switched_on", "all") in ("all", "prometheus"):
+            part += f", scraped every {got['scrape_interval_s']:g} s"
+        if got.get("force_flush_every_epoch"):
+            part += ", force_flush per epoch"
+        rows.append(
+            {
+                "measure": f"telemetry on/off w{got['workers']} ({part}), {got['rounds']} rounds, CPU paired median",
+                "on / off": got["on_over_off_cpu_paired_median"],
+                "noise (off spread)": f"95 % {ci[0]}-{ci[1]}",
             }
         )
     for key, got in result.items():

@@ -214,15 +214,17 @@ class WaitRing:
         self.array[1] = t0
 
     def end(self, t0: int, t1: int) -> None:
-        """The batch arrived: the wait ``[t0, t1]`` is complete. (No wait open before the count moves: a reader
-        that sees the count sees no stale ``open_since``.)"""
+        """The batch arrived: the wait ``[t0, t1]`` is complete. (The count moves before the open wait is
+        cleared: a reader between the two sees the complete wait still open, which only keeps more of its
+        segments; the other order would show it neither counted nor open, and a fold then could drop segments
+        of a long wait as too old.)"""
         a = self.array
         k = a[0]
         i = 24 + 2 * (k % 4096)
         a[i] = t0
         a[i + 1] = t1
-        a[1] = 0
         a[0] = k + 1
+        a[1] = 0
 
     # --- the loader's iterations (its process) ---
 
@@ -272,7 +274,8 @@ class WaitRing:
         return g, int(a[_FIRST]), int(a[_WORKERS])
 
     def head(self) -> tuple[int, int]:
-        """(count of complete waits, begin of the wait in progress or 0), read consistently."""
+        """(count of complete waits, begin of the wait in progress or 0), read consistently. Just as a wait
+        completes, its begin may still show as open (see :meth:`end`): never earlier than a wait not counted."""
         a = self.array
         while True:
             k = a[_COUNT]
