@@ -36,7 +36,10 @@ def _cached_chunks(cache_root: str) -> dict[str, int]:
         for n in names:
             if n.startswith("chunk-") and n.endswith(".bin") and ".lease." not in n:
                 p = os.path.join(dirpath, n)
-                out[os.path.relpath(p, cache_root)] = os.path.getsize(p)
+                try:
+                    out[os.path.relpath(p, cache_root)] = os.path.getsize(p)
+                except FileNotFoundError:  # evicted by a worker between the listing and here: not cached any more
+                    pass
     return out
 
 
