@@ -69,6 +69,7 @@ from streamscope.processing._store import check_writable, local_root, open_outpu
 from streamscope.processing.executors import Executor, resolve_executor
 from streamscope.processing.merge import merge_datasets  # noqa: F401 - litdata.processing.functions path
 from streamscope.processing.nodes import NODES_DIR, NodeEnv, NodeGroup, detect_node, node_index_key
+from streamscope.processing.runner import JobRun
 from streamscope.processing.split import aligned_ranges, even_ranges, weighted_ranges
 from streamscope.processing.worker import CHECKPOINT_DIR, Resume, WorkerJob, checkpoint_key
 
@@ -446,9 +447,7 @@ def _optimize(
         if encryption is not None:  # the claims are plain files: a fingerprint of the key, not the key
             secret = json.dumps(ckpt_config["writer"]["encryption"], sort_keys=True, default=str)
             agreed["writer"] = {**ckpt_config["writer"], "encryption": hashlib.sha256(secret.encode()).hexdigest()}
-        group = NodeGroup(store, node, agreed, "optimize")
-        group.join()
-        group.start_heartbeat()
+        group = _join_nodes(store, node, agreed, "optimize")
 
     try:
         with ev.span("optimize", "epoch", inputs=n, workers=workers, url=store.url, node=node.node_rank):
@@ -559,34 +558,28 @@ def _optimize_node(
         resume_records = {w: Resume(next_chunk_index=starts[w]) for w in mine}
 
     staging = _make_staging(store)
-    jobs = [
-        WorkerJob(
-            kind="optimize",
-            worker=w,
-            num_workers=workers,
-            fn=fn,
-            inputs=items[ranges[w][0] : ranges[w][1]],
-            offset=ranges[w][0],
-            output_dir=output_dir,
-            storage_options=storage_options,
-            staging_dir=staging,
-            writer_kwargs=writer_kwargs,
-            use_checkpoint=use_checkpoint,
-            resume=resume_records[w],
-            reader=reader,
-            source=queue,
-            num_nodes=node.num_nodes,
-            node_rank=node.node_rank,
-        )
-        for w in mine
-    ]
-    shared, shared_offset = None, 0
-    if queue is None and not keep_data_ordered:  # this node's share of the inputs, handed out by one queue
-        a, b = even_ranges(n, node.num_nodes)[node.node_rank]
-        shared, shared_offset = items[a:b], a
-    total = None if queue is not None else (len(shared) if shared is not None else sum(len(j.inputs) for j in jobs))
+    run = _job_run(
+        "optimize",
+        node,
+        mine,
+        workers,
+        fn,
+        items,
+        ranges,
+        staging,
+        output_dir=output_dir,
+        storage_options=storage_options,
+        reader=reader,
+        start_method=start_method,
+        verbose=verbose,
+        keep_data_ordered=keep_data_ordered,
+        queue=queue,
+        resume=resume_records,
+        writer_kwargs=writer_kwargs,
+        use_checkpoint=use_checkpoint,
+    )
     try:
-        results = ex.run(jobs, total, start_method, verbose, "optimize", shared, shared_offset)
+        results = ex.run(run)
         parts = [(f"worker {w}", *results[w]) for w in mine]
         if not multi:
             _publish_index(store, parts, existing, n)
@@ -740,35 +733,27 @@ def _map(
             "ranges": [list(r) for r in ranges],
             "inputs_sha256": _fingerprint(items),
         }
-        group = NodeGroup(store, node, agreed, "map")
-        group.join()
-        group.start_heartbeat()
+        group = _join_nodes(store, node, agreed, "map")
     staging = _make_staging(store)
-    jobs = [
-        WorkerJob(
-            kind="map",
-            worker=w,
-            num_workers=workers,
-            fn=fn,
-            inputs=items[ranges[w][0] : ranges[w][1]],
-            offset=ranges[w][0],
-            output_dir=output_dir,
-            storage_options=storage_options,
-            staging_dir=staging,
-            reader=reader,
-            num_nodes=node.num_nodes,
-            node_rank=node.node_rank,
-        )
-        for w in mine
-    ]
-    shared, shared_offset = None, 0
-    if not keep_data_ordered:
-        a, b = even_ranges(n, node.num_nodes)[node.node_rank]
-        shared, shared_offset = items[a:b], a
-    total = len(shared) if shared is not None else sum(len(j.inputs) for j in jobs)
+    run = _job_run(
+        "map",
+        node,
+        mine,
+        workers,
+        fn,
+        items,
+        ranges,
+        staging,
+        output_dir=output_dir,
+        storage_options=storage_options,
+        reader=reader,
+        start_method=start_method,
+        verbose=True,
+        keep_data_ordered=keep_data_ordered,
+    )
     try:
         with ev.span("map", "epoch", inputs=n, workers=workers, url=store.url, node=node.node_rank):
-            ex.run(jobs, total, start_method, True, "map", shared, shared_offset)
+            ex.run(run)
         if group is not None and group.finish(None):
             group.cleanup()  # the last node: the job is over
             _remove_nodes_dir(store)
@@ -781,6 +766,66 @@ def _map(
 
 
 # --- helpers ----------------------------------------------------------------------------------------
+
+
+def _join_nodes(store: ObjectStore, node: NodeEnv, agreed: dict[str, Any], kind: str) -> NodeGroup:
+    """Join the job's node group (its claims agree on ``agreed``) and keep this node's heartbeat going."""
+    group = NodeGroup(store, node, agreed, kind)
+    group.join()
+    group.start_heartbeat()
+    return group
+
+
+def _job_run(
+    kind: str,
+    node: NodeEnv,
+    mine: range,
+    workers: int,
+    fn: Callable[..., Any],
+    items: list[Any],
+    ranges: list[tuple[int, int]],
+    staging: str,
+    *,
+    output_dir: str,
+    storage_options: dict[str, Any],
+    reader: Any,
+    start_method: str | None,
+    verbose: bool,
+    keep_data_ordered: bool,
+    queue: Any = None,
+    resume: dict[int, Resume] | None = None,
+    writer_kwargs: dict[str, Any] | None = None,
+    use_checkpoint: bool = False,
+) -> JobRun:
+    """This node's workers ``mine`` as jobs of ``kind`` (optimize or map), each on its range of ``items``; with
+    ``keep_data_ordered=False`` (and no user ``queue``) the node's share of the inputs goes through one queue."""
+    jobs = [
+        WorkerJob(
+            kind=kind,
+            worker=w,
+            num_workers=workers,
+            fn=fn,
+            inputs=items[ranges[w][0] : ranges[w][1]],
+            offset=ranges[w][0],
+            output_dir=output_dir,
+            storage_options=storage_options,
+            staging_dir=staging,
+            writer_kwargs=writer_kwargs or {},
+            use_checkpoint=use_checkpoint,
+            resume=resume[w] if resume is not None else Resume(),
+            reader=reader,
+            source=queue,
+            num_nodes=node.num_nodes,
+            node_rank=node.node_rank,
+        )
+        for w in mine
+    ]
+    shared, shared_offset = None, 0
+    if queue is None and not keep_data_ordered:  # this node's share of the inputs, handed out by one queue
+        a, b = even_ranges(len(items), node.num_nodes)[node.node_rank]
+        shared, shared_offset = items[a:b], a
+    total = None if queue is not None else (len(shared) if shared is not None else sum(len(j.inputs) for j in jobs))
+    return JobRun(jobs, total, kind, verbose, start_method, shared, shared_offset)
 
 
 _TIME_TEMPLATE = re.compile(r"\{(%[^{}]*)\}")
