@@ -44,6 +44,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from streamscope import events as ev
@@ -380,34 +381,21 @@ def _optimize(
     compression_batch_size: int | None,
 ) -> None:
     """optimize() once its arguments are checked: split, join the other nodes, run, merge."""
-    keep: int | None = None
-    if queue is not None:
-        items, n_given = [], 0
-        n = 0
-        workers = _num_workers(num_workers, None, ex)
-    else:
-        items, n_given, keep = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
-        if keep is not None and not keep_data_ordered:  # the workers share one queue: its first inputs
-            items, keep = items[:keep], None
-        n = len(items)
-        workers = _num_workers(num_workers, n, ex)
-    world = workers * node.num_nodes  # global workers: node r runs ranks r*workers .. r*workers + workers - 1
-    if queue is not None or not keep_data_ordered:
-        ranges = [(0, 0)] * world  # items are handed out through a queue shared by the workers
-    elif weights is not None:
-        try:
-            ranges = _weighted_split(weights, n_given, batch_size, n, world)
-        except OptimizeInputError as exc:  # LitData's optimize() ignores weights: code passing these runs there
-            warnings.warn(f"{exc}; optimize() ignores them (as LitData's does)", UserWarning, stacklevel=2)
-            ranges = even_ranges(n, world)
-    elif align_chunking:
-        ranges = aligned_ranges(n, world, int(chunk_size))  # type: ignore[arg-type]
-    else:
-        ranges = even_ranges(n, world)
-    if keep is not None:
-        ranges = _keep_first(ranges, keep)
-        n = sum(b - a for a, b in ranges)
-    mine = range(node.node_rank * workers, (node.node_rank + 1) * workers)
+    split = _split(
+        ex,
+        node,
+        inputs,
+        queue,
+        weights,
+        num_workers,
+        fast_dev_run,
+        reader,
+        batch_size,
+        keep_data_ordered,
+        align=int(chunk_size) if align_chunking else None,  # type: ignore[arg-type]
+        strict_weights=False,
+    )
+    items, n, workers, ranges = split.items, split.n, split.workers, split.ranges
 
     store = open_output(output_dir, storage_options)
     if mode == "append":  # the layout follows the dataset appended to (checked before any file is touched)
@@ -457,13 +445,8 @@ def _optimize(
                 group,
                 ex,
                 fn,
-                items,
+                split,
                 queue,
-                n,
-                workers,
-                world,
-                ranges,
-                mine,
                 mode,
                 use_checkpoint,
                 ckpt_config,
@@ -473,7 +456,6 @@ def _optimize(
                 reader,
                 start_method,
                 verbose,
-                keep_data_ordered,
                 key_fn,
             )
     except BaseException:
@@ -488,13 +470,8 @@ def _optimize_node(
     group: NodeGroup | None,
     ex: Executor,
     fn: Callable[[Any], Any],
-    items: list[Any],
+    split: _Split,
     queue: Any,
-    n: int,
-    workers: int,
-    world: int,
-    ranges: list[tuple[int, int]],
-    mine: range,
     mode: str | None,
     use_checkpoint: bool,
     ckpt_config: dict[str, Any],
@@ -504,12 +481,12 @@ def _optimize_node(
     reader: Any,
     start_method: str | None,
     verbose: bool,
-    keep_data_ordered: bool,
     key_fn: Callable[[Any], Any] | None,
 ) -> None:
     """The body of optimize() once the arguments are checked (and, multi-node, the node joined its group):
-    this node's workers ``mine`` of the ``world`` global ones."""
+    this node's workers ``split.mine`` of the ``split.world`` global ones."""
     multi = group is not None
+    mine, world, n = split.mine, split.world, split.n
     has_index = store.exists("index.json")
     resume_records: dict[int, Resume] = {}
     saved = _load_json(store, _CKPT_CONFIG) if use_checkpoint else None
@@ -558,26 +535,20 @@ def _optimize_node(
         resume_records = {w: Resume(next_chunk_index=starts[w]) for w in mine}
 
     staging = _make_staging(store)
-    run = _job_run(
+    jobs = split.jobs(
         "optimize",
         node,
-        mine,
-        workers,
         fn,
-        items,
-        ranges,
         staging,
-        output_dir=output_dir,
-        storage_options=storage_options,
-        reader=reader,
-        start_method=start_method,
-        verbose=verbose,
-        keep_data_ordered=keep_data_ordered,
-        queue=queue,
+        output_dir,
+        storage_options,
+        reader,
+        source=queue,
         resume=resume_records,
         writer_kwargs=writer_kwargs,
         use_checkpoint=use_checkpoint,
     )
+    run = split.run(jobs, "optimize", verbose, start_method)
     try:
         results = ex.run(run)
         parts = [(f"worker {w}", *results[w]) for w in mine]
@@ -704,22 +675,8 @@ def _map(
     keep_data_ordered: bool,
 ) -> None:
     """map() once its arguments are checked."""
-    items, n_given, keep = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
-    if keep is not None and not keep_data_ordered:  # the workers share one queue: its first inputs
-        items, keep = items[:keep], None
-    n = len(items)
-    workers = _num_workers(num_workers, n, ex)
-    world = workers * node.num_nodes
-    if not keep_data_ordered:
-        ranges = [(0, 0)] * world
-    elif weights is not None:
-        ranges = _weighted_split(weights, n_given, batch_size, n, world)
-    else:
-        ranges = even_ranges(n, world)
-    if keep is not None:
-        ranges = _keep_first(ranges, keep)
-        n = sum(b - a for a, b in ranges)
-    mine = range(node.node_rank * workers, (node.node_rank + 1) * workers)
+    split = _split(ex, node, inputs, None, weights, num_workers, fast_dev_run, reader, batch_size, keep_data_ordered)
+    items, n, workers, ranges = split.items, split.n, split.workers, split.ranges
     store = open_output(output_dir, storage_options)
     check_writable(store)
     if error_when_not_empty and any(True for _ in store.list("")):
@@ -735,21 +692,8 @@ def _map(
         }
         group = _join_nodes(store, node, agreed, "map")
     staging = _make_staging(store)
-    run = _job_run(
-        "map",
-        node,
-        mine,
-        workers,
-        fn,
-        items,
-        ranges,
-        staging,
-        output_dir=output_dir,
-        storage_options=storage_options,
-        reader=reader,
-        start_method=start_method,
-        verbose=True,
-        keep_data_ordered=keep_data_ordered,
+    run = split.run(
+        split.jobs("map", node, fn, staging, output_dir, storage_options, reader), "map", True, start_method
     )
     try:
         with ev.span("map", "epoch", inputs=n, workers=workers, url=store.url, node=node.node_rank):
@@ -776,56 +720,123 @@ def _join_nodes(store: ObjectStore, node: NodeEnv, agreed: dict[str, Any], kind:
     return group
 
 
-def _job_run(
-    kind: str,
+@dataclass(frozen=True)
+class _Split:
+    """How a job's inputs are dealt: ``ranges[w]`` of ``items`` to global worker ``w`` of ``world`` (``workers``
+    a node), this node's workers ``mine``; ``shared`` (from global input ``shared_offset``): this node's share
+    handed out through one queue (``keep_data_ordered=False``), else None. ``n``: the inputs the job processes."""
+
+    items: list[Any]
+    n: int
+    workers: int
+    world: int
+    ranges: list[tuple[int, int]]
+    mine: range
+    shared: list[Any] | None
+    shared_offset: int
+
+    def jobs(
+        self,
+        kind: str,
+        node: NodeEnv,
+        fn: Callable[..., Any],
+        staging: str,
+        output_dir: str,
+        storage_options: dict[str, Any],
+        reader: Any,
+        *,
+        source: Any = None,
+        resume: dict[int, Resume] | None = None,
+        writer_kwargs: dict[str, Any] | None = None,
+        use_checkpoint: bool = False,
+    ) -> list[WorkerJob]:
+        """This node's workers as jobs of ``kind`` (optimize or map), each on its range of the inputs (or taking
+        them from the user's queue ``source``)."""
+        return [
+            WorkerJob(
+                kind=kind,
+                worker=w,
+                num_workers=self.workers,
+                fn=fn,
+                inputs=self.items[self.ranges[w][0] : self.ranges[w][1]],
+                offset=self.ranges[w][0],
+                output_dir=output_dir,
+                storage_options=storage_options,
+                staging_dir=staging,
+                writer_kwargs=writer_kwargs or {},
+                use_checkpoint=use_checkpoint,
+                resume=resume[w] if resume is not None else Resume(),
+                reader=reader,
+                source=source,
+                num_nodes=node.num_nodes,
+                node_rank=node.node_rank,
+            )
+            for w in self.mine
+        ]
+
+    def run(self, jobs: list[WorkerJob], desc: str, verbose: bool, start_method: str | None) -> JobRun:
+        """``jobs`` to run, with the progress bar's total (None for the user's queue: unknown)."""
+        if any(j.source is not None for j in jobs):
+            total = None
+        else:
+            total = len(self.shared) if self.shared is not None else sum(len(j.inputs) for j in jobs)
+        return JobRun(jobs, total, desc, verbose, start_method, self.shared, self.shared_offset)
+
+
+def _split(
+    ex: Executor,
     node: NodeEnv,
-    mine: range,
-    workers: int,
-    fn: Callable[..., Any],
-    items: list[Any],
-    ranges: list[tuple[int, int]],
-    staging: str,
-    *,
-    output_dir: str,
-    storage_options: dict[str, Any],
+    inputs: Sequence[Any] | None,
+    queue: Any,
+    weights: list[int] | None,
+    num_workers: int | None,
+    fast_dev_run: bool | int,
     reader: Any,
-    start_method: str | None,
-    verbose: bool,
+    batch_size: int | None,
     keep_data_ordered: bool,
-    queue: Any = None,
-    resume: dict[int, Resume] | None = None,
-    writer_kwargs: dict[str, Any] | None = None,
-    use_checkpoint: bool = False,
-) -> JobRun:
-    """This node's workers ``mine`` as jobs of ``kind`` (optimize or map), each on its range of ``items``; with
-    ``keep_data_ordered=False`` (and no user ``queue``) the node's share of the inputs goes through one queue."""
-    jobs = [
-        WorkerJob(
-            kind=kind,
-            worker=w,
-            num_workers=workers,
-            fn=fn,
-            inputs=items[ranges[w][0] : ranges[w][1]],
-            offset=ranges[w][0],
-            output_dir=output_dir,
-            storage_options=storage_options,
-            staging_dir=staging,
-            writer_kwargs=writer_kwargs or {},
-            use_checkpoint=use_checkpoint,
-            resume=resume[w] if resume is not None else Resume(),
-            reader=reader,
-            source=queue,
-            num_nodes=node.num_nodes,
-            node_rank=node.node_rank,
-        )
-        for w in mine
-    ]
+    *,
+    align: int | None = None,
+    strict_weights: bool = True,
+) -> _Split:
+    """Deal the inputs (or, with the user's ``queue``, none: it feeds the workers) to the job's global workers:
+    node r runs ranks ``r*workers .. r*workers + workers - 1``. ``align``: whole chunks of that many items per
+    worker (optimize's align_chunking). Weights that do not fit the inputs raise with ``strict_weights`` (map),
+    else warn and are ignored (LitData's optimize() ignores weights: code passing these runs there)."""
+    keep: int | None = None
+    if queue is not None:
+        items: list[Any] = []
+        n_given = n = 0
+        workers = _num_workers(num_workers, None, ex)
+    else:
+        items, n_given, keep = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)  # type: ignore[arg-type]
+        if keep is not None and not keep_data_ordered:  # the workers share one queue: its first inputs
+            items, keep = items[:keep], None
+        n = len(items)
+        workers = _num_workers(num_workers, n, ex)
+    world = workers * node.num_nodes
+    if queue is not None or not keep_data_ordered:
+        ranges = [(0, 0)] * world  # items are handed out through a queue shared by the workers
+    elif weights is not None:
+        try:
+            ranges = _weighted_split(weights, n_given, batch_size, n, world)
+        except OptimizeInputError as exc:
+            if strict_weights:
+                raise
+            warnings.warn(f"{exc}; optimize() ignores them (as LitData's does)", UserWarning, stacklevel=3)
+            ranges = even_ranges(n, world)
+    elif align is not None:
+        ranges = aligned_ranges(n, world, align)
+    else:
+        ranges = even_ranges(n, world)
+    if keep is not None:
+        ranges = _keep_first(ranges, keep)
+        n = sum(b - a for a, b in ranges)
     shared, shared_offset = None, 0
     if queue is None and not keep_data_ordered:  # this node's share of the inputs, handed out by one queue
         a, b = even_ranges(len(items), node.num_nodes)[node.node_rank]
         shared, shared_offset = items[a:b], a
-    total = None if queue is not None else (len(shared) if shared is not None else sum(len(j.inputs) for j in jobs))
-    return JobRun(jobs, total, kind, verbose, start_method, shared, shared_offset)
+    mine = range(node.node_rank * workers, (node.node_rank + 1) * workers)
+    return _Split(items, n, workers, world, ranges, mine, shared, shared_offset)
 
 
 _TIME_TEMPLATE = re.compile(r"\{(%[^{}]*)\}")
