@@ -23,7 +23,7 @@ import multiprocessing
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from typing import Any, Literal
 
@@ -53,7 +53,7 @@ __all__ = ["StreamingRawDataset"]
 logger = logging.getLogger(__name__)
 
 _TINY_MEDIAN_BYTES = 100_000
-_RUNTIME_FIELDS = ("_ahead", "_lookahead", "_pid", "_batches", "_governor")
+_RUNTIME_FIELDS = ("_ahead", "_lookahead", "_pid", "_batches", "_governor", "_expected")
 
 
 def _num_workers() -> int:
@@ -134,6 +134,8 @@ class StreamingRawDataset(Dataset):
                 "raw_prefetch": (self.max_prefetch, config.given(max_prefetch), "max_prefetch"),
             }
         )
+        # not given: twice the live look-ahead (the tuner may deepen it), else this many items at most
+        self._cache_size_follows = prefetch_cache_size is None
         if prefetch_cache_size is None:
             prefetch_cache_size = 2 * self.max_prefetch
         self.prefetch_cache_size = max(0, int(prefetch_cache_size))
@@ -203,6 +205,7 @@ class StreamingRawDataset(Dataset):
         self._pid = os.getpid()
         self._batches = 0
         self._governor: ConcurrencyGovernor | None = None
+        self._expected: list[int] | None = None
 
     def _runtime(self) -> IORuntime:
         if self._pid != os.getpid():
@@ -260,6 +263,36 @@ class StreamingRawDataset(Dataset):
                 samples=len(samples),
             )
         return limit
+
+    def governed(self) -> bool:
+        """True while the latency-driven governor owns each process's GET limit (remote source, no
+        ``max_concurrent_downloads``, board ``raw_concurrency`` 0, ``raw_adaptive_concurrency`` on)."""
+        return (
+            self.source.is_remote
+            and self.max_concurrent_downloads is None
+            and int(self._knobs.value("raw_concurrency")) <= 0
+            and bool(config.get("raw_adaptive_concurrency"))
+        )
+
+    def tune_info(self, num_workers: int = 0) -> dict[str, Any]:
+        """What the auto-tuner needs to know of this dataset (``tune.TargetInfo`` fields): the knobs it may move
+        are ``raw_prefetch`` (from the argument) and ``raw_concurrency`` (from the size-based default of a
+        process), the latter only while the governor does not own it."""
+        return {
+            "kind": "raw",
+            "raw_governed": self.governed(),
+            "raw_prefetch": self.max_prefetch,
+            "raw_concurrency": int(self.max_concurrent_downloads or 0)
+            or adaptive_concurrency(self.median_file_bytes, max(1, int(num_workers))),
+            "uses_cache": False,
+        }
+
+    def expect(self, indices: Sequence[int]) -> None:
+        """The indices this process will ask for next, in order (a loader that knows its plan tells it before
+        each batch): the look-ahead fetches those instead of guessing from the batches seen. Empty: no more."""
+        if self._pid != os.getpid():
+            self._reset_runtime_state()
+        self._expected = list(indices)
 
     def prefetch_depth(self) -> int:
         """Items this worker fetches ahead now (live knob, else the argument), worker-aware."""
@@ -392,8 +425,12 @@ class StreamingRawDataset(Dataset):
 
     def _schedule_ahead(self, rt: IORuntime, indices: list[int]) -> None:
         depth = self.prefetch_depth()
-        wanted = self._lookahead.observe(indices, _num_workers(), len(self.items), depth)
-        cap = self.prefetch_cache_size or depth
+        if self._expected is not None:
+            wanted = self._expected[:depth]
+        else:
+            wanted = self._lookahead.observe(indices, _num_workers(), len(self.items), depth)
+        cap = max(self.prefetch_cache_size, 2 * depth) if self._cache_size_follows else self.prefetch_cache_size
+        cap = cap or depth
         scheduled = 0
         with rt.batch():
             for i in wanted:
