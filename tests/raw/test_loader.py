@@ -23,7 +23,12 @@ def ids(batch: list[bytes]) -> list[int]:
 def loader(data: Path, cache: Path, workers: int, shuffle: bool = False, **kw) -> StreamingDataLoader:
     ds = StreamingRawDataset(str(data), cache_dir=str(cache), max_prefetch=kw.pop("max_prefetch", 8))
     return StreamingDataLoader(
-        ds, batch_size=4, num_workers=workers, shuffle=shuffle, multiprocessing_context="fork" if workers else None, **kw
+        ds,
+        batch_size=4,
+        num_workers=workers,
+        shuffle=shuffle,
+        multiprocessing_context="fork" if workers else None,
+        **kw,
     )
 
 

@@ -229,7 +229,9 @@ class Policy:
                 new = min(hi, 2 * base)
                 if new > base:
                     moves.append(
-                        Move((("raw_concurrency", cur, new),), f"{why}: twice the GETs at once ({base} now)", "download")
+                        Move(
+                            (("raw_concurrency", cur, new),), f"{why}: twice the GETs at once ({base} now)", "download"
+                        )
                     )
         return moves
 
