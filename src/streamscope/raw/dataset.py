@@ -10,6 +10,10 @@ DataLoader workers share with the process that built it): ``raw_concurrency`` (s
 ``max_concurrent_downloads`` argument; 0 = the adaptive, latency-driven limit of each process), ``raw_prefetch``
 (starts at the ``max_prefetch`` argument) and ``raw_lookahead_when_left``. An argument given pins its knob.
 
+With a ``StreamingDataLoader`` (``stream/mapped.py``) the loader plans the epoch (``shuffle``, exact resume,
+``autotune``) and tells each worker's dataset the indices it will ask for next (:meth:`expect`), which the
+look-ahead then fetches instead of guessing.
+
 Runtime state (threads, store clients, futures) is per process: a forked DataLoader worker starts fresh and
 pickling (spawn) drops it. One process should call ``__getitems__`` from one thread at a time (as torch's
 DataLoader does); the fetches themselves run concurrently.
