@@ -80,10 +80,24 @@ def _make_litdata(spec: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         info["patch"] = _patch_litdata_allow_http()
     if spec.get("raw"):  # LitData's raw files are read through torch's DataLoader (its documented use)
         from litdata.raw import StreamingRawDataset
+        from litdata.raw.indexer import FileIndexer, FileMetadata
         from torch.utils.data import DataLoader
 
+        listing = [FileMetadata(path=p, size=int(n)) for p, n in spec["raw_listing"]]
+
+        class Listed(FileIndexer):
+            """LitData lists S3 with s3fs, which is not installed: the files come from the harness's listing
+            (the files are then read by LitData's own code)."""
+
+            def build_or_load_index(self, *args: Any, **kwargs: Any) -> list[Any]:
+                return list(listing)
+
+        info["patch_index"] = "LitData's FileIndexer.build_or_load_index returns the harness's listing (no s3fs)"
         raw = StreamingRawDataset(
-            spec["input"], cache_dir=spec["cache_dir"], storage_options=dict(spec.get("storage_options") or {})
+            spec["input"],
+            cache_dir=spec["cache_dir"],
+            storage_options=dict(spec.get("storage_options") or {}),
+            indexer=Listed(),
         )
         loader = DataLoader(raw, batch_size=spec["batch_size"], num_workers=spec["workers"], collate_fn=as_list)
         return loader, info

@@ -208,6 +208,7 @@ class Harness:
         self.srv: Any = None
         self.bucket = ""
         self.raw_url = ""
+        self.raw_listing: list[list[Any]] = []  # [url, bytes] of each raw file (LitData's arm takes its index)
         self.proxies: list[Any] = []
 
     def close(self) -> None:
@@ -245,6 +246,7 @@ class Harness:
             body = np.random.default_rng(i).integers(0, 256, size, dtype=np.uint8).tobytes()
             client.put_object(Bucket=self.bucket, Key=f"rawfiles/f{i:06d}.bin", Body=body)
         self.raw_url = f"s3://{self.bucket}/rawfiles"
+        self.raw_listing = [[f"{self.raw_url}/f{i:06d}.bin", size] for i in range(a.raw_files)]
         print(
             f"uploaded {a.raw_files} raw files of {size / 1e3:g} KB to {self.raw_url} in {time.perf_counter() - t:.1f} s",
             flush=True,
@@ -290,6 +292,7 @@ class Harness:
                 "workers": plan.workers,
                 "batch_size": a.raw_batch if sc["kind"] == "raw" else a.batch,
                 "raw": sc["kind"] == "raw",
+                "raw_listing": self.raw_listing if sc["kind"] == "raw" and plan.engine == "litdata" else None,
                 "step_s": a.step_ms / 1000.0,
                 "duration_s": plan.duration,
                 "warmup_s": a.warmup,
