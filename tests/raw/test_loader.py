@@ -83,3 +83,26 @@ def test_the_look_ahead_fetches_the_plans_next_items(tmp_path: Path):
 def test_a_dataset_without_batches_is_refused():
     with pytest.raises(NotAStreamingDatasetError, match="StreamingRawDataset"):
         StreamingDataLoader([1, 2, 3])  # type: ignore[arg-type]
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+def test_persistent_workers_follow_the_epochs(tmp_path: Path):
+    data = make_folder(tmp_path, N)
+    ref = loader(data, tmp_path / "c", 0, shuffle=True)
+    want = [epoch(ref), epoch(ref)]
+    dl = loader(data, tmp_path / "c", 2, shuffle=True, persistent_workers=True)
+    assert [epoch(dl), epoch(dl)] == want
+
+
+def test_the_arguments_look_ahead_is_shared_by_the_workers_a_board_value_is_each_workers(tmp_path, monkeypatch):
+    """``max_prefetch`` is capped so the workers together hold about 64 items (LitData's rule); a value the tuner
+    (or the user) puts on the board is each worker's as it is: a move of the tuner changes what is fetched."""
+    import streamscope.raw.dataset as raw_dataset
+
+    monkeypatch.setattr(raw_dataset, "_num_workers", lambda: 8)
+    ds = StreamingRawDataset(str(make_folder(tmp_path, N)), cache_dir=str(tmp_path / "c"))
+    assert ds.prefetch_depth() == 8  # 16 by default, 64 // 8 each
+    assert ds.knobs.propose("raw_prefetch", 40, "test") is True
+    assert ds.prefetch_depth() == 40
+    assert ds.knobs.propose("raw_prefetch", 16, "test") is True
+    assert ds.prefetch_depth() == 8  # the argument's value again: shared as the argument is

@@ -299,10 +299,13 @@ class StreamingRawDataset(Dataset):
         self._expected = list(indices)
 
     def prefetch_depth(self) -> int:
-        """Items this worker fetches ahead now (live knob, else the argument), worker-aware."""
+        """Items this worker fetches ahead now: the argument, capped so all workers together hold about 64 items;
+        a different value on the board (the tuner's, or one set through it) is this worker's depth as it is (the
+        tuner's moves must change something; its RAM budget bounds what it holds)."""
         live = int(self._knobs.value("raw_prefetch"))
-        depth = live if live >= 0 else self.max_prefetch
-        return effective_prefetch(depth, _num_workers())
+        if live < 0 or live == self.max_prefetch:
+            return effective_prefetch(self.max_prefetch, _num_workers())
+        return live
 
     # --- access --------------------------------------------------------------------------------------
 
