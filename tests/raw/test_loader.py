@@ -20,14 +20,14 @@ def ids(batch: list[bytes]) -> list[int]:
     return [file_id(b) for b in batch]
 
 
-def loader(data: Path, cache: Path, workers: int, shuffle: bool = False, **kw) -> StreamingDataLoader:
+def loader(data: Path, cache: Path, workers: int, shuffle: bool = False, method: str = "fork", **kw):
     ds = StreamingRawDataset(str(data), cache_dir=str(cache), max_prefetch=kw.pop("max_prefetch", 8))
     return StreamingDataLoader(
         ds,
         batch_size=4,
         num_workers=workers,
         shuffle=shuffle,
-        multiprocessing_context="fork" if workers else None,
+        multiprocessing_context=method if workers else None,
         **kw,
     )
 
@@ -37,13 +37,15 @@ def epoch(dl: StreamingDataLoader) -> list[int]:
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
-@pytest.mark.parametrize("workers", [0, 2])
-def test_every_file_once_in_order_and_shuffled_per_epoch(tmp_path: Path, workers: int):
+@pytest.mark.parametrize(
+    ("workers", "method"), [(0, "fork"), (2, "fork"), pytest.param(2, "spawn", marks=pytest.mark.slow)]
+)
+def test_every_file_once_in_order_and_shuffled_per_epoch(tmp_path: Path, workers: int, method: str):
     data = make_folder(tmp_path, N)
-    dl = loader(data, tmp_path / "c", workers)
+    dl = loader(data, tmp_path / "c", workers, method=method)
     assert isinstance(dl.dataset, MappedBatches) and isinstance(dl.dataset.dataset, StreamingRawDataset)
     assert len(dl) == 12 and epoch(dl) == list(range(N))
-    sh = loader(data, tmp_path / "c", workers, shuffle=True)
+    sh = loader(data, tmp_path / "c", workers, shuffle=True, method=method)
     e1, e2 = epoch(sh), epoch(sh)
     assert sorted(e1) == sorted(e2) == list(range(N)) and e1 != e2 and e1 != list(range(N))
     ref = loader(data, tmp_path / "c", 0, shuffle=True)
