@@ -66,7 +66,7 @@ def _epoch(dl: StreamingDataLoader) -> list[int]:
     return got
 
 
-def _run(dl: StreamingDataLoader, want: str, epochs: int = 10) -> list[list[int]]:
+def _run(dl: StreamingDataLoader, want: str, epochs: int = 25) -> list[list[int]]:
     orders = []
     for _ in range(epochs):
         orders.append(_epoch(dl))
@@ -90,7 +90,6 @@ def test_waiting_on_raw_gets_moves_the_look_ahead(slow_s3, tmp_path: Path, clean
     assert raw, f"no raw knob moved: {moves}"
     k, old, new, d = raw[0]
     assert old == 16 and new == 32 and d.move.cause == "download"
-    print(len(orders), "epochs;", [(d.move.key, d.outcome, d.wait_before, d.wait_after) for d in dl.tuner.decisions])
     assert "raw_concurrency" not in [m[0] for m in moves]  # the governor's (remote, not given)
     # an exact resume mid-epoch, with the tuner on: the rest of the epoch's plan, from the tuned values
     it = iter(dl)
@@ -124,7 +123,7 @@ def test_knobs_the_user_set_are_never_moved(slow_s3, tmp_path: Path, monkeypatch
     dl = _loader(url, opts, tmp_path / "c", max_prefetch=2)
     board = dl.knobs
     assert board.pinned("raw_prefetch") and board.pinned("raw_concurrency")
-    _run(dl, "num_workers", epochs=10)
+    _run(dl, "num_workers", epochs=25)
     moved = {k for d in dl.tuner.decisions for k, _o, _n in d.move.changes}
     assert dl.tuner.decisions and moved <= {"num_workers"}, moved  # it tuned, only what nobody pinned
     assert board.value("raw_prefetch") == 2 and board.value("raw_concurrency") == 3
