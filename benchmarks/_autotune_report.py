@@ -250,9 +250,16 @@ def render_markdown(result: dict[str, Any]) -> str:
     ]
     for name, sc in result["scenarios"].items():
         ev = sc.get("evaluation", {})
+        run = sc.get("run")  # measured by a later run merged into this result (bench_autotune.py --merge)
+        alone = (
+            f"; measured on its own: {run['started']} at {run['commit'][:10]}{' (dirty tree)' if run.get('dirty') else ''}"
+            f", `{run['argv']}`"
+            if run
+            else ""
+        )
         out.append(
             f"**{name}** - {sc['desc']} ({sc['wall_s']:.0f} s, load {sc['load_before'][0]:.1f} -> "
-            f"{sc['load_after'][0]:.1f})"
+            f"{sc['load_after'][0]:.1f}{alone})"
         )
         out.append("")
         out.append(scenario_table(sc))

@@ -148,6 +148,10 @@ def test_grid_of_the_s3_scenarios_keeps_concurrency_within_prefetch() -> None:
     assert not any(p.env for p in plans if p.engine == "litdata")
     local = [p for p in bench_autotune.plans_for({"kind": "local"}, args) if p.arm == "grid"]
     assert [(p.workers, p.prefetch, p.concurrency) for p in local] == [(w, None, None) for w in (0, 1, 2, 3)]
+    raw = [p for p in bench_autotune.plans_for({"kind": "raw"}, args) if p.arm == "grid"]
+    assert len(raw) == 18  # the raw knobs: every look-ahead x GET-limit pair x workers
+    assert all(p.env["STREAMSCOPE_RAW_CONCURRENCY"] == str(p.concurrency) for p in raw)
+    assert not any("STREAMSCOPE_DOWNLOAD_CONCURRENCY" in p.env for p in raw)
 
 
 def test_tuner_is_detected_by_the_loaders_signature() -> None:
