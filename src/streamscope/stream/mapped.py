@@ -56,14 +56,15 @@ class MappedPlan:
     def indices(self, j: int) -> list[int]:
         """The dataset indices of batch ``j``."""
         a = j * self.batch_size
-        return self.order[a : min(a + self.batch_size, self.num_samples)].tolist()
+        out: list[int] = self.order[a : min(a + self.batch_size, self.num_samples)].tolist()
+        return out
 
     def batch_len(self, j: int) -> int:
         a = j * self.batch_size
         return max(0, min(a + self.batch_size, self.num_samples) - a)
 
 
-class MappedBatches(IterableDataset):
+class MappedBatches(IterableDataset[Any]):
     """The loader's view of a batch-fetching map-style dataset (see the module docstring).
 
     Args:
