@@ -109,6 +109,10 @@ def test_targets_of_the_tuned_arm() -> None:
     arms[4]["wait_per_batch_s"] = 0.02
     ev = report.evaluate({"arms": arms, "latency_bound": False})
     assert not ev["tuned"][0]["vs_grid_best_ok"] and "vs_litdata_ok" not in ev["tuned"][0]
+    # an arm that got no batch after the warm-up (a loaded machine) has no rate: it is left out, not a KeyError
+    arms.append({"name": "untuned-w8", "arm": "untuned", "workers": 8, "status": "no batches after the warm-up"})
+    ev = report.evaluate({"arms": arms, "latency_bound": False})
+    assert "untuned_w8_vs_grid_best" not in ev and ev["untuned_w2_vs_litdata"] == 2.0
 
 
 def test_readme_block_is_replaced_between_its_markers() -> None:
