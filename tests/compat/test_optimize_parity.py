@@ -21,7 +21,8 @@ import pytest
 
 from tests.compat._writer_script import KINDS
 
-pytestmark = [pytest.mark.slow, pytest.mark.interop]
+# the module fixture runs 22 optimize processes; on a loaded 2-core machine that outlasted the 300 s default
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(900)]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
