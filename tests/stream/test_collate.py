@@ -50,7 +50,7 @@ def test_column_collate_matches_default_collate(tmp_path, kind):
     plan = ds.plan(1, 6)
     for j in range(plan.num_batches):
         ci, ii = plan.batch_arrays(j)
-        reader = ds._get_reader()
+        reader = ds.chunk_reader()
         samples = ds._samples(reader, ci, ii)
         if kind == "ragged":
             with pytest.raises(RuntimeError):
@@ -80,7 +80,7 @@ def test_column_collate_property(tmp_path_factory, n, chunk, bs, shape, dtype):
     write_dataset(d, n, lambda i: {"a": arr(i), "i": i, "s": str(i) * (i % 3)}, chunk_size=chunk)
     ds = StreamingDataset(d, shuffle=True, seed=n)
     plan = ds.plan(1, bs)
-    reader = ds._get_reader()
+    reader = ds.chunk_reader()
     for j in range(plan.num_batches):
         ci, ii = plan.batch_arrays(j)
         groups = ds._groups(reader, ci, ii)
@@ -102,7 +102,7 @@ def test_block_collate_matches_default_collate(tmp_path, dtype):
     )
     ds = StreamingDataset(d, item_loader=TokensLoader(block_size=16), shuffle=True)
     plan = ds.plan(1, 5)
-    reader = ds._get_reader()
+    reader = ds.chunk_reader()
     for j in range(plan.num_batches):
         ci, ii = plan.batch_arrays(j)
         groups = ds._groups(reader, ci, ii)

@@ -110,7 +110,7 @@ def test_plain_path_is_still_read_in_place(tmp_path):
 
 def test_state_dict_names_the_url_as_litdata_does(tmp_path):
     src = write_dataset(str(tmp_path / "src"), 12, chunk_size=5)
-    state = StreamingDataset(f"local:{src}", cache_dir=str(tmp_path / "c"))._identity()
+    state = StreamingDataset(f"local:{src}", cache_dir=str(tmp_path / "c")).checkpoint_identity()
     assert state["input_dir_url"] == f"local:{src}" and state["input_dir_path"] is None
 
 

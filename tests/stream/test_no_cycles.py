@@ -39,7 +39,7 @@ def test_a_dropped_dataset_is_freed_without_a_collection(tmp_path, no_gc, compre
         assert [s["label"] for s in ds] == list(range(60))
     else:
         assert ds[5]["label"] == 5 and ds[33]["label"] == 33
-    reader = ds._get_reader()
+    reader = ds.chunk_reader()
     chunks = [weakref.ref(oc.file) for oc in reader._open.values()]
     refs = [weakref.ref(ds), weakref.ref(reader)]
     del ds, reader

@@ -327,7 +327,7 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
         diffs = [
             f"dataset {i}: {d}"
             for i, (ds, sub) in enumerate(zip(self._datasets, subs))
-            for d in ds._check_litdata_identity(sub)
+            for d in ds.check_litdata_identity(sub)
         ]
         return self._litdata_position(epoch, yielded, num_workers, diffs, int(batch_size))
 
@@ -354,20 +354,20 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
         self._pending = self.resume_position(state_dict, b)  # type: ignore[arg-type]
         self.current_epoch = self._pending[0]
 
-    def _identity(self) -> dict[str, Any]:
+    def checkpoint_identity(self) -> dict[str, Any]:
         return {
             "seed": self._seed,
             "weights": self._weights,
             "iterate_over_all": self._iterate_over_all,
             "batching_method": self.batching_method,
             "world_size": self.world_size,
-            "datasets": {str(i): d._identity() for i, d in enumerate(self._datasets)},
+            "datasets": {str(i): d.checkpoint_identity() for i, d in enumerate(self._datasets)},
         }
 
-    def _check_identity(self, state: dict[str, Any]) -> list[str]:
+    def check_checkpoint_identity(self, state: dict[str, Any]) -> list[str]:
         return member_identity_diffs(
             state,
-            self._identity(),
+            self.checkpoint_identity(),
             ("seed", "weights", "iterate_over_all", "batching_method", "world_size"),
             self._datasets,
         )

@@ -476,7 +476,7 @@ class StreamingDataset(Resumable, IterableDataset):
     def max_cache_size(self, value: int | float | str | None) -> None:
         self._knobs.set("max_cache_size", cache_budget(value, self._cache_root), base=True)
 
-    def _decode(self, oc: Any, item: int) -> Any:
+    def decode_item(self, oc: Any, item: int) -> Any:
         # the item loader reads its layout (token blocks, Parquet rows, MDS items, classic or Arrow chunk items)
         return self._apply_transform(self.item_loader.read_sample(oc.file, item, self.chunks[oc.index]))
 
@@ -527,8 +527,8 @@ class StreamingDataset(Resumable, IterableDataset):
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
             raise TypeError(f"dataset indices must be integers or slices, got {type(index).__name__}")
         chunk, item = self.locate(int(index))
-        reader = self._get_reader()
-        return self._decode(reader.open(chunk), item)
+        reader = self.chunk_reader()
+        return self.decode_item(reader.open(chunk), item)
 
     # --- keyed access --------------------------------------------------------------------------------
 
@@ -551,7 +551,7 @@ class StreamingDataset(Resumable, IterableDataset):
                 open_store=partial(open_store, self.input_dir, self.storage_options) if self.remote else None,
             )
         chunk, item = self._keyed.locate(key)
-        return self._decode(self._get_reader().open(chunk), item)
+        return self.decode_item(self.chunk_reader().open(chunk), item)
 
     def _collator(self, kind: str = "classic") -> Any:
         """The batch decoder of chunks of ``kind`` (``supported`` False: decode sample by sample)."""
@@ -600,7 +600,7 @@ class StreamingDataset(Resumable, IterableDataset):
         """
         plan = self.plan(epoch, batch_size)
         batch_ids = self._batch_ids(epoch, start_batch, worker_id, num_workers, batch_size)
-        reader = self._get_reader()
+        reader = self.chunk_reader()
         schedule = plan.chunk_schedule_for_worker(worker_id, num_workers, start_batch) if reader.cache is not None else []
         reads = ScheduledReads([reader], [schedule])
         fast = collate and collate_fn is None and self.transform is None and not self._overrides_getitem()
@@ -659,7 +659,7 @@ class StreamingDataset(Resumable, IterableDataset):
             if got is not None:
                 out.extend(got if self.transform is None else [self._apply_transform(x) for x in got])
             else:
-                out.extend(self._decode(oc, i) for i in ii[a:b].tolist())
+                out.extend(self.decode_item(oc, i) for i in ii[a:b].tolist())
         return out
 
     def _groups(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[tuple[Any, np.ndarray, np.ndarray]]:
@@ -694,7 +694,7 @@ class StreamingDataset(Resumable, IterableDataset):
             return ev.each("sample", "sample", self._decode, ci, ii, prepare=reader.open)
         out = []
         for c, i in zip(ci.tolist(), ii.tolist()):
-            out.append(self._decode(reader.open(c), i))
+            out.append(self.decode_item(reader.open(c), i))
         return out
 
     def __iter__(self) -> Iterator[Any]:
@@ -766,14 +766,14 @@ class StreamingDataset(Resumable, IterableDataset):
     def subsampled_files(self) -> list[str]:
         """LitData's attribute: the chunk file of each region this dataset reads (after ``subsample`` or
         ``train_test_split``; every chunk file otherwise), in the order of :attr:`region_of_interest`."""
-        return list(self._litdata_state()["subsampled_files"])
+        return list(self.litdata_state()["subsampled_files"])
 
     @property
     def region_of_interest(self) -> list[tuple[int, int]]:
         """LitData's attribute: the ``[start, end)`` item range read from each file of :attr:`subsampled_files`."""
-        return list(self._litdata_state()["region_of_interest"])
+        return list(self.litdata_state()["region_of_interest"])
 
-    def _litdata_state(self) -> dict[str, Any]:
+    def litdata_state(self) -> dict[str, Any]:
         """LitData's ``subsampled_files`` and ``region_of_interest``: the (chunk file, [start, end)) list this
         dataset runs over, as LitData computes it (every chunk whole unless subsampled or split)."""
         names = [c["filename"] for c in self.chunks]
@@ -792,7 +792,7 @@ class StreamingDataset(Resumable, IterableDataset):
 
         return elastic_state(self, num_samples_yielded, num_workers, batch_size)
 
-    def _identity(self) -> dict[str, Any]:
+    def checkpoint_identity(self) -> dict[str, Any]:
         return {
             "input_dir_path": None if self.remote else self.input_dir,
             "input_dir_url": self.input_dir if self.remote else None,
@@ -806,8 +806,8 @@ class StreamingDataset(Resumable, IterableDataset):
             "shuffle_buffer": self.shuffle_buffer,
         }
 
-    def _check_identity(self, state: dict[str, Any], skip: tuple[str, ...] = ()) -> list[str]:
-        mine = self._identity()
+    def check_checkpoint_identity(self, state: dict[str, Any], skip: tuple[str, ...] = ()) -> list[str]:
+        mine = self.checkpoint_identity()
         diffs = []
         for key in (
             "input_dir_path",
@@ -826,7 +826,7 @@ class StreamingDataset(Resumable, IterableDataset):
 
     def _resume_diffs(self, state: dict[str, Any]) -> list[str]:
         # another world size is an elastic resume (_plan_position), not a mismatch
-        return self._check_identity(state, skip=("world_size",))
+        return self.check_checkpoint_identity(state, skip=("world_size",))
 
     def _plan_position(self, state: dict[str, Any], epoch: int, batch_size: int) -> tuple[int, int]:
         """Continue ``state``'s epoch, also with another world size than it was saved with (elastic resume): the

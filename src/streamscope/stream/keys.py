@@ -198,7 +198,7 @@ def build_keys_index(
 
         loader = ParquetLoader()
     ds = StreamingDataset(path, item_loader=loader)
-    reader = ds._get_reader()
+    reader = ds.chunk_reader()
     keys: list[str | int] = []
     chunk_indices: list[int] = []
     total = sum(int(s) for s in ds.chunk_sizes)
@@ -212,7 +212,7 @@ def build_keys_index(
             for c, size in enumerate(ds.chunk_sizes):
                 oc = reader.open(c)
                 for i in range(int(size)):
-                    keys.append(normalize_key(key_fn(ds._decode(oc, i))))
+                    keys.append(normalize_key(key_fn(ds.decode_item(oc, i))))
                     chunk_indices.append(c)
                 reader.finished_with(c)
                 if bar is not None:

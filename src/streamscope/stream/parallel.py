@@ -410,21 +410,21 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
             int(num_samples_yielded or 0), num_workers, batch_size, epoch=epoch, batches_consumed=batches_consumed
         )
 
-    def _litdata_state(self) -> dict[str, Any]:
+    def litdata_state(self) -> dict[str, Any]:
         # LitData's per-dataset entries ("0", "1", ...): each dataset's identity and selection
-        return {str(i): {**d._identity(), **d._litdata_state()} for i, d in enumerate(self._datasets)}
+        return {str(i): {**d.checkpoint_identity(), **d.litdata_state()} for i, d in enumerate(self._datasets)}
 
-    def _identity(self) -> dict[str, Any]:
+    def checkpoint_identity(self) -> dict[str, Any]:
         return {
             "length": None if self._length is None else ("inf" if self.is_infinite() else int(self._length)),
             "seed": self._seed,
             "resume": self.resume,
             "reset_rngs": self._reset_rngs,
             "world_size": self.world_size,
-            "datasets": {str(i): d._identity() for i, d in enumerate(self._datasets)},
+            "datasets": {str(i): d.checkpoint_identity() for i, d in enumerate(self._datasets)},
         }
 
-    def _check_identity(self, state: dict[str, Any]) -> list[str]:
+    def check_checkpoint_identity(self, state: dict[str, Any]) -> list[str]:
         return member_identity_diffs(
-            state, self._identity(), ("length", "seed", "resume", "reset_rngs", "world_size"), self._datasets
+            state, self.checkpoint_identity(), ("length", "seed", "resume", "reset_rngs", "world_size"), self._datasets
         )

@@ -116,13 +116,13 @@ class Resumable:
         """Whether a complete pass outside a StreamingDataLoader moves to the next epoch (see :meth:`_plain_pass`)."""
         return True
 
-    def _check_identity(self, state: dict[str, Any]) -> list[str]:  # pragma: no cover
+    def check_checkpoint_identity(self, state: dict[str, Any]) -> list[str]:  # pragma: no cover
         raise NotImplementedError
 
-    def _identity(self) -> dict[str, Any]:  # pragma: no cover
+    def checkpoint_identity(self) -> dict[str, Any]:  # pragma: no cover
         raise NotImplementedError
 
-    def _litdata_state(self) -> dict[str, Any]:
+    def litdata_state(self) -> dict[str, Any]:
         """Extra LitData keys of the state (StreamingDataset: ``subsampled_files``, ``region_of_interest``)."""
         return {}
 
@@ -146,8 +146,8 @@ class Resumable:
             "num_workers": max(1, int(num_workers)),  # LitData records 0 workers as 1
             "batch_size": b,
             "current_epoch": int(epoch),
-            **self._identity(),
-            **self._litdata_state(),
+            **self.checkpoint_identity(),
+            **self.litdata_state(),
             **self._elastic_state(int(num_samples_yielded), num_workers, b),
             "plan_state": plan.state(batches_consumed),
         }
@@ -191,7 +191,7 @@ class Resumable:
 
     def _resume_diffs(self, state: dict[str, Any]) -> list[str]:
         """The differences between ``state`` and this dataset that forbid resuming it here."""
-        return self._check_identity(state)
+        return self.check_checkpoint_identity(state)
 
     def _plan_position(self, state: dict[str, Any], epoch: int, batch_size: int) -> tuple[int, int]:
         """``(epoch, start_batch)`` of the checked ``state``'s ``plan_state`` in this dataset's plan."""
@@ -199,11 +199,11 @@ class Resumable:
         check_state(state["plan_state"], plan)
         return resume_point(epoch, int(state["plan_state"]["batches_consumed"]), plan.num_batches)
 
-    def _check_litdata_identity(self, state: dict[str, Any]) -> list[str]:
+    def check_litdata_identity(self, state: dict[str, Any]) -> list[str]:
         """Differences between a LitData-written state and this dataset (LitData's keys and meaning)."""
         if not hasattr(self, "chunk_sizes"):
             return [f"a LitData StreamingDataset state cannot resume a {type(self).__name__}"]
-        mine = self._identity()
+        mine = self.checkpoint_identity()
         diffs = []
         url = state.get("input_dir_url")
         if url or mine["input_dir_url"]:
@@ -220,7 +220,7 @@ class Resumable:
         if (state.get("item_loader") or None) != (mine["item_loader"] or None):
             diffs.append(f"item_loader: saved {state.get('item_loader')!r}, now {mine['item_loader']!r}")
         if "subsampled_files" in state or "region_of_interest" in state:
-            ours = self._litdata_state()
+            ours = self.litdata_state()
             files = list(state.get("subsampled_files") or [])
             roi = [tuple(int(x) for x in r) for r in state.get("region_of_interest") or []]
             if files != ours["subsampled_files"] or roi != [tuple(r) for r in ours["region_of_interest"]]:
@@ -242,7 +242,7 @@ class Resumable:
         if saved_bs != int(batch_size):
             raise StateDictError(f"the LitData state was saved with batch_size={saved_bs}, now {batch_size}")
         return self._litdata_position(
-            epoch, yielded, int(state.get("num_workers", 1)), self._check_litdata_identity(state), batch_size
+            epoch, yielded, int(state.get("num_workers", 1)), self.check_litdata_identity(state), batch_size
         )
 
     def _litdata_position(
@@ -290,5 +290,5 @@ def member_identity_diffs(
             diffs.append(f"number of datasets: saved {len(saved)}, now {len(datasets)}")
         else:
             for i, d in enumerate(datasets):
-                diffs += [f"dataset {i} {x}" for x in d._check_identity(saved.get(str(i), {}))]
+                diffs += [f"dataset {i} {x}" for x in d.check_checkpoint_identity(saved.get(str(i), {}))]
     return diffs
