@@ -869,6 +869,8 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
             part += f", scraped every {got['scrape_interval_s']:g} s"
         if got.get("force_flush_every_epoch"):
             part += ", force_flush per epoch"
+        if got.get("label"):  # a section merged from another run (which tree, when)
+            part += f", {got['label']}"
         rows.append(
             {
                 "measure": f"telemetry on/off w{got['workers']} ({part}), {got['rounds']} rounds, CPU paired median",
