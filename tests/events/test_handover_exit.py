@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 from typing import Any
 
 import pytest
@@ -82,6 +83,40 @@ def test_a_parcel_the_loop_took_is_followed_by_what_came_after(tmp_path):
     flush_tracer()
     ev.drop_spool(pid)  # what the loader does with the copy of a parcel it took
     assert not os.path.exists(spool_path(ev.RECORDER.metrics_dir, pid))
+    flush_tracer()
+    _check(str(log))
+    assert ev.metrics_snapshot().span("prefetch").count == 4
+
+
+def _taken_hand_over_with_a_span_open_and_exit() -> None:
+    """As above, but the receiver answers that it took the parcel (as the loop's acks do) before the exit."""
+    with ev.span("prefetch", "prefetch", chunk=1):
+        pass
+    sp = ev.span("prefetch", "prefetch", chunk=2)
+    sp.__enter__()
+    _HELD.append(sp)
+    with ev.span("prefetch", "prefetch", chunk=3):
+        pass
+    parcel = ev.hand_over(0, lambda: True)
+    with open(os.environ["PARCEL_OUT"], "wb") as f:
+        pickle.dump(parcel, f)
+    with ev.span("prefetch", "prefetch", chunk=4):
+        pass
+
+
+def test_a_parcel_taken_before_the_exit_is_followed_by_what_came_after(tmp_path, monkeypatch):
+    log = tmp_path / "t.log"
+    monkeypatch.setenv("PARCEL_OUT", str(tmp_path / "parcel.pkl"))
+    enable_tracer("chunk", log_file=str(log))
+    p = multiprocessing.get_context("fork").Process(target=_taken_hand_over_with_a_span_open_and_exit)
+    p.start()
+    p.join(60)
+    assert p.exitcode == 0
+    with open(tmp_path / "parcel.pkl", "rb") as f:
+        ev.adopt(pickle.load(f))  # (taken by the loop before the worker exited)
+    flush_tracer()
+    assert os.path.exists(spool_path(ev.RECORDER.metrics_dir, p.pid))  # what came after, for the receiver
+    ev.drop_spool(p.pid)  # what the loader does once the workers of a complete epoch are gone
     flush_tracer()
     _check(str(log))
     assert ev.metrics_snapshot().span("prefetch").count == 4
