@@ -15,7 +15,9 @@ Only public names of the engines are used: ``StreamingDataset`` / ``StreamingDat
 streamscope ``streamscope.events.metrics_view`` with the metric registry ``streamscope.events.registry.M`` (the
 documented read of the merged metrics: exporters, dashboards and the tuner read the same). The knobs of the grid
 reach streamscope through ``max_pre_download`` and the documented environment variable
-``STREAMSCOPE_DOWNLOAD_CONCURRENCY``, set by the parent before streamscope is imported.
+``STREAMSCOPE_DOWNLOAD_CONCURRENCY``, set by the parent before streamscope is imported. A raw-file arm
+(``spec["raw"]``) reads ``StreamingRawDataset`` instead: LitData's through torch's ``DataLoader``, streamscope's
+through its ``StreamingDataLoader``, the grid's knobs by ``max_prefetch`` and ``STREAMSCOPE_RAW_CONCURRENCY``.
 """
 
 from __future__ import annotations
@@ -45,7 +47,14 @@ class Unavailable(Exception):
     """The arm cannot run with this build (the tuned arm before the tuner exists)."""
 
 
-def _batch_len(batch: Any) -> int:
+def as_list(items: list[Any]) -> list[Any]:
+    """The collate function of the raw-file arms: a batch is the list of the files' bytes."""
+    return list(items)
+
+
+def _batch_len(batch: Any, raw: bool = False) -> int:
+    if raw:
+        return len(batch)
     if isinstance(batch, dict):
         return len(next(iter(batch.values())))
     if isinstance(batch, (list, tuple)):
@@ -69,6 +78,29 @@ def _make_litdata(spec: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     info: dict[str, Any] = {"engine_version": litdata.__version__, "engine_file": litdata.__file__}
     if spec["input"].startswith("s3://"):
         info["patch"] = _patch_litdata_allow_http()
+    if spec.get("raw"):  # LitData's raw files are read through torch's DataLoader (its documented use)
+        from litdata.raw import StreamingRawDataset
+        from litdata.raw.indexer import FileIndexer, FileMetadata
+        from torch.utils.data import DataLoader
+
+        listing = [FileMetadata(path=p, size=int(n)) for p, n in spec["raw_listing"]]
+
+        class Listed(FileIndexer):
+            """LitData lists S3 with s3fs, which is not installed: the files come from the harness's listing
+            (the files are then read by LitData's own code)."""
+
+            def build_or_load_index(self, *args: Any, **kwargs: Any) -> list[Any]:
+                return list(listing)
+
+        info["patch_index"] = "LitData's FileIndexer.build_or_load_index returns the harness's listing (no s3fs)"
+        raw = StreamingRawDataset(
+            spec["input"],
+            cache_dir=spec["cache_dir"],
+            storage_options=dict(spec.get("storage_options") or {}),
+            indexer=Listed(),
+        )
+        loader = DataLoader(raw, batch_size=spec["batch_size"], num_workers=spec["workers"], collate_fn=as_list)
+        return loader, info
     kw: dict[str, Any] = {"cache_dir": spec["cache_dir"], "max_cache_size": spec["max_cache_size"]}
     if spec.get("storage_options"):
         kw["storage_options"] = dict(spec["storage_options"])
@@ -108,6 +140,14 @@ def _make_streamscope(spec: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
             raise Unavailable("StreamingDataLoader takes no autotune argument in this build (no tuner yet)")
         loader_kw["autotune"] = True
         info["tuner_switch"] = how
+    if spec.get("raw"):
+        # raw files: no chunk cache; the grid's look-ahead is max_prefetch (its GET limit comes by the documented
+        # STREAMSCOPE_RAW_CONCURRENCY, set by the parent)
+        raw_kw = {k: v for k, v in kw.items() if k in ("cache_dir", "storage_options")}
+        if spec.get("prefetch") is not None:
+            raw_kw["max_prefetch"] = int(spec["prefetch"])
+        ds = streamscope.StreamingRawDataset(spec["input"], **raw_kw)
+        return streamscope.StreamingDataLoader(ds, collate_fn=as_list, **loader_kw), info
     ds = streamscope.StreamingDataset(spec["input"], **kw)
     try:
         loader = streamscope.StreamingDataLoader(ds, **loader_kw)
@@ -210,7 +250,7 @@ def run_arm(spec: dict[str, Any]) -> dict[str, Any]:
             have, go = sync.agree(batch is not None, w1 < stop_at)
             if not have:
                 break
-            n = _batch_len(batch)
+            n = _batch_len(batch, bool(spec.get("raw")))
             t = w1 - t0
             sec = int(t)
             while len(bins) <= sec:

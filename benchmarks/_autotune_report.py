@@ -100,11 +100,11 @@ def evaluate(scenario: dict[str, Any]) -> dict[str, Any]:
         out["grid_best_wait_per_batch_s"] = best["wait_per_batch_s"]
     lit = {a["workers"]: a for a in arms if a["arm"] == "litdata" and a.get("status") == "ok"}
     untuned = {a["workers"]: a for a in arms if a["arm"] == "untuned" and a.get("status") == "ok"}
-    for a in arms:
-        if a["arm"] == "untuned" and a["workers"] in lit:
-            out[f"untuned_w{a['workers']}_vs_litdata"] = a["rate"] / lit[a["workers"]]["rate"]
-        if a["arm"] == "untuned" and best is not None:
-            out[f"untuned_w{a['workers']}_vs_grid_best"] = a["rate"] / best["rate"]
+    for w, ua in untuned.items():  # an untuned arm without batches (status not ok) has no rate to compare
+        if w in lit:
+            out[f"untuned_w{w}_vs_litdata"] = ua["rate"] / lit[w]["rate"]
+        if best is not None:
+            out[f"untuned_w{w}_vs_grid_best"] = ua["rate"] / best["rate"]
     if best is not None:
         for w, la in lit.items():
             out[f"grid_best_vs_litdata_w{w}"] = best["rate"] / la["rate"]
@@ -250,9 +250,16 @@ def render_markdown(result: dict[str, Any]) -> str:
     ]
     for name, sc in result["scenarios"].items():
         ev = sc.get("evaluation", {})
+        run = sc.get("run")  # measured by a later run merged into this result (bench_autotune.py --merge)
+        alone = (
+            f"; measured on its own: {run['started']} at {run['commit'][:10]}{' (dirty tree)' if run.get('dirty') else ''}"
+            f", `{run['argv']}`"
+            if run
+            else ""
+        )
         out.append(
             f"**{name}** - {sc['desc']} ({sc['wall_s']:.0f} s, load {sc['load_before'][0]:.1f} -> "
-            f"{sc['load_after'][0]:.1f})"
+            f"{sc['load_after'][0]:.1f}{alone})"
         )
         out.append("")
         out.append(scenario_table(sc))

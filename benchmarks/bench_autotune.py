@@ -10,7 +10,12 @@ whole epochs one after another, in each of these scenarios:
 * ``s3-bw``: S3 through the proxy with its bandwidth capped at ``--bw-mbps`` MB/s (one link for all connections);
 * ``ddp``: two ranks (torch.distributed, gloo, two real processes), each step all-reduces a flag (the gradient
   sync), rank 0 reads through a proxy adding ``--ddp-delays[0]`` ms, rank 1 through one adding ``--ddp-delays[1]``
-  ms: the straggler, which holds the other rank back.
+  ms: the straggler, which holds the other rank back;
+* ``raw-s3-<N>ms`` (``--raw-delays``, default 20): raw files (``--raw-files`` files of ``--raw-file-kb`` KB, no
+  optimize step) on S3 through the proxy adding N ms per request, read by ``StreamingRawDataset`` (LitData's
+  through torch's ``DataLoader``, streamscope's through ``StreamingDataLoader``), batch ``--raw-batch``. Its grid
+  is the raw knobs: look-ahead ``max_prefetch`` (``--grid-prefetch``) x ``STREAMSCOPE_RAW_CONCURRENCY``
+  (``--grid-concurrency``, every pair) x workers. No chunk cache: the cache budget does not apply.
 
 Arms, each in its own process (forked from a zygote that imported torch once, see ``_autotune_procs.py``):
 
@@ -38,7 +43,8 @@ MemoryError counts as OOM.
 Run: ``PYTHONPATH=$PWD/src:$PWD python benchmarks/bench_autotune.py`` (all scenarios; ``--scenarios``,
 ``--duration`` and the grid options make it smaller). Writes ``benchmarks/results/bench_autotune.json``
 (``--out``) after every scenario and regenerates the table in ``benchmarks/README.md`` at the end
-(``--render [JSON]`` does only that).
+(``--render [JSON]`` does only that). ``--merge`` keeps the scenarios already in ``--out`` that this run does not
+measure; each scenario it writes then carries its own run description (``run``: when, commit, arguments, load).
 """
 
 from __future__ import annotations
@@ -79,6 +85,8 @@ _SCRUB = (
     "STREAMSCOPE_MAX_CACHE_SIZE",
     "STREAMSCOPE_PREFETCH_DEPTH",
     "STREAMSCOPE_DOWNLOAD_CONCURRENCY",
+    "STREAMSCOPE_RAW_PREFETCH",
+    "STREAMSCOPE_RAW_CONCURRENCY",
     "STREAMSCOPE_AUTOTUNE",
     "STREAMSCOPE_TRACE_LEVEL",
     "STREAMSCOPE_METRICS_LEVEL",
@@ -151,7 +159,15 @@ def plans_for(sc: dict[str, Any], args: argparse.Namespace) -> list[Plan]:
     for w in args.workers:
         plans.append(Plan(f"litdata-w{w}", "litdata", "litdata", w, duration=args.duration))
         plans.append(Plan(f"untuned-w{w}", "untuned", "streamscope", w, duration=args.duration, env=dict(metrics)))
-    if sc["kind"] == "local":
+    if sc["kind"] == "raw":
+        for w in args.grid_workers:
+            for p in args.grid_prefetch:
+                for c in args.grid_concurrency:  # a batch's own GETs do not wait for the look-ahead: every pair
+                    env = {**metrics, "STREAMSCOPE_RAW_CONCURRENCY": str(c)}
+                    plans.append(
+                        Plan(f"grid-p{p}-c{c}-w{w}", "grid", "streamscope", w, p, c, duration=args.duration, env=env)
+                    )
+    elif sc["kind"] == "local":
         for w in args.local_grid_workers:
             plans.append(Plan(f"grid-w{w}", "grid", "streamscope", w, duration=args.duration, env=dict(metrics)))
     else:
@@ -191,6 +207,8 @@ class Harness:
         self.zygote = Zygote(env=env)
         self.srv: Any = None
         self.bucket = ""
+        self.raw_url = ""
+        self.raw_listing: list[list[Any]] = []  # [url, bytes] of each raw file (LitData's arm takes its index)
         self.proxies: list[Any] = []
 
     def close(self) -> None:
@@ -201,17 +219,39 @@ class Harness:
             self.srv.stop()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def s3(self, data: str) -> None:
-        """Start the moto server and upload the dataset (once)."""
+    def s3(self, data: str, images: bool = True) -> None:
+        """Start the moto server and upload the dataset (once; ``images=False``: the server and bucket only)."""
         if self.srv is not None:
             return
         from tests.support.s3server import S3Server
 
         self.srv = S3Server().start()
         self.bucket = self.srv.new_bucket("autotune")
+        if not images:
+            return
         t = time.perf_counter()
         n = upload(data, self.srv, self.bucket, "images")
         print(f"uploaded {n / 1e6:.0f} MB to s3://{self.bucket}/images in {time.perf_counter() - t:.1f} s", flush=True)
+
+    def raw_files(self) -> str:
+        """Upload the raw-file set (once): ``--raw-files`` files of ``--raw-file-kb`` KB of seeded random bytes."""
+        if self.raw_url:
+            return self.raw_url
+        import numpy as np
+
+        client = self.srv.endpoint(self.bucket).boto3_client()
+        a, t = self.args, time.perf_counter()
+        size = int(a.raw_file_kb * 1000)
+        for i in range(a.raw_files):
+            body = np.random.default_rng(i).integers(0, 256, size, dtype=np.uint8).tobytes()
+            client.put_object(Bucket=self.bucket, Key=f"rawfiles/f{i:06d}.bin", Body=body)
+        self.raw_url = f"s3://{self.bucket}/rawfiles"
+        self.raw_listing = [[f"{self.raw_url}/f{i:06d}.bin", size] for i in range(a.raw_files)]
+        print(
+            f"uploaded {a.raw_files} raw files of {size / 1e3:g} KB to {self.raw_url} in {time.perf_counter() - t:.1f} s",
+            flush=True,
+        )
+        return self.raw_url
 
     def proxy(self, delay_ms: float = 0.0, bw_mbps: float | None = None) -> dict[str, Any]:
         """A fault proxy in front of the server; the storage options that reach the bucket through it."""
@@ -250,7 +290,9 @@ class Harness:
                 "cache_dir": caches[label],
                 "max_cache_size": a.cache_budget,
                 "workers": plan.workers,
-                "batch_size": a.batch,
+                "batch_size": a.raw_batch if sc["kind"] == "raw" else a.batch,
+                "raw": sc["kind"] == "raw",
+                "raw_listing": self.raw_listing if sc["kind"] == "raw" and plan.engine == "litdata" else None,
                 "step_s": a.step_ms / 1000.0,
                 "duration_s": plan.duration,
                 "warmup_s": a.warmup,
@@ -401,8 +443,23 @@ def scenarios(args: argparse.Namespace, h: Harness, data: str) -> list[dict[str,
                     "grid_desc": grid_s3 + ", the same on both ranks",
                 }
             )
+        elif name.startswith("raw-s3-") and name.endswith("ms"):
+            d = float(name[7:-2])
+            out.append(
+                {
+                    "name": name,
+                    "kind": "raw",
+                    "desc": f"raw files ({args.raw_files} x {args.raw_file_kb:g} KB, batch {args.raw_batch}) on S3 "
+                    f"(moto) through the fault proxy adding {d:g} ms per request",
+                    "inputs": [h.raw_files()],
+                    "options": [h.proxy(delay_ms=d)],
+                    "latency_bound": True,
+                    "grid_desc": f"look-ahead max_prefetch {args.grid_prefetch} x STREAMSCOPE_RAW_CONCURRENCY "
+                    f"{args.grid_concurrency} x workers {args.grid_workers}",
+                }
+            )
         else:
-            raise SystemExit(f"unknown scenario {name!r} (local, s3-<N>ms, s3-bw, ddp)")
+            raise SystemExit(f"unknown scenario {name!r} (local, s3-<N>ms, s3-bw, ddp, raw-s3-<N>ms)")
     return out
 
 
@@ -422,6 +479,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     ap.add_argument("--delays", type=float, nargs="+", default=[20, 100], help="ms per request of the s3 scenarios")
     ap.add_argument("--bw-mbps", type=float, default=50.0)
     ap.add_argument("--ddp-delays", type=float, nargs=2, default=[20, 100])
+    ap.add_argument("--raw-delays", type=float, nargs="+", default=[20], help="ms per request of the raw scenarios")
+    ap.add_argument("--raw-files", type=int, default=2000)
+    ap.add_argument("--raw-file-kb", type=float, default=16.0)
+    ap.add_argument("--raw-batch", type=int, default=64)
     ap.add_argument("--workers", type=int, nargs="+", default=[0, 2], help="num_workers of LitData/untuned/tuned")
     ap.add_argument("--grid-prefetch", type=int, nargs="+", default=[2, 8, 32])
     ap.add_argument("--grid-concurrency", type=int, nargs="+", default=[2, 8, 16])
@@ -449,6 +510,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     ap.add_argument("--data", default=None, help="dataset directory (default: _datasets.py images_1mb)")
     ap.add_argument("--out", default=DEFAULT_OUT)
     ap.add_argument("--no-readme", action="store_true")
+    ap.add_argument("--merge", action="store_true", help="keep the scenarios of --out this run does not measure")
     ap.add_argument("--render", nargs="?", const=DEFAULT_OUT, default=None, help="only regenerate the README table")
     args = ap.parse_args(argv)
     if args.render:
@@ -457,11 +519,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     if args.litdata and not os.path.isdir(os.path.join(args.litdata, "litdata")):
         raise SystemExit(f"--litdata {args.litdata}: no litdata package there ('' uses the installed LitData)")
     if args.scenarios is None:
-        args.scenarios = ["local", *[f"s3-{d:g}ms" for d in args.delays], "s3-bw", "ddp"]
+        args.scenarios = [
+            "local",
+            *[f"s3-{d:g}ms" for d in args.delays],
+            "s3-bw",
+            "ddp",
+            *[f"raw-s3-{d:g}ms" for d in args.raw_delays],
+        ]
     if args.warmup >= args.duration:
         raise SystemExit("--warmup must be shorter than --duration")
 
-    data = args.data or ensure("images_1mb")
+    images = any(not n.startswith("raw-") for n in args.scenarios)
+    data = args.data or (ensure("images_1mb") if images else "")
     started = time.perf_counter()
     meta: dict[str, Any] = {
         "started": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -485,13 +554,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         flush=True,
     )
     result: dict[str, Any] = {"benchmark": "bench_autotune", "meta": meta, "scenarios": {}}
+    if args.merge and os.path.exists(args.out):
+        with open(args.out) as f:
+            result = json.load(f)  # the earlier run's description stays on top; this run's goes with its scenarios
+        result.setdefault("scenarios", {})
     h = Harness(args)
     try:
         meta["zygote_imports_s"] = h.zygote.imports_s
         if any(n != "local" for n in args.scenarios):
-            h.s3(data)
+            h.s3(data, images=any(not n.startswith(("local", "raw-")) for n in args.scenarios))
         for sc in scenarios(args, h, data):
-            result["scenarios"][sc["name"]] = h.scenario(sc)
+            out = h.scenario(sc)
+            if args.merge:
+                out["run"] = {k: meta[k] for k in ("started", "commit", "dirty", "cpus", "litdata", "argv")}
+                out["run"]["args"] = {
+                    k: v for k, v in vars(args).items() if k in ("duration", "warmup", "tuned_duration", "step_ms")
+                }
+            result["scenarios"][sc["name"]] = out
             meta["load_after"] = os.getloadavg()
             meta["wall_s"] = time.perf_counter() - started
             os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
@@ -499,7 +578,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
                 json.dump(result, f, indent=1)
     finally:
         h.close()
-    print(f"\nwrote {args.out} ({meta['wall_s'] / 60:.1f} min)", flush=True)
+    print(f"\nwrote {args.out} ({time.perf_counter() - started:.0f} s)", flush=True)
     if not args.no_readme:
         render(args.out)
     return result

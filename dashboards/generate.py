@@ -138,33 +138,54 @@ def q(expr: str, legend: str, **kw: Any) -> Query:
     return Query(expr, legend, **kw)
 
 
+PER_RANK = "rank {{rank}} ({{job}})"
+PER_RANK_DATASET = "rank {{rank}} {{dataset}}"
+
+
+def per_rank(values: Callable[[Metric], str], *metrics: tuple[str, Metric], op: str = "sum") -> tuple[Query, ...]:
+    """One query a metric, summed (``op``) per rank: ``values(metric)`` is its series or rate; a non-empty label
+    leads the legend ("retries, rank 0 (job)")."""
+    return tuple(
+        q(sum_by(RANK, values(m), op=op), f"{label}, {PER_RANK}" if label else PER_RANK) for label, m in metrics
+    )
+
+
+def p50_p99(metric: Metric) -> tuple[Query, ...]:
+    return (q(quantile(0.5, metric), "p50"), q(quantile(0.99, metric), "p99"))
+
+
+def per_dataset_and_sum(metric: Metric) -> tuple[Query, ...]:
+    """A counter's rate per rank and dataset, and its sum over everything selected."""
+    return (q(sum_by(by("rank", "dataset"), rate(metric)), PER_RANK_DATASET), q(f"sum({rate(metric)})", "all selected"))
+
+
+def ts(title: str, description: str, queries: tuple[Query, ...], **kw: Any) -> PanelSpec:
+    """A time series panel; its y axis starts at 0 unless ``min`` says otherwise."""
+    return PanelSpec("timeseries", title, description, queries, **{"min": 0, **kw})
+
+
 def rows() -> tuple[RowSpec, ...]:
     """The dashboard's rows and panels (what ``dashboards/README.md`` describes)."""
-    per_rank = "rank {{rank}} ({{job}})"
+    stage = [prometheus_label("stage")]
     return (
         RowSpec(
             "Overview",
             (
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Exposed data-loading time per rank (ms per batch)",
                     "How long each rank's training loop waited for its next batch, per batch: the loader's "
                     "exposed time (Ray's 'exposed data loading time', per rank).",
-                    (q(ms_per_batch(), per_rank),),
+                    (q(ms_per_batch(), PER_RANK),),
                     unit="ms",
-                    min=0,
                 ),
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Data wait, share of the step per rank",
                     "Seconds each rank's loop waited for data per second of wall time: the share of its step "
                     "lost to data loading (above ~5% the job is input-bound).",
-                    (q(wait_share(), per_rank),),
+                    (q(wait_share(), PER_RANK),),
                     unit="percentunit",
-                    min=0,
                 ),
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Straggler: max exposed data-loading time across ranks",
                     "The slowest rank's wait per batch against the mean over ranks: in synchronous training "
                     "every rank waits for the slowest one.",
@@ -173,7 +194,6 @@ def rows() -> tuple[RowSpec, ...]:
                         q(sum_by(["job"], ms_per_batch(), op="avg"), "mean over ranks ({{job}})"),
                     ),
                     unit="ms",
-                    min=0,
                 ),
                 PanelSpec(
                     "stat",
@@ -182,44 +202,41 @@ def rows() -> tuple[RowSpec, ...]:
                     (
                         q(
                             sum_by(by("rank", "dataset"), series(M.LOADER_TIME_TO_FIRST_BATCH), op="max"),
-                            "rank {{rank}} {{dataset}}",
+                            PER_RANK_DATASET,
                         ),
                     ),
                     unit="s",
                     width=12,
                     height=5,
                 ),
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Telemetry health: events dropped, exporter errors",
                     "Trace events dropped because a buffer was full, exporter (sink) failures, and the spans and "
                     "metric points exporters could not deliver (e.g. an OTLP endpoint down), per second. "
                     "Non-zero: the trace or the exported metrics miss something.",
-                    (
-                        q(sum_by(RANK, rate(M.EVENTS_DROPPED)), "dropped, " + per_rank),
-                        q(sum_by(RANK, rate(M.EXPORT_ERRORS)), "export errors, " + per_rank),
-                        q(sum_by(RANK, rate(M.EXPORT_DROPPED)), "export dropped, " + per_rank),
+                    per_rank(
+                        rate,
+                        ("dropped", M.EVENTS_DROPPED),
+                        ("export errors", M.EXPORT_ERRORS),
+                        ("export dropped", M.EXPORT_DROPPED),
                     ),
                     unit="cps",
                     width=12,
                     height=5,
-                    min=0,
                 ),
             ),
         ),
         RowSpec(
             "Wait attribution",
             (
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Wait by stage (share of wall time, mean over the selected ranks)",
                     "The loop's wait split by what the DataLoader workers were doing meanwhile (download, "
                     "decompress, read, decode, or nothing: idle); the stages stack up to the wait's share.",
-                    (q(sum_by([prometheus_label("stage")], rate(M.LOADER_WAIT_STAGE), op="avg"), "{{stage}}"),),
+                    (q(sum_by(stage, rate(M.LOADER_WAIT_STAGE), op="avg"), "{{stage}}"),),
                     unit="percentunit",
                     width=12,
                     stacked=True,
-                    min=0,
                 ),
                 PanelSpec(
                     "bargauge",
@@ -228,7 +245,7 @@ def rows() -> tuple[RowSpec, ...]:
                     "selected ranks.",
                     (
                         q(
-                            sum_by([prometheus_label("stage")], f"increase({series(M.LOADER_WAIT_STAGE)}[$__range])"),
+                            sum_by(stage, f"increase({series(M.LOADER_WAIT_STAGE)}[$__range])"),
                             "{{stage}}",
                             instant=True,
                         ),
@@ -237,65 +254,46 @@ def rows() -> tuple[RowSpec, ...]:
                     width=6,
                     min=0,
                 ),
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Wait per batch p50 / p99",
                     "Quantiles of the loop's wait for each batch over the selected ranks.",
-                    (q(quantile(0.5, M.LOADER_WAIT_DURATION), "p50"), q(quantile(0.99, M.LOADER_WAIT_DURATION), "p99")),
+                    p50_p99(M.LOADER_WAIT_DURATION),
                     unit="s",
                     width=6,
-                    min=0,
                 ),
             ),
         ),
         RowSpec(
             "Throughput",
             (
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Samples/s",
                     "Samples handed to the training loop per second, per rank and dataset, and their sum.",
-                    (
-                        q(sum_by(by("rank", "dataset"), rate(M.LOADER_SAMPLES)), "rank {{rank}} {{dataset}}"),
-                        q(f"sum({rate(M.LOADER_SAMPLES)})", "all selected"),
-                    ),
+                    per_dataset_and_sum(M.LOADER_SAMPLES),
                     unit="suffix: samples/s",
-                    min=0,
                 ),
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "MB/s delivered",
                     "Tensor bytes of the batches handed to the training loop per second.",
-                    (
-                        q(sum_by(by("rank", "dataset"), rate(M.LOADER_BYTES)), "rank {{rank}} {{dataset}}"),
-                        q(f"sum({rate(M.LOADER_BYTES)})", "all selected"),
-                    ),
+                    per_dataset_and_sum(M.LOADER_BYTES),
                     unit="Bps",
-                    min=0,
                 ),
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "DataLoader result queue and workers",
                     "Worker messages waiting in the DataLoader's result queue (0 while the loop waits: the "
                     "workers are behind), and the worker processes alive.",
-                    (
-                        q(sum_by(RANK, series(M.LOADER_QUEUE_DEPTH)), "queued, " + per_rank),
-                        q(sum_by(RANK, series(M.LOADER_WORKERS)), "workers, " + per_rank),
-                    ),
-                    min=0,
+                    per_rank(series, ("queued", M.LOADER_QUEUE_DEPTH), ("workers", M.LOADER_WORKERS)),
                 ),
             ),
         ),
         RowSpec(
             "Storage",
             (
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Download latency p50 / p99",
                     "Quantiles of the time to download one chunk, over the selected ranks.",
-                    (q(quantile(0.5, M.DOWNLOAD_DURATION), "p50"), q(quantile(0.99, M.DOWNLOAD_DURATION), "p99")),
+                    p50_p99(M.DOWNLOAD_DURATION),
                     unit="s",
-                    min=0,
                 ),
                 PanelSpec(
                     "heatmap",
@@ -304,91 +302,72 @@ def rows() -> tuple[RowSpec, ...]:
                     (q(sum_by(["le"], rate(M.DOWNLOAD_DURATION, "_bucket")), "{{le}}", heatmap=True),),
                     unit="s",
                 ),
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Download MB/s",
                     "Bytes of chunks downloaded per second.",
-                    (q(sum_by(RANK, rate(M.DOWNLOAD_BYTES)), per_rank),),
+                    per_rank(rate, ("", M.DOWNLOAD_BYTES)),
                     unit="Bps",
-                    min=0,
                 ),
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Retries and errors",
                     "Storage requests retried after a retryable error, and chunk downloads that failed, per second.",
-                    (
-                        q(sum_by(RANK, rate(M.DOWNLOAD_RETRIES)), "retries, " + per_rank),
-                        q(sum_by(RANK, rate(M.DOWNLOAD_ERRORS)), "errors, " + per_rank),
-                    ),
+                    per_rank(rate, ("retries", M.DOWNLOAD_RETRIES), ("errors", M.DOWNLOAD_ERRORS)),
                     unit="cps",
                     width=12,
-                    min=0,
                 ),
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Downloads in flight",
                     "Chunk downloads under way in the prefetchers of each rank's workers.",
-                    (q(sum_by(RANK, series(M.DOWNLOAD_IN_FLIGHT)), per_rank),),
+                    per_rank(series, ("", M.DOWNLOAD_IN_FLIGHT)),
                     width=12,
-                    min=0,
                 ),
             ),
         ),
         RowSpec(
             "Cache",
             (
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Cache bytes",
                     "Bytes of chunks in the local cache (as of its last eviction pass).",
-                    (q(sum_by(RANK, series(M.CACHE_SIZE), op="max"), per_rank),),
+                    per_rank(series, ("", M.CACHE_SIZE), op="max"),
                     unit="bytes",
                     width=6,
-                    min=0,
                 ),
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Cache hit ratio",
                     "Chunks asked for that were already in the cache, over all chunks asked for.",
-                    (q(hit_ratio(), per_rank),),
+                    (q(hit_ratio(), PER_RANK),),
                     unit="percentunit",
                     width=6,
-                    min=0,
                     max=1,
                 ),
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Cache hits, misses, evictions",
                     "Chunks per second found in the cache, fetched, and evicted.",
-                    (
-                        q(sum_by(RANK, rate(M.CACHE_HITS)), "hits, " + per_rank),
-                        q(sum_by(RANK, rate(M.CACHE_MISSES)), "misses, " + per_rank),
-                        q(sum_by(RANK, rate(M.CACHE_EVICTIONS)), "evictions, " + per_rank),
+                    per_rank(
+                        rate, ("hits", M.CACHE_HITS), ("misses", M.CACHE_MISSES), ("evictions", M.CACHE_EVICTIONS)
                     ),
                     unit="cps",
                     width=6,
-                    min=0,
                 ),
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Prefetch depth",
                     "Chunks fetched or being fetched ahead of each worker's reader and not yet released.",
                     (q(sum_by(by("rank", "worker"), series(M.PREFETCH_DEPTH)), "rank {{rank}} worker {{worker}}"),),
                     width=6,
-                    min=0,
                 ),
             ),
         ),
         RowSpec(
             "Tuner",
             (
-                PanelSpec(
-                    "timeseries",
+                ts(
                     "Live knob values",
                     "The value of each live knob (docs/knobs.md), which the tuner moves; its decisions are the "
                     "dashboard's 'Tuner decisions' annotations.",
                     (q(sum_by(by("rank", "knob"), series(M.KNOB_VALUE), op="max"), "{{knob}}, rank {{rank}}"),),
                     width=24,
+                    min=None,
                 ),
             ),
         ),

@@ -109,6 +109,10 @@ def test_targets_of_the_tuned_arm() -> None:
     arms[4]["wait_per_batch_s"] = 0.02
     ev = report.evaluate({"arms": arms, "latency_bound": False})
     assert not ev["tuned"][0]["vs_grid_best_ok"] and "vs_litdata_ok" not in ev["tuned"][0]
+    # an arm that got no batch after the warm-up (a loaded machine) has no rate: it is left out, not a KeyError
+    arms.append({"name": "untuned-w8", "arm": "untuned", "workers": 8, "status": "no batches after the warm-up"})
+    ev = report.evaluate({"arms": arms, "latency_bound": False})
+    assert "untuned_w8_vs_grid_best" not in ev and ev["untuned_w2_vs_litdata"] == 2.0
 
 
 def test_readme_block_is_replaced_between_its_markers() -> None:
@@ -148,6 +152,10 @@ def test_grid_of_the_s3_scenarios_keeps_concurrency_within_prefetch() -> None:
     assert not any(p.env for p in plans if p.engine == "litdata")
     local = [p for p in bench_autotune.plans_for({"kind": "local"}, args) if p.arm == "grid"]
     assert [(p.workers, p.prefetch, p.concurrency) for p in local] == [(w, None, None) for w in (0, 1, 2, 3)]
+    raw = [p for p in bench_autotune.plans_for({"kind": "raw"}, args) if p.arm == "grid"]
+    assert len(raw) == 18  # the raw knobs: every look-ahead x GET-limit pair x workers
+    assert all(p.env["STREAMSCOPE_RAW_CONCURRENCY"] == str(p.concurrency) for p in raw)
+    assert not any("STREAMSCOPE_DOWNLOAD_CONCURRENCY" in p.env for p in raw)
 
 
 def test_tuner_is_detected_by_the_loaders_signature() -> None:

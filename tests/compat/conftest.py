@@ -82,58 +82,34 @@ def plain(x: Any) -> Any:
     return x
 
 
+def _written(tmp_path_factory: pytest.TempPathFactory, kind: str, folder: str) -> str:
+    """Dataset ``kind`` of ``_writer_script.DATASETS``, written by streamscope.optimize into a fresh folder."""
+    import streamscope
+    from tests.compat._writer_script import write
+
+    out = str(tmp_path_factory.mktemp(f"compat-{folder}") / folder)
+    with installed_layout():
+        write(streamscope, out, kind)
+    return out
+
+
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     """50 README-style samples in chunks of 8, written by streamscope.optimize (byte-identical to LitData's,
     which ``test_optimize_parity`` checks)."""
-    from streamscope import optimize
-    from tests.compat import _fns
-
-    out = str(tmp_path_factory.mktemp("compat-data") / "dict")
-    with installed_layout():
-        optimize(fn=_fns.sample, inputs=list(range(50)), output_dir=out, chunk_size=8, num_workers=1, verbose=False)
-    return out
+    return _written(tmp_path_factory, "dict", "dict")
 
 
 @pytest.fixture(scope="session")
 def tokens_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     """30 variable-length token sequences written with TokensLoader (chunk_size counts tokens)."""
-    from streamscope import optimize
-    from streamscope.streaming.item_loader import TokensLoader
-    from tests.compat import _fns
-
-    out = str(tmp_path_factory.mktemp("compat-tokens") / "tokens")
-    with installed_layout():
-        optimize(
-            fn=_fns.tokens,
-            inputs=list(range(30)),
-            output_dir=out,
-            chunk_size=300,
-            num_workers=1,
-            item_loader=TokensLoader(),
-            verbose=False,
-        )
-    return out
+    return _written(tmp_path_factory, "tokens", "tokens")
 
 
 @pytest.fixture(scope="session")
 def zstd_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A generator fn (two samples per input), chunk_bytes and zstd compression."""
-    from streamscope import optimize
-    from tests.compat import _fns
-
-    out = str(tmp_path_factory.mktemp("compat-zstd") / "zstd")
-    with installed_layout():
-        optimize(
-            fn=_fns.pairs,
-            inputs=list(range(30)),
-            output_dir=out,
-            chunk_bytes="1KB",
-            compression="zstd",
-            num_workers=1,
-            verbose=False,
-        )
-    return out
+    return _written(tmp_path_factory, "gen_zstd", "zstd")
 
 
 def make_dirs(root: str, *names: str) -> list[str]:
@@ -147,29 +123,10 @@ def make_dirs(root: str, *names: str) -> list[str]:
 @pytest.fixture(scope="session")
 def readme_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     """LitData's README quick start dataset (PIL images, numpy int classes), 2 workers, chunk_bytes."""
-    from streamscope import optimize
-    from tests.compat import _fns
-
-    out = str(tmp_path_factory.mktemp("compat-readme") / "readme")
-    with installed_layout():
-        optimize(
-            fn=_fns.random_images,
-            inputs=list(range(60)),
-            output_dir=out,
-            num_workers=2,
-            chunk_bytes="2KB",
-            verbose=False,
-        )
-    return out
+    return _written(tmp_path_factory, "readme", "readme")
 
 
 @pytest.fixture(scope="session")
 def mixed_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Tuple samples mixing tensor, str, bytes, float, nested list/dict, numpy scalar and bool leaves."""
-    from streamscope import optimize
-    from tests.compat import _fns
-
-    out = str(tmp_path_factory.mktemp("compat-mixed") / "mixed")
-    with installed_layout():
-        optimize(fn=_fns.mixed, inputs=list(range(25)), output_dir=out, chunk_size=7, num_workers=1, verbose=False)
-    return out
+    return _written(tmp_path_factory, "mixed", "mixed")

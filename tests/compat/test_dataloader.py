@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
@@ -369,11 +370,24 @@ def test_litdata_combined_checkpoint_resumes_the_same_count(data_dir: str, tmp_p
 
     def make(eng: Any, dirs: tuple[str, str] = (data_dir, other)) -> Any:
         combined = eng.CombinedStreamingDataset([eng.StreamingDataset(d) for d in dirs])
-        return eng.StreamingDataLoader(combined, batch_size=4, num_workers=num_workers)
+        # a worker that stops answering fails in a minute instead of at the test's timeout
+        extra = {"timeout": 60} if num_workers else {}
+        return eng.StreamingDataLoader(combined, batch_size=4, num_workers=num_workers, **extra)
 
-    loader = make(ld)
-    it = iter(loader)
-    seen = [i for _ in range(5) for i in next(it)["index"].tolist()]
+    def first_batches() -> tuple[Any, list[int]]:
+        loader = make(ld)
+        it = iter(loader)
+        return loader, [i for _ in range(5) for i in next(it)["index"].tolist()]
+
+    try:
+        loader, seen = first_batches()
+    except RuntimeError as exc:
+        # LitData 0.2.68's own loader once hung here in CI with its workers alive (not reproduced in 18 runs
+        # under load): a second, fresh loader shows whether the hang was LitData's or the checkpoint's
+        if "timed out" not in str(exc):
+            raise
+        warnings.warn(f"LitData's loader timed out, retried once: {exc}", stacklevel=1)
+        loader, seen = first_batches()
     state = loader.state_dict()
     assert set(state["dataset"]) == {"0", "1"}  # LitData's layout
     theirs = make(ld)

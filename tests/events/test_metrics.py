@@ -1,6 +1,14 @@
 from __future__ import annotations
 
-from streamscope.events.metrics import Aggregator
+import bisect
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
+
+from streamscope.events.metrics import Aggregator, SpanStats
+from streamscope.events.registry import BUCKETS_S
 
 MS = 1_000_000
 
@@ -126,3 +134,27 @@ def test_snapshot_spans_are_plain_copies_of_the_stats():
     (key,) = snap["spans"]
     snap["spans"][key]["buckets"][0] += 1
     assert snap["spans"][key]["buckets"] != agg.spans[key].buckets
+
+
+_DURS_NS = hst.lists(hst.integers(0, 120 * 10**9), max_size=80)
+
+
+def _span_stats(durs_ns: list[int]) -> SpanStats:
+    stats = SpanStats()
+    for d in durs_ns:
+        stats.observe_ns(d)
+    return stats
+
+
+@settings(max_examples=150, deadline=None)
+@given(_DURS_NS, _DURS_NS, hst.floats(0.01, 1.0))
+def test_merged_span_stats_are_the_stats_of_both_lists_and_quantiles_name_the_bucket(a, b, q):
+    merged, whole = _span_stats(a), _span_stats(a + b)
+    merged.merge(_span_stats(b))
+    assert (merged.count, merged.buckets, merged.max_s) == (whole.count, whole.buckets, whole.max_s)
+    assert merged.total_s == pytest.approx(whole.total_s, abs=1e-9 * (len(a) + len(b) + 1))
+    assert merged.quantile(q) == whole.quantile(q)
+    if a + b:  # the upper bound of the bucket of the ceil(q*n)-th smallest duration (the max past the bounds)
+        want = sorted(a + b)[max(1, math.ceil(q * len(a + b))) - 1]
+        i = bisect.bisect_left([round(x * 1e9) for x in BUCKETS_S], want)
+        assert whole.quantile(q) == (BUCKETS_S[i] if i < len(BUCKETS_S) else whole.max_s)

@@ -37,13 +37,13 @@ class InlineExecutor:
     def default_workers(self) -> int:
         return 2
 
-    def run(self, jobs, total_inputs, start_method, verbose, desc, shared_items=None, shared_offset=0):
+    def run(self, run):
         out = {}
         saved = dict(os.environ)
         try:
-            for job in jobs:
+            for job in run.jobs:
                 set_environ(job)  # what fn sees (DATA_OPTIMIZER_GLOBAL_RANK, ...) is part of the contract
-                msg = execute(dataclasses.replace(job, in_child=False), [0] * len(jobs))
+                msg = execute(dataclasses.replace(job, in_child=False), [0] * len(run.jobs))
                 if msg[0] != "done":
                     raise_worker_error(msg)
                 out[msg[1]] = (msg[2], msg[3])

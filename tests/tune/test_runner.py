@@ -56,3 +56,19 @@ def test_a_tuner_that_raises_stops_with_a_crash_event_and_keeps_the_last_good_va
     abandoned = [f for n, f in tuner.events if n == "decision" and f["outcome"] == "abandoned"]
     assert abandoned and "the tuner failed" in abandoned[0]["reason"]
     assert tuner.controller.phase == "stopped"
+
+
+class _IdleSensors(_SimSensors):
+    def read(self, now: float) -> Reading:
+        return Reading(now)
+
+
+def test_started_says_which_knob_is_left_to_the_raw_file_governor(clean_tracer):  # noqa: F811
+    for governed in (True, False):
+        sim = make_sim(Pipeline(latency=0.1), workers=2, info={"kind": "raw", "raw_governed": governed})
+        tuner = Tuner(sim.target, budgets=sim.controller.budgets, sensors=_IdleSensors(sim, [None]), tick=0.005)
+        tuner.start()
+        tuner.stop()
+        started = [f for n, f in tuner.events if n == "started"]
+        assert started and started[0]["kind"] == "raw"
+        assert started[0].get("left_to_governor") == ("raw_concurrency" if governed else None)

@@ -802,7 +802,8 @@ knob(
     -1,
     "items",
     ("STREAMSCOPE_RAW_PREFETCH",),
-    "Per-worker look-ahead of raw-file items. -1 = the dataset's max_prefetch; 0 = off. Read live from the "
+    "Per-worker look-ahead of raw-file items. -1 = the dataset's max_prefetch (capped so all DataLoader workers "
+    "together hold about 64 items); another value is each worker's depth as it is; 0 = off. Read live from the "
     "dataset's knob board at every batch.",
     live=True,
     bounds=(-1, 4096),

@@ -18,12 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from streamscope._core.histogram import FixedBuckets
 from streamscope.events.bus import BULK, Bulk, Event, joined
 from streamscope.events.registry import BUCKETS_S  # the histograms' bounds (seconds), declared with the metrics
 
 __all__ = ["Aggregator", "SpanStats", "add_seconds"]
 
 
+_LAYOUT = FixedBuckets(BUCKETS_S)  # the buckets the exporters publish (durations are bucketed in ns: _BOUNDS_NS)
 _BOUNDS_NS = tuple(int(b * 1e9) for b in BUCKETS_S)
 _BOUNDS = np.array(_BOUNDS_NS, dtype=np.int64)
 #: Epoch-category spans around a training loop: LitData's ``dataloader`` and streamscope's ``epoch``.
@@ -63,15 +65,7 @@ class SpanStats:
 
     def quantile(self, q: float) -> float:
         """Upper bucket bound (seconds) below which a fraction ``q`` of the durations fall."""
-        if not self.count:
-            return 0.0
-        target = q * self.count
-        seen = 0
-        for i, c in enumerate(self.buckets):
-            seen += c
-            if seen >= target:
-                return BUCKETS_S[i] if i < len(BUCKETS_S) else self.max_s
-        return self.max_s
+        return _LAYOUT.quantile(self.buckets, self.count, q, self.max_s)
 
     def observe_ns(self, dur_ns: int) -> None:
         self.count += 1

@@ -6,7 +6,8 @@
   worker on a Ray cluster. Needs the ``ray`` extra.
 * Any object with the :class:`Executor` methods.
 
-Every executor runs the same :class:`~streamscope.processing.worker.WorkerJob` list and returns the same
+Every executor runs the same :class:`~streamscope.processing.runner.JobRun` (its
+:class:`~streamscope.processing.worker.WorkerJob` list) and returns the same
 ``{worker: (chunks, config)}``: the job's split, chunk names and merge do not depend on where workers ran, so
 neither does the output.
 """
@@ -18,13 +19,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from streamscope._core import config as cfg
 from streamscope._core.errors import OptimizeInputError
-from streamscope.processing.runner import run_jobs
-from streamscope.processing.worker import WorkerJob
+from streamscope.processing.runner import JobRun, Results, run_jobs
 
-__all__ = ["Executor", "ProcessExecutor", "Results", "resolve_executor"]
-
-
-Results = dict[int, tuple[list[dict[str, Any]], "dict[str, Any] | None"]]
+__all__ = ["Executor", "JobRun", "ProcessExecutor", "Results", "resolve_executor"]
 
 
 @runtime_checkable
@@ -45,17 +42,8 @@ class Executor(Protocol):
         """Workers to start when ``num_workers`` is None."""
         ...
 
-    def run(
-        self,
-        jobs: list[WorkerJob],
-        total_inputs: int | None,
-        start_method: str | None,
-        verbose: bool,
-        desc: str,
-        shared_items: list[Any] | None = None,
-        shared_offset: int = 0,
-    ) -> Results:
-        """Run every job; return ``{job.worker: (chunks, config)}`` once all reported ``done``.
+    def run(self, run: JobRun) -> Results:
+        """Run every job of ``run``; return ``{job.worker: (chunks, config)}`` once all reported ``done``.
 
         Raises:
             WorkerFailedError: ``fn`` raised (the first report of an error stops the job).
@@ -78,17 +66,8 @@ class ProcessExecutor:
     def default_workers(self) -> int:
         return os.cpu_count() or 1
 
-    def run(
-        self,
-        jobs: list[WorkerJob],
-        total_inputs: int | None,
-        start_method: str | None,
-        verbose: bool,
-        desc: str,
-        shared_items: list[Any] | None = None,
-        shared_offset: int = 0,
-    ) -> Results:
-        return run_jobs(jobs, total_inputs, start_method, verbose, desc, shared_items, shared_offset)
+    def run(self, run: JobRun) -> Results:
+        return run_jobs(run)
 
     def __repr__(self) -> str:
         return "ProcessExecutor()"

@@ -44,6 +44,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from streamscope import events as ev
@@ -69,6 +70,7 @@ from streamscope.processing._store import check_writable, local_root, open_outpu
 from streamscope.processing.executors import Executor, resolve_executor
 from streamscope.processing.merge import merge_datasets  # noqa: F401 - litdata.processing.functions path
 from streamscope.processing.nodes import NODES_DIR, NodeEnv, NodeGroup, detect_node, node_index_key
+from streamscope.processing.runner import JobRun
 from streamscope.processing.split import aligned_ranges, even_ranges, weighted_ranges
 from streamscope.processing.worker import CHECKPOINT_DIR, Resume, WorkerJob, checkpoint_key
 
@@ -379,34 +381,21 @@ def _optimize(
     compression_batch_size: int | None,
 ) -> None:
     """optimize() once its arguments are checked: split, join the other nodes, run, merge."""
-    keep: int | None = None
-    if queue is not None:
-        items, n_given = [], 0
-        n = 0
-        workers = _num_workers(num_workers, None, ex)
-    else:
-        items, n_given, keep = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
-        if keep is not None and not keep_data_ordered:  # the workers share one queue: its first inputs
-            items, keep = items[:keep], None
-        n = len(items)
-        workers = _num_workers(num_workers, n, ex)
-    world = workers * node.num_nodes  # global workers: node r runs ranks r*workers .. r*workers + workers - 1
-    if queue is not None or not keep_data_ordered:
-        ranges = [(0, 0)] * world  # items are handed out through a queue shared by the workers
-    elif weights is not None:
-        try:
-            ranges = _weighted_split(weights, n_given, batch_size, n, world)
-        except OptimizeInputError as exc:  # LitData's optimize() ignores weights: code passing these runs there
-            warnings.warn(f"{exc}; optimize() ignores them (as LitData's does)", UserWarning, stacklevel=2)
-            ranges = even_ranges(n, world)
-    elif align_chunking:
-        ranges = aligned_ranges(n, world, int(chunk_size))  # type: ignore[arg-type]
-    else:
-        ranges = even_ranges(n, world)
-    if keep is not None:
-        ranges = _keep_first(ranges, keep)
-        n = sum(b - a for a, b in ranges)
-    mine = range(node.node_rank * workers, (node.node_rank + 1) * workers)
+    split = _split(
+        ex,
+        node,
+        inputs,
+        queue,
+        weights,
+        num_workers,
+        fast_dev_run,
+        reader,
+        batch_size,
+        keep_data_ordered,
+        align=int(chunk_size) if align_chunking else None,  # type: ignore[arg-type]
+        strict_weights=False,
+    )
+    items, n, workers, ranges = split.items, split.n, split.workers, split.ranges
 
     store = open_output(output_dir, storage_options)
     if mode == "append":  # the layout follows the dataset appended to (checked before any file is touched)
@@ -446,9 +435,7 @@ def _optimize(
         if encryption is not None:  # the claims are plain files: a fingerprint of the key, not the key
             secret = json.dumps(ckpt_config["writer"]["encryption"], sort_keys=True, default=str)
             agreed["writer"] = {**ckpt_config["writer"], "encryption": hashlib.sha256(secret.encode()).hexdigest()}
-        group = NodeGroup(store, node, agreed, "optimize")
-        group.join()
-        group.start_heartbeat()
+        group = _join_nodes(store, node, agreed, "optimize")
 
     try:
         with ev.span("optimize", "epoch", inputs=n, workers=workers, url=store.url, node=node.node_rank):
@@ -458,13 +445,8 @@ def _optimize(
                 group,
                 ex,
                 fn,
-                items,
+                split,
                 queue,
-                n,
-                workers,
-                world,
-                ranges,
-                mine,
                 mode,
                 use_checkpoint,
                 ckpt_config,
@@ -474,7 +456,6 @@ def _optimize(
                 reader,
                 start_method,
                 verbose,
-                keep_data_ordered,
                 key_fn,
             )
     except BaseException:
@@ -489,13 +470,8 @@ def _optimize_node(
     group: NodeGroup | None,
     ex: Executor,
     fn: Callable[[Any], Any],
-    items: list[Any],
+    split: _Split,
     queue: Any,
-    n: int,
-    workers: int,
-    world: int,
-    ranges: list[tuple[int, int]],
-    mine: range,
     mode: str | None,
     use_checkpoint: bool,
     ckpt_config: dict[str, Any],
@@ -505,12 +481,12 @@ def _optimize_node(
     reader: Any,
     start_method: str | None,
     verbose: bool,
-    keep_data_ordered: bool,
     key_fn: Callable[[Any], Any] | None,
 ) -> None:
     """The body of optimize() once the arguments are checked (and, multi-node, the node joined its group):
-    this node's workers ``mine`` of the ``world`` global ones."""
+    this node's workers ``split.mine`` of the ``split.world`` global ones."""
     multi = group is not None
+    mine, world, n = split.mine, split.world, split.n
     has_index = store.exists("index.json")
     resume_records: dict[int, Resume] = {}
     saved = _load_json(store, _CKPT_CONFIG) if use_checkpoint else None
@@ -559,34 +535,22 @@ def _optimize_node(
         resume_records = {w: Resume(next_chunk_index=starts[w]) for w in mine}
 
     staging = _make_staging(store)
-    jobs = [
-        WorkerJob(
-            kind="optimize",
-            worker=w,
-            num_workers=workers,
-            fn=fn,
-            inputs=items[ranges[w][0] : ranges[w][1]],
-            offset=ranges[w][0],
-            output_dir=output_dir,
-            storage_options=storage_options,
-            staging_dir=staging,
-            writer_kwargs=writer_kwargs,
-            use_checkpoint=use_checkpoint,
-            resume=resume_records[w],
-            reader=reader,
-            source=queue,
-            num_nodes=node.num_nodes,
-            node_rank=node.node_rank,
-        )
-        for w in mine
-    ]
-    shared, shared_offset = None, 0
-    if queue is None and not keep_data_ordered:  # this node's share of the inputs, handed out by one queue
-        a, b = even_ranges(n, node.num_nodes)[node.node_rank]
-        shared, shared_offset = items[a:b], a
-    total = None if queue is not None else (len(shared) if shared is not None else sum(len(j.inputs) for j in jobs))
+    jobs = split.jobs(
+        "optimize",
+        node,
+        fn,
+        staging,
+        output_dir,
+        storage_options,
+        reader,
+        source=queue,
+        resume=resume_records,
+        writer_kwargs=writer_kwargs,
+        use_checkpoint=use_checkpoint,
+    )
+    run = split.run(jobs, "optimize", verbose, start_method)
     try:
-        results = ex.run(jobs, total, start_method, verbose, "optimize", shared, shared_offset)
+        results = ex.run(run)
         parts = [(f"worker {w}", *results[w]) for w in mine]
         if not multi:
             _publish_index(store, parts, existing, n)
@@ -711,22 +675,8 @@ def _map(
     keep_data_ordered: bool,
 ) -> None:
     """map() once its arguments are checked."""
-    items, n_given, keep = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
-    if keep is not None and not keep_data_ordered:  # the workers share one queue: its first inputs
-        items, keep = items[:keep], None
-    n = len(items)
-    workers = _num_workers(num_workers, n, ex)
-    world = workers * node.num_nodes
-    if not keep_data_ordered:
-        ranges = [(0, 0)] * world
-    elif weights is not None:
-        ranges = _weighted_split(weights, n_given, batch_size, n, world)
-    else:
-        ranges = even_ranges(n, world)
-    if keep is not None:
-        ranges = _keep_first(ranges, keep)
-        n = sum(b - a for a, b in ranges)
-    mine = range(node.node_rank * workers, (node.node_rank + 1) * workers)
+    split = _split(ex, node, inputs, None, weights, num_workers, fast_dev_run, reader, batch_size, keep_data_ordered)
+    items, n, workers, ranges = split.items, split.n, split.workers, split.ranges
     store = open_output(output_dir, storage_options)
     check_writable(store)
     if error_when_not_empty and any(True for _ in store.list("")):
@@ -740,35 +690,14 @@ def _map(
             "ranges": [list(r) for r in ranges],
             "inputs_sha256": _fingerprint(items),
         }
-        group = NodeGroup(store, node, agreed, "map")
-        group.join()
-        group.start_heartbeat()
+        group = _join_nodes(store, node, agreed, "map")
     staging = _make_staging(store)
-    jobs = [
-        WorkerJob(
-            kind="map",
-            worker=w,
-            num_workers=workers,
-            fn=fn,
-            inputs=items[ranges[w][0] : ranges[w][1]],
-            offset=ranges[w][0],
-            output_dir=output_dir,
-            storage_options=storage_options,
-            staging_dir=staging,
-            reader=reader,
-            num_nodes=node.num_nodes,
-            node_rank=node.node_rank,
-        )
-        for w in mine
-    ]
-    shared, shared_offset = None, 0
-    if not keep_data_ordered:
-        a, b = even_ranges(n, node.num_nodes)[node.node_rank]
-        shared, shared_offset = items[a:b], a
-    total = len(shared) if shared is not None else sum(len(j.inputs) for j in jobs)
+    run = split.run(
+        split.jobs("map", node, fn, staging, output_dir, storage_options, reader), "map", True, start_method
+    )
     try:
         with ev.span("map", "epoch", inputs=n, workers=workers, url=store.url, node=node.node_rank):
-            ex.run(jobs, total, start_method, True, "map", shared, shared_offset)
+            ex.run(run)
         if group is not None and group.finish(None):
             group.cleanup()  # the last node: the job is over
             _remove_nodes_dir(store)
@@ -781,6 +710,133 @@ def _map(
 
 
 # --- helpers ----------------------------------------------------------------------------------------
+
+
+def _join_nodes(store: ObjectStore, node: NodeEnv, agreed: dict[str, Any], kind: str) -> NodeGroup:
+    """Join the job's node group (its claims agree on ``agreed``) and keep this node's heartbeat going."""
+    group = NodeGroup(store, node, agreed, kind)
+    group.join()
+    group.start_heartbeat()
+    return group
+
+
+@dataclass(frozen=True)
+class _Split:
+    """How a job's inputs are dealt: ``ranges[w]`` of ``items`` to global worker ``w`` of ``world`` (``workers``
+    a node), this node's workers ``mine``; ``shared`` (from global input ``shared_offset``): this node's share
+    handed out through one queue (``keep_data_ordered=False``), else None. ``n``: the inputs the job processes."""
+
+    items: list[Any]
+    n: int
+    workers: int
+    world: int
+    ranges: list[tuple[int, int]]
+    mine: range
+    shared: list[Any] | None
+    shared_offset: int
+
+    def jobs(
+        self,
+        kind: str,
+        node: NodeEnv,
+        fn: Callable[..., Any],
+        staging: str,
+        output_dir: str,
+        storage_options: dict[str, Any],
+        reader: Any,
+        *,
+        source: Any = None,
+        resume: dict[int, Resume] | None = None,
+        writer_kwargs: dict[str, Any] | None = None,
+        use_checkpoint: bool = False,
+    ) -> list[WorkerJob]:
+        """This node's workers as jobs of ``kind`` (optimize or map), each on its range of the inputs (or taking
+        them from the user's queue ``source``)."""
+        return [
+            WorkerJob(
+                kind=kind,
+                worker=w,
+                num_workers=self.workers,
+                fn=fn,
+                inputs=self.items[self.ranges[w][0] : self.ranges[w][1]],
+                offset=self.ranges[w][0],
+                output_dir=output_dir,
+                storage_options=storage_options,
+                staging_dir=staging,
+                writer_kwargs=writer_kwargs or {},
+                use_checkpoint=use_checkpoint,
+                resume=resume[w] if resume is not None else Resume(),
+                reader=reader,
+                source=source,
+                num_nodes=node.num_nodes,
+                node_rank=node.node_rank,
+            )
+            for w in self.mine
+        ]
+
+    def run(self, jobs: list[WorkerJob], desc: str, verbose: bool, start_method: str | None) -> JobRun:
+        """``jobs`` to run, with the progress bar's total (None for the user's queue: unknown)."""
+        if any(j.source is not None for j in jobs):
+            total = None
+        else:
+            total = len(self.shared) if self.shared is not None else sum(len(j.inputs) for j in jobs)
+        return JobRun(jobs, total, desc, verbose, start_method, self.shared, self.shared_offset)
+
+
+def _split(
+    ex: Executor,
+    node: NodeEnv,
+    inputs: Sequence[Any] | None,
+    queue: Any,
+    weights: list[int] | None,
+    num_workers: int | None,
+    fast_dev_run: bool | int,
+    reader: Any,
+    batch_size: int | None,
+    keep_data_ordered: bool,
+    *,
+    align: int | None = None,
+    strict_weights: bool = True,
+) -> _Split:
+    """Deal the inputs (or, with the user's ``queue``, none: it feeds the workers) to the job's global workers:
+    node r runs ranks ``r*workers .. r*workers + workers - 1``. ``align``: whole chunks of that many items per
+    worker (optimize's align_chunking). Weights that do not fit the inputs raise with ``strict_weights`` (map),
+    else warn and are ignored (LitData's optimize() ignores weights: code passing these runs there)."""
+    keep: int | None = None
+    if queue is not None:
+        items: list[Any] = []
+        n_given = n = 0
+        workers = _num_workers(num_workers, None, ex)
+    else:
+        items, n_given, keep = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)  # type: ignore[arg-type]
+        if keep is not None and not keep_data_ordered:  # the workers share one queue: its first inputs
+            items, keep = items[:keep], None
+        n = len(items)
+        workers = _num_workers(num_workers, n, ex)
+    world = workers * node.num_nodes
+    if queue is not None or not keep_data_ordered:
+        ranges = [(0, 0)] * world  # items are handed out through a queue shared by the workers
+    elif weights is not None:
+        try:
+            ranges = _weighted_split(weights, n_given, batch_size, n, world)
+        except OptimizeInputError as exc:
+            if strict_weights:
+                raise
+            warnings.warn(f"{exc}; optimize() ignores them (as LitData's does)", UserWarning, stacklevel=3)
+            ranges = even_ranges(n, world)
+    elif align is not None:
+        ranges = aligned_ranges(n, world, align)
+    else:
+        ranges = even_ranges(n, world)
+    if keep is not None:
+        ranges = _keep_first(ranges, keep)
+        n = sum(b - a for a, b in ranges)
+    shared, shared_offset = None, 0
+    if queue is None and not keep_data_ordered:  # this node's share of the inputs, handed out by one queue
+        a, b = even_ranges(len(items), node.num_nodes)[node.node_rank]
+        shared, shared_offset = items[a:b], a
+    mine = range(node.node_rank * workers, (node.node_rank + 1) * workers)
+    return _Split(items, n, workers, world, ranges, mine, shared, shared_offset)
 
 
 _TIME_TEMPLATE = re.compile(r"\{(%[^{}]*)\}")

@@ -44,7 +44,7 @@ from streamscope._core import config as cfg
 from streamscope._core.errors import ClusterUnreachableError, ExecutorError, OptimizeInputError, WorkerDiedError
 from streamscope._core.optional import require
 from streamscope.events import context as ev_context
-from streamscope.processing.runner import progress_bar, raise_worker_error
+from streamscope.processing.runner import JobRun, Results, progress_bar, raise_worker_error
 from streamscope.processing.worker import Resume, WorkerJob, checkpoint_key, execute, set_environ
 
 __all__ = ["RayExecutor", "Results"]
@@ -52,8 +52,6 @@ __all__ = ["RayExecutor", "Results"]
 
 #: Environment variables of the driver a task gets (tracer, metrics, knobs).
 _FORWARDED_PREFIXES = ("STREAMSCOPE_", "LITDATA_")
-
-Results = dict[int, tuple[list[dict[str, Any]], "dict[str, Any] | None"]]
 
 
 def _ray() -> Any:
@@ -224,23 +222,14 @@ class RayExecutor:
             env["env_vars"] = {**forwarded, **dict(env.get("env_vars") or {})}
         return env or None
 
-    def run(
-        self,
-        jobs: list[WorkerJob],
-        total_inputs: int | None,
-        start_method: str | None,
-        verbose: bool,
-        desc: str,
-        shared_items: list[Any] | None = None,
-        shared_offset: int = 0,
-    ) -> Results:
+    def run(self, run: JobRun) -> Results:
         """Run one Ray task per job (see the module doc); ``start_method`` does not apply."""
-        if shared_items is not None or any(job.source is not None for job in jobs):
+        if run.shared_items is not None or any(job.source is not None for job in run.jobs):
             raise OptimizeInputError(
                 "executor='ray' needs each worker's inputs fixed up front: queue=... and keep_data_ordered=False "
                 "are not supported on Ray"
             )
-        return self._run(self.connect(), jobs, total_inputs, verbose, desc)
+        return self._run(self.connect(), run.jobs, run.total_inputs, run.verbose, run.desc)
 
     def _run(self, ray: Any, jobs: list[WorkerJob], total_inputs: int | None, verbose: bool, desc: str) -> Results:
         retries = int(cfg.get("ray_max_retries")) if self.max_retries is None else self.max_retries

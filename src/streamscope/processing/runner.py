@@ -14,6 +14,7 @@ import pickle
 import queue as queue_mod
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from streamscope._core import config
@@ -21,7 +22,7 @@ from streamscope._core.errors import MapReturnError, OptimizeInputError, WorkerD
 from streamscope.processing.sentinel import ALL_DONE
 from streamscope.processing.worker import WorkerJob, run_worker
 
-__all__ = ["default_start_method", "progress_bar", "raise_worker_error", "run_jobs"]
+__all__ = ["JobRun", "Results", "default_start_method", "progress_bar", "raise_worker_error", "run_jobs"]
 
 
 def default_start_method() -> str:
@@ -37,23 +38,34 @@ def default_start_method() -> str:
     return mp.get_start_method(allow_none=False)
 
 
-def run_jobs(
-    jobs: list[WorkerJob],
-    total_inputs: int | None,
-    start_method: str | None,
-    verbose: bool,
-    desc: str,
-    shared_items: list[Any] | None = None,
-    shared_offset: int = 0,
-) -> dict[int, tuple[list[dict[str, Any]], dict[str, Any] | None]]:
-    """Run one process per job; return ``{worker: (chunks, config)}`` once all have reported ``done``.
+#: ``{worker: (chunks, config)}``: what every executor returns once all workers reported ``done``.
+Results = dict[int, tuple[list[dict[str, Any]], "dict[str, Any] | None"]]
+
+
+@dataclass
+class JobRun:
+    """One node's share of an optimize()/map() job, as every executor's ``run`` takes it.
 
     ``shared_items``: instead of each job's own ``inputs``, every worker takes ``(index, item)`` pairs from one
-    queue filled here after the workers started (``keep_data_ordered=False``). ``total_inputs`` None: unknown
-    (queue input), the progress bar counts without a total. ``shared_offset``: the global index of
-    ``shared_items[0]`` (a node of a multi-node job shares its part of the inputs).
+    queue filled after the workers started (``keep_data_ordered=False``); ``shared_offset`` is the global index
+    of ``shared_items[0]`` (a node of a multi-node job shares its part of the inputs). ``total_inputs`` None:
+    unknown (queue input), the progress bar counts without a total. ``start_method`` applies to local processes
+    only.
     """
-    ctx = mp.get_context(start_method or default_start_method())
+
+    jobs: list[WorkerJob]
+    total_inputs: int | None
+    desc: str  # the progress bar's label: "optimize" or "map"
+    verbose: bool = True
+    start_method: str | None = None
+    shared_items: list[Any] | None = None
+    shared_offset: int = 0
+
+
+def run_jobs(run: JobRun) -> Results:
+    """Run one process per job; return ``{worker: (chunks, config)}`` once all have reported ``done``."""
+    jobs, shared_items, shared_offset = run.jobs, run.shared_items, run.shared_offset
+    ctx = mp.get_context(run.start_method or default_start_method())
     results = ctx.Queue()
     shared = None
     if shared_items is not None:
@@ -64,7 +76,7 @@ def run_jobs(
     progress = ctx.Array("q", len(jobs), lock=False)
     by_worker = {job.worker: job for job in jobs}
     procs: dict[int, Any] = {}
-    out: dict[int, tuple[list[dict[str, Any]], dict[str, Any] | None]] = {}
+    out: Results = {}
     bar = None
     poll = float(config.get("optimize_poll_interval"))
     grace = float(config.get("optimize_exit_grace"))
@@ -85,7 +97,7 @@ def run_jobs(
             for i, item in enumerate(shared_items or ()):
                 shared.put((shared_offset + i, item))
             shared.put(ALL_DONE)
-        bar = progress_bar(total_inputs, desc, verbose)  # after forking: its monitor thread is not inherited
+        bar = progress_bar(run.total_inputs, run.desc, run.verbose)  # after forking: its monitor thread is not inherited
         shown = 0
         while len(out) < len(jobs):
             try:

@@ -10,6 +10,10 @@ DataLoader workers share with the process that built it): ``raw_concurrency`` (s
 ``max_concurrent_downloads`` argument; 0 = the adaptive, latency-driven limit of each process), ``raw_prefetch``
 (starts at the ``max_prefetch`` argument) and ``raw_lookahead_when_left``. An argument given pins its knob.
 
+With a ``StreamingDataLoader`` (``stream/mapped.py``) the loader plans the epoch (``shuffle``, exact resume,
+``autotune``) and tells each worker's dataset the indices it will ask for next (:meth:`expect`), which the
+look-ahead then fetches instead of guessing.
+
 Runtime state (threads, store clients, futures) is per process: a forked DataLoader worker starts fresh and
 pickling (spawn) drops it. One process should call ``__getitems__`` from one thread at a time (as torch's
 DataLoader does); the fetches themselves run concurrently.
@@ -23,7 +27,7 @@ import multiprocessing
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from typing import Any, Literal
 
@@ -53,7 +57,7 @@ __all__ = ["StreamingRawDataset"]
 logger = logging.getLogger(__name__)
 
 _TINY_MEDIAN_BYTES = 100_000
-_RUNTIME_FIELDS = ("_ahead", "_lookahead", "_pid", "_batches", "_governor")
+_RUNTIME_FIELDS = ("_ahead", "_lookahead", "_pid", "_batches", "_governor", "_expected")
 
 
 def _num_workers() -> int:
@@ -134,6 +138,8 @@ class StreamingRawDataset(Dataset):
                 "raw_prefetch": (self.max_prefetch, config.given(max_prefetch), "max_prefetch"),
             }
         )
+        # not given: twice the live look-ahead (the tuner may deepen it), else this many items at most
+        self._cache_size_follows = prefetch_cache_size is None
         if prefetch_cache_size is None:
             prefetch_cache_size = 2 * self.max_prefetch
         self.prefetch_cache_size = max(0, int(prefetch_cache_size))
@@ -203,6 +209,7 @@ class StreamingRawDataset(Dataset):
         self._pid = os.getpid()
         self._batches = 0
         self._governor: ConcurrencyGovernor | None = None
+        self._expected: list[int] | None = None
 
     def _runtime(self) -> IORuntime:
         if self._pid != os.getpid():
@@ -261,11 +268,44 @@ class StreamingRawDataset(Dataset):
             )
         return limit
 
+    def governed(self) -> bool:
+        """True while the latency-driven governor owns each process's GET limit (remote source, no
+        ``max_concurrent_downloads``, board ``raw_concurrency`` 0, ``raw_adaptive_concurrency`` on)."""
+        return (
+            self.source.is_remote
+            and self.max_concurrent_downloads is None
+            and int(self._knobs.value("raw_concurrency")) <= 0
+            and bool(config.get("raw_adaptive_concurrency"))
+        )
+
+    def tune_info(self, num_workers: int = 0) -> dict[str, Any]:
+        """What the auto-tuner needs to know of this dataset (``tune.TargetInfo`` fields): the knobs it may move
+        are ``raw_prefetch`` (from the argument) and ``raw_concurrency`` (from the size-based default of a
+        process), the latter only while the governor does not own it."""
+        return {
+            "kind": "raw",
+            "raw_governed": self.governed(),
+            "raw_prefetch": self.max_prefetch,
+            "raw_concurrency": int(self.max_concurrent_downloads or 0)
+            or adaptive_concurrency(self.median_file_bytes, max(1, int(num_workers))),
+            "uses_cache": False,
+        }
+
+    def expect(self, indices: Sequence[int]) -> None:
+        """The indices this process will ask for next, in order (a loader that knows its plan tells it before
+        each batch): the look-ahead fetches those instead of guessing from the batches seen. Empty: no more."""
+        if self._pid != os.getpid():
+            self._reset_runtime_state()
+        self._expected = list(indices)
+
     def prefetch_depth(self) -> int:
-        """Items this worker fetches ahead now (live knob, else the argument), worker-aware."""
+        """Items this worker fetches ahead now: the argument, capped so all workers together hold about 64 items;
+        a different value on the board (the tuner's, or one set through it) is this worker's depth as it is (the
+        tuner's moves must change something; its RAM budget bounds what it holds)."""
         live = int(self._knobs.value("raw_prefetch"))
-        depth = live if live >= 0 else self.max_prefetch
-        return effective_prefetch(depth, _num_workers())
+        if live < 0 or live == self.max_prefetch:
+            return effective_prefetch(self.max_prefetch, _num_workers())
+        return live
 
     # --- access --------------------------------------------------------------------------------------
 
@@ -392,8 +432,12 @@ class StreamingRawDataset(Dataset):
 
     def _schedule_ahead(self, rt: IORuntime, indices: list[int]) -> None:
         depth = self.prefetch_depth()
-        wanted = self._lookahead.observe(indices, _num_workers(), len(self.items), depth)
-        cap = self.prefetch_cache_size or depth
+        if self._expected is not None:
+            wanted = self._expected[:depth]
+        else:
+            wanted = self._lookahead.observe(indices, _num_workers(), len(self.items), depth)
+        cap = max(self.prefetch_cache_size, 2 * depth) if self._cache_size_follows else self.prefetch_cache_size
+        cap = cap or depth
         scheduled = 0
         with rt.batch():
             for i in wanted:

@@ -38,6 +38,7 @@ from streamscope.stream.batching import ArenaFlags, Reorder
 from streamscope.stream.collate_fn import litdata_collate
 from streamscope.stream.dataset import StreamingDataset
 from streamscope.stream.handover import ParcelAcks
+from streamscope.stream.mapped import MappedBatches, fetches_batches
 
 __all__ = ["StreamingDataLoader", "join_worker_shutdowns", "pending_worker_shutdowns"]
 
@@ -116,7 +117,9 @@ class StreamingDataLoader(DataLoader):
     """A DataLoader for :class:`StreamingDataset` with exact, worker-count-independent resume.
 
     Args:
-        dataset: a StreamingDataset or CombinedStreamingDataset (anything with the loader protocol).
+        dataset: a StreamingDataset or CombinedStreamingDataset (anything with the loader protocol), or a
+            StreamingRawDataset (driven through ``stream.mapped.MappedBatches``: ``shuffle``, exact resume and
+            the tuner work the same; ``loader.dataset.dataset`` is the raw dataset).
         batch_size: samples per batch (the dataset's epoch plan cuts batches with it).
         num_workers: DataLoader worker processes.
         profile_batches, profile_skip_batches: accepted for compatibility; use streamscope tracing.
@@ -153,10 +156,13 @@ class StreamingDataLoader(DataLoader):
     ) -> None:
         ev.configure_from_env()  # an entry point: tracing switched on by the environment starts here (once)
         if not isinstance(dataset, StreamingDataset) and not all(hasattr(dataset, a) for a in _PROTOCOL):
-            raise NotAStreamingDatasetError(
-                f"StreamingDataLoader needs a StreamingDataset (or a dataset with {', '.join(_PROTOCOL)}, such as "
-                f"CombinedStreamingDataset), got {type(dataset).__name__}; use torch's DataLoader for other datasets"
-            )
+            if not fetches_batches(dataset):
+                raise NotAStreamingDatasetError(
+                    f"StreamingDataLoader needs a StreamingDataset (or a dataset with {', '.join(_PROTOCOL)}, such "
+                    f"as CombinedStreamingDataset, or a StreamingRawDataset), got {type(dataset).__name__}; use "
+                    "torch's DataLoader for other datasets"
+                )
+            dataset = MappedBatches(dataset)  # type: ignore[assignment]  # e.g. StreamingRawDataset (stream.mapped)
         if args:
             raise DatasetError("StreamingDataLoader takes only keyword arguments after the dataset")
         if (

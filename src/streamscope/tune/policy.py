@@ -157,7 +157,9 @@ class Policy:
         info = self.info
         why = f"{share:.0%} of the wait downloading"
         if info.kind == "raw":
-            return self._raw_download(values, pinned, why)
+            # the look-ahead and the GET limit (the governor's while it runs), then one more reader
+            raw = self._raw_download(values, pinned, why)
+            return raw + self._more_workers(w, workers, res, values, pinned, f"{why}: one more reader", one=True)
         moves: list[Move] = []
         readers = max(1, workers)
         dcap = self.depth_cap(self._cache_budget(values), readers)
@@ -221,11 +223,16 @@ class Policy:
                 moves.append(Move((("raw_prefetch", cur, new),), f"{why}: look twice as far ahead", "download"))
         if not self.info.raw_governed and "raw_concurrency" not in pinned:
             cur = int(values.get("raw_concurrency", 0))
-            if cur > 0:
+            base = cur if cur > 0 else self.info.raw_concurrency  # 0 on the board: the process's default limit
+            if base > 0:
                 hi = int(config.KNOBS["raw_concurrency"].bounds[1])  # type: ignore[index]
-                new = min(hi, 2 * cur)
-                if new > cur:
-                    moves.append(Move((("raw_concurrency", cur, new),), f"{why}: twice the GETs at once", "download"))
+                new = min(hi, 2 * base)
+                if new > base:
+                    moves.append(
+                        Move(
+                            (("raw_concurrency", cur, new),), f"{why}: twice the GETs at once ({base} now)", "download"
+                        )
+                    )
         return moves
 
     def _cpu(
@@ -249,8 +256,6 @@ class Policy:
         why: str,
         one: bool = False,
     ) -> list[Move]:
-        if self.info.kind != "chunks":
-            return []
         cap = self.workers_cap(workers, res)
         if cap <= workers:
             return []

@@ -2,7 +2,8 @@
 
 Every event is a ``tune`` instant (Litracer log, Perfetto, OTLP as a zero-length span):
 
-* ``started``  the budgets (RAM and where it comes from, cores, the workers cap);
+* ``started``  the budgets (RAM and where it comes from, cores, the workers cap), the kind of data, and a knob left
+  to another controller (``left_to_governor``: the raw-file governor owns ``raw_concurrency``);
 * ``decision`` a tried move's verdict, one per knob it moved: ``decision`` (its number), ``knob``, ``old``, ``new``,
   ``reason``, ``cause`` (download / cpu / idle), ``wait_before_ms``, ``wait_after_ms``, ``outcome`` (kept, rolled
   back, abandoned), ``epoch``; the board's own ``tune`` event (named by the knob) marks the moment of each change;
@@ -125,7 +126,13 @@ class Tuner:
         if self._thread is not None:
             return
         self.check()
-        self._emit("started", {**self.budgets.describe(), "workers": self.target.workers()})
+        info = self.target.info
+        extra: dict[str, Any] = {"kind": info.kind}
+        if info.raw_governed:
+            # told in the trace: raw_concurrency is the governor's, the tuner moves the look-ahead only
+            extra["left_to_governor"] = "raw_concurrency"
+            extra["governor"] = "each worker's raw-file GET limit follows its measured GET latency (raw.planning)"
+        self._emit("started", {**self.budgets.describe(), "workers": self.target.workers(), **extra})
         self._thread = threading.Thread(target=self._run, name="streamscope-tuner", daemon=True)
         self._thread.start()
 

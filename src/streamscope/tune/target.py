@@ -25,6 +25,7 @@ class TargetInfo:
     persistent_workers: bool = False
     raw_governed: bool = False  # raw files: the per-worker governor owns raw_concurrency (see README)
     raw_prefetch: int = 0  # raw files: the dataset's own look-ahead (the board's -1)
+    raw_concurrency: int = 0  # raw files: a process's GET limit when the board's is 0 and no governor runs
 
 
 class Target(Protocol):
