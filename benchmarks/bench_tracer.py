@@ -45,7 +45,8 @@ Parts, each side by side with LitData 0.2.68 in the same run:
    ``tests/support/otlp_receiver.py``, metrics exported every ``--ab-export-interval`` s, and the Prometheus
    endpoint on a free port, scraped by this process every ``--ab-scrape-interval`` s while ``on`` runs its
    epoch). ``--ab-telemetry-parts`` switches on part of it instead: ``otlp`` (no endpoint), ``prometheus`` (the
-   endpoint, no OpenTelemetry), ``metrics`` (``enable_metrics("chunk")`` alone, no exporter). The two run one
+   endpoint, no OpenTelemetry), ``metrics`` (``enable_metrics("chunk")`` alone, no exporter), ``none`` (nothing:
+   an A/A control, both processes off, whose ratio is the harness's own bias between two processes). The two run one
    epoch each per round, in alternating order (toggling inside one process is not possible here: an installed
    OpenTelemetry SDK switches metrics back on at its next collection). Each epoch is timed with the workers'
    exit; ``strict`` (``--ab-telemetry-modes``) adds ``Telemetry.force_flush()`` after it (its spans and metrics
@@ -504,7 +505,7 @@ handle = None
 if arm == "on" and parts == "metrics":
     from streamscope.api.tracing import enable_metrics
     enable_metrics("chunk")
-elif arm == "on":
+elif arm == "on" and parts != "none":
     if parts == "prometheus":
         os.environ["OTEL_SDK_DISABLED"] = "true"  # no OpenTelemetry: the endpoint alone (it switches metrics on)
     handle = S.enable_telemetry(
@@ -571,7 +572,8 @@ def telemetry_ab(
     everything off, one process each, one epoch each per round in alternating order (see the module doc).
     ``strict``: ``on`` exports everything at the end of each of its epochs (``force_flush``), timed. ``parts``:
     what ``on`` switches on: ``all``; ``otlp`` (no Prometheus endpoint); ``prometheus`` (the endpoint, scraped,
-    and no OpenTelemetry); ``metrics`` (``enable_metrics("chunk")`` alone: no exporter)."""
+    and no OpenTelemetry); ``metrics`` (``enable_metrics("chunk")`` alone: no exporter); ``none`` (nothing: the
+    A/A control, two processes both off)."""
     sys.path.insert(0, ROOT)
     from tests.support.otlp_receiver import OTLPReceiver
 
@@ -721,7 +723,7 @@ def main() -> None:
     ap.add_argument(
         "--ab-telemetry-parts",
         default="all",
-        help="what the telemetry A/B's on arm switches on: all, otlp, prometheus, metrics (a comma list)",
+        help="what the telemetry A/B's on arm switches on: all, otlp, prometheus, metrics, none (A/A control; a comma list)",
     )
     ap.add_argument(
         "--ab-telemetry-modes",
@@ -853,7 +855,13 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
         if not key.startswith("telemetry_ab_"):
             continue
         ci = got["on_over_off_cpu_paired_median_ci95"]
-        what = {"all": "everything on", "metrics": "metrics alone", "otlp": "metrics + OTLP", "prometheus": ""}
+        what = {
+            "all": "everything on",
+            "metrics": "metrics alone",
+            "otlp": "metrics + OTLP",
+            "prometheus": "",
+            "none": "A/A control: both off",
+        }
         part = what.get(got.get("switched_on", "all")) or "metrics + Prometheus"
         if got.get("switched_on", "all") in ("all", "otlp"):
             part += f", OTLP metrics every {got['metric_export_interval_s']:g} s"
@@ -861,6 +869,8 @@ def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
             part += f", scraped every {got['scrape_interval_s']:g} s"
         if got.get("force_flush_every_epoch"):
             part += ", force_flush per epoch"
+        if got.get("label"):  # a section merged from another run (which tree, when)
+            part += f", {got['label']}"
         rows.append(
             {
                 "measure": f"telemetry on/off w{got['workers']} ({part}), {got['rounds']} rounds, CPU paired median",

@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from streamscope.events import context, handover, registry, vocab
+from streamscope.events import context, registry, vocab
 from streamscope.events.attribution import STAGED, staged_span
 from streamscope.events.bus import (
     ACTIVE,
@@ -438,10 +438,22 @@ def claim_spool(pid: int, adopt: bool = False) -> Parcel | None:
 
 
 def drop_spool(pid: int) -> None:
-    """Remove the parcel process ``pid`` left at exit, unread (its receiver took the parcel itself)."""
+    """Remove the parcel process ``pid`` left at exit: its receiver took the parcel itself. What that process
+    recorded after handing it over (its last events, its final snapshot: :meth:`Parcel.late`) is adopted, before
+    the file goes (as in :func:`claim_spool`)."""
     d = RECORDER.metrics_dir
-    if d:
-        handover.drop_spool(d, pid)
+    if not d:
+        return
+
+    def adopt_late(parcel: Parcel) -> None:
+        late = parcel.late()
+        if late is not None:
+            RECORDER.adopt(late)
+
+    try:
+        take_spool(d, pid, adopt_late)
+    except Exception as exc:  # a damaged file (it is renamed into place whole, so only from outside): reported
+        RECORDER._report(f"spool:{pid}", f"trace parcel of pid {pid} unreadable, its last events are lost: {exc!r}")
 
 
 @contextmanager

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from streamscope.events import context, instruments
-from streamscope.events.bus import OPEN, STATE, Event, events_represented
+from streamscope.events.bus import OPEN, STATE, Event, close_open_spans, events_represented
 
 if TYPE_CHECKING:
     from streamscope.events.recorder import Recorder
@@ -47,9 +47,12 @@ class Parcel:
         snapshot: the sender's metrics snapshot as it hands the parcel over (None without a metrics directory):
             it need not write one at exit unless it records more.
         tag: the sender's number for the receiver (a DataLoader worker's id), -1 when none.
+        handed: in a parcel left at exit (:meth:`Relay.reclaim`), how many of ``events`` the parcel handed over
+            before carried (the rest were recorded since; ``snapshot`` is then the final one; 0 when the file
+            holds only what came after); -1 otherwise.
     """
 
-    __slots__ = ("pid", "events", "env", "snapshot", "tag")
+    __slots__ = ("pid", "events", "env", "snapshot", "tag", "handed")
 
     def __init__(
         self,
@@ -58,15 +61,25 @@ class Parcel:
         env: dict[str, int],
         snapshot: dict[str, Any] | None = None,
         tag: int = -1,
+        handed: int = -1,
     ) -> None:
         self.pid = pid
         self.events = events
         self.env = env
         self.snapshot = snapshot
         self.tag = tag
+        self.handed = handed
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Parcel, (self.pid, self.events, self.env, self.snapshot, self.tag))
+        return (Parcel, (self.pid, self.events, self.env, self.snapshot, self.tag, self.handed))
+
+    def late(self) -> Parcel | None:
+        """What a parcel left at exit adds to the one handed over before (``handed``: how many of its events that
+        one carried): the events recorded since and the final snapshot. None for a parcel that is only the one
+        handed over."""
+        if self.handed < 0:
+            return None
+        return Parcel(self.pid, self.events[self.handed :], self.env, self.snapshot, self.tag, 0)
 
     def __repr__(self) -> str:
         return f"Parcel(pid={self.pid}, events={len(self.events)})"
@@ -164,26 +177,60 @@ class Relay:
           the loop has taken a parcel queued behind a later batch. The parcel is left in the run directory
           (:func:`write_spool`) and this process exits at once. Without a run directory this process waits for
           the answer instead (every 5 ms, for at most the ``trace_handover_wait`` knob, while its parent lives).
+        * Either way, what this process traced since the hand-over goes where the parcel goes (see
+          :meth:`_complete`): in the file left with it, or, the parcel taken, in a file of its own that the
+          receiver adopts after the parcel (:meth:`Parcel.late`).
         """
         pending, self.unconfirmed = self.unconfirmed, None
         if pending is None:
             return
         parcel, received, parent = pending
         got = _ask(received)
-        if got is None and rec.metrics_dir:
+        full: Parcel | None = None
+        if got is not False and rec.metrics_dir:
+            before = self.handed
+            full = self._complete(rec, parcel)
+            late = full.late()
             try:
-                write_spool(rec.metrics_dir, parcel)
+                if got is None:
+                    write_spool(rec.metrics_dir, full)
+                    return
+                if late is not None and late.events:  # taken: only what came after, for the receiver to append
+                    write_spool(rec.metrics_dir, late)
+                    return
+                self.handed = before  # nothing traced since: the final snapshot, if any, is written at exit
                 return
             except Exception as exc:  # full disk, removed directory: wait for the answer instead
                 rec.report("spool", f"trace parcel not left in {rec.metrics_dir}: {type(exc).__name__}: {exc}")
+            self.handed = None  # the final snapshot is written here after all
         deadline = time.monotonic() + rec.handover_wait
         while got is None and time.monotonic() <= deadline and os.getppid() == parent:
             time.sleep(0.005)  # a parcel the receiver holds but has not taken yet (e.g. behind a later batch)
             got = _ask(received)
+        done = full.handed if full is not None and got else 0  # the receiver has these events
+        events = full.events[done:] if full is not None else parcel.events
+        if (not got or full is not None) and events and rec.trace_cats:
+            rec._export(events, full.env if full is not None else parcel.env)
         if not got:
-            if parcel.events and rec.trace_cats:
-                rec._export(parcel.events, parcel.env)
             self.handed = None  # its snapshot did not arrive either: the final one is written
+
+    def _complete(self, rec: Recorder, parcel: Parcel) -> Parcel:
+        """At exit, the parcel to leave for the receiver: ``parcel`` followed by this process's last events.
+
+        A thread may have begun a span before the hand-over (its ``B`` in the parcel) and still be in it, or have
+        ended it since (e.g. a prefetch thread still fetching when the worker's share ended). Written here, its
+        ``E`` (or the ``aborted`` one of the exit) would reach the log before the receiver writes the parcel's
+        ``B``. So the spans still open are closed now and everything recorded since the hand-over goes to the
+        receiver behind the parcel's events, with this process's final snapshot: whole when the receiver never
+        took the parcel, the part after ``handed`` when it did (:meth:`Parcel.late`). Nothing is left to write
+        at exit."""
+        close_open_spans()
+        rest = rec._take(hold=False)
+        env = parcel.env or (context.env_fields() if rest else {})
+        snap = rec._snapshot({}, final=True) if parcel.snapshot is not None else None
+        if snap is not None:
+            self.handed = (rec.agg.events, STATE.dropped, rec.sink_errors, instruments.VERSION)
+        return Parcel(parcel.pid, parcel.events + rest, env, snap, parcel.tag, len(parcel.events))
 
     def adopt(self, parcel: Parcel) -> None:
         """Take ``parcel`` from another process of the run, for the next flush. Any thread."""

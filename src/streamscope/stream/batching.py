@@ -224,6 +224,16 @@ def pack(group: Group) -> Group:
 
 def batch_bytes(batch: Any) -> int:
     """Bytes of the tensors in ``batch``."""
+    if type(batch) is dict:
+        # the usual batch (a dict of column tensors and string lists) without the generic walk: with metrics on,
+        # a num_workers=0 loop counts every batch's bytes on its own thread
+        n = 0
+        for v in batch.values():
+            if type(v) is torch.Tensor and v.layout is torch.strided:
+                n += v.nbytes
+            elif not (type(v) is list and v and type(v[0]) is str):  # a string column holds no tensor
+                n += batch_bytes(v)
+        return n
     tensors: list[torch.Tensor] = []
     _tensors(batch, tensors)
     return sum(t.numel() * t.element_size() for t in tensors)
