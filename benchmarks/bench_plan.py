@@ -14,7 +14,7 @@ Run: ``PYTHONPATH=src:. python benchmarks/bench_plan.py [--samples N] [--chunk-s
 (best of ``--repeat``) and ratios (LitData time / streamscope time: > 1 means streamscope is faster) and writes
 ``benchmarks/results/bench_plan.json``.
 
-Internals used, because they are what is measured: ``streamscope.stream.plan.make_plan`` (the epoch plan has no
+Internals used, because they are what is measured: ``streamscope.engine.plan.make_plan`` (the epoch plan has no
 public face; datasets build it) and, on LitData's side, its shuffler's private helpers.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 import _results
 import numpy as np
 
-from streamscope.stream.plan import make_plan
+from streamscope.engine.plan import make_plan
 
 
 def _best(fn: Callable[[], object], repeat: int) -> float:

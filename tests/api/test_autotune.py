@@ -10,9 +10,9 @@ import pytest
 
 from streamscope import events as ev
 from streamscope._core.errors import ConfigError, TuneBudgetError
-from streamscope.stream.dataloader import StreamingDataLoader
-from streamscope.stream.dataset import StreamingDataset
-from tests.stream._data import write_dataset
+from streamscope.engine.dataloader import StreamingDataLoader
+from streamscope.engine.dataset import StreamingDataset
+from tests.engine._data import write_dataset
 from tests.support.tracing import clean_tracer  # noqa: F401
 
 

@@ -329,7 +329,7 @@ def test_exit_with_live_workers_leaves_no_unmatched_begin(tmp_path):
 @pytest.mark.parametrize("workers", [0, 2])
 def test_streaming_dataloader_trace_and_metrics(tmp_path, workers):
     import streamscope
-    from tests.stream._data import image_sample, write_dataset
+    from tests.engine._data import image_sample, write_dataset
 
     data = write_dataset(str(tmp_path / "ds"), 60, image_sample, chunk_size=10)
     log = tmp_path / "t.log"

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from benchmarks import _autotune_loop, bench_autotune
-from tests.stream._data import image_sample, write_dataset
+from tests.engine._data import image_sample, write_dataset
 
 report = bench_autotune.report
 

@@ -16,11 +16,11 @@ from streamscope._core.errors import ChunkDownloadError
 from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir, decompressed_name
 from streamscope.cache.leases import LeaseTable, lease_path, live_lease_owners
 from streamscope.cache.prefetch import Prefetcher, live_depth
+from streamscope.engine.dataloader import StreamingDataLoader
+from streamscope.engine.dataset import StreamingDataset
 from streamscope.format.index import load_index
 from streamscope.storage import open_store
-from streamscope.stream.dataloader import StreamingDataLoader
-from streamscope.stream.dataset import StreamingDataset
-from tests.stream._data import write_dataset
+from tests.engine._data import write_dataset
 from tests.support.tracing import clean_tracer  # noqa: F401
 
 
@@ -144,7 +144,7 @@ def test_compressed_dataset_small_budget_reads_everything(tmp_path, workers):
 def test_a_leased_chunk_evicted_before_it_is_opened_is_fetched_again(tmp_path, monkeypatch):
     """Eviction checks the leases, then deletes: another process's eviction can delete a chunk this process
     leased in between. Simulated here: the first open of each cached chunk finds its file deleted."""
-    from streamscope.stream.reader import ChunkReader
+    from streamscope.engine.reader import ChunkReader
 
     d = write_dataset(str(tmp_path / "z"), 40, chunk_size=10, compression="zstd")
     ds = StreamingDataset(d, cache_dir=str(tmp_path / "cache"))

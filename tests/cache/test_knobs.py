@@ -18,7 +18,7 @@ from streamscope.cache.leases import LeaseTable
 from streamscope.cache.prefetch import Prefetcher
 from streamscope.format.index import load_index
 from streamscope.storage import open_store
-from tests.stream._data import write_dataset
+from tests.engine._data import write_dataset
 from tests.support.tracing import clean_tracer  # noqa: F401
 
 

@@ -24,10 +24,10 @@ def main() -> int:
     limit = float(sys.argv[2]) if len(sys.argv) > 2 else 120.0
     os.environ.setdefault("STREAMSCOPE_METRICS_INTERVAL", "0.2")
     sys.path.insert(0, ROOT)
-    from streamscope.stream.dataloader import StreamingDataLoader
-    from streamscope.stream.dataset import StreamingDataset
+    from streamscope.engine.dataloader import StreamingDataLoader
+    from streamscope.engine.dataset import StreamingDataset
     from streamscope.telemetry.prometheus import start_endpoint
-    from tests.stream._data import image_sample, write_dataset
+    from tests.engine._data import image_sample, write_dataset
 
     data = write_dataset(os.path.join(work, "images"), 400, image_sample, chunk_size=20)
     port = start_endpoint(0)

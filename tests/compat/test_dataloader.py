@@ -261,7 +261,7 @@ def test_torch_dataloader_kwargs_pass_through(data_dir: str) -> None:
 
 def test_litdata_checkpoint_with_shuffle_resumes_rest_of_our_epoch(data_dir: str) -> None:
     """With shuffle the engines order an epoch differently: streamscope continues with the samples not yet
-    reached in its own order of the saved epoch (documented in streamscope.stream.resume)."""
+    reached in its own order of the saved epoch (documented in streamscope.engine.resume)."""
     ld, ss = engine("litdata"), engine("streamscope")
     loader = ld.StreamingDataLoader(ld.StreamingDataset(data_dir, shuffle=True, seed=3), batch_size=4)
     it = iter(loader)
@@ -335,7 +335,7 @@ def test_on_demand_bytes_and_reset(data_dir: str) -> None:
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_litdata_checkpoint_with_workers_resumes_the_same_count(data_dir: str, shuffle: bool) -> None:
     """With workers LitData interleaves per-worker shares, so its remaining samples differ from streamscope's
-    (documented in streamscope.stream.resume): the resumed epoch has the count LitData's own resume yields."""
+    (documented in streamscope.engine.resume): the resumed epoch has the count LitData's own resume yields."""
     ld, ss = engine("litdata"), engine("streamscope")
 
     def make(eng: Any) -> Any:

@@ -120,7 +120,7 @@ def test_restore_flag_and_subsampled_files(tmp_path: Any) -> None:
 
 def test_litdata_module_paths_of_dir_and_index_parquet_dataset() -> None:
     from streamscope._core.dirs import Dir
-    from streamscope.stream.parquet import index_parquet_dataset
+    from streamscope.engine.parquet import index_parquet_dataset
     from streamscope.streaming import dataset, writer
 
     assert dataset.Dir is Dir and writer.index_parquet_dataset is index_parquet_dataset

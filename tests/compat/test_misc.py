@@ -232,7 +232,7 @@ def test_parallel_two_workers_invariants(data_dir: str) -> None:
 
 def test_parallel_shuffled_invariants(data_dir: str) -> None:
     """LitData's shuffled order is not reproducible here (its own shuffle algorithm, worker-dependent, see
-    streamscope.stream.plan); both engines give each dataset a permutation per pass and tuples of equal count."""
+    streamscope.engine.plan); both engines give each dataset a permutation per pass and tuples of equal count."""
 
     def scenario(ld: Any) -> Any:
         parts = [ld.StreamingDataset(data_dir, shuffle=True, seed=1), ld.StreamingDataset(data_dir, shuffle=True)]

@@ -92,7 +92,7 @@ def test_parquet_pattern_input_and_batches(tmp_path: Any) -> None:
 
 
 def _optimized(tmp_path: Any, name: str) -> str:
-    from tests.stream._data import write_dataset
+    from tests.engine._data import write_dataset
 
     return write_dataset(str(tmp_path / name), 45, lambda i: {"index": i, "name": f"item-{i:03d}"}, chunk_size=8)
 

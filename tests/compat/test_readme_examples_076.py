@@ -444,7 +444,7 @@ def test_profile_cprofile(compress_dir: str, tmp_path: Any) -> None:
         )
         n = sum(len(batch[0]) for batch in loader)
         if ld.__name__ == "streamscope":
-            from streamscope.stream.dataloader import join_worker_shutdowns
+            from streamscope.engine.dataloader import join_worker_shutdowns
 
             join_worker_shutdowns()  # worker 0 writes its profile when it exits
         return n, sorted(os.listdir(profile_dir))

@@ -19,11 +19,11 @@ import time
 import pytest
 
 from streamscope._core import config
+from streamscope.engine.dataloader import StreamingDataLoader
+from streamscope.engine.dataset import StreamingDataset
 from streamscope.events.registry import M, prometheus_name
-from streamscope.stream.dataloader import StreamingDataLoader
-from streamscope.stream.dataset import StreamingDataset
 from tests.dashboards.dashboard_json import expressions, load, variable_promql, variables
-from tests.stream._data import image_sample, write_dataset
+from tests.engine._data import image_sample, write_dataset
 from tests.support.prometheus_server import PrometheusServer, substitute_grafana_vars
 from tests.support.tracing import clean_tracer  # noqa: F401
 

@@ -328,9 +328,9 @@ def test_open_complete_span_holds_back_nested_events(tmp_path):
 
 def test_loader_log_is_in_ts_order_per_thread(tmp_path):
     """A real epoch: the loop's batch and stall events interleave in the file by ts."""
-    from streamscope.stream.dataloader import StreamingDataLoader
-    from streamscope.stream.dataset import StreamingDataset
-    from tests.stream._data import image_sample, write_dataset
+    from streamscope.engine.dataloader import StreamingDataLoader
+    from streamscope.engine.dataset import StreamingDataset
+    from tests.engine._data import image_sample, write_dataset
 
     d = write_dataset(str(tmp_path / "img"), 40, image_sample, chunk_size=8)
     log = tmp_path / "t.log"
@@ -356,9 +356,9 @@ def test_loader_log_is_in_ts_order_per_thread(tmp_path):
 def test_decode_batch_is_recorded_where_the_loop_does_not_decode(tmp_path, level, workers, decodes):
     """A worker's decode_batch tells decoding from idle workers at level "chunk"; with num_workers=0 the loop's
     stall is the decoding, so decode_batch is there only at level "sample" (around the batch's sample events)."""
-    from streamscope.stream.dataloader import StreamingDataLoader
-    from streamscope.stream.dataset import StreamingDataset
-    from tests.stream._data import image_sample, write_dataset
+    from streamscope.engine.dataloader import StreamingDataLoader
+    from streamscope.engine.dataset import StreamingDataset
+    from tests.engine._data import image_sample, write_dataset
 
     d = write_dataset(str(tmp_path / "img"), 40, image_sample, chunk_size=8)
     log = tmp_path / "t.log"

@@ -10,7 +10,7 @@ import pytest
 
 from streamscope import complete_dataset, is_complete_dataset
 from streamscope._core.errors import FormatError
-from streamscope.stream.dataset import StreamingDataset
+from streamscope.engine.dataset import StreamingDataset
 from streamscope.streaming.writer import BinaryWriter
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from streamscope._core.errors import CorruptChunkError, DuplicateKeyError, FormatError
 from streamscope.format.item_loader import loader_for_config
-from streamscope.format.keys import (
+from streamscope.format.keys_store import (
     KeyShards,
     key_shard,
     keys_config,

@@ -1,5 +1,5 @@
 """Reading a local dataset of either layout through the format readers (for the layout tests of processing/ and
-stream/update; streamscope's StreamingDataset is not needed)."""
+engine/update; streamscope's StreamingDataset is not needed)."""
 
 from __future__ import annotations
 

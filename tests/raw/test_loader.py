@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from streamscope._core.errors import NotAStreamingDatasetError, StateDictError
+from streamscope.engine.dataloader import StreamingDataLoader
+from streamscope.engine.mapped import MappedBatches
 from streamscope.raw import StreamingRawDataset
-from streamscope.stream.dataloader import StreamingDataLoader
-from streamscope.stream.mapped import MappedBatches
 from tests.raw.conftest import file_id, make_folder
 
 N = 45

@@ -147,7 +147,7 @@ def test_endpoint_label(raw, label):
 
 
 def test_dataset_index_read_names_the_endpoint(endpoint, tmp_path):
-    from streamscope.stream.dataset import StreamingDataset
+    from streamscope.engine.dataset import StreamingDataset
 
     with pytest.raises(StorageError) as info:
         StreamingDataset("s3://bucket-e/ds", cache_dir=str(tmp_path), storage_options=_s3(endpoint))
@@ -159,7 +159,7 @@ def test_chunk_download_names_the_endpoint(s3_server, tmp_path, endpoint):
     from streamscope._core.errors import ChunkDownloadError
     from streamscope.cache.chunk_cache import ChunkCache
     from streamscope.format.index import load_index
-    from tests.stream._data import write_dataset
+    from tests.engine._data import write_dataset
 
     src = write_dataset(str(tmp_path / "src"), 10, chunk_size=5)
     chunks = load_index(os.path.join(src, "index.json"))["chunks"]

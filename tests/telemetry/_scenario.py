@@ -45,8 +45,8 @@ def main(argv: list[str]) -> None:
     epochs = int(argv[3]) if len(argv) > 3 else 2
     app = _app_sdk() if mode == "app" else None
     import streamscope
-    from streamscope.stream.dataloader import StreamingDataLoader
-    from streamscope.stream.dataset import StreamingDataset
+    from streamscope.engine.dataloader import StreamingDataLoader
+    from streamscope.engine.dataset import StreamingDataset
 
     handle = streamscope.enable_telemetry() if mode == "enable" else None
     opts = {}

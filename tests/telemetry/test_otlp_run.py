@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from streamscope.events.registry import METRICS, Instrument, M
-from tests.stream._data import image_sample, write_dataset
+from tests.engine._data import image_sample, write_dataset
 from tests.support.otlp_receiver import OTLPReceiver
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "_scenario.py")

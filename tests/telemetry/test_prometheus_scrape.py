@@ -18,11 +18,11 @@ import urllib.request
 import pytest
 
 from streamscope import events as ev
+from streamscope.engine.dataloader import StreamingDataLoader
+from streamscope.engine.dataset import StreamingDataset
 from streamscope.events.registry import ATTRIBUTES, METRICS, Instrument, M, prometheus_name
-from streamscope.stream.dataloader import StreamingDataLoader
-from streamscope.stream.dataset import StreamingDataset
 from streamscope.telemetry import prometheus as prom
-from tests.stream._data import image_sample, write_dataset
+from tests.engine._data import image_sample, write_dataset
 from tests.support.prometheus_server import PrometheusServer
 from tests.support.tracing import clean_tracer  # noqa: F401
 from tests.telemetry.test_prometheus_docs import promql_examples

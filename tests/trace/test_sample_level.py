@@ -8,7 +8,7 @@ import pytest
 
 from streamscope import StreamingDataLoader, StreamingDataset
 from streamscope.api.tracing import enable_tracer, flush_tracer
-from tests.stream._data import image_sample, write_dataset
+from tests.engine._data import image_sample, write_dataset
 from tests.support.litracer_parser import check_log, unmatched
 from tests.support.tracing import clean_tracer  # noqa: F401
 

@@ -191,9 +191,9 @@ def test_waits_of_a_loop_without_workers_are_its_own_decoding(tmp_path):
 @pytest.mark.usefixtures("clean_tracer")
 def test_a_real_num_workers_0_log_attributes_its_waits_to_decoding(tmp_path):
     from streamscope.api.tracing import enable_tracer, flush_tracer
-    from streamscope.stream.dataloader import StreamingDataLoader
-    from streamscope.stream.dataset import StreamingDataset
-    from tests.stream._data import image_sample, write_dataset
+    from streamscope.engine.dataloader import StreamingDataLoader
+    from streamscope.engine.dataset import StreamingDataset
+    from tests.engine._data import image_sample, write_dataset
 
     d = write_dataset(str(tmp_path / "img"), 40, image_sample, chunk_size=8)
     log = str(tmp_path / "t.log")

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from streamscope import events as ev
+from streamscope.engine.dataloader import StreamingDataLoader
 from streamscope.raw import StreamingRawDataset
-from streamscope.stream.dataloader import StreamingDataLoader
 from tests.raw.conftest import content, file_id
 from tests.support.tracing import clean_tracer  # noqa: F401
 

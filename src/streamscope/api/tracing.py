@@ -146,7 +146,7 @@ def flush_tracer(wait_workers: float = 0.0) -> None:
     metrics has written its final snapshot or is gone, so the log is complete when this returns (persistent
     workers stay alive: the wait then runs to its end).
     """
-    loader = sys.modules.get("streamscope.stream.dataloader")  # only if a loader ran here (it imports torch)
+    loader = sys.modules.get("streamscope.engine.dataloader")  # only if a loader ran here (it imports torch)
     exiting = loader is not None and loader.pending_worker_shutdowns()
     # this process's own events, written while the workers of finished epochs exit (they are retired after)
     ev.flush(repair=not exiting)

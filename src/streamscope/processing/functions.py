@@ -241,7 +241,7 @@ def optimize(
         verbose: Show a progress bar.
         broadcast_paths: Accepted for compatibility; unused.
         key_fn: ``sample -> key`` (str or int, unique): also write the keys sidecar (``keys/shard-*.parquet``)
-            that ``StreamingDataset.get_by_key`` and ``ds["key"]`` use (see :mod:`streamscope.processing.keys`).
+            that ``StreamingDataset.get_by_key`` and ``ds["key"]`` use (see :mod:`streamscope.processing.optimize_keys`).
         executor: Where the workers run: None (knob ``optimize_executor``, default ``"process"``: worker
             processes here), ``"ray"`` (Ray tasks on the cluster ``ray.init()`` joins, ``RAY_ADDRESS`` included)
             or an executor object such as ``RayExecutor(address, num_cpus=..., resources=...)``. The output does
@@ -307,7 +307,7 @@ def optimize(
     if key_fn is not None and encryption is not None:
         raise OptimizeInputError("optimize(key_fn=...) does not support encrypted datasets")
     if key_fn is not None:  # before the work: the keys sidecar is written with pyarrow at the end
-        from streamscope.format.keys import KEYS_FEATURE
+        from streamscope.format.keys_store import KEYS_FEATURE
         from streamscope.format.parquet import require_pyarrow
 
         require_pyarrow(KEYS_FEATURE, "keys")
@@ -574,7 +574,7 @@ def _optimize_node(
             return
     _delete_checkpoints(store)
     if key_fn is not None:
-        from streamscope.processing.keys import write_keys_for  # noqa: PLC0415
+        from streamscope.processing.optimize_keys import write_keys_for  # noqa: PLC0415
 
         write_keys_for(store, key_fn, verbose=verbose)
     if group is not None:

@@ -10,7 +10,7 @@ DataLoader workers share with the process that built it): ``raw_concurrency`` (s
 ``max_concurrent_downloads`` argument; 0 = the adaptive, latency-driven limit of each process), ``raw_prefetch``
 (starts at the ``max_prefetch`` argument) and ``raw_lookahead_when_left``. An argument given pins its knob.
 
-With a ``StreamingDataLoader`` (``stream/mapped.py``) the loader plans the epoch (``shuffle``, exact resume,
+With a ``StreamingDataLoader`` (``engine/mapped.py``) the loader plans the epoch (``shuffle``, exact resume,
 ``autotune``) and tells each worker's dataset the indices it will ask for next (:meth:`expect`), which the
 look-ahead then fetches instead of guessing.
 

@@ -18,10 +18,10 @@ __all__ = [
 ]
 
 _LAZY: dict[str, str] = {
-    "StreamingDataset": "streamscope.stream",
-    "StreamingDataLoader": "streamscope.stream",
-    "CombinedStreamingDataset": "streamscope.stream.combined",
-    "ParallelStreamingDataset": "streamscope.stream.parallel",
+    "StreamingDataset": "streamscope.engine",
+    "StreamingDataLoader": "streamscope.engine",
+    "CombinedStreamingDataset": "streamscope.engine.combined",
+    "ParallelStreamingDataset": "streamscope.engine.parallel",
     "TokensLoader": "streamscope.format.item_loader",
     "Cache": "streamscope.streaming.cache",
 }

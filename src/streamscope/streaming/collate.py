@@ -1,5 +1,5 @@
 """``litdata.streaming.collate`` at the same path."""
 
-from streamscope.stream.collate_fn import litdata_collate  # noqa: F401
+from streamscope.engine.collate_fn import litdata_collate  # noqa: F401
 
 __all__ = ["litdata_collate"]

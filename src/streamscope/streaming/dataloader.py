@@ -1,5 +1,5 @@
 """``litdata.streaming.dataloader`` at the same path."""
 
-from streamscope.stream import StreamingDataLoader  # noqa: F401
+from streamscope.engine import StreamingDataLoader  # noqa: F401
 
 __all__ = ["StreamingDataLoader"]

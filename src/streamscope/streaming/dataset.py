@@ -2,6 +2,6 @@
 imports from it)."""
 
 from streamscope._core.dirs import Dir  # noqa: F401
-from streamscope.stream import StreamingDataset  # noqa: F401
+from streamscope.engine import StreamingDataset  # noqa: F401
 
 __all__ = ["Dir", "StreamingDataset"]

@@ -10,7 +10,7 @@ __all__ = ["ParallelStreamingDataset"]  # noqa: F822 - resolved by __getattr__
 def __getattr__(name: str) -> Any:
     # resolved on use, like the other compat modules (keeps `import streamscope.streaming.parallel` light)
     if name == "ParallelStreamingDataset":
-        from streamscope.stream.parallel import ParallelStreamingDataset
+        from streamscope.engine.parallel import ParallelStreamingDataset
 
         return ParallelStreamingDataset
     raise AttributeError(f"module 'streamscope.streaming.parallel' has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """``litdata.streaming.reader.BinaryReader`` at the same path: read items of an optimized dataset by ChunkedIndex.
 
 A small, synchronous reader built on the format layer (no prefetch thread): for training use
-:class:`~streamscope.stream.StreamingDataset`. Chunks of a remote dataset (``remote_input_dir``) are
+:class:`~streamscope.engine.StreamingDataset`. Chunks of a remote dataset (``remote_input_dir``) are
 downloaded into ``cache_dir`` on first use; whole-file compressed chunks are decompressed next to them
 (``chunk-R-I.bin``); LitData 0.2.76's framed and per-sample zstd chunks are read where they are, one frame or
 item inflated at a time, and its Arrow-footer chunks by row; encrypted chunks are decrypted in memory (one chunk
@@ -166,7 +166,7 @@ class BinaryReader:
     @property
     def rank(self) -> int:
         """This process's rank for reading (the DataLoader worker id, 0 outside workers)."""
-        from streamscope.stream.distributed import WorkerEnv  # noqa: PLC0415
+        from streamscope.engine.distributed import WorkerEnv  # noqa: PLC0415
 
         return WorkerEnv.detect().worker_id
 

@@ -27,10 +27,10 @@ from typing import Any
 
 from streamscope import events as ev
 from streamscope._core.errors import FormatError
+from streamscope.engine.distributed import DistEnv, WorkerEnv
+from streamscope.engine.parquet import index_parquet_dataset  # LitData defines it in this module
 from streamscope.format.compression import parse_compression
 from streamscope.format.writer import ChunkWriter, PendingItem, convert_chunk_bytes, fuse_configs, resolve_write_format
-from streamscope.stream.distributed import DistEnv, WorkerEnv
-from streamscope.stream.parquet import index_parquet_dataset  # LitData defines it in this module
 
 __all__ = ["BinaryWriter", "index_parquet_dataset"]
 

@@ -1,5 +1,5 @@
 """``litdata.utilities.train_test_split`` at the same path."""
 
-from streamscope.stream.split import train_test_split  # noqa: F401
+from streamscope.engine.split import train_test_split  # noqa: F401
 
 __all__ = ["train_test_split"]

@@ -1,0 +1,608 @@
+"""StreamingDataLoader: LitData's loader arguments, whole batches built in workers, exact mid-epoch resume.
+
+Workers build whole batches (collated in the worker: column-wise from the mmap when ``collate_fn`` is None) and
+tag each with its batch number. The loader is a ``torch.utils.data.DataLoader`` with ``batch_size=None`` over
+the dataset in batch mode; its iterator strips the tag, checks that batches arrive in order, counts them for
+:meth:`StreamingDataLoader.state_dict`, and traces ``stall`` (time the training loop waited in ``next``) and
+``batch`` (time the loop spent on the batch) spans.
+
+Resume state = (epoch, batches handed to the loop) plus what defines the order (checked on load). It does not
+depend on ``num_workers``: a state saved with 2 workers resumes exactly with 0 or 3.
+"""
+
+from __future__ import annotations
+
+import atexit
+import cProfile
+import multiprocessing
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy.random  # noqa: F401  torch seeds numpy in every worker: import it once here, before the fork
+from torch.utils.data import DataLoader
+
+from streamscope import events as ev
+from streamscope._core import config, hooks
+from streamscope._core.board import BoardGroup, KnobBoard
+from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, StateDictError
+from streamscope.engine import cprofile
+from streamscope.engine.batch_mode import BatchMode
+from streamscope.engine.batching import ArenaFlags, Reorder
+from streamscope.engine.collate_fn import litdata_collate
+from streamscope.engine.dataset import StreamingDataset
+from streamscope.engine.handover import ParcelAcks
+from streamscope.engine.mapped import MappedBatches, fetches_batches
+from streamscope.events import attribution, instruments
+from streamscope.events.registry import M
+
+__all__ = ["StreamingDataLoader", "join_worker_shutdowns", "pending_worker_shutdowns"]
+
+
+#: What the loader calls on its dataset (StreamingDataset and CombinedStreamingDataset provide it).
+_PROTOCOL = (
+    "plan",
+    "iter_batches",
+    "state_dict",
+    "resume_position",
+    "set_batch_size",
+    "set_num_workers",
+    "set_batch_mode",
+)
+
+
+#: Background joins of finished epochs' workers (see ``_run``); :func:`join_worker_shutdowns` waits for them.
+_SHUTDOWNS: list[threading.Thread] = []
+
+
+def join_worker_shutdowns(timeout: float = 10.0) -> bool:
+    """Wait (at most ``timeout`` seconds) until the workers of every finished epoch have exited.
+
+    A complete epoch returns to the training loop without waiting for its DataLoader workers to exit; they
+    exit, and write their last trace events, in the background. Tracing (``flush_tracer``) and interpreter exit
+    call this. Returns True when none is left running.
+    """
+    deadline = time.monotonic() + timeout
+    while _SHUTDOWNS:
+        t = _SHUTDOWNS[0]
+        t.join(max(0.0, deadline - time.monotonic()))
+        if t.is_alive():
+            return False
+        _SHUTDOWNS.pop(0)
+    return True
+
+
+atexit.register(join_worker_shutdowns)
+
+
+def pending_worker_shutdowns() -> int:
+    """How many finished epochs' worker shutdowns run in the background."""
+    return len(_SHUTDOWNS)
+
+
+def _tell_workers_to_stop(it: Any) -> None:
+    """The first step of torch's ``_shutdown_workers``, done at once: the done event set and a stop (None) sent
+    to each worker still active, so they exit while this process goes on; ``_shutdown_workers`` then skips them
+    and joins. Uses torch's private iterator state; nothing is done when it is missing or a pin-memory thread
+    runs (torch stops that thread first)."""
+    done_event = getattr(it, "_workers_done_event", None)
+    mark = getattr(it, "_mark_worker_as_unavailable", None)
+    status = getattr(it, "_workers_status", None)
+    if done_event is None or mark is None or status is None or hasattr(it, "_pin_memory_thread"):
+        return
+    try:
+        done_event.set()
+        for w, active in enumerate(list(status)):
+            if active:
+                mark(w, shutdown=True)
+    except Exception:  # left to _shutdown_workers
+        pass
+
+
+def _finish_workers(shutdown: Callable[[], None], pids: list[int | None]) -> None:
+    """Let a complete epoch's workers exit; drop the parcels they left at exit (the loop took every parcel)."""
+    shutdown()
+    ParcelAcks.drop_left(pids)
+
+
+def _identity(item: Any) -> Any:
+    return item
+
+
+class StreamingDataLoader(DataLoader):
+    """A DataLoader for :class:`StreamingDataset` with exact, worker-count-independent resume.
+
+    Args:
+        dataset: a StreamingDataset or CombinedStreamingDataset (anything with the loader protocol), or a
+            StreamingRawDataset (driven through ``stream.mapped.MappedBatches``: ``shuffle``, exact resume and
+            the tuner work the same; ``loader.dataset.dataset`` is the raw dataset).
+        batch_size: samples per batch (the dataset's epoch plan cuts batches with it).
+        num_workers: DataLoader worker processes.
+        profile_batches, profile_skip_batches: accepted for compatibility; use streamscope tracing.
+        profile_dir: where ``profile_cprofile`` writes (default: the working directory).
+        profile_cprofile: write cProfile stats of the main process and of worker 0 (``stream.cprofile``).
+        prefetch_factor: batches each worker keeps ready (default 2 with workers).
+        shuffle, drop_last: forwarded to the dataset (never to torch, like LitData).
+        collate_fn: receives the list of samples of a batch; None (LitData 0.2.76: ``litdata_collate``) =
+            default_collate (computed column-wise).
+        autotune: tune this loader (see ``src/streamscope/tune/README.md``): from its first epoch a thread of this
+            process moves the live knobs nobody pinned (prefetch depth, download concurrency, cache budget) and,
+            between epochs, ``num_workers`` (given here: where it starts), to cut the loop's wait for data within
+            the RAM and cache budgets; every decision is a ``tune`` event. None (the default): the ``autotune`` knob
+            (``STREAMSCOPE_AUTOTUNE``), off unless set. Sample order and resume are the same either way.
+        **kwargs: other ``torch.utils.data.DataLoader`` arguments (pin_memory, multiprocessing_context, ...).
+    """
+
+    def __init__(
+        self,
+        dataset: StreamingDataset,
+        *args: Any,
+        batch_size: int = 1,
+        num_workers: int = 0,
+        profile_batches: bool | int = False,
+        profile_skip_batches: int = 0,
+        profile_dir: str | None = None,
+        profile_cprofile: bool = False,
+        prefetch_factor: int | None = None,
+        shuffle: bool | None = None,
+        drop_last: bool | None = None,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        autotune: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        ev.configure_from_env()  # an entry point: tracing switched on by the environment starts here (once)
+        if not isinstance(dataset, StreamingDataset) and not all(hasattr(dataset, a) for a in _PROTOCOL):
+            if not fetches_batches(dataset):
+                raise NotAStreamingDatasetError(
+                    f"StreamingDataLoader needs a StreamingDataset (or a dataset with {', '.join(_PROTOCOL)}, such "
+                    f"as CombinedStreamingDataset, or a StreamingRawDataset), got {type(dataset).__name__}; use "
+                    "torch's DataLoader for other datasets"
+                )
+            dataset = MappedBatches(dataset)  # type: ignore[assignment]  # e.g. StreamingRawDataset (stream.mapped)
+        if args:
+            raise DatasetError("StreamingDataLoader takes only keyword arguments after the dataset")
+        if (
+            kwargs.get("persistent_workers")
+            and num_workers > 0
+            and not getattr(dataset, "follows_shared_position", False)
+        ):
+            raise DatasetError(
+                f"persistent_workers=True needs a dataset whose workers read the epoch from the loader's shared "
+                f"position (batch mode 'position'); {type(dataset).__name__} does not"
+            )
+        for key in ("sampler", "batch_sampler"):
+            if kwargs.get(key) is not None:
+                raise DatasetError(f"StreamingDataLoader does not take {key}: the dataset's epoch plan orders samples")
+        if profile_batches and profile_cprofile:
+            raise ValueError(
+                "profile_batches (viztracer) and profile_cprofile both install a profiler; enable one of them"
+            )
+        if profile_batches and num_workers == 0:
+            raise ValueError("profile_batches needs num_workers >= 1 (as in LitData); use streamscope tracing instead")
+        if profile_batches:
+            warnings.warn(
+                "profile_batches is ignored by streamscope; enable tracing (STREAMSCOPE_TRACE_LEVEL) instead",
+                stacklevel=2,
+            )
+        if shuffle is not None:
+            dataset.set_shuffle(shuffle)
+        if drop_last is not None:
+            dataset.set_drop_last(drop_last)
+        dataset.set_batch_size(batch_size)
+        dataset.set_num_workers(num_workers)
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        if profile_cprofile and num_workers > 0:
+            kwargs["worker_init_fn"] = cprofile.WorkerInit(
+                cprofile.output_dir(profile_dir), kwargs.get("worker_init_fn")
+            )
+        dataset.plan(dataset.current_epoch, batch_size)  # a rank without data fails here, at construction
+        # (epoch, start batch) of the next iteration, in shared memory so that persistent workers see each new
+        # epoch: the main process writes it before torch tells the workers to start iterating again.
+        self._position = multiprocessing.RawArray("q", 2)
+        self._position[0], self._position[1] = dataset.current_epoch, 0
+        # Busy flags of the workers' reusable batch arenas (stream.batching); persistent workers keep theirs.
+        self._arenas = ArenaFlags(num_workers) if num_workers > 0 else None
+        super().__init__(
+            dataset,
+            batch_size=None,
+            num_workers=num_workers,
+            prefetch_factor=prefetch_factor,
+            collate_fn=_identity,
+            **kwargs,
+        )
+        object.__setattr__(self, "batch_size", batch_size)
+        # None means litdata_collate in LitData 0.2.76: default_collate for all but graph samples (which streamscope
+        # does not write). Both take the column-wise path, which returns what default_collate does.
+        self.user_collate_fn = None if collate_fn is litdata_collate else collate_fn
+        self.current_epoch = 0
+        self.num_samples_yielded = 0
+        self.batches_consumed = 0
+        self._epoch_batches = 0
+        self._pending: tuple[int, int] | None = None
+        self._latest_worker_idx = 0
+        self._parcels = 0  # trace parcels the workers send at the end of each epoch (see __iter__)
+        # metrics: an iteration adds its batches, samples and bytes to this process's counters as it ends (so they
+        # outlive the loader); the running one's start is kept for _observe
+        self._live: tuple[int, int, Reorder, Any] | None = None
+        self._iter_t0 = 0
+        self._first_batch_s = 0.0
+        self._wait_ring: attribution.WaitRing | None = None  # the loop's waits, for the wait split (metrics on)
+        self._dataset_name = _dataset_name(dataset)
+        ev.observe(self._observe)
+        #: LitData's flag: True after load_state_dict() of a state saved inside an epoch, until an epoch completes.
+        self.restore = False
+        self.profile_batches = profile_batches
+        self.profile_skip_batches = profile_skip_batches
+        self.profile_dir = profile_dir
+        self.profile_cprofile = profile_cprofile
+        tune = config.get("autotune") if autotune is None else autotune
+        if not isinstance(tune, bool):
+            raise DatasetError(f"autotune must be True, False or None, got {autotune!r}")
+        # the auto-tuner (a lower layer's hook that api fills: stream may not import tune); nothing runs until the
+        # first epoch, and without autotune nothing of it is imported
+        self._tuner: hooks.LoaderTuner | None = hooks.get("autotuner")(self) if tune else None
+
+    # --- iteration ---------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        if self._tuner is not None:
+            self._tuner.before_epoch()  # may change num_workers; the first epoch checks the tuner's budgets
+        self._iter_t0 = ev.now()
+        ds: StreamingDataset = self.dataset  # type: ignore[assignment]
+        knobs = self.knobs
+        if knobs is not None:
+            knobs.activate()  # the knob values the metrics report are this loader's
+        if self._pending is not None:
+            epoch, start = self._pending
+            self._pending = None
+        else:
+            epoch, start = self.current_epoch + 1, 0
+        self.current_epoch = epoch
+        ds.current_epoch = epoch
+        ds._pending = None
+        plan = ds.plan(epoch, self.batch_size)
+        if start == 0:
+            self.num_samples_yielded = 0
+        self.batches_consumed = start
+        self._epoch_batches = plan.num_batches
+        self._position[0], self._position[1] = epoch, start
+        arenas = self._arenas
+        if arenas is not None and not self.persistent_workers:
+            arenas = ArenaFlags(self.num_workers)  # this iteration's fresh workers (an older iterator keeps its own)
+        # Non-persistent workers end their share with a parcel of trace events, which this process writes
+        # (see stream.handover); persistent ones write their own (their flusher runs on, and their next epoch's
+        # events must not reach the log before this parcel). Decided when the workers start.
+        if not (self.persistent_workers and getattr(self, "_iterator", None) is not None):
+            self._parcels = self.num_workers if ev.ACTIVE and not self.persistent_workers else 0
+        # one flag per worker, set when its parcel arrives (a worker whose parcel was lost writes its own events)
+        acks = ParcelAcks(self.num_workers) if self._parcels else None
+        # the wait split (metrics on): the loop's waits go to a ring its workers read (stream.handover); each
+        # iteration is a generation of the ring, begun before its workers start (events.attribution)
+        split = bool(ev.RECORDER.metric_cats) and "stall" in ev.ACTIVE
+        if split:
+            old, ctx = self._wait_ring, self.multiprocessing_context or multiprocessing.get_context()
+            persistent = self.persistent_workers and getattr(self, "_iterator", None) is not None
+            if old is None or (
+                not persistent and (old.workers < self.num_workers or old.start_method != ctx.get_start_method())
+            ):
+                self._wait_ring = attribution.WaitRing(self.num_workers, ctx)
+        ring = self._wait_ring
+        gen = ring.new_iteration(self.num_workers) if ring is not None else 0
+        ds.set_batch_mode(
+            BatchMode(
+                epoch=epoch,
+                start=start,
+                batch_size=self.batch_size,
+                collate_fn=self.user_collate_fn,
+                position=self._position,
+                arena_flags=arenas.flags if arenas is not None else None,
+                parcel=self._parcels > 0,
+                parcel_acks=acks.flags if acks is not None else None,
+                wait_ring=ring if split else None,
+                workers=self.num_workers,
+            )
+        )
+        try:
+            # workers that hand their events over need no flusher thread unless their epoch runs long
+            with ev.deferred_flusher_in_children(self._parcels > 0):
+                it = super().__iter__()  # iter(dataset) runs here (in this process, or in the workers it starts)
+        finally:
+            # batch mode is the loader's own: the dataset iterated directly still yields plain samples
+            ds.set_batch_mode(None)
+        if self.profile_cprofile:
+            # started once the workers exist, so that a forked worker does not inherit a running profiler
+            return self._profiled(self._run(it, plan, epoch, arenas, acks, ring, gen))
+        return self._run(it, plan, epoch, arenas, acks, ring, gen)
+
+    def _profiled(self, batches: Iterator[Any]) -> Iterator[Any]:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        try:
+            yield from batches
+        finally:
+            cprofile.dump(profiler, os.path.join(cprofile.output_dir(self.profile_dir), cprofile.MAIN_STEM))
+
+    def _run(
+        self,
+        it: Any,
+        plan: Any,
+        epoch: int,
+        arenas: ArenaFlags | None,
+        acks: ParcelAcks | None,
+        ring: attribution.WaitRing | None,
+        gen: int,
+    ) -> Iterator[Any]:
+        workers = max(1, self.num_workers)
+        reorder = Reorder(self.batches_consumed, arenas, count_bytes=bool(ev.RECORDER.metric_cats))
+        self._live = (self.batches_consumed, self.num_samples_yielded, reorder, it)
+        t_first = self._iter_t0
+        done = False
+        own = None
+        waits = ring if ring is not None and ev.RECORDER.metric_cats and "stall" in ev.ACTIVE else None
+        if waits is not None and self.num_workers == 0:
+            own = attribution.start(waits, 0)  # the loop's own process decodes: it splits its waits
+        try:
+            with ev.span(
+                "epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches, workers=self.num_workers
+            ):
+                # One event per batch each, back to back: the time the loop held the batch, and its wait for
+                # the next one (a stall's value is the batch it waited for). One clock read per boundary.
+                loop = ev.timeline(
+                    ("batch", "batch", "batch", {"epoch": epoch, "rank": plan.rank}),
+                    ("stall", "stall", "batch", {"epoch": epoch}),
+                )
+                on = "batch" in ev.ACTIVE or "stall" in ev.ACTIVE  # else no clock reads at all
+                now, mark, put, parcel_type = ev.now, loop.mark, loop.put, ev.Parcel
+                marks = loop.marks if waits is not None else []  # the last boundary begins a wait
+                if on:
+                    mark(now())
+                try:
+                    while True:
+                        for j, batch in reorder.ready():
+                            self.batches_consumed = j + 1
+                            self.num_samples_yielded += plan.batch_len(j)
+                            self._latest_worker_idx = j % workers
+                            if t_first:
+                                self._first_batch_s = (now() - t_first) / 1e9
+                                t_first = 0
+                            try:
+                                yield batch
+                            except BaseException:  # the loop left during this batch (break, exception)
+                                if on:
+                                    mark(now())
+                                    put(j)
+                                raise
+                            if on:
+                                mark(now())
+                                put(j)
+                        if (
+                            self.num_workers > 0
+                            and reorder.expected >= plan.num_batches
+                            and not reorder.pending()
+                            and (acks is None or acks.pending <= 0)
+                        ):
+                            # Every batch of the plan and every trace parcel arrived: no need to wait for the
+                            # workers' stop. (A worker sends its parcel right after its last batch: a loop that
+                            # does any work on that batch does not wait for it.)
+                            done = True
+                            break
+                        if arenas is not None:
+                            arenas.release_dropped()  # arenas of batches the loop has dropped go back to the workers
+                        if waits is not None:
+                            waits.begin(marks[-1])
+                        try:
+                            item = next(it)
+                        except BaseException as exc:
+                            if on:
+                                if waits is None:
+                                    mark(now())
+                                else:
+                                    t = now()
+                                    waits.end(marks[-1], t)
+                                    mark(t)
+                                put(~reorder.expected)
+                            if isinstance(exc, StopIteration):
+                                break
+                            raise
+                        if type(item) is parcel_type:
+                            acks.take(item)  # type: ignore[union-attr]  # a worker's last trace events (no boundary)
+                            continue
+                        if on:
+                            if waits is None:
+                                mark(now())
+                            else:
+                                t = now()
+                                waits.end(marks[-1], t)
+                                mark(t)
+                            put(~reorder.expected)
+                        parcel = reorder.add(item)
+                        if parcel is not None:
+                            acks.take(parcel)  # type: ignore[union-attr]  # a worker's last trace events, with its last group
+                finally:
+                    loop.finish()
+                if reorder.pending() or reorder.expected != plan.num_batches:
+                    raise DatasetError(
+                        f"epoch {epoch} ended after batch {reorder.expected - 1} of {plan.num_batches} with "
+                        f"{reorder.pending()} batches out of order: the DataLoader must deliver worker results in "
+                        f"order (in_order=True)"
+                    )
+            self.restore = False  # a complete epoch
+        finally:
+            if ring is not None:
+                ring.close_iteration(gen)  # the loop waits no more: what the workers left is settled
+            if own is not None:
+                attribution.stop(own)
+            with instruments.LOCK:  # a read of the metrics sees the running part or the counters, never neither
+                live, self._live = self._live, None
+                if live is not None and ev.ACTIVE:
+                    name = self._dataset_name
+                    instruments.add(M.LOADER_BATCHES, self.batches_consumed - live[0], dataset=name)
+                    instruments.add(M.LOADER_SAMPLES, self.num_samples_yielded - live[1], dataset=name)
+                    instruments.add(M.LOADER_BYTES, reorder.bytes, dataset=name)
+            shutdown = getattr(it, "_shutdown_workers", None)
+            if shutdown is not None and not self.persistent_workers:
+                pids = [getattr(p, "pid", None) for p in getattr(it, "_workers", [])] if acks is not None else []
+                if done:
+                    # A complete epoch: the workers are finishing on their own; joining them (tens of ms) need
+                    # not delay the training loop's next step. They are told to stop now: the thread that joins
+                    # them may wait up to the interpreter's switch interval (5 ms) for the GIL.
+                    _tell_workers_to_stop(it)
+                    t = threading.Thread(
+                        target=_finish_workers, args=(shutdown, pids), name="streamscope-loader-shutdown", daemon=True
+                    )
+                    _SHUTDOWNS.append(t)
+                    t.start()
+                else:
+                    if acks is not None:  # parcels not taken are abandoned: their workers write them themselves
+                        acks.abandon_rest()
+                    shutdown()  # an abandoned epoch frees its workers now (persistent ones are reset by torch)
+                    if acks is not None:  # a worker that exited before the loop decided left its parcel behind
+                        acks.claim_left(pids)
+
+    def _retune_workers(self, num_workers: int) -> None:
+        """Run the next epoch with ``num_workers`` workers (the tuner's move, between epochs). The epoch plan, the
+        sample order and the resume state do not depend on it; persistent workers are never changed."""
+        n = int(num_workers)
+        if n < 0 or n == self.num_workers or self.persistent_workers or self._live is not None:
+            return
+        self.num_workers = n
+        self.dataset.set_num_workers(n)  # type: ignore[attr-defined]
+        if n > 0 and self.prefetch_factor is None:
+            self.prefetch_factor = 2
+        self._arenas = ArenaFlags(n) if n > 0 else None
+
+    @property
+    def tuner(self) -> hooks.LoaderTuner | None:
+        """The auto-tuner of this loader (``autotune=True``), else None: its ``decisions`` and ``values()``."""
+        return self._tuner
+
+    @property
+    def knobs(self) -> KnobBoard | BoardGroup | None:
+        """The live knobs of this loader's dataset (prefetch depth, download concurrency, cache budget, ...).
+
+        The board is the dataset's shared memory, made when the dataset was built, so before any worker starts:
+        forked workers inherit it, spawned ones receive it with the dataset. A value set here (``set``, or the
+        tuner's ``propose``) or by ``config.set_value`` in this process reaches every worker, persistent or not,
+        at its next chunk or batch. See docs/knobs.md.
+        """
+        return getattr(self.dataset, "knobs", None)
+
+    def _observe(self) -> list[tuple[Any, dict[str, Any], float]]:
+        """This loader's metrics now (``events.observe``: read when the metrics are, never on the loop's path): the
+        running iteration's part of the counters (the finished ones are in this process's counters) and gauges."""
+        batches = samples = nbytes = queued = alive = 0
+        live = self._live
+        if live is not None:
+            b0, s0, reorder, it = live
+            batches = self.batches_consumed - b0
+            samples = self.num_samples_yielded - s0
+            nbytes = reorder.bytes
+            try:
+                queued = int(it._data_queue.qsize())
+            except Exception:  # no worker queue (num_workers=0), or a platform without qsize
+                queued = 0
+            alive = sum(1 for w in getattr(it, "_workers", ()) if w.is_alive())
+        attrs = {"dataset": self._dataset_name}
+        return [
+            (M.LOADER_BATCHES, attrs, batches),
+            (M.LOADER_SAMPLES, attrs, samples),
+            (M.LOADER_BYTES, attrs, nbytes),
+            (M.LOADER_TIME_TO_FIRST_BATCH, attrs, self._first_batch_s),
+            (M.LOADER_QUEUE_DEPTH, attrs, queued),
+            (M.LOADER_WORKERS, attrs, alive),
+        ]
+
+    def __len__(self) -> int:
+        ds: StreamingDataset = self.dataset  # type: ignore[assignment]
+        epoch = self._pending[0] if self._pending is not None else max(1, self.current_epoch)
+        return ds.plan(epoch, self.batch_size).num_batches
+
+    # --- state -------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the training loop is: epoch, batches it received, and the dataset's identity."""
+        ds: StreamingDataset = self.dataset  # type: ignore[assignment]
+        if self._pending is not None:
+            epoch, consumed = self._pending
+        else:
+            epoch, consumed = max(1, self.current_epoch), self.batches_consumed
+        started = self.current_epoch > 0 or self._pending is not None
+        complete = started and consumed > 0 and consumed == ds.plan(epoch, self.batch_size).num_batches
+        return {
+            "dataset": ds.state_dict(
+                self.num_samples_yielded, self.num_workers, self.batch_size, epoch=epoch, batches_consumed=consumed
+            ),
+            "current_epoch": epoch if started else 0,
+            "num_samples_yielded": self.num_samples_yielded,
+            "latest_worker_idx": self._latest_worker_idx,
+            "batches_consumed": consumed,
+            "epoch_complete": complete,
+            **({"autotune": self._tuner.state_dict()} if self._tuner is not None else {}),
+        }
+
+    def load_state_dict(self, obj: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict` output: the next iteration yields exactly the batches not yet seen.
+
+        A state saved at the end of an epoch leaves nothing of that epoch to resume: the next iteration is the
+        following epoch, from its start, over this loader's dataset even when it is not the one the state was
+        saved with (as in LitData). A state saved inside an epoch sets :attr:`restore` until an epoch completes.
+
+        Raises:
+            StateDictError: a mid-epoch state that belongs to another dataset, seed, batch size or configuration.
+        """
+        if not isinstance(obj, dict) or "dataset" not in obj:
+            raise StateDictError("not a StreamingDataLoader state_dict (no 'dataset' key)")
+        if self._tuner is not None and isinstance(obj.get("autotune"), dict):
+            self._tuner.load_state_dict(obj["autotune"])  # a resumed run starts from the saved run's tuned values
+        ds: StreamingDataset = self.dataset  # type: ignore[assignment]
+        if int(obj.get("current_epoch", 1)) == 0:
+            self._pending = None
+            self.current_epoch = 0
+            return
+        if obj.get("epoch_complete") is True:
+            epoch = int(obj["current_epoch"]) + 1
+            self._pending = (epoch, 0)
+            self.current_epoch = epoch
+            self.batches_consumed = self.num_samples_yielded = self._latest_worker_idx = 0
+            return
+        saved_bs = obj["dataset"].get("batch_size", self.batch_size)
+        if _sizes(saved_bs) != _sizes(self.batch_size):  # per-dataset sizes: a tuple is saved as a list
+            raise StateDictError(f"the state was saved with batch_size={saved_bs}, this loader uses {self.batch_size}")
+        epoch, start = ds.resume_position(obj["dataset"], self.batch_size)
+        self._pending = (epoch, start)
+        self.current_epoch = epoch
+        self.batches_consumed = start
+        self.restore = start > 0
+        self.num_samples_yielded = _samples_yielded(obj.get("num_samples_yielded", 0)) if start else 0
+        self._latest_worker_idx = int(obj.get("latest_worker_idx", 0))
+
+
+def _dataset_name(ds: Any) -> str:
+    """A short name of the dataset (the metrics' ``dataset`` attribute): the last part of its input directory,
+    else its class."""
+    d = getattr(ds, "input_dir", None)
+    raw = getattr(d, "url", None) or getattr(d, "path", None) or (d if isinstance(d, str) else None)
+    name = ""
+    if raw:
+        parts = urlsplit(str(raw))
+        # the path's last part, else the bucket without any user:password@ (never a credential in a label)
+        name = os.path.basename(parts.path.rstrip("/")) or parts.netloc.rpartition("@")[2]
+    return (name or type(ds).__name__)[:64]
+
+
+def _samples_yielded(saved: Any) -> int:
+    """A state's ``num_samples_yielded``: an int, or LitData's per-worker counts for a combination
+    (``{worker: [per-dataset counts]}``), summed."""
+    if isinstance(saved, dict):
+        return sum(int(sum(v)) if isinstance(v, (list, tuple)) else int(v) for v in saved.values())
+    return int(saved)
+
+
+def _sizes(batch_size: Any) -> Any:
+    """A batch size as compared between a state and a loader: one per dataset as a list, else as it is."""
+    return list(batch_size) if isinstance(batch_size, (list, tuple)) else batch_size
