@@ -691,7 +691,7 @@ class StreamingDataset(Resumable, IterableDataset):
                 return ev.each("sample", "sample", lambda c, i: self[self.global_index(c, i)], ci, ii)
             return [self[self.global_index(c, i)] for c, i in zip(ci.tolist(), ii.tolist())]
         if "sample" in ev.ACTIVE:  # each sample timed, all recorded in one bulk entry
-            return ev.each("sample", "sample", self._decode, ci, ii, prepare=reader.open)
+            return ev.each("sample", "sample", self.decode_item, ci, ii, prepare=reader.open)
         out = []
         for c, i in zip(ci.tolist(), ii.tolist()):
             out.append(self.decode_item(reader.open(c), i))
