@@ -50,7 +50,10 @@ def test_a_slow_transform_makes_the_wait_decoding(tmp_path):
     split, wait = _split(loader, tmp_path)
     assert wait > 0.1, split
     assert sum(split.values()) == pytest.approx(wait, rel=1e-6)
-    assert _dominant(split) == "decode" and split["decode"] > 0.5 * wait, split
+    # the workers' start (fork, first chunk open) is "idle" and can outlast the decoding on a busy 2-core machine
+    # (CI: idle above decode's 0.49 s): the slow stage must lead the stages that worked
+    working = {s: v for s, v in split.items() if s != "idle"}
+    assert _dominant(working) == "decode" and split["decode"] > 0.5 * (wait - split["idle"]), split
     assert split["download"] == 0.0  # a local dataset downloads nothing
 
 
