@@ -11,7 +11,9 @@ from collections.abc import Callable, MutableSequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BatchMode"]
+from streamscope._core.errors import DatasetError
+
+__all__ = ["BatchMode", "LoaderSettings"]
 
 
 @dataclass(frozen=True)
@@ -47,3 +49,30 @@ class BatchMode:
         if self.position is not None:
             return int(self.position[0]), int(self.position[1])
         return self.epoch, self.start
+
+
+class LoaderSettings:
+    """The settings StreamingDataLoader gives every dataset it drives (LitData's setter names)."""
+
+    shuffle: bool
+    drop_last: bool
+    batch_size: int
+    num_workers: int
+
+    def set_shuffle(self, shuffle: bool) -> None:
+        """Turn shuffling on or off."""
+        self.shuffle = bool(shuffle)
+
+    def set_drop_last(self, drop_last: bool) -> None:
+        """Set drop_last."""
+        self.drop_last = bool(drop_last)
+
+    def set_batch_size(self, batch_size: int) -> None:
+        """Batch size the epoch plan cuts batches with."""
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise DatasetError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        self.batch_size = batch_size
+
+    def set_num_workers(self, num_workers: int) -> None:
+        """Number of DataLoader workers (the plan does not depend on it)."""
+        self.num_workers = int(num_workers)

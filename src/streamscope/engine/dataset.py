@@ -45,7 +45,7 @@ from streamscope._core.units import cache_budget
 from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir
 from streamscope.cache.knobs import new_board
 from streamscope.cache.leases import LeaseTable
-from streamscope.engine.batch_mode import BatchMode
+from streamscope.engine.batch_mode import BatchMode, LoaderSettings
 from streamscope.engine.batching import grouped, worker_items
 from streamscope.engine.collate import ArrowCollator, BlockCollator, ColumnCollator
 from streamscope.engine.dataset_index import (
@@ -82,7 +82,7 @@ def _process_leases() -> LeaseTable:
     return _LEASES
 
 
-class StreamingDataset(Resumable, IterableDataset):
+class StreamingDataset(LoaderSettings, Resumable, IterableDataset):
     """Stream samples of an optimized dataset (LitData-compatible arguments and defaults).
 
     Args:
@@ -359,24 +359,6 @@ class StreamingDataset(Resumable, IterableDataset):
         """Set the epoch (shuffle order); ignored while a loaded state is pending (LitData behaviour)."""
         if self._pending is None:
             self.current_epoch = int(current_epoch)
-
-    def set_shuffle(self, shuffle: bool) -> None:
-        """Turn shuffling on or off."""
-        self.shuffle = bool(shuffle)
-
-    def set_drop_last(self, drop_last: bool) -> None:
-        """Set drop_last."""
-        self.drop_last = bool(drop_last)
-
-    def set_batch_size(self, batch_size: int) -> None:
-        """Batch size the epoch plan cuts batches with."""
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise DatasetError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        self.batch_size = batch_size
-
-    def set_num_workers(self, num_workers: int) -> None:
-        """Number of DataLoader workers (the plan does not depend on it)."""
-        self.num_workers = int(num_workers)
 
     # --- plan --------------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
 from streamscope._core.errors import DatasetError, StateDictError
-from streamscope.engine.batch_mode import BatchMode
+from streamscope.engine.batch_mode import BatchMode, LoaderSettings
 from streamscope.engine.batching import worker_items
 from streamscope.engine.distributed import DistEnv, WorkerEnv
 
@@ -64,7 +64,7 @@ class MappedPlan:
         return max(0, min(a + self.batch_size, self.num_samples) - a)
 
 
-class MappedBatches(IterableDataset[Any]):
+class MappedBatches(LoaderSettings, IterableDataset[Any]):
     """The loader's view of a batch-fetching map-style dataset (see the module docstring).
 
     Args:
@@ -110,20 +110,6 @@ class MappedBatches(IterableDataset[Any]):
 
     def set_epoch(self, current_epoch: int) -> None:
         self.current_epoch = int(current_epoch)
-
-    def set_shuffle(self, shuffle: bool) -> None:
-        self.shuffle = bool(shuffle)
-
-    def set_drop_last(self, drop_last: bool) -> None:
-        self.drop_last = bool(drop_last)
-
-    def set_batch_size(self, batch_size: int) -> None:
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise DatasetError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        self.batch_size = batch_size
-
-    def set_num_workers(self, num_workers: int) -> None:
-        self.num_workers = int(num_workers)
 
     def set_batch_mode(self, mode: BatchMode | None) -> None:
         self._batch_mode = mode
