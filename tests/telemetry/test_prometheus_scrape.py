@@ -129,14 +129,24 @@ def test_prometheus_scrapes_a_streaming_run(tmp_path, s3_server, fault_proxy):
             wait = value(prometheus_name(M.LOADER_WAIT))
             stages = value(f"sum({prometheus_name(M.LOADER_WAIT_STAGE)})")
             assert wait > 0 and stages == pytest.approx(wait, rel=1e-6)  # idle included, settled by the workers
-            # what Prometheus holds is what the view says, number for number (the run is over: final values)
-            view = ev.metrics_view()
-            for p in view.points:
-                if p.metric.instrument is Instrument.HISTOGRAM:
-                    continue
-                sel = ",".join(f'{k}="{v}"' for k, v in p.attributes)
-                held = value(f"{prometheus_name(p.metric)}{{{sel}}}")
-                assert held == pytest.approx(p.value, rel=1e-9, abs=1e-9), (p.metric.name, p.attributes)
+            # what Prometheus holds is what the view says, number for number. The run is over, but a gauge of
+            # the last workers (the cache's bytes) falls to 0 only once the main process has seen them exit, which
+            # on a loaded machine can come after Prometheus's last scrape: compare until a scrape has caught up.
+            deadline = time.monotonic() + 20
+            while True:
+                view = ev.metrics_view()
+                differ = []
+                for p in view.points:
+                    if p.metric.instrument is Instrument.HISTOGRAM:
+                        continue
+                    sel = ",".join(f'{k}="{v}"' for k, v in p.attributes)
+                    held = value(f"{prometheus_name(p.metric)}{{{sel}}}")
+                    if held != pytest.approx(p.value, rel=1e-9, abs=1e-9):
+                        differ.append((p.metric.name, p.attributes, held, p.value))
+                if not differ or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            assert not differ, differ  # (name, attributes, in Prometheus, in the view)
             h = view.histogram(M.DOWNLOAD_DURATION)
             assert value(f"{prometheus_name(M.DOWNLOAD_DURATION)}_count") == h.count > 0
             batches = value(prometheus_name(M.LOADER_BATCHES))

@@ -26,7 +26,7 @@ import copy
 import os
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from torch.utils.data import IterableDataset, default_collate, get_worker_info
@@ -82,7 +82,7 @@ def _process_leases() -> LeaseTable:
     return _LEASES
 
 
-class StreamingDataset(LoaderSettings, Resumable, IterableDataset):
+class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
     """Stream samples of an optimized dataset (LitData-compatible arguments and defaults).
 
     Args:
@@ -230,7 +230,7 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset):
         self.is_tokens = isinstance(self.item_loader, TokensLoader)
         self.is_parquet = getattr(self.item_loader, "name", "") == "ParquetLoader"
         self.is_mds = self.config.get("format") == "mds"  # MosaicML MDS shards (adapted index, MDS item layout)
-        if self.is_tokens:
+        if isinstance(self.item_loader, TokensLoader):
             self.chunk_sizes = [self.item_loader.blocks_in_chunk(c) for c in self.chunks]
         else:
             self.chunk_sizes = [int(c["chunk_size"]) for c in self.chunks]
@@ -240,9 +240,9 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset):
             from streamscope.engine.subsample import subsample_regions
 
             self.regions = [
-                tuple(int(x) for x in r)
-                for r in subsample_regions(self.chunk_sizes, self.subsample, self.shuffle, self.seed)
-            ]  # type: ignore[misc]
+                (int(c), int(a), int(b))
+                for c, a, b in subsample_regions(self.chunk_sizes, self.subsample, self.shuffle, self.seed)
+            ]
         if self.regions is None:
             sizes = np.asarray(self.chunk_sizes, dtype=np.int64)
             self._r_chunk = np.arange(len(sizes), dtype=np.int64)
@@ -416,9 +416,12 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset):
                 local_dir = self._plain_dir or self.input_dir
             if self.is_parquet:
                 from streamscope.engine.parquet import ParquetChunkReader
+                from streamscope.format.parquet import ParquetLoader
 
+                # is_parquet checks the loader's name: LitData's own ParquetLoader passes too (same interface)
+                loader = cast("ParquetLoader", self.item_loader)
                 self._reader = ParquetChunkReader(
-                    self.chunks, local_dir, cache, self._depth_reader(), self.item_loader, self._knobs
+                    self.chunks, local_dir, cache, self._depth_reader(), loader, self._knobs
                 )
             else:
                 self._reader = ChunkReader(self.chunks, local_dir, cache, self._depth_reader(), self._knobs)
@@ -544,7 +547,7 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset):
             return self._arrow_column
         if self._column is None:
             if layout == "tokens":
-                self._column = BlockCollator(self.item_loader)  # type: ignore[arg-type]
+                self._column = BlockCollator(self.item_loader)
             elif layout is None:
                 self._column = ColumnCollator(["parquet"], None)  # an unknown kind: never column-decoded
             else:
@@ -583,7 +586,9 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset):
         plan = self.plan(epoch, batch_size)
         batch_ids = self._batch_ids(epoch, start_batch, worker_id, num_workers, batch_size)
         reader = self.chunk_reader()
-        schedule = plan.chunk_schedule_for_worker(worker_id, num_workers, start_batch) if reader.cache is not None else []
+        schedule = (
+            plan.chunk_schedule_for_worker(worker_id, num_workers, start_batch) if reader.cache is not None else []
+        )
         reads = ScheduledReads([reader], [schedule])
         fast = collate and collate_fn is None and self.transform is None and not self._overrides_getitem()
         # plain iteration: decode a block's samples chunk run by chunk run (one call per run, not per sample)
@@ -702,7 +707,9 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset):
 
     def _batch_pass(self, mode: BatchMode, w: WorkerEnv) -> Iterator[Any]:
         epoch, start = mode.epoch_and_start()
-        batches = self.iter_batches(epoch, start, w.worker_id, w.num_workers, mode.batch_size, mode.collate_fn)
+        batches: Iterator[Any] = self.iter_batches(
+            epoch, start, w.worker_id, w.num_workers, mode.batch_size, mode.collate_fn
+        )
         group_bytes = int(config.get("loader_group_bytes"))
         if group_bytes > 0 and get_worker_info() is not None:
             total = len(self._batch_ids(epoch, start, w.worker_id, w.num_workers, mode.batch_size))
