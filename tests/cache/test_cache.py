@@ -14,7 +14,7 @@ import pytest
 from streamscope._core import config
 from streamscope._core.errors import ChunkDownloadError
 from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir, decompressed_name
-from streamscope.cache.leases import LeaseTable, lease_path, live_lease_owners
+from streamscope.cache.leases import LeaseTable, lease_path, live_lease_owners, process_leases
 from streamscope.cache.prefetch import Prefetcher, live_depth
 from streamscope.engine.dataloader import StreamingDataLoader
 from streamscope.engine.dataset import StreamingDataset
@@ -24,7 +24,7 @@ from tests.engine._data import write_dataset
 from tests.support.tracing import clean_tracer  # noqa: F401
 
 
-def make_cache(src: str, cache_dir: str, budget: int, compression: str | None = None) -> ChunkCache:
+def make_cache(src: str, cache_dir: str, budget: int | None, compression: str | None = None) -> ChunkCache:
     index = load_index(os.path.join(src, "index.json"))
     return ChunkCache(open_store(src), cache_dir, index["chunks"], compression, budget, LeaseTable())
 
@@ -107,6 +107,8 @@ def test_missing_chunk_is_a_clear_error(src, tmp_path):
     with pytest.raises(ChunkDownloadError, match="chunk 2.*chunk-0-2.bin"):
         cache.acquire(2)
     assert cache.leases.held() == []
+    with pytest.raises(FileNotFoundError, match="chunk 2.*chunk-0-2.bin"):  # a missing object stays one
+        cache.acquire(2)
 
 
 def test_prefetch_depth_is_live(src, tmp_path):
@@ -368,3 +370,46 @@ def test_a_download_makes_room_before_it_starts(src, tmp_path):
     assert len(store.seen) == len(sizes)
     assert all(seen + sizes[i] <= budget for i, seen in enumerate(store.seen)), (store.seen, budget)
     assert sum(size for _, size, _ in cache.cached_files()) <= budget
+
+
+def test_no_budget_keeps_every_chunk(src, tmp_path):
+    cache = make_cache(src, str(tmp_path / "cache"), budget=None)
+    for i in range(6):
+        cache.acquire(i)
+        cache.release(i)
+    assert len(cache.cached_files()) == 6 and cache.evict() == 0
+
+
+def test_as_stored_keeps_the_download_beside_its_inflated_copy_and_evicts_both(tmp_path):
+    pytest.importorskip("zstandard")
+    src = write_dataset(str(tmp_path / "src"), 30, chunk_size=10, compression="zstd")
+    index = load_index(os.path.join(src, "index.json"))
+    names = [c["filename"] for c in index["chunks"]]
+    assert all(n.endswith(".zstd.bin") for n in names)
+    cdir = str(tmp_path / "cache")
+    cache = ChunkCache(open_store("local:" + src), cdir, index["chunks"], "zstd", 1, LeaseTable(), as_stored=True)
+    path = cache.acquire(0)
+    assert sorted(os.listdir(cdir)) == sorted(
+        [names[0], decompressed_name(names[0], "zstd"), os.path.basename(lease_path(path))]
+    )
+    stored_size = os.path.getsize(os.path.join(cdir, names[0]))
+    assert cache.cached_files()[0][1] == os.path.getsize(path) + stored_size  # both count against the budget
+    cache.release(0)
+    assert os.listdir(cdir) == []  # over budget: the download and its inflated copy go together
+    # the cache is the dataset's own folder: the stored file is used in place, nothing evicted without a budget
+    inplace = ChunkCache(open_store(src), src, index["chunks"], "zstd", None, LeaseTable(), as_stored=True)
+    before = set(os.listdir(src))
+    path = inplace.acquire(1)
+    inplace.release(1)
+    assert set(os.listdir(src)) == before | {os.path.basename(path)}
+
+
+def test_one_lease_table_per_process():
+    table = process_leases()
+    assert process_leases() is table
+    ctx = mp.get_context("fork")
+    q = ctx.SimpleQueue()
+    p = ctx.Process(target=lambda: q.put(process_leases() is table))
+    p.start()
+    p.join(10)
+    assert q.get() is False  # leases are per pid: a forked child builds its own

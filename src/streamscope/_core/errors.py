@@ -16,6 +16,7 @@ __all__ = [
     "CacheError",
     "CheckpointMismatchError",
     "ChunkDownloadError",
+    "ChunkNotFoundError",
     "ChunkOverflowError",
     "ChunkWaitTimeoutError",
     "ClusterUnreachableError",
@@ -200,6 +201,10 @@ class ChunkWaitTimeoutError(CacheError, FileNotFoundError):
 
 class ChunkDownloadError(CacheError):
     """Fetching or publishing a chunk into the cache failed; names the chunk and the URL (no credentials)."""
+
+
+class ChunkNotFoundError(ChunkDownloadError, FileNotFoundError):
+    """The chunk to fetch is not in the store (a FileNotFoundError, as the store's own error is)."""
 
 
 # --- optimize -------------------------------------------------------------------------------------

@@ -13,6 +13,12 @@ from before they start, other processes' by their partial files), and a fetch ma
 directory stays within the budget while chunks arrive, as long as unleased chunks are left to evict. It checks the leases, then deletes: a lease taken by another process
 between the two steps does not stop that delete, so a reader that finds its leased chunk gone fetches it again
 (:meth:`ChunkCache.refetch`); from then on its lease keeps it.
+
+``as_stored=True`` keeps LitData's reader layout (``litdata.streaming.reader.BinaryReader``): each chunk is
+downloaded under its own file name and kept; a whole-file compressed chunk (``chunk-0-1.zstd.bin``) is inflated
+beside it under its decompressed name, the two files counted and evicted together; a chunk whose name carries no
+compression suffix (LitData 0.2.76's framed and per-sample zstd) is published as stored, for a reader that
+inflates it frame by frame.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import contextlib
 import hashlib
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +38,7 @@ from filelock import Timeout as FileLockTimeout
 
 from streamscope import events as ev
 from streamscope._core import config
-from streamscope._core.errors import ChunkDownloadError, ChunkWaitTimeoutError, FormatError
+from streamscope._core.errors import ChunkDownloadError, ChunkNotFoundError, ChunkWaitTimeoutError, FormatError
 from streamscope._core.protocols import ObjectStore
 from streamscope.cache.leases import LEASE_MARK, LeaseTable, live_lease_owners
 from streamscope.events import attribution
@@ -65,9 +72,12 @@ class ChunkCache:
         chunks: the index's chunk entries (``filename``, ``chunk_bytes``, ...).
         compression: the index's compression name, or None.
         max_cache_size: byte budget of ``cache_dir``, or a function returning it now (a knob board's
-            ``max_cache_size`` reader: eviction follows a budget the main process or the tuner moves).
+            ``max_cache_size`` reader: eviction follows a budget the main process or the tuner moves); None: no
+            budget, nothing is evicted.
         leases: this process's lease table (one per process; shared by all caches of the process).
         config: the index ``config`` (its ``compression_level`` tells LitData 0.2.76's per-sample zstd apart).
+        as_stored: LitData's reader layout (see the module's doc): the stored file is downloaded under its name
+            and kept; only whole-file compressed chunks are inflated, beside it.
     """
 
     def __init__(
@@ -76,15 +86,20 @@ class ChunkCache:
         cache_dir: str,
         chunks: Sequence[dict[str, Any]],
         compression: str | None,
-        max_cache_size: int | Callable[[], int],
+        max_cache_size: int | Callable[[], int] | None,
         leases: LeaseTable | None = None,
         config: dict[str, Any] | None = None,
+        *,
+        as_stored: bool = False,
     ) -> None:
         self.store = store
         self.cache_dir = cache_dir
         self.chunks = list(chunks)
         self.compression = compression
-        if callable(max_cache_size):
+        self._unlimited = max_cache_size is None
+        if max_cache_size is None:
+            self._budget: Callable[[], int] = lambda: sys.maxsize
+        elif callable(max_cache_size):
             self._budget = max_cache_size
         else:
             fixed = int(max_cache_size)
@@ -92,6 +107,13 @@ class ChunkCache:
         self.leases = leases if leases is not None else LeaseTable()
         self.config = {"compression": compression, **(config or {})}
         self._names = {decompressed_name(c["filename"], compression) for c in self.chunks}
+        self.as_stored = as_stored
+        # as_stored: the stored file kept beside its inflated copy, by the published name
+        self._stored = {
+            decompressed_name(c["filename"], compression): c["filename"]
+            for c in self.chunks
+            if as_stored and decompressed_name(c["filename"], compression) != c["filename"]
+        }
         self._sizes = {
             decompressed_name(c["filename"], compression): int(c.get("chunk_bytes") or 0) for c in self.chunks
         }
@@ -193,7 +215,16 @@ class ChunkCache:
         key = entry["filename"]
         url = redact_url(f"{store.url.rstrip('/')}/{key}")
         try:
-            if self.compression:
+            if self.as_stored:
+                stored = os.path.join(self.cache_dir, key)
+                if not os.path.exists(stored):  # in place when the cache is the dataset's folder
+                    with ev.span("download", "download", chunk=index, url=url) as f:
+                        f["bytes"] = store.download_file(key, stored)
+                if stored != path:  # whole-file compressed: inflated beside the download (`decompress` span)
+                    from streamscope.format.chunk import decompress_file
+
+                    decompress_file(stored, path, self.compression or "zstd", config=self.config)
+            elif self.compression:
                 # zstd of any layout (whole-file, or LitData 0.2.76's framed / per-sample) becomes a classic chunk
                 # once, here: readers then map it in place like any other chunk
                 from streamscope.format.v076 import prepare_chunk_file
@@ -228,12 +259,14 @@ class ChunkCache:
             raise named from exc
         except Exception as exc:
             ev.instant("crash", "crash", chunk=index, url=url, error=repr(exc))
-            raise ChunkDownloadError(f"could not fetch chunk {index} from {url} into {path}: {exc}") from exc
+            kind = ChunkNotFoundError if isinstance(exc, FileNotFoundError) else ChunkDownloadError
+            raise kind(f"could not fetch chunk {index} from {url} into {path}: {exc}") from exc
 
     # --- eviction ----------------------------------------------------------------------------------
 
     def cached_files(self) -> list[tuple[str, int, float]]:
-        """(path, bytes, mtime) of every published chunk of this dataset in the cache directory."""
+        """(path, bytes, mtime) of every published chunk of this dataset in the cache directory (``as_stored``: its
+        bytes include the stored file kept beside it)."""
         out: list[tuple[str, int, float]] = []
         try:
             entries = list(os.scandir(self.cache_dir))
@@ -244,7 +277,12 @@ class ChunkCache:
                 continue
             with contextlib.suppress(FileNotFoundError):
                 st = entry.stat()
-                out.append((entry.path, st.st_size, st.st_mtime))
+                size = st.st_size
+                stored = self._stored.get(entry.name)
+                if stored is not None:
+                    with contextlib.suppress(FileNotFoundError):
+                        size += os.stat(os.path.join(self.cache_dir, stored)).st_size
+                out.append((entry.path, size, st.st_mtime))
         return out
 
     def _others_partial_bytes(self) -> int:
@@ -269,6 +307,8 @@ class ChunkCache:
     def evict(self) -> int:
         """Delete least recently released, unleased chunks while the published chunks and the downloads under way
         are over budget; return bytes freed."""
+        if self._unlimited:
+            return 0
         files = self.cached_files()
         total = sum(size for _, size, _ in files)
         freed = 0
@@ -285,6 +325,10 @@ class ChunkCache:
                         os.remove(path)
                     except FileNotFoundError:
                         continue
+                    stored = self._stored.get(os.path.basename(path))
+                    if stored is not None:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.remove(os.path.join(self.cache_dir, stored))
                 total -= size
                 freed += size
         ev.counter("cache_bytes", "cache", total)

@@ -19,7 +19,7 @@ import threading
 
 from streamscope._core.procs import pid_alive
 
-__all__ = ["LEASE_MARK", "LeaseTable", "lease_path", "live_lease_owners"]
+__all__ = ["LEASE_MARK", "LeaseTable", "lease_path", "live_lease_owners", "process_leases"]
 
 
 LEASE_MARK = ".lease."
@@ -99,3 +99,19 @@ class LeaseTable:
         """Paths this process holds at least one reference on."""
         with self._lock:
             return list(self._counts)
+
+
+_PROCESS_TABLE: tuple[int, LeaseTable] | None = None
+
+
+def process_leases() -> LeaseTable:
+    """This process's lease table, shared by every cache of the process (rebuilt after fork: leases are per pid).
+
+    Two tables in one process would share its lease files: the first to drop its count would remove a lease
+    the other still counts on.
+    """
+    global _PROCESS_TABLE
+    pid = os.getpid()
+    if _PROCESS_TABLE is None or _PROCESS_TABLE[0] != pid:
+        _PROCESS_TABLE = (pid, LeaseTable())
+    return _PROCESS_TABLE[1]

@@ -44,7 +44,7 @@ from streamscope._core.errors import (
 from streamscope._core.units import cache_budget
 from streamscope.cache.chunk_cache import ChunkCache, dataset_cache_dir
 from streamscope.cache.knobs import new_board
-from streamscope.cache.leases import LeaseTable
+from streamscope.cache.leases import process_leases
 from streamscope.engine.batch_mode import BatchMode, LoaderSettings
 from streamscope.engine.batching import grouped, worker_items
 from streamscope.engine.collate import ArrowCollator, BlockCollator, ColumnCollator
@@ -69,17 +69,6 @@ __all__ = ["StreamingDataset"]
 
 
 _NO_COLLATOR = ColumnCollator(["none"], None)  # never supported: the batch is decoded sample by sample
-_LEASES: LeaseTable | None = None
-_LEASES_PID = -1
-
-
-def _process_leases() -> LeaseTable:
-    """One lease table per process (rebuilt after fork: leases are per pid)."""
-    global _LEASES, _LEASES_PID
-    if _LEASES is None or _LEASES_PID != os.getpid():
-        _LEASES = LeaseTable()
-        _LEASES_PID = os.getpid()
-    return _LEASES
 
 
 class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
@@ -411,7 +400,7 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
                 )
                 store = self._store()
                 budget = self._knobs.reader("max_cache_size")
-                cache = ChunkCache(store, cdir, self.chunks, self.compression, budget, _process_leases(), self.config)
+                cache = ChunkCache(store, cdir, self.chunks, self.compression, budget, process_leases(), self.config)
             else:
                 local_dir = self._plain_dir or self.input_dir
             if self.is_parquet:
