@@ -1,14 +1,17 @@
 """``litdata.streaming.reader.BinaryReader`` at the same path: read items of an optimized dataset by ChunkedIndex.
 
-A small, synchronous reader built on the format layer (no prefetch thread): for training use
-:class:`~streamscope.engine.StreamingDataset`. Chunks of a remote dataset (``remote_input_dir``) are
-downloaded into ``cache_dir`` on first use; whole-file compressed chunks are decompressed next to them
-(``chunk-R-I.bin``); LitData 0.2.76's framed and per-sample zstd chunks are read where they are, one frame or
-item inflated at a time, and its Arrow-footer chunks by row; encrypted chunks are decrypted in memory (one chunk
-kept), never written plain. With
-``max_cache_size``, a remote dataset's chunk is deleted from ``cache_dir`` (its download and its decompressed
-copy) once the reader moves past it while the chunk files there exceed that size, as LitData's reader does.
-``max_pre_download``, ``session_options`` and ``on_demand_bytes`` are accepted and unused.
+A small, synchronous reader (no prefetch thread) over the engine's chunk cache and the format layer: for training
+use :class:`~streamscope.engine.StreamingDataset`. Chunks come through a
+:class:`~streamscope.cache.chunk_cache.ChunkCache` on ``cache_dir`` itself in LitData's layout (``as_stored``):
+a remote dataset's (``remote_input_dir``) chunks are downloaded there on first use, once for all the processes
+reading it; whole-file compressed chunks are decompressed next to them (``chunk-R-I.bin``). The open chunk is
+leased until the reader moves past it, so no process's eviction deletes it. LitData 0.2.76's framed and
+per-sample zstd chunks are read where they are, one frame or item inflated at a time, and its Arrow-footer chunks
+by row; encrypted chunks are decrypted in memory (one chunk kept), never written plain. With ``max_cache_size``,
+the cache evicts a remote dataset's chunks the readers have moved past (a chunk's download and its decompressed
+copy together, least recently released first) while the chunk files exceed that size. A local dataset's plain
+chunks are read in place (no lease, no copy). ``max_pre_download``, ``session_options`` and ``on_demand_bytes``
+are accepted and unused.
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ from typing import Any
 
 from streamscope import events as ev
 from streamscope._core.errors import CorruptChunkError, DatasetIndexError, FormatError, IndexNotFoundError
+from streamscope._core.protocols import ObjectStore
+from streamscope.cache.chunk_cache import ChunkCache
+from streamscope.cache.leases import process_leases
 from streamscope.format.arrowchunk import ARROW_MAGIC, ArrowChunk, check_footer_magic
-from streamscope.format.chunk import ChunkFile, decompress_file, open_chunk_file, parse_header
+from streamscope.format.chunk import ChunkFile, open_chunk_file, parse_header
 from streamscope.format.compression import uncompressed_name
 from streamscope.format.encryption import check_encryption
 from streamscope.format.index import load_index
@@ -115,15 +121,17 @@ class BinaryReader:
         self._chunks: list[dict[str, Any]] = []
         self._intervals: list[Interval] = []
         self._open: tuple[int, Any] | None = None
-        self._store: Any = None
+        self._leased: int | None = None  # the chunk this reader holds a lease on (the open one)
+        self._store: ObjectStore | None = None
+        self._cache: ChunkCache | None = None
 
     # --- index -------------------------------------------------------------------------------------
 
-    def _remote(self) -> Any:
+    def _remote(self) -> ObjectStore:
         if self._store is None:
             from streamscope.storage import open_store  # noqa: PLC0415
 
-            self._store = open_store(self._remote_input_dir, self._storage_options)
+            self._store = open_store(self._remote_input_dir or self._cache_dir, self._storage_options)
         return self._store
 
     def _try_load_config(self) -> dict[str, Any] | None:
@@ -193,30 +201,51 @@ class BinaryReader:
 
     # --- chunks ------------------------------------------------------------------------------------
 
-    def _local_plain(self, c: int) -> str:
-        """Local path of chunk ``c`` as stored (downloaded and decompressed when needed)."""
-        entry = self._chunks[c]
-        name = entry["filename"]
-        comp = self._config.get("compression") if self._config else None
-        plain = os.path.join(self._cache_dir, uncompressed_name(name, comp))
-        if os.path.exists(plain):
-            return plain
-        src = os.path.join(self._cache_dir, name)
-        if not os.path.exists(src):
-            if not self._remote_input_dir:
-                raise FileNotFoundError(f"chunk {src!r} (chunk {c} of index.json) does not exist")
-            with ev.span("download", "download", chunk=c, file=name):
-                self._remote().download_file(name, src)
-        if plain != src:  # whole-file zstd; 0.2.76's framed and per-sample zstd chunks are read as they are
-            decompress_file(src, plain, comp or "zstd", config=self._config)
-        return plain
+    def _in_place(self) -> bool:
+        """Whether the dataset's own files are the cache: nothing there is evicted."""
+        if not self._remote_input_dir:
+            return True
+        remote = str(self._remote_input_dir)
+        source = remote[len("local:") :] if remote.startswith("local:") else None
+        return source is not None and os.path.realpath(source) == os.path.realpath(self._cache_dir)
 
-    def _chunk(self, c: int) -> Any:
-        if self._open is not None and self._open[0] == c:
-            return self._open[1]
-        self.close()
+    def _chunk_cache(self) -> ChunkCache:
+        """The chunk cache on ``cache_dir`` (built on first use, after the index)."""
+        if self._cache is None:
+            assert self._config is not None
+            budget = None if self._in_place() else self._max_cache_bytes
+            self._cache = ChunkCache(
+                self._remote(),
+                self._cache_dir,
+                self._chunks,
+                self._config.get("compression"),
+                budget,
+                process_leases(),
+                self._config,
+                as_stored=True,
+            )
+        return self._cache
+
+    def _local_path(self, c: int) -> str | None:
+        """Path of chunk ``c`` of a local dataset read as it is stored (no lease); None when it comes through the
+        cache (a remote dataset, or a whole-file compressed chunk, decompressed beside the stored one)."""
+        if self._remote_input_dir:
+            return None
+        name = self._chunks[c]["filename"]
+        src = os.path.join(self._cache_dir, name)
+        plain = os.path.join(
+            self._cache_dir, uncompressed_name(name, self._config.get("compression") if self._config else None)
+        )
+        if plain == src:
+            if os.path.exists(src):
+                return src
+        elif os.path.exists(src) or os.path.exists(plain):
+            return None
+        raise FileNotFoundError(f"chunk {src!r} (chunk {c} of index.json) does not exist")
+
+    def _open_file(self, c: int, path: str) -> Any:
+        """Open chunk ``c``'s local file as its bytes and the index say (decrypted in memory when encrypted)."""
         assert self._config is not None
-        path = self._local_plain(c)
         expected = int(self._chunks[c]["chunk_size"])
         encrypted = self._config.get("encryption")
         if encrypted:
@@ -237,6 +266,29 @@ class BinaryReader:
             cf = open_chunk_bytes(path, self._config, expected)
         else:
             cf = open_chunk_file(path, expected)
+        return cf
+
+    def _chunk(self, c: int) -> Any:
+        if self._open is not None and self._open[0] == c:
+            return self._open[1]
+        self.close()
+        path = self._local_path(c)
+        if path is not None:
+            cf = self._open_file(c, path)
+        else:
+            cache = self._chunk_cache()
+            path = cache.acquire(c)
+            self._leased = c
+            try:
+                try:
+                    cf = self._open_file(c, path)
+                except FileNotFoundError:
+                    # evicted by another process between its lease check and its delete (see ChunkCache.refetch):
+                    # fetched again, and the lease keeps it now
+                    cf = self._open_file(c, cache.refetch(c))
+            except BaseException:
+                self._release()
+                raise
         self._open = (c, cf)
         return cf
 
@@ -265,38 +317,25 @@ class BinaryReader:
         return item
 
     def close(self) -> None:
-        """Drop the open chunk (and evict it, see ``max_cache_size``)."""
+        """Drop the open chunk and its lease (the cache may then evict it, see ``max_cache_size``)."""
         if self._open is not None:
-            c = self._open[0]
-            self._open[1].close()
+            cf = self._open[1]
             self._open = None
-            self._evict(c)
-
-    def _evict(self, c: int) -> None:
-        """Delete chunk ``c``'s files from ``cache_dir`` if the dataset is remote and the cache is over its size."""
-        if self._max_cache_bytes is None or not self._remote_input_dir or self._config is None:
-            return
-        remote = str(self._remote_input_dir)
-        source = remote[len("local:") :] if remote.startswith("local:") else None
-        if source is not None and os.path.realpath(source) == os.path.realpath(self._cache_dir):
-            return  # the cache is the dataset itself
-        names = [n for n in os.listdir(self._cache_dir) if n.endswith(".bin")]
-        used = sum(
-            os.path.getsize(os.path.join(self._cache_dir, n))
-            for n in names
-            if os.path.isfile(os.path.join(self._cache_dir, n))
-        )
-        if used <= self._max_cache_bytes:
-            return
-        name = self._chunks[c]["filename"]
-        for n in {name, uncompressed_name(name, self._config.get("compression"))}:
             try:
-                os.remove(os.path.join(self._cache_dir, n))
-            except FileNotFoundError:
-                pass
+                cf.close()
+            finally:
+                self._release()
+
+    def _release(self) -> None:
+        if self._leased is not None:
+            c, self._leased = self._leased, None
+            if self._cache is not None:
+                self._cache.release(c)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_open"] = None
+        state["_leased"] = None  # the lease is this process's: a copy holds none
         state["_store"] = None
+        state["_cache"] = None
         return state
