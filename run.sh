@@ -61,6 +61,17 @@ install_observability_tools() {
         fi
     fi
 }
+# Azurite, the Azure Blob emulator of tests/support/azurite.py (npm; once, into .cache/azurite)
+install_azurite() {
+    if [ ! -x "$OBS_CACHE/azurite/node_modules/.bin/azurite-blob" ]; then
+        if command -v npm >/dev/null; then
+            npm install --prefix "$OBS_CACHE/azurite" --no-audit --no-fund --loglevel=error "azurite@3.35.0" >/dev/null \
+                || echo "run.sh: installing Azurite failed: the azure:// emulator tests cannot run" >&2
+        else
+            echo "run.sh: npm not found: the azure:// emulator tests cannot run" >&2
+        fi
+    fi
+}
 # ---- end of observability test components ----
 
 case "${1:-}" in
@@ -71,8 +82,18 @@ case "${1:-}" in
         ;;
     test)
         shift
+        mkdir -p "$OBS_CACHE"
+        # Byte-code caches on, kept out of the tree: where the environment sets PYTHONDONTWRITEBYTECODE, every pytest
+        # process (two xdist workers per pass, two passes) and every spawned test process would compile streamscope
+        # and redo pytest's assertion rewriting of ~300 test modules (~20 s of CPU a collection on 2 cores).
+        unset PYTHONDONTWRITEBYTECODE
+        export PYTHONPYCACHEPREFIX="$PWD/$OBS_CACHE/pycache"
+        # The downloads that need no venv run beside the venv's install; their output is shown once they are done.
+        install_observability_tools >"$OBS_CACHE/observability-tools.log" 2>&1 &
+        local_tools=$!
+        install_azurite >"$OBS_CACHE/azurite-install.log" 2>&1 &
+        azurite=$!
         setup "test"
-        install_observability_tools
         # The real LitData, for the interop tests. --no-deps: it declares an unpinned torchvision that would
         # replace torch 2.13.0 with a multi-GB build; its other requirements are in our test extras.
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "litdata==0.2.68"
@@ -84,18 +105,18 @@ case "${1:-}" in
                 --target "$LITDATA076" "litdata==0.2.76"
         fi
         export STREAMSCOPE_LITDATA076_DIR="$PWD/$LITDATA076"
-        # Azurite, the Azure Blob emulator of tests/support/azurite.py (npm; once, into .cache/azurite)
-        if [ ! -x .cache/azurite/node_modules/.bin/azurite-blob ]; then
-            if command -v npm >/dev/null; then
-                npm install --prefix .cache/azurite --no-audit --no-fund --loglevel=error "azurite@3.35.0" \
-                    || echo "run.sh: installing Azurite failed: the azure:// emulator tests cannot run" >&2
-            else
-                echo "run.sh: npm not found: the azure:// emulator tests cannot run" >&2
-            fi
-        fi
+        # One collection on one core fills the caches while the linters run on the other (its errors, if any,
+        # come again from the test run itself).
+        "$VENV/bin/python" -m pytest --collect-only -q "$@" >"$OBS_CACHE/collect.log" 2>&1 &
+        warm=$!
         "$VENV/bin/ruff" check .
         "$VENV/bin/lint-imports"
         "$VENV/bin/mypy"  # settings in pyproject.toml: strict on src/streamscope, relaxed per module where listed
+        wait "$warm" || true
+        for job in "$local_tools:observability-tools" "$azurite:azurite-install"; do
+            wait "${job%%:*}" || true
+            cat "$OBS_CACHE/${job#*:}.log"
+        done
         status=0
         "$VENV/bin/python" -m pytest -n 2 --dist loadfile -q "$@" || status=$?
         # Second pass: the tests marked interop (every test that uses the real LitData) against LitData 0.2.76,

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from os import PathLike
 
 __all__ = ["Dir", "as_dir"]
 
@@ -16,7 +20,7 @@ class Dir:
     data_connection_id: str | None = None
 
 
-def as_dir(value: str | Dir | None) -> Dir:
+def as_dir(value: str | PathLike[str] | Dir | None) -> Dir:
     """Normalise what users pass as ``input_dir``/``output_dir``/``cache_dir`` into a :class:`Dir`."""
     if value is None:
         return Dir()

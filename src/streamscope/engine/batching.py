@@ -65,7 +65,8 @@ def _align(n: int) -> int:
 
 def _new_shared(nbytes: int) -> torch.Tensor:
     base = torch.empty(0, dtype=torch.uint8)
-    storage = base._typed_storage()._new_shared(nbytes, device=base.device)
+    # torch leaves _typed_storage, StorageWeakRef and its expired() unannotated: hence the no-untyped-call ignores
+    storage = base._typed_storage()._new_shared(nbytes, device=base.device)  # type: ignore[no-untyped-call]
     return base.new(storage).resize_(nbytes)
 
 
@@ -109,7 +110,7 @@ class ArenaFlags:
         anchor = group.anchor
         group.anchor = None
         if anchor is not None and group.slot >= 0:
-            self._watch.append((StorageWeakRef(anchor.untyped_storage()), group.slot))
+            self._watch.append((StorageWeakRef(anchor.untyped_storage()), group.slot))  # type: ignore[no-untyped-call]
 
     def release_dropped(self) -> None:
         """Main process: free the slots whose arenas the loop no longer references."""
@@ -117,7 +118,7 @@ class ArenaFlags:
             return
         keep = []
         for ref, slot in self._watch:
-            if ref.expired():
+            if ref.expired():  # type: ignore[no-untyped-call]
                 self.flags[slot] = 0
             else:
                 keep.append((ref, slot))
@@ -306,9 +307,6 @@ def freeze_inherited_heap() -> None:
         gc.freeze()
 
 
-_END = object()
-
-
 def _groups(
     batches: Iterator[tuple[int, Any]], group_bytes: int, alloc: _ArenaAllocator | None, total: int = -1
 ) -> Iterator[Group]:
@@ -320,8 +318,8 @@ def _groups(
     count = 0
     ahead: list[tuple[int, Any]] = []
     while True:
-        item = ahead.pop() if ahead else next(it, _END)
-        if item is _END:
+        item = ahead.pop() if ahead else next(it, None)  # None: the batches are tuples
+        if item is None:
             break
         group.append(item)
         count += 1
@@ -333,8 +331,8 @@ def _groups(
         if count == total:
             # the last batch: the generator runs to its end now, so its cleanup (and the events it records)
             # comes before the last group is sent
-            more = next(it, _END)
-            if more is _END:
+            more = next(it, None)
+            if more is None:
                 break
             ahead.append(more)  # more batches than announced: go on as usual
         full = len(group) >= size

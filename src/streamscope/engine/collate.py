@@ -64,7 +64,8 @@ def empty_batch_bytes(n: int, nbytes: int) -> torch.Tensor:
             return t.view(n, nbytes)
     if get_worker_info() is not None and n * nbytes > 0:
         base = torch.empty(0, dtype=torch.uint8)
-        storage = base._typed_storage()._new_shared(n * nbytes, device=base.device)
+        # torch leaves _typed_storage unannotated
+        storage = base._typed_storage()._new_shared(n * nbytes, device=base.device)  # type: ignore[no-untyped-call]
         return base.new(storage).resize_(n, nbytes)
     return torch.empty((n, nbytes), dtype=torch.uint8)
 
@@ -78,7 +79,8 @@ def _numpy_dtypes() -> Sequence[np.dtype]:
 def _torch_dtype(idx: int) -> torch.dtype:
     from streamscope.format.dtypes import TORCH_DTYPE_NAMES
 
-    return getattr(torch, TORCH_DTYPE_NAMES[idx])
+    dtype: torch.dtype = getattr(torch, TORCH_DTYPE_NAMES[idx])
+    return dtype
 
 
 def _torch_twin(np_dtype: np.dtype) -> torch.dtype | None:
@@ -205,15 +207,15 @@ class ColumnCollator:
         if kind in ("numpy", "tensor"):
             return self._array_column(j, parts, n, kind)
         # no_header_numpy / no_header_tensor: 1-D, dtype from the name
-        idx = int(self.data_format[j].split(":", 1)[1])
+        dtype_idx = int(self.data_format[j].split(":", 1)[1])
         if kind == "no_header_numpy":
-            np_dtype = _numpy_dtypes()[idx]
+            np_dtype = _numpy_dtypes()[dtype_idx]
             if np_dtype.itemsize == 0 or np_dtype.kind in "OSUV":
                 raise _Fallback(kind)
             torch_dtype = None
             itemsize = np_dtype.itemsize
         else:
-            torch_dtype = _torch_dtype(idx)
+            torch_dtype = _torch_dtype(dtype_idx)
             itemsize = torch.empty((), dtype=torch_dtype).element_size()
         nbytes = int(parts[0][3][0, j])
         for _, _, _, sz, _, _ in parts:

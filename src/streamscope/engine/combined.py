@@ -50,7 +50,7 @@ def _litdata_member_states(state: Any, n: int) -> list[dict[str, Any]] | None:
     return subs if all(isinstance(s, dict) and LITDATA_KEYS <= set(s) for s in subs) else None
 
 
-class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
+class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset[Any]):
     """Iterate several :class:`StreamingDataset` objects as one, mixing them by weight.
 
     Args:
@@ -351,7 +351,7 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset):
             self.current_epoch = self._pending[0]
             return
         self.batch_size = b
-        self._pending = self.resume_position(state_dict, b)  # type: ignore[arg-type]
+        self._pending = self.resume_position(state_dict, b)
         self.current_epoch = self._pending[0]
 
     def checkpoint_identity(self) -> dict[str, Any]:

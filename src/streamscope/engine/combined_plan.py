@@ -37,7 +37,7 @@ import hashlib
 import json
 import numbers
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -51,6 +51,18 @@ BATCHING_METHODS = ("stratified", "per_stream")
 TAG_MIX = 0x53430004
 TAG_PER_STREAM = 0x53430005
 COMBINED_PLAN_VERSION = 1
+
+
+@overload
+def check_batch_size(
+    batch_size: list[Any] | tuple[Any, ...], num_datasets: int, batching_method: str, error: type[Exception] = ...
+) -> tuple[int, ...]: ...
+
+
+@overload
+def check_batch_size(
+    batch_size: Any, num_datasets: int, batching_method: str, error: type[Exception] = ...
+) -> int | tuple[int, ...]: ...
 
 
 def check_batch_size(
@@ -91,7 +103,8 @@ def _full_batches(seq: np.ndarray, bounds: np.ndarray, sizes: Sequence[int]) -> 
     lens = np.diff(bounds)
     if not len(lens):
         return np.zeros(0, dtype=bool)
-    return lens == np.asarray(sizes, dtype=np.int64)[seq[bounds[:-1]]]
+    full: np.ndarray = lens == np.asarray(sizes, dtype=np.int64)[seq[bounds[:-1]]]
+    return full
 
 
 def rank_counts(total: int, world_size: int) -> list[int]:
@@ -110,7 +123,8 @@ def _normalise(weights: Sequence[float] | None, sizes: Sequence[int]) -> np.ndar
             raise PlanError(f"weights must be finite and >= 0, got {list(weights)}")
     if w.sum() <= 0:
         raise PlanError(f"weights sum to zero (weights={list(w)}, dataset sizes={list(sizes)})")
-    return w / w.sum()
+    normalised: np.ndarray = w / w.sum()
+    return normalised
 
 
 def _stratified(counts: Sequence[int], w: np.ndarray, st: int, over_all: bool) -> np.ndarray:
@@ -263,7 +277,8 @@ class CombinedPlan:
         """Samples of each dataset used by batches before ``start_batch`` (where each dataset resumes)."""
         end = int(self._bounds[min(max(0, start_batch), self.num_batches)])
         n = int(self._config["datasets"])
-        return np.bincount(self._seq[:end], minlength=n).tolist()
+        per_dataset: list[int] = np.bincount(self._seq[:end], minlength=n).tolist()
+        return per_dataset
 
     def state(self, batches_consumed: int) -> dict[str, Any]:
         """JSON-serialisable resume state after ``batches_consumed`` batches."""
@@ -279,7 +294,7 @@ def make_combined_plan(
     *,
     world_size: int,
     rank: int,
-    batch_size: int | Sequence[int],
+    batch_size: int | list[int] | tuple[int, ...],
     seed: int,
     epoch: int,
     weights: Sequence[float] | None = None,
@@ -315,7 +330,7 @@ def make_combined_plan(
     if world_size < 1 or not 0 <= rank < world_size:
         raise PlanError(f"rank {rank} out of range for world_size={world_size}")
     if isinstance(batch_size, (list, tuple)):
-        sizes = list(check_batch_size(batch_size, len(totals), batching_method))  # type: ignore[arg-type]
+        sizes = list(check_batch_size(batch_size, len(totals), batching_method))
         b: Any = sizes  # recorded as a list in the configuration
     elif batch_size < 1:
         raise PlanError(f"batch_size must be >= 1, got {batch_size}")

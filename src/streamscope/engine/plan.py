@@ -80,7 +80,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -172,7 +172,8 @@ def _unique_in_order(values: np.ndarray) -> list[int]:
     if len(values) == 0:
         return []
     _, first = np.unique(values, return_index=True)
-    return values[np.sort(first)].tolist()
+    unique: list[int] = values[np.sort(first)].tolist()
+    return unique
 
 
 @dataclass(frozen=True)
@@ -465,9 +466,8 @@ class EpochPlan:
 
     def _items(self, k: int, off: np.ndarray) -> np.ndarray:
         start = self._r_start[k]
-        if not self.shuffle:
-            return off + start
-        return self._perm(k)(off) + start
+        items: np.ndarray = off + start if not self.shuffle else self._perm(k)(off) + start
+        return items
 
     def _locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Map stream positions to (chunk index, item index in chunk)."""
@@ -493,17 +493,17 @@ class EpochPlan:
                 chunks[a:b] = self._r_chunk[k]
                 items[a:b] = self._items(k, positions[a:b] - self._r_begin[k])
             return chunks, items
-        k = np.searchsorted(self._r_end, positions, side="right")
-        off = positions - self._r_begin[k]
-        chunks = self._r_chunk[k]
+        region = np.searchsorted(self._r_end, positions, side="right")
+        off = positions - self._r_begin[region]
+        chunks = self._r_chunk[region]
         if not self.shuffle:
-            return chunks, self._r_start[k] + off
+            return chunks, self._r_start[region] + off
         items = np.empty(n, dtype=np.int64)
-        order = np.argsort(k, kind="stable")
-        ks = k[order]
+        order = np.argsort(region, kind="stable")
+        ks = region[order]
         cuts = np.flatnonzero(ks[1:] != ks[:-1]) + 1
         for grp in np.split(order, cuts):
-            kk = int(k[grp[0]])
+            kk = int(region[grp[0]])
             items[grp] = self._items(kk, off[grp])
         return chunks, items
 
@@ -872,6 +872,17 @@ class ResumeState:
         return resume_point(self.epoch, self.batches_consumed, plan.num_batches)
 
 
+class _OrderSettings(TypedDict):
+    """The arguments of :func:`make_plan` a resumed plan shares with the saved one."""
+
+    drop_last: bool
+    shuffle: bool
+    seed: int
+    shuffle_buffer: int
+    regions: Sequence[Sequence[int]] | np.ndarray | None
+    equal_batches: bool
+
+
 def resume_plan(
     state: ResumeState | Mapping[str, Any],
     chunk_sizes: Sequence[int] | np.ndarray,
@@ -900,14 +911,14 @@ def resume_plan(
     """
     st = state if isinstance(state, ResumeState) else ResumeState.from_dict(state)
     cfg = st.config
-    common = dict(
-        drop_last=drop_last,
-        shuffle=shuffle,
-        seed=seed,
-        shuffle_buffer=shuffle_buffer,
-        regions=regions,
-        equal_batches=equal_batches,
-    )
+    common: _OrderSettings = {
+        "drop_last": drop_last,
+        "shuffle": shuffle,
+        "seed": seed,
+        "shuffle_buffer": shuffle_buffer,
+        "regions": regions,
+        "equal_batches": equal_batches,
+    }
     try:
         saved_ws, saved_b = int(cfg["world_size"]), int(cfg["batch_size"])
         history = [tuple(int(x) for x in h) for h in cfg.get("resumed_from", [])]

@@ -99,7 +99,7 @@ class BaseItemLoader:
 
     # --- pickling (DataLoader workers with spawn) ---------------------------------------------------
 
-    _PICKLED = ("_block_size",)
+    _PICKLED: tuple[str, ...] = ("_block_size",)
 
     def __getstate__(self) -> dict[str, Any]:
         """Only the setup inputs travel; the compiled decoders are rebuilt on the other side."""

@@ -157,10 +157,10 @@ class ParquetChunk:
         return bisect.bisect_right(self._starts, row) - 1
 
     def _rows_of_group(self, g: int) -> list[dict[str, Any]]:
-        rows = self._groups.get(g)
-        if rows is not None:
+        cached = self._groups.get(g)
+        if cached is not None:
             self._groups.move_to_end(g)
-            return rows
+            return cached
         with ev.span("read_row_group", "read", chunk=self.chunk_index, row_group=g) as f:
             try:
                 table = self._pf.read_row_group(g, columns=self.columns)
@@ -168,7 +168,7 @@ class ParquetChunk:
                 raise CorruptChunkError(
                     f"Parquet chunk {self.path!r}: row group {g} cannot be read: {type(exc).__name__}: {exc}"
                 ) from None
-            rows = table.to_pylist()
+            rows: list[dict[str, Any]] = table.to_pylist()
             f["rows"] = len(rows)
         self._groups[g] = rows
         while len(self._groups) > self._keep:
@@ -226,7 +226,10 @@ class ParquetLoader(BaseItemLoader):
         return self._low_memory
 
     def setup(
-        self, config: dict[str, Any], serializers: dict[str, Serializer] | None = None, chunks: list[dict] | None = None
+        self,
+        config: dict[str, Any],
+        serializers: dict[str, Serializer] | None = None,
+        chunks: list[dict[str, Any]] | None = None,
     ) -> None:
         """Check the index was written for Parquet files (``data_format`` holds Arrow types, not serializers)."""
         loader_name = config.get("item_loader")
@@ -250,7 +253,8 @@ class ParquetLoader(BaseItemLoader):
 
     def decode_many(self, chunk: Any, indices: Any) -> list[Any]:
         """Rows ``indices`` of ``chunk``."""
-        return chunk.rows(indices)
+        rows: list[Any] = chunk.rows(indices)  # chunk: the ParquetChunk of open_chunk
+        return rows
 
     def decode(self, view: memoryview) -> Any:
         """Parquet rows are not item bytes: read them with :meth:`read_row`."""

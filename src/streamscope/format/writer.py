@@ -111,7 +111,7 @@ def fuse_configs(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any] 
     return {**base, "types": sch.fuse_schema_json(base.get("types"), other.get("types"))}
 
 
-def convert_chunk_bytes(value: int | str | None) -> int | None:
+def convert_chunk_bytes(value: int | float | str | None) -> int | None:
     """``chunk_bytes`` as an int (:func:`~streamscope._core.units.parse_bytes`: "64MB" = 64_000_000).
 
     Raises:

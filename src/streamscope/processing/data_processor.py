@@ -85,7 +85,7 @@ class DataChunkRecipe(DataRecipe):
         self.encryption = encryption
         self.key_fn = key_fn
 
-    def prepare_item(self, item_metadata: Any) -> Any:  # type: ignore[override]
+    def prepare_item(self, item_metadata: Any) -> Any:
         """The sample(s) of one input."""
         raise NotImplementedError(f"{type(self).__name__} must define prepare_item(item_metadata)")
 
@@ -94,7 +94,7 @@ class MapRecipe(DataRecipe):
     """``prepare_item(item, output_dir, is_last)`` writes files into ``output_dir`` and returns None, as ``map``'s
     fn (``is_last``: the input is its worker's last)."""
 
-    def prepare_item(self, item_metadata: Any, output_dir: str, is_last: bool) -> None:  # type: ignore[override]
+    def prepare_item(self, item_metadata: Any, output_dir: str, is_last: bool) -> None:
         """Write the files of one input into ``output_dir``."""
         raise NotImplementedError(f"{type(self).__name__} must define prepare_item(item_metadata, output_dir, is_last)")
 

@@ -403,6 +403,7 @@ def _optimize(
         layout = write_options(
             existing_config, compression, compression_level, compression_batch_size, encryption, item_loader
         )
+    assert layout is not None  # optimize() passes it for every mode but "append", computed just above
     check_writable(store)
     writer_kwargs = {
         "chunk_size": chunk_size,
@@ -585,7 +586,7 @@ def _optimize_node(
 
 
 def map(  # noqa: A001 - LitData's name
-    fn: Callable[[Any, str], None],
+    fn: Callable[..., None],
     inputs: Sequence[Any],
     output_dir: str | os.PathLike[str] | Dir,
     input_dir: str | None = None,
@@ -808,7 +809,7 @@ def _split(
         n_given = n = 0
         workers = _num_workers(num_workers, None, ex)
     else:
-        items, n_given, keep = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)  # type: ignore[arg-type]
+        items, n_given, keep = _prepare_inputs(inputs, batch_size, fast_dev_run, reader, num_workers)
         if keep is not None and not keep_data_ordered:  # the workers share one queue: its first inputs
             items, keep = items[:keep], None
         n = len(items)
@@ -937,12 +938,13 @@ def _weighted_split(
         OptimizeInputError: neither length fits (a ValueError led by LitData's sentence).
     """
     w = list(weights)
-    batched = batch_size is not None and batch_size > 1
-    n_work = -(-n_given // batch_size) if batched else n_given  # type: ignore[operator]
+    batch = batch_size if batch_size is not None and batch_size > 1 else None
+    batched = batch is not None
+    n_work = -(-n_given // batch) if batch is not None else n_given
     if len(w) == n_work:
         per_item = w
-    elif batched and len(w) == n_given:
-        per_item = [sum(w[p : p + batch_size]) for p in range(0, n_given, batch_size)]  # type: ignore[misc]
+    elif batch is not None and len(w) == n_given:
+        per_item = [sum(w[p : p + batch]) for p in range(0, n_given, batch)]
     else:
         of = f"{n_given} inputs" + (f" ({n_work} batches of {batch_size})" if batched else "")
         raise OptimizeInputError(

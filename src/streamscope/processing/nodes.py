@@ -296,7 +296,9 @@ class NodeGroup:
                 )
             if rec.get("job_sha256") != self.sha:
                 self._give_up()
-                job = rec.get("job") if isinstance(rec.get("job"), dict) else {}
+                job = rec.get("job")
+                if not isinstance(job, dict):
+                    job = {}
                 raise NodeConfigError(
                     f"{self.what}(): node {other} in {url} runs a different job than this node "
                     f"({self.node.describe()}): {_diff(self.job, job) or 'job fingerprints differ'}. Every node "

@@ -142,7 +142,8 @@ class RayExecutor:
             try:  # what ray.init() would join: RAY_ADDRESS, "auto", or the last `ray start` on this machine
                 from ray._private.services import canonicalize_bootstrap_address  # noqa: PLC0415
 
-                probe = canonicalize_bootstrap_address(address)
+                # Ray annotates addr as str, but documents and handles None (RAY_ADDRESS, then the last `ray start`)
+                probe = canonicalize_bootstrap_address(address)  # type: ignore[arg-type]
                 if address is None and probe is not None:
                     origin = "the last `ray start` on this machine (ray_current_cluster)"
             except Exception as exc:  # a private helper of Ray: its failure is the address's fault
@@ -289,6 +290,7 @@ class RayExecutor:
                     else:
                         raise_worker_error(msg)
                 if bar is not None:
+                    assert tracker is not None  # created whenever the bar is
                     if asked is None:
                         if time.monotonic() - last_ask >= interval:
                             asked, last_ask = tracker.counts.remote(), time.monotonic()

@@ -15,12 +15,15 @@ import queue as queue_mod
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from streamscope._core import config
 from streamscope._core.errors import MapReturnError, OptimizeInputError, WorkerDiedError, WorkerFailedError
 from streamscope.processing.sentinel import ALL_DONE
 from streamscope.processing.worker import WorkerJob, run_worker
+
+if TYPE_CHECKING:
+    from multiprocessing.context import DefaultContext, ForkContext, ForkServerContext, SpawnContext
 
 __all__ = ["JobRun", "Results", "default_start_method", "progress_bar", "raise_worker_error", "run_jobs"]
 
@@ -65,7 +68,11 @@ class JobRun:
 def run_jobs(run: JobRun) -> Results:
     """Run one process per job; return ``{worker: (chunks, config)}`` once all have reported ``done``."""
     jobs, shared_items, shared_offset = run.jobs, run.shared_items, run.shared_offset
-    ctx = mp.get_context(run.start_method or default_start_method())
+    # typeshed types get_context(str) as BaseContext, which has no Process; every context it returns has one
+    ctx = cast(
+        "DefaultContext | SpawnContext | ForkContext | ForkServerContext",
+        mp.get_context(run.start_method or default_start_method()),
+    )
     results = ctx.Queue()
     shared = None
     if shared_items is not None:

@@ -38,7 +38,7 @@ import logging
 import multiprocessing
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from streamscope import events as ev
@@ -48,6 +48,9 @@ from streamscope.storage import obstore_backend as ob
 from streamscope.storage.redact import redact, register_options, register_secret
 from streamscope.storage.remote import Backend, RemoteStore
 from streamscope.storage.url import StoreURL
+
+if TYPE_CHECKING:  # obstore is optional, and these are stub-only names
+    from obstore.store import AzureConfig, GCSConfig
 
 __all__ = ["AzureStore", "GCSStore", "choose_client"]
 
@@ -205,26 +208,27 @@ def _google_kwargs(opts: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, 
 
 
 def _google_credentials(spec: tuple[str, Any]) -> Any:
+    # google-auth ships py.typed but leaves these constructors unannotated: hence the no-untyped-call ignores
     kind, value = spec
     if kind == "anonymous":
         from google.auth.credentials import AnonymousCredentials
 
-        return AnonymousCredentials()
+        return AnonymousCredentials()  # type: ignore[no-untyped-call]
     if kind == "file":
         from google.oauth2 import service_account
 
-        return service_account.Credentials.from_service_account_file(str(value))
+        return service_account.Credentials.from_service_account_file(str(value))  # type: ignore[no-untyped-call]
     if kind == "info":
         from google.oauth2 import service_account
 
-        return service_account.Credentials.from_service_account_info(value)
+        return service_account.Credentials.from_service_account_info(value)  # type: ignore[no-untyped-call]
     if kind == "adc":
         import google.auth
 
-        return google.auth.load_credentials_from_file(str(value))[0]
+        return google.auth.load_credentials_from_file(str(value))[0]  # type: ignore[no-untyped-call]
     from google.oauth2.credentials import Credentials
 
-    return Credentials(token=str(value))
+    return Credentials(token=str(value))  # type: ignore[no-untyped-call]
 
 
 def _azure_config(opts: dict[str, Any]) -> dict[str, Any]:
@@ -333,7 +337,7 @@ class GCSStore(RemoteStore):
         base_url = self._config.get("base_url") or os.environ.get("GOOGLE_BASE_URL")
         return ObsGCSStore(
             self._parsed.bucket,
-            config=self._config,
+            config=cast("GCSConfig", self._config),  # the user's keys: obstore checks them here
             client_options=ob.client_options(base_url if isinstance(base_url, str) else None),
             retry_config=ob.retry_config(),
         )
@@ -407,7 +411,7 @@ class AzureStore(RemoteStore):
         endpoint = self._config.get("endpoint") or azure_backend.endpoint_from_environment()
         return ObsAzureStore(
             self._parsed.bucket,
-            config=self._config,
+            config=cast("AzureConfig", self._config),  # the user's keys: obstore checks them here
             client_options=ob.client_options(endpoint if isinstance(endpoint, str) else None),
             retry_config=ob.retry_config(),
         )

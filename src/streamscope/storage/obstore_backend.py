@@ -13,7 +13,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from streamscope._core import config
 from streamscope._core.errors import (
@@ -30,6 +30,9 @@ from streamscope._core.errors import (
 )
 from streamscope._core.protocols import ObjectMeta
 from streamscope.storage.redact import redact
+
+if TYPE_CHECKING:  # obstore is optional, and these are stub-only names
+    from obstore.store import ClientConfig, RetryConfig
 
 __all__ = [
     "ObstoreBackend",
@@ -112,9 +115,9 @@ def _duration(seconds: float) -> _dt.timedelta:
     return _dt.timedelta(seconds=float(seconds))
 
 
-def client_options(endpoint: str | None = None, ca_pem: str | None = None, insecure: bool = False) -> dict[str, Any]:
+def client_options(endpoint: str | None = None, ca_pem: str | None = None, insecure: bool = False) -> ClientConfig:
     """obstore ClientConfig from the storage timeout knobs."""
-    opts: dict[str, Any] = {
+    opts: ClientConfig = {
         "connect_timeout": _duration(config.get("storage_connect_timeout")),
         "read_timeout": _duration(config.get("storage_read_timeout")),
         "timeout": _duration(config.get("storage_request_timeout")),
@@ -128,7 +131,7 @@ def client_options(endpoint: str | None = None, ca_pem: str | None = None, insec
     return opts
 
 
-def retry_config() -> dict[str, Any]:
+def retry_config() -> RetryConfig:
     """obstore RetryConfig that disables its retries: :mod:`streamscope.storage.retry` is the one policy."""
     return {"max_retries": 0, "retry_timeout": _duration(1.0)}
 

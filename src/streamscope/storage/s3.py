@@ -53,7 +53,7 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from streamscope import events as ev
 from streamscope._core import config
@@ -64,6 +64,9 @@ from streamscope.storage import sigv4
 from streamscope.storage.redact import redact, redact_options, register_secret
 from streamscope.storage.remote import Backend, RemoteStore
 from streamscope.storage.url import StoreURL
+
+if TYPE_CHECKING:  # obstore is optional, and this is a stub-only name
+    from obstore.store import S3Config
 
 __all__ = ["S3Options", "S3Store", "choose_backend"]
 
@@ -147,7 +150,7 @@ class S3Options:
             raise ConfigError(f"unknown S3 backend {backend!r} for {url!r}; choose one of {', '.join(_BACKENDS)}")
         self.backend = backend
         # boto3 client arguments we pass through; every other key is an obstore S3Config key.
-        self.boto3_extra = {k: opts.pop(k) for k in ("config", "use_ssl", "api_version") if k in opts}
+        self.boto3_extra: dict[str, Any] = {k: opts.pop(k) for k in ("config", "use_ssl", "api_version") if k in opts}
         self.extra = opts
         for secret in (self.access_key, self.secret_key, self.token):
             register_secret(secret)
@@ -329,7 +332,7 @@ class S3Store(RemoteStore):
                 provider = _boto3_credentials(o.profile)
             return ObsS3Store(
                 bucket,
-                config=cfg,
+                config=cast("S3Config", cfg),  # o.extra holds the user's keys: obstore checks them here
                 client_options=ob.client_options(o.endpoint, o.ca_pem(), o.insecure),
                 retry_config=ob.retry_config(),
                 credential_provider=provider,

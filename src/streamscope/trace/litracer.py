@@ -49,7 +49,7 @@ monotonic in the file. ``tid`` is ``threading.get_ident()`` like LitData.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -584,8 +584,11 @@ def _render_bulks(batch: EventBatch) -> tuple[list[_Run], set[int], list[int]]:
     """
     off = batch.epoch_offset_ns
     groups: dict[tuple[Any, ...], list[tuple[int, Bulk]]] = {}
-    for ph, name, cat, ts_ns, pid, tid, b in batch.events:
-        if ph != BULK or b.n <= 0:
+    for ph, name, cat, ts_ns, pid, tid, fields in batch.events:
+        if ph != BULK:
+            continue
+        b = cast(Bulk, fields)  # Event types its last member for the common case: a BULK entry holds a Bulk
+        if b.n <= 0:
             continue
         common = b.fields
         if any(type(v) is not int or v < 0 for v in common.values()):
@@ -762,7 +765,7 @@ def _render_block(
 
 def _render_few(n: int, segs: list[Any]) -> bytes:
     """``n`` lines formatted one by one (no padding): for a few leftover lines of a group."""
-    cols = [seg if type(seg) is str else seg[0].tolist() for seg in segs]
+    cols: list[Any] = [seg if type(seg) is str else seg[0].tolist() for seg in segs]
     dec3 = [type(seg) is not str and seg[1] for seg in segs]
     lines = []
     for r in range(n):

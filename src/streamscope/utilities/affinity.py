@@ -191,8 +191,8 @@ def get_gpu_affinity(device: Any = None, *, bind_memory: bool = True) -> NumaAff
     if not torch.cuda.is_available():
         raise RuntimeError("get_gpu_affinity needs a CUDA device; use get_numa_affinity(node) without one")
     props = torch.cuda.get_device_properties(device)
-    try:
-        address = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    try:  # torch's stub omits the PCI fields its CUDA builds set (older builds lack them: AttributeError)
+        address = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"  # type: ignore[attr-defined]
     except AttributeError:
         raise RuntimeError(
             "this torch does not report the GPU's PCI address; use get_numa_affinity(node) with the node"
