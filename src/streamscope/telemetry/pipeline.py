@@ -183,6 +183,111 @@ def _make_queue_processor() -> type:
     return QueueSpanProcessor
 
 
+#: What the process-dependent resource detection gives in a forked child of the pipeline (see below): no news.
+_UNCHANGED = object()
+
+
+def _unchanged() -> object:
+    return _UNCHANGED
+
+
+def _fork_hook_without_redetection(sdk_module: str, handle_fork: Callable[[], None]) -> None:
+    """Run an SDK provider's fork hook (in a forked child) with its resource re-detection left out.
+
+    opentelemetry-sdk (1.39+) re-runs the process-dependent resource detectors (``service.instance.id``) in every
+    forked child, on a thread pool of their own, and merges their resource into the provider's: a few ms and two
+    threads per DataLoader worker forked per epoch. A forked child exports nothing through this pipeline (see the
+    module doc), so its providers keep the parent's resource; the hook's other work (its locks made anew) runs as
+    the SDK has it. The child has one thread here, so swapping the module's function for the call is safe.
+    """
+    mod = sys.modules.get(sdk_module)
+    name = "_get_process_dependent_resource"
+    saved = getattr(mod, name, None)
+    if saved is None:
+        handle_fork()
+        return
+    setattr(mod, name, _unchanged)
+    try:
+        handle_fork()
+    finally:
+        setattr(mod, name, saved)
+
+
+def _make_providers(queue_processor: type) -> tuple[type, type]:
+    """The SDK's ``TracerProvider`` and ``MeterProvider`` with :func:`_fork_hook_without_redetection`. The tracer
+    provider keeps the SDK's whole hook once a span processor other than ``queue_processor`` is added to it (that
+    processor may export from a child)."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+
+    class PipelineTracerProvider(TracerProvider):  # type: ignore[misc]
+        exports_in_children = False
+
+        def add_span_processor(self, span_processor: Any) -> None:
+            if not isinstance(span_processor, queue_processor):
+                self.exports_in_children = True
+            super().add_span_processor(span_processor)
+
+        def _handle_fork(self) -> None:
+            base = super()._handle_fork
+            if self.exports_in_children:
+                base()
+            else:
+                _fork_hook_without_redetection(TracerProvider.__module__, base)
+
+        def _update_resource(self, resource: Any) -> None:
+            if resource is not _UNCHANGED:
+                super()._update_resource(resource)
+
+    class PipelineMeterProvider(MeterProvider):  # type: ignore[misc]
+        def _handle_fork(self) -> None:
+            _fork_hook_without_redetection(MeterProvider.__module__, super()._handle_fork)
+
+        def _update_resource(self, resource: Any) -> None:
+            if resource is not _UNCHANGED:
+                super()._update_resource(resource)
+
+    return PipelineTracerProvider, PipelineMeterProvider
+
+
+_CLASSES: dict[str, Any] = {}
+
+
+def _make_resource() -> type:
+    base = require("opentelemetry.sdk.resources", FEATURE).Resource
+
+    class PipelineResource(base):  # type: ignore[misc, valid-type]
+        """The SDK's ``Resource`` (immutable) with its hash computed once: the OTLP encoder groups every span by
+        resource, and the SDK's hash serialises the attributes to JSON at each call."""
+
+        def __init__(self, resource: Any) -> None:
+            super().__init__(resource.attributes, resource.schema_url)
+            self._hash = super().__hash__()
+
+        def __hash__(self) -> int:
+            return self._hash
+
+    return PipelineResource
+
+
+def _Resource() -> type:  # noqa: N802
+    if "resource" not in _CLASSES:
+        _CLASSES["resource"] = _make_resource()
+    return _CLASSES["resource"]  # type: ignore[no-any-return]
+
+
+def _QueueProcessor() -> type:  # noqa: N802  (a class, made once: the SDK is imported lazily)
+    if "queue" not in _CLASSES:
+        _CLASSES["queue"] = _make_queue_processor()
+    return _CLASSES["queue"]  # type: ignore[no-any-return]
+
+
+def _Providers() -> tuple[type, type]:  # noqa: N802
+    if "providers" not in _CLASSES:
+        _CLASSES["providers"] = _make_providers(_QueueProcessor())
+    return _CLASSES["providers"]  # type: ignore[no-any-return]
+
+
 _READABLE: Any = None
 
 
@@ -354,28 +459,26 @@ class Pipeline:
         from opentelemetry import metrics, trace
         from opentelemetry.sdk.resources import Resource
 
-        resource = Resource.create(cfg.resource)
+        resource = _Resource()(Resource.create(cfg.resource))
         self._span_wake = threading.Event()
         self._metric_wake = threading.Event()
         if cfg.traces.exporters:
             if set_global and _provider_set(trace.get_tracer_provider()):
                 say_once("kept:traces", "kept the application's TracerProvider: streamscope's spans go there")
             else:
-                from opentelemetry.sdk.trace import TracerProvider
-
                 self.span_exporters = [
                     (kind if kind == "console" else redact_url(cfg.traces.endpoint), _span_exporter(kind, cfg.traces))
                     for kind in cfg.traces.exporters
                 ]
-                self.processor = _make_queue_processor()(cfg.span_queue, cfg.span_batch, self.stats, self._span_wake)
-                tp = TracerProvider(resource=resource, shutdown_on_exit=False)
+                self.processor = _QueueProcessor()(cfg.span_queue, cfg.span_batch, self.stats, self._span_wake)
+                tp = _Providers()[0](resource=resource, shutdown_on_exit=False)
                 tp.add_span_processor(self.processor)
                 self.tracer_provider = tp
         if cfg.metrics.exporters:
             if set_global and _provider_set(metrics.get_meter_provider()):
                 say_once("kept:metrics", "kept the application's MeterProvider: streamscope's metrics go there")
             else:
-                from opentelemetry.sdk.metrics import Histogram, MeterProvider
+                from opentelemetry.sdk.metrics import Histogram
                 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
                 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 
@@ -395,7 +498,7 @@ class Pipeline:
                     meter_name=SCOPE,
                     aggregation=ExplicitBucketHistogramAggregation(boundaries=BUCKETS_S),
                 )
-                self.meter_provider = MeterProvider(
+                self.meter_provider = _Providers()[1](
                     resource=resource, metric_readers=self.readers, views=[view], shutdown_on_exit=False
                 )
         _quiet_sdk_logs()
