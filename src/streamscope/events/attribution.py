@@ -235,7 +235,7 @@ class WaitRing:
         previous one ends here if it did not yet. Returns its generation."""
         with _LOCK:
             a = self.array
-            g = a[_GEN]
+            g: int = a[_GEN]
             if g > 0:
                 self._close(g)
             a[_FIRST] = a[_COUNT]
@@ -443,7 +443,8 @@ def _covered(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> 
         inside = np.clip(t - b0[np.maximum(i, 0)], 0, lens[np.maximum(i, 0)])
         return np.where(i >= 0, cum[np.maximum(i, 0)] + inside, 0)
 
-    return measure(a1) - measure(a0)
+    covered: np.ndarray = measure(a1) - measure(a0)
+    return covered
 
 
 def _split(w0: np.ndarray, w1: np.ndarray, s0: np.ndarray, s1: np.ndarray, st: np.ndarray) -> np.ndarray:
@@ -629,6 +630,8 @@ class StagedSpan(Span):
     """A ``B``/``E`` span that also moves this process's :data:`CLOCK` (see :func:`staged_span`)."""
 
     __slots__ = ("stage", "clock")
+    stage: int
+    clock: StageClock
 
     def __enter__(self) -> dict[str, Any]:
         self.clock = CLOCK
@@ -646,6 +649,8 @@ class StagedCompleteSpan(CompleteSpan):
     """A complete (``X``) span that also moves this process's :data:`CLOCK`."""
 
     __slots__ = ("stage", "clock")
+    stage: int
+    clock: StageClock
 
     def __enter__(self) -> dict[str, Any]:
         self.clock = CLOCK
@@ -686,6 +691,8 @@ def stage(code: int) -> Any:
 
 def staged_span(name: str, cat: str, fields: dict[str, Any], compact: bool) -> Span | CompleteSpan:
     """The span of a staged category (``cat`` in :data:`STAGED`)."""
-    sp: Any = StagedCompleteSpan(name, cat, fields) if compact else StagedSpan(name, cat, fields)
+    sp: StagedSpan | StagedCompleteSpan = (
+        StagedCompleteSpan(name, cat, fields) if compact else StagedSpan(name, cat, fields)
+    )
     sp.stage = CATEGORY_STAGES[cat]
     return sp

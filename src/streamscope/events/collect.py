@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 from streamscope._core.procs import pid_alive
 from streamscope.events.bus import Event
@@ -203,6 +203,10 @@ def current(file: dict[str, Any] | None, handed: dict[str, Any] | None) -> dict[
     return newest(file, handed)
 
 
+@overload
+def newest(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]: ...
+@overload
+def newest(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None: ...
 def newest(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
     """The later of two snapshots of one process (its numbers only grow; a final one is its last): by their
     ``seq`` (a snapshot's number in its process), then by what they counted."""

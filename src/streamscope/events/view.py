@@ -162,7 +162,7 @@ def build(snap: MetricsSnapshot, rank: int = 0, node: int = 0, time_ns: int | No
         except KeyError:
             continue
         attrs = {a: x for a, x in attrs.items() if a in metric.attributes}
-        put(metric, v, **attrs)
+        put(metric, v, None, **attrs)
     for metric in METRICS:  # a metric of the rank as a whole is there from the start, at 0
         if metric.name not in have and set(metric.attributes) <= {"rank", "node"}:
             put(metric, hist=Histogram.of(None) if metric.instrument is Instrument.HISTOGRAM else None)

@@ -226,6 +226,7 @@ def _signal(
     exp_var = f"OTEL_{up}_EXPORTER"
     exporters = _exporters(exp_var, env.get(exp_var))
 
+    praw: str | None
     if protocol is not None:
         pvar, praw = "enable_telemetry(protocol=...)", protocol
     else:
@@ -267,6 +268,7 @@ def _signal(
     if timeout_s == 0:
         timeout_s = NO_LIMIT_S
 
+    craw: str | None
     if compression is not None:
         cvar, craw = "enable_telemetry(compression=...)", compression
     else:

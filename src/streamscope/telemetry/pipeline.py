@@ -133,7 +133,8 @@ class Stats:
 
 
 def _span_processor_base() -> type:
-    return require("opentelemetry.sdk.trace", FEATURE).SpanProcessor
+    base: type = require("opentelemetry.sdk.trace", FEATURE).SpanProcessor
+    return base
 
 
 def _make_queue_processor() -> type:
@@ -169,7 +170,7 @@ def _make_queue_processor() -> type:
 
         def take(self, n: int) -> list[Any]:
             q = self.queue
-            out = []
+            out: list[Any] = []
             while q and len(out) < n:
                 out.append(q.popleft())
             return out
@@ -220,7 +221,7 @@ def _make_providers(queue_processor: type) -> tuple[type, type]:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.trace import TracerProvider
 
-    class PipelineTracerProvider(TracerProvider):  # type: ignore[misc]
+    class PipelineTracerProvider(TracerProvider):
         exports_in_children = False
 
         def add_span_processor(self, span_processor: Any) -> None:
@@ -239,7 +240,7 @@ def _make_providers(queue_processor: type) -> tuple[type, type]:
             if resource is not _UNCHANGED:
                 super()._update_resource(resource)
 
-    class PipelineMeterProvider(MeterProvider):  # type: ignore[misc]
+    class PipelineMeterProvider(MeterProvider):
         def _handle_fork(self) -> None:
             _fork_hook_without_redetection(MeterProvider.__module__, super()._handle_fork)
 
@@ -262,7 +263,7 @@ def _make_resource() -> type:
 
         def __init__(self, resource: Any) -> None:
             super().__init__(resource.attributes, resource.schema_url)
-            self._hash = super().__hash__()
+            self._hash: int = super().__hash__()
 
         def __hash__(self) -> int:
             return self._hash

@@ -178,6 +178,7 @@ class SpanEncoder:
         out: list[Op] = []
         off = batch.epoch_offset_ns
         stacks = self.stacks
+        stack: list[tuple[tuple[int, int], str, int, str]] | None
         # in time order across the batch's processes (each thread's events are already): a chunk's download then
         # comes before the reads of that chunk by another worker, which link to it
         events = sorted((e for e in batch.events if selected(e)), key=_ts)
@@ -200,7 +201,7 @@ class SpanEncoder:
             elif ph == "E":
                 stack = stacks.get(sk)
                 i = len(stack) - 1 if stack else -1
-                while i >= 0 and stack[i][1] != name:  # type: ignore[index]
+                while stack and i >= 0 and stack[i][1] != name:
                     i -= 1
                 attrs = attributes(fields, env, pid, tid, worker)
                 if i < 0:
@@ -209,8 +210,9 @@ class SpanEncoder:
                     # has not taken yet). The spans that parcel leaves open take these ends (_end_matched).
                     self._keep_orphan(sk, name, ts, attrs, _error(fields), t)
                     continue
-                key = stack[i][0]  # type: ignore[index]
-                del stack[i]  # type: ignore[union-attr]
+                assert stack is not None  # i >= 0: a frame of this thread's stack matched
+                key = stack[i][0]
+                del stack[i]
                 if not stack:
                     del stacks[sk]
                 out.append(Op("end", key, name, cat, 0, t, attrs, None, pid, _error(fields)))
@@ -319,7 +321,8 @@ class SpanEncoder:
 
 
 def _ts(e: tuple[Any, ...]) -> int:
-    return e[3]
+    ts: int = e[3]
+    return ts
 
 
 def _stem(name: str, cat: str, fields: dict[str, Any]) -> str | None:
