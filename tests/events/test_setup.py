@@ -50,10 +50,11 @@ print(json.dumps(out))
 """
 
 
-def test_importing_events_alone_configures_nothing():
+def test_importing_events_alone_configures_nothing(tmp_path):
     """No environment variable of ours read, no thread, no exit hook, no file: until configure_from_env()."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
     env.update(STREAMSCOPE_TRACE_LEVEL="off", STREAMSCOPE_METRICS_LEVEL="batch", STREAMSCOPE_METRICS_INTERVAL="60")
+    env["TMPDIR"] = str(tmp_path)  # a temp folder of its own: tests running beside it make theirs in the shared one
     r = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])

@@ -48,7 +48,7 @@ def target_info(loader: Any) -> TargetInfo:
             cache_dir = cache_dir or getattr(d, "_cache_root", None)
     bs = loader.batch_size
     batch = int(sum(bs)) if isinstance(bs, (list, tuple)) else int(bs or 1)
-    own = getattr(ds, "tune_info", None)  # a raw-file dataset says what it is (stream.mapped, raw.dataset)
+    own = getattr(ds, "tune_info", None)  # a raw-file dataset says what it is (engine.mapped, raw.dataset)
     if own is not None:
         fields = {k: v for k, v in own().items() if k in TargetInfo.__dataclass_fields__}
         return TargetInfo(batch_size=batch, persistent_workers=bool(loader.persistent_workers), **fields)

@@ -38,6 +38,7 @@ from streamscope.engine.dataset import StreamingDataset
 from streamscope.engine.handover import ParcelAcks
 from streamscope.engine.mapped import MappedBatches, fetches_batches
 from streamscope.events import attribution, instruments
+from streamscope.events.bus import Timeline
 from streamscope.events.registry import M
 
 __all__ = ["StreamingDataLoader", "join_worker_shutdowns", "pending_worker_shutdowns"]
@@ -113,12 +114,12 @@ def _identity(item: Any) -> Any:
     return item
 
 
-class StreamingDataLoader(DataLoader):
+class StreamingDataLoader(DataLoader[Any]):
     """A DataLoader for :class:`StreamingDataset` with exact, worker-count-independent resume.
 
     Args:
         dataset: a StreamingDataset or CombinedStreamingDataset (anything with the loader protocol), or a
-            StreamingRawDataset (driven through ``stream.mapped.MappedBatches``: ``shuffle``, exact resume and
+            StreamingRawDataset (driven through ``engine.mapped.MappedBatches``: ``shuffle``, exact resume and
             the tuner work the same; ``loader.dataset.dataset`` is the raw dataset).
         batch_size: samples per batch (the dataset's epoch plan cuts batches with it).
         num_workers: DataLoader worker processes.
@@ -136,6 +137,9 @@ class StreamingDataLoader(DataLoader):
             (``STREAMSCOPE_AUTOTUNE``), off unless set. Sample order and resume are the same either way.
         **kwargs: other ``torch.utils.data.DataLoader`` arguments (pin_memory, multiprocessing_context, ...).
     """
+
+    #: an int, or per-dataset sizes for a CombinedStreamingDataset (DataLoader's own is None: batches come whole)
+    batch_size: Any
 
     def __init__(
         self,
@@ -162,7 +166,7 @@ class StreamingDataLoader(DataLoader):
                     f"as CombinedStreamingDataset, or a StreamingRawDataset), got {type(dataset).__name__}; use "
                     "torch's DataLoader for other datasets"
                 )
-            dataset = MappedBatches(dataset)  # type: ignore[assignment]  # e.g. StreamingRawDataset (stream.mapped)
+            dataset = MappedBatches(dataset)  # e.g. StreamingRawDataset (engine.mapped)
         if args:
             raise DatasetError("StreamingDataLoader takes only keyword arguments after the dataset")
         if (
@@ -358,7 +362,8 @@ class StreamingDataLoader(DataLoader):
                 )
                 on = "batch" in ev.ACTIVE or "stall" in ev.ACTIVE  # else no clock reads at all
                 now, mark, put, parcel_type = ev.now, loop.mark, loop.put, ev.Parcel
-                marks = loop.marks if waits is not None else []  # the last boundary begins a wait
+                # the last boundary begins a wait (waits needs "stall" on: the loop is a Timeline then)
+                marks = loop.marks if waits is not None and isinstance(loop, Timeline) else []
                 if on:
                     mark(now())
                 try:
@@ -452,11 +457,11 @@ class StreamingDataLoader(DataLoader):
                     # not delay the training loop's next step. They are told to stop now: the thread that joins
                     # them may wait up to the interpreter's switch interval (5 ms) for the GIL.
                     _tell_workers_to_stop(it)
-                    t = threading.Thread(
+                    joiner = threading.Thread(
                         target=_finish_workers, args=(shutdown, pids), name="streamscope-loader-shutdown", daemon=True
                     )
-                    _SHUTDOWNS.append(t)
-                    t.start()
+                    _SHUTDOWNS.append(joiner)
+                    joiner.start()
                 else:
                     if acks is not None:  # parcels not taken are abandoned: their workers write them themselves
                         acks.abandon_rest()

@@ -59,7 +59,7 @@ import threading
 import time
 import weakref
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -638,7 +638,7 @@ class StagedSpan(Span):
         self.clock.enter(self.stage)
         return Span.__enter__(self)
 
-    def __exit__(self, et: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, et: Any, exc: Any, tb: Any) -> Literal[False]:
         try:
             return Span.__exit__(self, et, exc, tb)
         finally:
@@ -657,7 +657,7 @@ class StagedCompleteSpan(CompleteSpan):
         self.clock.enter(self.stage)
         return CompleteSpan.__enter__(self)
 
-    def __exit__(self, et: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, et: Any, exc: Any, tb: Any) -> Literal[False]:
         try:
             return CompleteSpan.__exit__(self, et, exc, tb)
         finally:

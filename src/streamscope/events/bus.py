@@ -23,7 +23,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -198,7 +198,9 @@ def record_bulk(
     if len(BUF) + STATE.bulk + n <= STATE.cap:  # the bound counts the events an entry stands for
         STATE.bulk += n - 1
         tid = _ident() if tid is None else tid
-        BUF.append((BULK, name, cat, t0, STATE.pid, tid, Bulk(n, t1, cols, starts, ends, fields)))
+        # Event types its last member for the common case (fields); a BULK entry holds a Bulk there, which every
+        # reader tells by the entry's ph first
+        BUF.append(cast(Event, (BULK, name, cat, t0, STATE.pid, tid, Bulk(n, t1, cols, starts, ends, fields))))
         if STATE.due and t1 >= STATE.due:
             wake_flusher()
     else:
@@ -495,7 +497,7 @@ def expand(events: list[Event]) -> list[Event]:
 
 def events_represented(events: list[Event]) -> int:
     """Number of events in ``events`` counting a bulk entry as its ``n``."""
-    return len(events) + sum([e[6].n - 1 for e in events if e[0] == BULK])  # type: ignore[union-attr]
+    return len(events) + sum([cast(Bulk, e[6]).n - 1 for e in events if e[0] == BULK])
 
 
 def record(ph: str, name: str, cat: str, fields: dict[str, Any], tid: int | None = None) -> None:
@@ -532,7 +534,7 @@ class Span:
         out = self.fields = begin.copy()
         return out
 
-    def __exit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: Any) -> Literal[False]:
         if OPEN.pop(id(self), None) is None:
             return False  # already closed by the recorder (process exit) or never entered
         fields = self.fields
@@ -563,7 +565,7 @@ class CompleteSpan:
         OPEN_X[id(self)] = (_ident(), t0)
         return self.fields
 
-    def __exit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: Any) -> Literal[False]:
         t0 = self.t0
         OPEN_X.pop(id(self), None)
         fields = self.fields
@@ -590,7 +592,7 @@ class _NullSpan:
     def __enter__(self) -> dict[str, Any]:
         return {}
 
-    def __exit__(self, et: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, et: Any, exc: Any, tb: Any) -> Literal[False]:
         return False
 
 
@@ -633,7 +635,7 @@ def take(limit: int | None = None) -> list[Event]:
         if not BUF:
             STATE.bulk = 0
         else:
-            STATE.bulk = max(0, STATE.bulk - sum([e[6].n - 1 for e in out if e[0] == BULK]))  # type: ignore[union-attr]
+            STATE.bulk = max(0, STATE.bulk - sum([cast(Bulk, e[6]).n - 1 for e in out if e[0] == BULK]))
     return out
 
 
@@ -645,7 +647,8 @@ LEFT_BEHIND: list[Any] = []
 
 def after_fork_in_child() -> None:
     """Fresh buffer and counters in a forked child: the parent's unflushed events are not ours to write."""
-    LEFT_BEHIND.append((list(BUF), dict(OPEN), list(SERIES.data), dict(OPEN_X)))  # the events stay unreleased
+    # the events stay unreleased; WeakSet.data is its set of weak references (listing it makes strong ones)
+    LEFT_BEHIND.append((list(BUF), dict(OPEN), list(SERIES.data), dict(OPEN_X)))  # type: ignore[attr-defined]
     BUF.clear()
     OPEN.clear()
     global _SERIES_LOCK, _TAKE_LOCK

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -220,11 +220,12 @@ class Aggregator:
                 if "exception" in fields:
                     st.errors += 1
             elif ph == BULK:
-                self._pending.append((kinds.get((cat, name)) or self._kind(cat, name), ts, fields))  # type: ignore[arg-type]
+                bulk = cast(Bulk, fields)  # a BULK entry holds a Bulk where Event types the fields
+                self._pending.append((kinds.get((cat, name)) or self._kind(cat, name), ts, bulk))
                 if cat == "batch" and name == "batch":  # the loop's batch series (events.series)
-                    self._bulk_loop(tid, fields)  # type: ignore[arg-type]
-                extra += fields.n - 1  # type: ignore[union-attr]
-                self._pending_n += fields.n  # type: ignore[union-attr]
+                    self._bulk_loop(tid, bulk)
+                extra += bulk.n - 1
+                self._pending_n += bulk.n
             elif ph == "C":
                 v = fields.get("value", 0) if fields else 0
                 try:
@@ -232,8 +233,8 @@ class Aggregator:
                 except (TypeError, ValueError):
                     pass
             else:
-                key = f"{cat}/{name}"
-                self.instants[key] = self.instants.get(key, 0) + 1
+                ikey = f"{cat}/{name}"
+                self.instants[ikey] = self.instants.get(ikey, 0) + 1
         self.events += len(events) + extra
         if self._pending_n > _FOLD_EVENTS or len(self._pending) > _FOLD_ENTRIES:
             self.fold()
@@ -286,10 +287,10 @@ class Aggregator:
         if waits:
             gaps = []
             for mark, b in waits:
-                starts, ends = np.asarray(b.starts, dtype=np.int64), np.asarray(b.ends, dtype=np.int64)
+                b0, b1 = np.asarray(b.starts, dtype=np.int64), np.asarray(b.ends, dtype=np.int64)
                 if mark is not None:
-                    gaps.append(starts[:1] - mark)
-                gaps.append(starts[1:] - ends[:-1])
+                    gaps.append(b0[:1] - mark)
+                gaps.append(b0[1:] - b1[:-1])
             self._stats("batch/data_wait").observe_many_ns(np.concatenate(gaps))
 
     def snapshot(self, pid: int, **extra: Any) -> dict[str, Any]:
