@@ -26,6 +26,7 @@ may take at most ``otel_exit_timeout`` seconds.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -137,6 +138,7 @@ def _span_processor_base() -> type:
     return base
 
 
+@functools.cache  # the classes are made once (the SDK is imported lazily)
 def _make_queue_processor() -> type:
     base = _span_processor_base()
 
@@ -214,6 +216,7 @@ def _fork_hook_without_redetection(sdk_module: str, handle_fork: Callable[[], No
         setattr(mod, name, saved)
 
 
+@functools.cache  # the classes are made once (the SDK is imported lazily)
 def _make_providers(queue_processor: type) -> tuple[type, type]:
     """The SDK's ``TracerProvider`` and ``MeterProvider`` with :func:`_fork_hook_without_redetection`. The tracer
     provider keeps the SDK's whole hook once a span processor other than ``queue_processor`` is added to it (that
@@ -251,9 +254,7 @@ def _make_providers(queue_processor: type) -> tuple[type, type]:
     return PipelineTracerProvider, PipelineMeterProvider
 
 
-_CLASSES: dict[str, Any] = {}
-
-
+@functools.cache  # the class is made once (the SDK is imported lazily)
 def _make_resource() -> type:
     base = require("opentelemetry.sdk.resources", FEATURE).Resource
 
@@ -269,24 +270,6 @@ def _make_resource() -> type:
             return self._hash
 
     return PipelineResource
-
-
-def _Resource() -> type:  # noqa: N802
-    if "resource" not in _CLASSES:
-        _CLASSES["resource"] = _make_resource()
-    return _CLASSES["resource"]  # type: ignore[no-any-return]
-
-
-def _QueueProcessor() -> type:  # noqa: N802  (a class, made once: the SDK is imported lazily)
-    if "queue" not in _CLASSES:
-        _CLASSES["queue"] = _make_queue_processor()
-    return _CLASSES["queue"]  # type: ignore[no-any-return]
-
-
-def _Providers() -> tuple[type, type]:  # noqa: N802
-    if "providers" not in _CLASSES:
-        _CLASSES["providers"] = _make_providers(_QueueProcessor())
-    return _CLASSES["providers"]  # type: ignore[no-any-return]
 
 
 _READABLE: Any = None
@@ -460,7 +443,7 @@ class Pipeline:
         from opentelemetry import metrics, trace
         from opentelemetry.sdk.resources import Resource
 
-        resource = _Resource()(Resource.create(cfg.resource))
+        resource = _make_resource()(Resource.create(cfg.resource))
         self._span_wake = threading.Event()
         self._metric_wake = threading.Event()
         if cfg.traces.exporters:
@@ -471,8 +454,8 @@ class Pipeline:
                     (kind if kind == "console" else redact_url(cfg.traces.endpoint), _span_exporter(kind, cfg.traces))
                     for kind in cfg.traces.exporters
                 ]
-                self.processor = _QueueProcessor()(cfg.span_queue, cfg.span_batch, self.stats, self._span_wake)
-                tp = _Providers()[0](resource=resource, shutdown_on_exit=False)
+                self.processor = _make_queue_processor()(cfg.span_queue, cfg.span_batch, self.stats, self._span_wake)
+                tp = _make_providers(_make_queue_processor())[0](resource=resource, shutdown_on_exit=False)
                 tp.add_span_processor(self.processor)
                 self.tracer_provider = tp
         if cfg.metrics.exporters:
@@ -499,7 +482,7 @@ class Pipeline:
                     meter_name=SCOPE,
                     aggregation=ExplicitBucketHistogramAggregation(boundaries=BUCKETS_S),
                 )
-                self.meter_provider = _Providers()[1](
+                self.meter_provider = _make_providers(_make_queue_processor())[1](
                     resource=resource, metric_readers=self.readers, views=[view], shutdown_on_exit=False
                 )
         _quiet_sdk_logs()
