@@ -199,9 +199,9 @@ class SpanEncoder:
                 out.append(Op("start", key, name, cat, t, 0, attrs, parent, pid, None, _stem(name, cat, fields)))
                 stack.append((key, name, ts, cat))
             elif ph == "E":
-                stack = stacks.get(sk)
-                i = len(stack) - 1 if stack else -1
-                while stack and i >= 0 and stack[i][1] != name:
+                stack = stacks.get(sk) or []
+                i = len(stack) - 1
+                while i >= 0 and stack[i][1] != name:
                     i -= 1
                 attrs = attributes(fields, env, pid, tid, worker)
                 if i < 0:
@@ -210,7 +210,6 @@ class SpanEncoder:
                     # has not taken yet). The spans that parcel leaves open take these ends (_end_matched).
                     self._keep_orphan(sk, name, ts, attrs, _error(fields), t)
                     continue
-                assert stack is not None  # i >= 0: a frame of this thread's stack matched
                 key = stack[i][0]
                 del stack[i]
                 if not stack:
