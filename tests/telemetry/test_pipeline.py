@@ -113,6 +113,34 @@ def test_a_faulty_endpoint_never_blocks_drops_are_counted_and_said_once(fault, c
     assert len(sdk) == len(set(sdk)), sdk  # the SDK's repeated log lines (each retry, each batch) cut to their first
 
 
+@pytest.mark.parametrize("fault", [{"status": 503}, {"hang": True}], ids=["5xx", "hanging"])
+def test_a_run_shorter_than_one_export_still_counts_and_says_what_it_lost(fault, capfd):
+    """The process stops while its only export is still retrying (a 503's back-off, or no answer): the spans and
+    points of that export are counted as dropped and said, once each, within the exit timeout plus a short grace."""
+    with OTLPReceiver() as rx:
+        rx.set_fault(**fault)
+        pipe = _pipeline(rx.url, timeout=5.0, env={"OTEL_EXPORTER_OTLP_TIMEOUT": "5000"})
+        try:
+            pipe.meter_provider.get_meter("streamscope").create_counter("streamscope.test.count").add(1)
+            _spans(pipe, 5)
+            rx.wait_for("requests", lambda r: any(q.signal == "traces" for q in r))  # the export is under way
+            pipe._metric_wake.set()  # and a metric export too
+            rx.wait_for("requests", lambda r: any(q.signal == "metrics" for q in r))
+            t0 = time.monotonic()
+            pipe.shutdown(0.5)
+            took = time.monotonic() - t0
+        finally:
+            rx.clear_fault()
+    assert took < 2.0, took  # the exit timeout (0.5 s), the exporters' shutdown and the grace, not the 5 s retries
+    st = pipe.stats
+    assert st.dropped["traces"] == 5 and st.exported["traces"] == 0
+    assert st.dropped["metrics"] >= 1 and st.exported["metrics"] == 0
+    assert st.in_flight == {"traces": 0, "metrics": 0}
+    ours = [line for line in capfd.readouterr().err.splitlines() if line.startswith("streamscope telemetry:")]
+    assert len(ours) == len(set(ours)), ours  # each said once
+    assert any("traces" in line for line in ours) and any("metrics" in line for line in ours), ours
+
+
 def test_an_unreachable_endpoint_counts_failed_metric_exports():
     port = _free_port()  # nothing listens there
     before = instruments.counts()

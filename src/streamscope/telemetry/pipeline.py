@@ -21,7 +21,9 @@ Faults never reach the training loop: exports run on the pumps; an export that f
 hanging past ``OTEL_EXPORTER_OTLP_TIMEOUT``, answering 4xx/5xx) counts ``streamscope.events.export.errors`` and
 its items in ``streamscope.events.export.dropped``, and is said once on stderr (the SDK's own repeated log lines
 are cut to their first). Memory stays bounded by the queue whatever the endpoint does. At exit the last export
-may take at most ``otel_exit_timeout`` seconds.
+may take at most ``otel_exit_timeout`` seconds (and a quarter second for an export its exporter's shutdown has just
+ended); what is still being sent then is counted as dropped and said, so a run shorter than one export's retries
+still reports what it lost.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ __all__ = ["FEATURE", "Pipeline", "Stats", "say_once"]
 FEATURE = "OTLP export (streamscope.enable_telemetry)"
 
 _said: set[str] = set()
+#: How long shutdown waits for an export its exporter's shutdown has just ended (seconds).
+_EXIT_GRACE_S = 0.25
 
 
 def say_once(key: str, message: str) -> None:
@@ -100,6 +104,32 @@ class Stats:
         self.exported = {"traces": 0, "metrics": 0}
         self.failed = {"traces": 0, "metrics": 0}
         self.dropped = {"traces": 0, "metrics": 0}
+        #: items an export holds right now (see :meth:`sending`, :meth:`abandon`)
+        self.in_flight = {"traces": 0, "metrics": 0}
+        self.abandoned = False
+
+    def sending(self, signal: str, n: int) -> None:
+        """An export of ``n`` items begins; :meth:`sent` ends it."""
+        with self.lock:
+            self.in_flight[signal] += n
+
+    def sent(self, signal: str, n: int) -> bool:
+        """The export of :meth:`sending` returned: False when shutdown has already counted its items as dropped
+        (:meth:`abandon`), so that its outcome is not counted twice."""
+        with self.lock:
+            if self.abandoned:
+                return False
+            self.in_flight[signal] -= n
+            return True
+
+    def abandon(self) -> dict[str, int]:
+        """Shutdown gives up on the exports still running: their items, per signal (counted as dropped by the
+        caller); the outcomes they report later are ignored."""
+        with self.lock:
+            self.abandoned = True
+            left = {k: v for k, v in self.in_flight.items() if v > 0}
+            self.in_flight = {k: 0 for k in self.in_flight}
+            return left
 
     def ok(self, signal: str, n: int) -> None:
         with self.lock:
@@ -122,7 +152,7 @@ class Stats:
         with self.lock:
             self.dropped[signal] += n
         instruments.add_key(M.EXPORT_DROPPED.name, n)
-        self.say(f"drop:{signal}", f"{why}; dropped spans are counted in {M.EXPORT_DROPPED.name} (said once)")
+        self.say(f"drop:{signal}", f"{why}; what was dropped is counted in {M.EXPORT_DROPPED.name} (said once)")
 
     def say(self, key: str, message: str) -> None:
         """``message`` on stderr the first time ``key`` comes up for this pipeline."""
@@ -327,11 +357,15 @@ def _counting_metric_exporter(inner: Any, stats: Stats, where: str) -> Any:
 
         def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> Any:
             n = _count_points(metrics_data)
+            stats.sending("metrics", n)
             try:
                 result = inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
             except Exception as exc:
-                stats.fail("metrics", n, where, f"{type(exc).__name__}: {exc}")
+                if stats.sent("metrics", n):
+                    stats.fail("metrics", n, where, f"{type(exc).__name__}: {exc}")
                 return export_mod.MetricExportResult.FAILURE
+            if not stats.sent("metrics", n):
+                return result  # shutdown counted these points as dropped already
             if result is export_mod.MetricExportResult.SUCCESS:
                 stats.ok("metrics", n)
             else:
@@ -518,12 +552,15 @@ class Pipeline:
         while proc.queue:
             batch = proc.take(self.cfg.span_batch)
             for where, exporter in self.span_exporters:
+                self.stats.sending("traces", len(batch))
                 try:
                     result = exporter.export(batch)
                     ok = getattr(result, "name", "") == "SUCCESS"
                     why = "the exporter gave up, see the OpenTelemetry log line above"
                 except Exception as exc:
                     ok, why = False, f"{type(exc).__name__}: {exc}"
+                if not self.stats.sent("traces", len(batch)):
+                    continue  # shutdown counted this batch as dropped already
                 if ok:
                     self.stats.ok("traces", len(batch))
                 else:
@@ -590,6 +627,14 @@ class Pipeline:
                 self.tracer_provider.shutdown()
             except Exception:
                 pass
+        # An export still retrying when the pumps' time ran out was ended by its exporter's shutdown above: its
+        # pump reports the failure within moments. What is still being sent after that grace is dropped here, so
+        # that a run shorter than one export's retries still counts and says what it could not send.
+        for pump in self.pumps:
+            if pump.thread is not threading.current_thread():
+                pump.thread.join(_EXIT_GRACE_S)
+        for signal, n in self.stats.abandon().items():
+            self.stats.drop(signal, n, f"OTLP {signal} still being sent at shutdown (otel_exit_timeout {timeout:g} s)")
 
     def _at_exit(self) -> None:
         if os.getpid() == self.pid:
