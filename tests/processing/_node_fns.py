@@ -96,12 +96,33 @@ def write_files(i: int, output_dir: str) -> None:
 NODE_LOG_ENV = "STREAMSCOPE_TEST_NODE_LOG"  # a folder: sample_where() appends its input to <folder>/<ray node id>
 
 
+#: How long sample_where() waits for the job's other worker process to start.
+MEET_TIMEOUT_S = 30.0
+
+
+def _meet_the_other_worker(folder: str) -> None:
+    """Wait (at most :data:`MEET_TIMEOUT_S`) until a second worker process of the job has started too, so that
+    the job's two tasks run at the same time: on 1-CPU nodes that means one on each node. Without it a quick task
+    frees its CPU and Ray may give the other task to the same warm worker before the other node has started
+    one (seen on a fast machine); one process running both tasks waits out the timeout once, then the test fails."""
+    here = folder + ".started"
+    os.makedirs(here, exist_ok=True)
+    mark = os.path.join(here, str(os.getpid()))
+    if os.path.exists(mark):
+        return
+    open(mark, "w").close()
+    deadline = time.monotonic() + MEET_TIMEOUT_S
+    while len(os.listdir(here)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def sample_where(i: int) -> Iterator[dict[str, Any]]:
-    """``sample``, noting which Ray node ran it."""
+    """``sample``, noting which Ray node ran it (once both of the job's worker processes have started)."""
     folder = os.environ.get(NODE_LOG_ENV)
     if folder:
         import ray
 
+        _meet_the_other_worker(folder)
         with open(os.path.join(folder, ray.get_runtime_context().get_node_id()), "a") as f:
             f.write(f"{i}\n")
     yield from sample(i)
