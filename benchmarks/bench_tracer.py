@@ -78,7 +78,7 @@ import time
 import urllib.request
 from typing import Any
 
-from _results import start
+from _results import package_version, start
 from torch.utils.data import IterableDataset
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -821,7 +821,10 @@ def main() -> None:
                         result[key] = got
                         brief = {k: v for k, v in got.items() if k != "rounds_raw"}
                         print(f"telemetry A/B {key}: {json.dumps(brief)}", flush=True)
-    bench.write(result, summary=summarize(result), out=args.out)
+    # the telemetry A/B's children run the OpenTelemetry SDK, its OTLP exporter and prometheus_client of this venv
+    exporters = ("opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http", "prometheus-client")
+    versions = {d: package_version(d) for d in exporters} if args.ab_telemetry_rounds else None
+    bench.write(result, summary=summarize(result), out=args.out, versions=versions)
 
 
 def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
