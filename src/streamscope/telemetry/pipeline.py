@@ -54,6 +54,8 @@ FEATURE = "OTLP export (streamscope.enable_telemetry)"
 _said: set[str] = set()
 #: How long shutdown waits for an export its exporter's shutdown has just ended (seconds).
 _EXIT_GRACE_S = 0.25
+#: Why an export failed when the exporter returned FAILURE (the SDK logged the cause).
+_GAVE_UP = "the exporter gave up, see the OpenTelemetry log line above"
 
 
 def say_once(key: str, message: str) -> None:
@@ -113,14 +115,17 @@ class Stats:
         with self.lock:
             self.in_flight[signal] += n
 
-    def sent(self, signal: str, n: int) -> bool:
-        """The export of :meth:`sending` returned: False when shutdown has already counted its items as dropped
-        (:meth:`abandon`), so that its outcome is not counted twice."""
+    def sent(self, signal: str, n: int, where: str, why: str | None) -> None:
+        """The export of :meth:`sending` returned: its items exported (``why`` None) or failed (``why`` says why).
+        Not counted again when shutdown has already counted them as dropped (:meth:`abandon`)."""
         with self.lock:
             if self.abandoned:
-                return False
+                return
             self.in_flight[signal] -= n
-            return True
+            if why is None:
+                self.exported[signal] += n
+                return
+        self.fail(signal, n, where, why)
 
     def abandon(self) -> dict[str, int]:
         """Shutdown gives up on the exports still running: their items, per signal (counted as dropped by the
@@ -130,10 +135,6 @@ class Stats:
             left = {k: v for k, v in self.in_flight.items() if v > 0}
             self.in_flight = {k: 0 for k in self.in_flight}
             return left
-
-    def ok(self, signal: str, n: int) -> None:
-        with self.lock:
-            self.exported[signal] += n
 
     def fail(self, signal: str, n: int, where: str, why: str) -> None:
         with self.lock:
@@ -361,15 +362,9 @@ def _counting_metric_exporter(inner: Any, stats: Stats, where: str) -> Any:
             try:
                 result = inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
             except Exception as exc:
-                if stats.sent("metrics", n):
-                    stats.fail("metrics", n, where, f"{type(exc).__name__}: {exc}")
+                stats.sent("metrics", n, where, f"{type(exc).__name__}: {exc}")
                 return export_mod.MetricExportResult.FAILURE
-            if not stats.sent("metrics", n):
-                return result  # shutdown counted these points as dropped already
-            if result is export_mod.MetricExportResult.SUCCESS:
-                stats.ok("metrics", n)
-            else:
-                stats.fail("metrics", n, where, "the exporter gave up, see the OpenTelemetry log line above")
+            stats.sent("metrics", n, where, None if result is export_mod.MetricExportResult.SUCCESS else _GAVE_UP)
             return result
 
         def force_flush(self, timeout_millis: float = 10_000) -> bool:
@@ -555,16 +550,10 @@ class Pipeline:
                 self.stats.sending("traces", len(batch))
                 try:
                     result = exporter.export(batch)
-                    ok = getattr(result, "name", "") == "SUCCESS"
-                    why = "the exporter gave up, see the OpenTelemetry log line above"
+                    why = None if getattr(result, "name", "") == "SUCCESS" else _GAVE_UP
                 except Exception as exc:
-                    ok, why = False, f"{type(exc).__name__}: {exc}"
-                if not self.stats.sent("traces", len(batch)):
-                    continue  # shutdown counted this batch as dropped already
-                if ok:
-                    self.stats.ok("traces", len(batch))
-                else:
-                    self.stats.fail("traces", len(batch), where, why)
+                    why = f"{type(exc).__name__}: {exc}"
+                self.stats.sent("traces", len(batch), where, why)
             if not final and (len(proc.queue) < self.cfg.span_batch or time.monotonic() > deadline):
                 break  # a partial batch waits for the next tick
 
