@@ -19,14 +19,17 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["NOT_YET", "provenance", "render", "render_block", "table"]
+__all__ = ["NOT_YET", "headline", "provenance", "render", "render_block", "table"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 README = os.path.join(HERE, "README.md")
+#: The project's README quotes each benchmark's ratios in one line (``<!-- headline:NAME -->``), rendered here too.
+ROOT_README = os.path.join(os.path.dirname(HERE), "README.md")
 RESULTS = os.path.join(HERE, "results")
 #: Scripts that still write a result format of their own (their README sections are written by hand).
 NOT_YET = {"bench_autotune"}
 BLOCK = re.compile(r"<!-- results:(?P<name>[\w.-]+) -->\n.*?<!-- /results:(?P=name) -->", re.DOTALL)
+HEADLINE = re.compile(r"<!-- headline:(?P<name>[\w.-]+) -->.*?<!-- /headline:(?P=name) -->", re.DOTALL)
 
 
 def _cell(value: Any) -> str:
@@ -104,34 +107,63 @@ def render_block(name: str, results_dir: str = RESULTS) -> str:
     return f"<!-- results:{name} -->\n{body}\n<!-- /results:{name} -->"
 
 
+def _label(row: Mapping[str, Any]) -> str:
+    """A summary row's name: its ``case``, else its first column as ``key=value``."""
+    if "case" in row:
+        return str(row["case"])
+    key = next(iter(row))
+    return f"{key}={_cell(row[key])}"
+
+
+def headline(name: str, results_dir: str = RESULTS) -> str:
+    """The one-line quote of benchmark ``name`` (each case's ``ratio``, and the commit and day it was measured at),
+    markers included: what the project's README says about speed, so it never quotes a result that is gone."""
+    path = os.path.join(results_dir, f"{name}.json")
+    if not os.path.exists(path):
+        body = "no current result"
+    else:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        ratios = [f"{_label(row)} {_cell(row['ratio'])}x" for row in doc.get("summary", [])
+                  if isinstance(row.get("ratio"), (int, float))]
+        meta = doc.get("meta", {})
+        when = ", ".join(x for x in (f"commit `{str(meta.get('commit', ''))[:9]}`", str(meta.get("written_at", ""))[:10]) if x)
+        body = f"{' · '.join(ratios) or 'no ratio'} ({when})"
+    return f"<!-- headline:{name} -->{body}<!-- /headline:{name} -->"
+
+
 def render(text: str, results_dir: str = RESULTS) -> str:
-    """``text`` with every result block replaced by its current rendering."""
-    return BLOCK.sub(lambda m: render_block(m.group("name"), results_dir), text)
+    """``text`` with every result block and headline replaced by its current rendering."""
+    text = BLOCK.sub(lambda m: render_block(m.group("name"), results_dir), text)
+    return HEADLINE.sub(lambda m: headline(m.group("name"), results_dir), text)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if README.md is not up to date with the results")
-    ap.add_argument("--readme", default=README)
+    ap.add_argument("--readme", default=None, help="one file to render (default: benchmarks/README.md and README.md)")
     args = ap.parse_args(argv)
-    with open(args.readme, encoding="utf-8") as f:
-        text = f.read()
-    new = render(text)
-    names = {m.group("name") for m in BLOCK.finditer(text)}
-    files = {n[: -len(".json")] for n in os.listdir(RESULTS) if n.endswith(".json")} - NOT_YET
-    if files - names:
-        print(f"results without a README block: {sorted(files - names)}", file=sys.stderr)
-        return 1
-    if args.check:
-        if new != text:
-            print(f"{args.readme} is out of date: run python benchmarks/report.py", file=sys.stderr)
-            return 1
-        return 0
-    if new != text:
-        with open(args.readme, "w", encoding="utf-8") as f:
-            f.write(new)
-        print(f"updated {args.readme}")
-    return 0
+    status = 0
+    for readme in [args.readme] if args.readme else [README, ROOT_README]:
+        with open(readme, encoding="utf-8") as f:
+            text = f.read()
+        new = render(text)
+        if readme == README:
+            names = {m.group("name") for m in BLOCK.finditer(text)}
+            files = {n[: -len(".json")] for n in os.listdir(RESULTS) if n.endswith(".json")} - NOT_YET
+            if files - names:
+                print(f"results without a README block: {sorted(files - names)}", file=sys.stderr)
+                status = 1
+        if new == text:
+            continue
+        if args.check:
+            print(f"{readme} is out of date: run python benchmarks/report.py", file=sys.stderr)
+            status = 1
+        else:
+            with open(readme, "w", encoding="utf-8") as f:
+                f.write(new)
+            print(f"updated {readme}")
+    return status
 
 
 if __name__ == "__main__":

@@ -56,3 +56,21 @@ def test_one_current_file_per_benchmark_script():
         with open(os.path.join(here, "results", f"{name}.json")) as f:
             doc = json.load(f)
         assert doc["benchmark"] == name and {"commit", "machine", "versions"} <= set(doc["meta"])
+
+
+def test_headline_quotes_each_ratio_with_its_commit_and_is_stable(tmp_path):
+    doc = {
+        "benchmark": "bench_a",
+        "meta": {"commit": "abcdef0123" + "0" * 30, "written_at": "2026-12-06T10:00:00Z"},
+        "summary": [{"case": "w0", "ratio": 2.5}, {"num_workers": 2, "ratio": 3.0}, {"case": "x", "ratio": None}],
+    }
+    (tmp_path / "bench_a.json").write_text(json.dumps(doc))
+    text = "speed: <!-- headline:bench_a -->old 9x<!-- /headline:bench_a --> end\n"
+    out = report.render(text, str(tmp_path))
+    assert out == (
+        "speed: <!-- headline:bench_a -->w0 2.5x · num_workers=2 3x (commit `abcdef012`, 2026-12-06)"
+        "<!-- /headline:bench_a --> end\n"
+    )
+    assert report.render(out, str(tmp_path)) == out
+    missing = report.render("<!-- headline:bench_b -->9x<!-- /headline:bench_b -->", str(tmp_path))
+    assert "9x" not in missing and "no current result" in missing
