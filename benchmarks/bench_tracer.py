@@ -68,7 +68,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -78,6 +77,7 @@ import time
 import urllib.request
 from typing import Any
 
+from _ab import bootstrap_ci95
 from _results import package_version, start
 from torch.utils.data import IterableDataset
 
@@ -539,13 +539,6 @@ print(json.dumps({"stats": handle.stats if handle else {}}), flush=True)
 """
 
 
-def _bootstrap_ci95(ratios: list[float], seed: int = 0) -> list[float]:
-    """95 % bootstrap interval of the median of ``ratios``."""
-    rng = random.Random(seed)
-    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
-    return [round(meds[50], 4), round(meds[1949], 4)]
-
-
 def _json_line(proc: subprocess.Popen[str]) -> dict[str, Any]:
     """The next JSON line a child prints (other lines skipped); raises when it exits first."""
     assert proc.stdout is not None
@@ -675,7 +668,7 @@ def telemetry_ab(
     for k in ("cpu", "wall"):
         ratios = [a[k] / b[k] for a, b in zip(res["on"], res["off"])]
         out[f"on_over_off_{k}_paired_median"] = round(statistics.median(ratios), 4)
-        out[f"on_over_off_{k}_paired_median_ci95"] = _bootstrap_ci95(ratios)
+        out[f"on_over_off_{k}_paired_median_ci95"] = bootstrap_ci95(ratios)
         q = sorted(ratios)
         out[f"on_over_off_{k}_quartiles"] = [round(q[len(q) // 4], 4), round(q[3 * len(q) // 4], 4)]
     on_c, off_c = res["on"], res["off"]
@@ -685,7 +678,7 @@ def telemetry_ab(
     ]
     if cyc_ratios:
         out["on_over_off_cpu_cycle_paired_median"] = round(statistics.median(cyc_ratios), 4)
-        out["on_over_off_cpu_cycle_paired_median_ci95"] = _bootstrap_ci95(cyc_ratios)
+        out["on_over_off_cpu_cycle_paired_median_ci95"] = bootstrap_ci95(cyc_ratios)
     out["on_flush_over_off_wall_paired_median"] = round(
         statistics.median(a["tail"] / b["wall"] for a, b in zip(on_c, off_c)), 4
     )
