@@ -53,7 +53,9 @@ def run(op: dict[str, Any]) -> dict[str, Any]:
     if op.get("trace_log"):
         from streamscope.api.tracing import enable_tracer
 
-        enable_tracer(categories=["epoch", "read", "sample", "download", "crash"], log_file=op["trace_log"])
+        enable_tracer(
+            categories=["epoch", "read", "sample", "download", "upload", "write", "crash"], log_file=op["trace_log"]
+        )
     call = functions.optimize if op["call"] == "optimize" else functions.map
     err = io.StringIO()
     t0 = time.perf_counter()

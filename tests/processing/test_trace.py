@@ -19,7 +19,7 @@ def tracer(tmp_path, monkeypatch):
     for var in (*_ENV, "STREAMSCOPE_TRACE_FLUSH_INTERVAL", "STREAMSCOPE_TRACE_SINKS"):
         monkeypatch.delenv(var, raising=False)
     log = tmp_path / "trace.log"
-    api.enable_tracer(categories=["epoch", "read", "sample", "download", "crash"], log_file=str(log))
+    api.enable_tracer(categories=["epoch", "read", "sample", "download", "upload", "write", "crash"], log_file=str(log))
     try:
         yield log, api
     finally:
@@ -47,6 +47,14 @@ def test_spans_from_main_and_workers_reach_the_log(tmp_path, tracer):
     for name in ("optimize_fn", "serialize", "upload", "chunk_write"):
         got = pids(name)
         assert len(got) == 2 and main not in got, (name, got)  # one per worker process
+    # the write path's own categories: `download` means chunk downloads, `read` the read path's reads
+    cats = {(part["name"], part["cat"]) for part in (dict(_pairs(line)) for line in lines) if "name" in part}
+    assert ("upload", "upload") in cats and ("chunk_write", "write") in cats, cats
+    assert not {c for n, c in cats if n in ("upload", "chunk_write")} - {"upload", "write"}, cats
+
+
+def _pairs(line: str) -> list[tuple[str, str]]:
+    return [(k.strip(), v.strip()) for k, _, v in (p.partition(":") for p in line.split(";")) if v.strip()]
 
 
 def test_failing_input_leaves_a_crash_event(tmp_path, tracer):

@@ -8,7 +8,7 @@ level     categories
 ========  ============================================================================
 off       (none)
 batch     epoch, batch, crash, stall, tune
-chunk     batch + download, read, delete, decompress, prefetch, cache   (the default)
+chunk     batch + download, read, delete, decompress, prefetch, cache, upload, write   (the default)
 sample    chunk + sample
 debug     every category (adds lock)
 ========  ============================================================================
@@ -16,6 +16,10 @@ debug     every category (adds lock)
 ``stall`` (the training loop waited for data) and ``tune`` (an auto-tuner decision) are rare and explain a
 run at the coarsest level, so they are in ``batch``. ``prefetch`` and ``cache`` happen once per chunk, so
 they are in ``chunk``. ``lock`` stays debug-only, as in LitData.
+
+``upload`` and ``write`` are the write path's (``optimize``/``map``): publishing a chunk to the output store, and
+closing/flushing a chunk file. They have categories of their own so that ``download`` means chunk downloads and
+``read`` the read path's reads, as in LitData; they happen once per chunk, so they are in ``chunk``.
 """
 
 from __future__ import annotations
@@ -50,10 +54,12 @@ CATEGORIES: tuple[str, ...] = (
     "stall",
     "tune",
     "cache",
+    "upload",
+    "write",
 )
 
 _BATCH = frozenset({"epoch", "batch", "crash", "stall", "tune"})
-_CHUNK = _BATCH | {"download", "read", "delete", "decompress", "prefetch", "cache"}
+_CHUNK = _BATCH | {"download", "read", "delete", "decompress", "prefetch", "cache", "upload", "write"}
 _SAMPLE = _CHUNK | {"sample"}
 
 LEVELS: dict[str, frozenset[str]] = {
@@ -79,6 +85,8 @@ CNAMES: dict[str, str] = {
     "stall": "bad",
     "tune": "rail_response",
     "cache": "thread_state_iowait",
+    "upload": "olive",
+    "write": "yellow",
 }
 
 #: Typed fields call sites use (name -> meaning). Other fields are allowed; these keep one spelling.

@@ -17,8 +17,8 @@ Trace events (``streamscope.events``), name / category:
 ``optimize_input``  read        ``reader.read(item)`` for one input, when a reader is given
 ``optimize_fn``     sample      ``fn(item)`` for one input (not including the samples a generator yields)
 ``serialize``       sample      serializing one sample into the open chunk (and closing it when full)
-``chunk_write``     read        instant when a chunk is closed; span around the final flush
-``upload``          download    publishing one chunk (or map output file) to the output store
+``chunk_write``     write       instant when a chunk is closed; span around the final flush
+``upload``          upload      publishing one chunk (or map output file) to the output store
 ``index_merge``     read        merging the workers' (multi-node: the nodes') chunk lists, writing ``index.json``
 ``overwrite``       delete      removing the old dataset for ``mode="overwrite"``
 ``crash``           crash       instant in the worker whose input failed

@@ -289,7 +289,7 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
         nonlocal next_chunk
         for entry in entries:
             name = entry["filename"]
-            with ev.span("upload", "download", file=name, bytes=int(entry["chunk_bytes"]), rank=rank):
+            with ev.span("upload", "upload", file=name, bytes=int(entry["chunk_bytes"]), rank=rank):
                 publish(store, os.path.join(job.staging_dir, name), name)
             chunks.append(entry)
             next_chunk += 1
@@ -332,7 +332,7 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
                     for entry in closed:
                         ev.instant(
                             "chunk_write",
-                            "read",
+                            "write",
                             file=entry["filename"],
                             bytes=int(entry["chunk_bytes"]),
                             items=int(entry["chunk_size"]),
@@ -341,7 +341,7 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
         except Exception as exc:
             raise _InputFailed(index, raw, "optimize") from exc
         progress[job.slot] = pos + 1
-    with ev.span("chunk_write", "read", rank=rank, final=True):
+    with ev.span("chunk_write", "write", rank=rank, final=True):
         last = writer.done()
     on_closed(last, end, 0)
     if job.use_checkpoint:
@@ -419,7 +419,7 @@ def _run_map(job: WorkerJob, progress: Any) -> None:
                 for name in sorted(files):
                     src = os.path.join(dirpath, name)
                     key = os.path.relpath(src, tmp).replace(os.sep, "/")
-                    with ev.span("upload", "download", file=key, bytes=os.path.getsize(src)):
+                    with ev.span("upload", "upload", file=key, bytes=os.path.getsize(src)):
                         publish(store, src, key)
         except Exception as exc:
             raise _InputFailed(index, raw, "map") from exc

@@ -241,7 +241,7 @@ class BinaryWriter:
         """Write the last chunk and this rank's index file; returns the paths of the chunks written now."""
         if self.filled:
             return []
-        with ev.span("chunk_write", "read", rank=self.rank):
+        with ev.span("chunk_write", "write", rank=self.rank):
             closed = self._flush_held()
             closed += self.writer.done()
         self.write_chunks_index()
