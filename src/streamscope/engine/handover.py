@@ -17,6 +17,7 @@ are gone, adopts the ones they left (:meth:`ParcelAcks.claim_left`). Every event
 from __future__ import annotations
 
 import multiprocessing
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ from torch.utils.data import get_worker_info
 from streamscope import events as ev
 from streamscope.engine.batch_mode import BatchMode
 from streamscope.events import attribution, instruments
+from streamscope.events.registry import M
 
 __all__ = ["PARCEL_ABANDONED", "PARCEL_PENDING", "PARCEL_RECEIVED", "ParcelAcks", "worker_share"]
 
@@ -143,14 +145,17 @@ def worker_share(items: Iterator[Any], mode: BatchMode) -> Iterator[Any]:
 def _produced(items: Iterator[Any], clock: attribution.StageClock) -> Iterator[Any]:
     """``items``, the time spent producing each shown on ``clock`` as ``decode`` (the worker's batch work)."""
     it = iter(items)
+    cpu = time.thread_time_ns  # the tuner's decode cost: thread CPU per batch, not wall (one pair per item)
     try:
         while True:
             clock.enter(attribution.DECODE)
+            c0 = cpu()
             try:
                 item = next(it)
             except StopIteration:
                 return
             finally:
+                instruments.add(M.LOADER_DECODE_CPU, (cpu() - c0) * 1e-9)
                 clock.exit(attribution.DECODE)
             yield item
     finally:

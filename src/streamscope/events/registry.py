@@ -141,6 +141,13 @@ class M:
         _LOADER,
     )
     LOADER_WORKERS = Metric("streamscope.loader.workers", G, "{worker}", "DataLoader worker processes alive.", _LOADER)
+    LOADER_DECODE_CPU = Metric(
+        "streamscope.loader.decode.cpu",
+        C,
+        "s",
+        "Thread CPU time the workers (the loop's process without workers) spent producing batches: the tuner's "
+        "decode cost per batch.",
+    )
     DOWNLOAD_DURATION = Metric("streamscope.download.duration", H, "s", "Time to download one chunk.")
     DOWNLOAD_BYTES = Metric("streamscope.download.bytes", C, "By", "Bytes of the chunks downloaded.")
     DOWNLOAD_RETRIES = Metric(
