@@ -9,8 +9,10 @@ Public names are imported lazily, so ``import streamscope`` stays cheap (DataLoa
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
+from streamscope._core import hooks as _hooks
 from streamscope._core.dirs import Dir  # noqa: F401
 from streamscope._core.errors import ChunkWaitTimeoutError, StreamscopeError  # noqa: F401
 
@@ -63,6 +65,22 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"streamscope.{name} is not available: {exc}") from exc
     globals()[name] = value
     return value
+
+
+def _first_use() -> None:
+    """The ``first_use`` hook (the engine runs it once per process, when a dataset or loader is built): what the
+    environment switches on with no call in the training script. Unset, it costs one environment lookup and imports
+    nothing; set, the rank's Prometheus endpoint opens (``streamscope.telemetry.prometheus.start_from_env``: a
+    rank's main process only, a failure is one line on stderr)."""
+    if not os.environ.get("STREAMSCOPE_PROMETHEUS_PORT", "").strip():
+        return
+    from streamscope.telemetry.prometheus import start_from_env
+
+    start_from_env(warn=True)
+
+
+# provided here, not by a dotted path the engine would import: this module runs before any other of the package
+_hooks.provide(_hooks.FIRST_USE, _first_use)
 
 
 def __dir__() -> list[str]:

@@ -190,10 +190,32 @@ def test_a_bad_port_is_refused(endpoint, bad):
 
 
 @pytest.mark.parametrize("raw, match", [("abc", "STREAMSCOPE_PROMETHEUS_PORT='abc'"), ("70000", "0..65535")])
-def test_a_bad_environment_port_names_the_variable(endpoint, monkeypatch, raw, match):
+def test_a_bad_environment_port_names_the_variable(endpoint, monkeypatch, capsys, raw, match):
     monkeypatch.setenv("STREAMSCOPE_PROMETHEUS_PORT", raw)
     with pytest.raises(ConfigError, match=match):
-        prom.start_from_env()
+        prom.start_from_env(warn=False)
+    capsys.readouterr()
+    assert prom.start_from_env() is None and prom.endpoint_port() is None  # the variable's path: a warning
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("streamscope: warning: ") and match in lines[0], lines
+
+
+def test_a_port_in_use_by_the_variable_is_one_warning_line(endpoint, monkeypatch, capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        monkeypatch.setenv("STREAMSCOPE_PROMETHEUS_PORT", str(port))
+        with pytest.raises(PrometheusPortError, match=f"port {port} on 127.0.0.1 is already in use"):
+            prom.start_from_env(warn=False)
+        capsys.readouterr()
+        assert prom.start_from_env() is None and prom.endpoint_port() is None
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        f"streamscope: warning: STREAMSCOPE_PROMETHEUS_PORT={port}: no Prometheus endpoint for rank 0: the Prometheus "
+        f"endpoint's port {port} on 127.0.0.1 is already in use (another process listens there: choose another "
+        "port, or 0 for a free one); training goes on without it"
+    ]
 
 
 def test_the_environment_starts_it_and_unset_does_not(endpoint, monkeypatch):

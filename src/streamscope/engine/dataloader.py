@@ -159,6 +159,7 @@ class StreamingDataLoader(DataLoader[Any]):
         **kwargs: Any,
     ) -> None:
         ev.configure_from_env()  # an entry point: tracing switched on by the environment starts here (once)
+        hooks.first_use()  # what the environment switches on with no call (STREAMSCOPE_PROMETHEUS_PORT), once
         if not isinstance(dataset, StreamingDataset) and not all(hasattr(dataset, a) for a in _PROTOCOL):
             if not fetches_batches(dataset):
                 raise NotAStreamingDatasetError(

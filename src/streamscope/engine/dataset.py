@@ -32,7 +32,7 @@ import numpy as np
 from torch.utils.data import IterableDataset, default_collate, get_worker_info
 
 from streamscope import events as ev
-from streamscope._core import config
+from streamscope._core import config, hooks
 from streamscope._core.board import KnobBoard
 from streamscope._core.errors import (
     DatasetError,
@@ -139,6 +139,7 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
     ) -> None:
         super().__init__()
         ev.configure_from_env()  # an entry point: tracing switched on by the environment starts here (once)
+        hooks.first_use()  # what the environment switches on with no call (STREAMSCOPE_PROMETHEUS_PORT), once
         if not isinstance(shuffle, bool):
             raise DatasetError(f"shuffle must be a bool, got {shuffle!r}")
         if not isinstance(subsample, (int, float)) or isinstance(subsample, bool) or subsample <= 0:

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from torch.utils.data import Dataset, get_worker_info
 
 from streamscope import events as ev
-from streamscope._core import config
+from streamscope._core import config, hooks
 from streamscope._core.board import KnobBoard
 from streamscope._core.errors import ConfigError, RawDownloadTimeoutError, RawSetupError
 from streamscope.cache.knobs import new_board
@@ -111,6 +111,7 @@ class StreamingRawDataset(Dataset):
         range_chunk_size: int = 8 * 1024 * 1024,
     ) -> None:
         ev.configure_from_env()  # an entry point: tracing switched on by the environment starts here (once)
+        hooks.first_use()  # what the environment switches on with no call (STREAMSCOPE_PROMETHEUS_PORT), once
         if item_type not in ("bytes", "path"):
             raise ConfigError(f"item_type must be 'bytes' or 'path', got {item_type!r}")
         if item_type == "path" and not cache_files:

@@ -1,6 +1,7 @@
 """The Prometheus endpoint of a rank's main process: the metric registry, translated, served over HTTP.
 
-``start_endpoint(port)`` (or ``STREAMSCOPE_PROMETHEUS_PORT`` through ``streamscope.enable_telemetry()``) serves
+``start_endpoint(port)`` (or ``STREAMSCOPE_PROMETHEUS_PORT`` alone: :func:`start_from_env` at the first dataset or
+loader a rank's main process builds, or ``streamscope.enable_telemetry()``) serves
 ``/metrics`` with ``prometheus_client``'s HTTP server on a daemon thread. Every scrape reads
 ``streamscope.events.metrics_view()`` once: the run's merged metrics as of the flusher's last tick (this process
 and its DataLoader workers, the finished ones included). Nothing is flushed and no file is read per scrape, and
@@ -18,7 +19,9 @@ variable cannot open a port per worker; a forked child closes its copy of the li
 DDP, local rank r (``LOCAL_RANK``) listens on ``port + r``; port 0 takes a free port per rank. Each start is said
 on stderr (``streamscope: Prometheus metrics of rank R at http://ADDR:PORT/metrics``); :func:`endpoint_port` and
 :func:`endpoint_url` give it too. A port in use is an error naming it (:class:`PrometheusPortError`): the
-Prometheus scrape config names that port, so moving to another one would only hide the mistake.
+Prometheus scrape config names that port, so moving to another one would only hide the mistake. Switched on by the
+variable, a failure to start (port in use, malformed value) is that message as one warning line on stderr instead:
+a variable set for a whole job must not stop a rank's training.
 
 Serving switches metrics on (the ``chunk`` level's categories, metrics only: no trace log) when they are off.
 """
@@ -35,7 +38,7 @@ from typing import Any
 
 from streamscope import events as ev
 from streamscope._core import config
-from streamscope._core.errors import ConfigError, PrometheusPortError
+from streamscope._core.errors import ConfigError, PrometheusPortError, StreamscopeError
 from streamscope._core.optional import require
 from streamscope.events.registry import (
     METRICS,
@@ -280,13 +283,38 @@ def start_endpoint(port: int, addr: str = "127.0.0.1") -> int | None:
     return bound
 
 
-def start_from_env() -> int | None:
+def start_from_env(*, warn: bool = True) -> int | None:
     """Start the endpoint when the ``prometheus_port`` knob (``STREAMSCOPE_PROMETHEUS_PORT``) is set, on
-    ``prometheus_addr``; the bound port, or None (knob unset, or not a rank's main process)."""
-    port = config.get("prometheus_port")
-    if port is None:
+    ``prometheus_addr``; the bound port, or None (knob unset, not a rank's main process, or it failed).
+
+    The variable alone switches the endpoint on: the first dataset or loader a rank's main process builds calls
+    this (the ``first_use`` hook of ``streamscope/__init__.py``), and so does ``enable_telemetry()``. A failure
+    (the port in use, a malformed value, ``prometheus_client`` missing) is then one line on stderr and training goes
+    on without the endpoint (``warn``, the default); ``warn=False`` raises it instead.
+
+    Raises:
+        ConfigError, PrometheusPortError, MissingDependencyError: as :func:`start_endpoint`, only with
+            ``warn=False``.
+    """
+    raw = os.environ.get("STREAMSCOPE_PROMETHEUS_PORT", "").strip()
+    try:
+        port = config.get("prometheus_port")
+        if port is None:
+            return None
+        return start_endpoint(int(port), str(config.get("prometheus_addr")))
+    except StreamscopeError as exc:
+        if not warn:
+            raise
+        what = f"STREAMSCOPE_PROMETHEUS_PORT={raw}" if raw else "the prometheus_port knob"
+        msg = " ".join(str(exc).split())  # one line, whatever the message holds
+        rank_id = ev.context.env_fields()["dist_global_rank"]
+        print(
+            f"streamscope: warning: {what}: no Prometheus endpoint for rank {rank_id}: {msg}; training goes on "
+            "without it",
+            file=sys.stderr,
+            flush=True,
+        )
         return None
-    return start_endpoint(int(port), str(config.get("prometheus_addr")))
 
 
 def _stop_locked() -> None:
