@@ -54,7 +54,8 @@ def test_local_forms(tmp_path) -> None:
         ("http://", "missing host"),
         ("http://host:99999/x", "malformed"),
         ("ftp://host/x", "unknown scheme 'ftp://'"),
-        ("hf://datasets/x", "not supported"),
+        ("hf://datasets/x", "invalid repository name"),
+        ("hf://models/o/r", "only Hugging Face dataset repositories"),
         ("file://otherhost/x", "local path"),
     ],
 )

@@ -26,6 +26,7 @@ trace       matplotlib                 the PNG plots of ``streamscope-trace summ
 otel        opentelemetry-sdk, -expo.  ``enable_telemetry()``: OTLP/HTTP export (``otel-grpc``: OTLP/gRPC too)
 prometheus  prometheus_client          the Prometheus endpoint (``STREAMSCOPE_PROMETHEUS_PORT``)
 ray         ray                        ``optimize(executor="ray")`` / ``map(executor="ray")``: workers as Ray tasks
+hf          huggingface_hub            ``hf://datasets/...`` (Hugging Face Hub datasets, read-only)
 all         every extra but ``video``
 ==========  =========================  ===============================================================
 """
@@ -60,6 +61,7 @@ PACKAGES: dict[str, tuple[str, str | None]] = {
     "opentelemetry.exporter.otlp.proto.grpc": ("opentelemetry-exporter-otlp-proto-grpc", "otel-grpc"),
     "prometheus_client": ("prometheus_client", "prometheus"),
     "ray": ("ray", "ray"),
+    "huggingface_hub": ("huggingface_hub", "hf"),
     "perfetto": ("perfetto", None),
     "google.protobuf": ("protobuf", None),
 }

@@ -8,8 +8,9 @@ Entry points:
 * :func:`redact` / :func:`redact_url` — strip credentials from any text.
 
 Backends: local directories (:class:`LocalStore`); ``s3://``/``r2://`` via obstore or boto3; ``gs://`` and
-``azure://`` via obstore; ``http(s)://`` read-only. Network clients are built lazily in each process, so
-stores may be pickled into (or inherited by) DataLoader workers, fork or spawn.
+``azure://`` via obstore; ``http(s)://`` and ``hf://datasets/...`` (Hugging Face Hub, through huggingface_hub)
+read-only. Network clients are built lazily in each process, so stores may be pickled into (or inherited by)
+DataLoader workers, fork or spawn.
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ def open_store(
 
     Args:
         url: A local path (``str`` or ``os.PathLike``) or a ``local:``, ``file://``, ``s3://``, ``r2://``,
-            ``gs://``, ``azure://``, ``http(s)://`` URL; a LitData-style ``Dir`` (anything with ``url`` /
-            ``path`` attributes) is accepted too (its ``url`` wins).
+            ``gs://``, ``azure://``, ``http(s)://``, ``hf://datasets/owner/name[@revision]/path`` URL; a
+            LitData-style ``Dir`` (anything with ``url`` / ``path`` attributes) is accepted too (its ``url`` wins).
         storage_options: Backend options (endpoint, region, credentials, ...). For S3 both boto3-style
             keys (``endpoint_url``, ``aws_access_key_id``, ``aws_secret_access_key``, ``region_name``,
             ``aws_session_token``, ``verify``) and obstore keys are accepted; ``backend`` selects
@@ -120,6 +121,10 @@ def open_store(
         from streamscope.storage.http import HTTPStore
 
         return HTTPStore(parsed, options)
+    if parsed.kind == "hf":
+        from streamscope.storage.hf import HFStore
+
+        return HFStore(parsed, options)
     raise UnsupportedURLError(f"no backend for {parsed.url!r}")  # pragma: no cover - parse_url rejects first
 
 

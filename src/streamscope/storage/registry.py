@@ -158,7 +158,8 @@ class AzureDownloader(StoreDownloader):
 
 
 class HFDownloader(StoreDownloader):
-    """``hf://``: streamscope has no Hugging Face backend, so building one raises ``UnsupportedURLError``."""
+    """``hf://datasets/...`` through streamscope's Hugging Face Hub store (``storage_options``: ``token``,
+    ``endpoint``; the ``hf`` extra)."""
 
 
 class LocalDownloader(Downloader):

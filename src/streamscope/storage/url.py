@@ -9,6 +9,7 @@ container, or host) and the key prefix inside it. Accepted forms::
     gs://bucket/prefix                           Google Cloud Storage
     azure://container/prefix  az://...           Azure Blob Storage
     http://host[:port]/path  https://...         read-only HTTP(S)
+    hf://datasets/owner/name[@revision]/path     read-only Hugging Face Hub dataset repository
 
 Anything else with a ``scheme://`` is an :class:`UnsupportedURLError` that lists what is supported.
 Keys inside a store are ``/``-separated and relative; :func:`join_key` refuses keys that climb out of it.
@@ -20,7 +21,7 @@ import datetime as _dt
 import os
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from streamscope._core.errors import UnsupportedURLError
 from streamscope.storage.redact import redact_url
@@ -38,6 +39,7 @@ SUPPORTED_SCHEMES: tuple[str, ...] = (
     "az://",
     "http://",
     "https://",
+    "hf://",
 )
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
@@ -53,9 +55,10 @@ class StoreURL:
     """A parsed storage URL.
 
     Attributes:
-        kind: ``"local"``, ``"s3"``, ``"gs"``, ``"azure"`` or ``"http"``.
+        kind: ``"local"``, ``"s3"``, ``"gs"``, ``"azure"``, ``"http"`` or ``"hf"``.
         scheme: The scheme as written (``"s3"``, ``"r2"``, ``"local"``, ``"file"``, ``"https"``, ...).
-        bucket: Bucket, container or ``host[:port]``; empty for local directories.
+        bucket: Bucket, container or ``host[:port]``; for ``hf://`` the repository ``owner/name`` with
+            ``@revision`` when the URL names one; empty for local directories.
         prefix: Key prefix inside the bucket without leading or trailing ``/``; for local stores the
             absolute directory path.
         url: The canonical URL with credentials removed (safe to log).
@@ -111,7 +114,7 @@ def parse_url(url: str) -> StoreURL:
     rest = raw[m.end() :]
     if not rest.startswith("//"):
         # "foo:bar" without "//": a relative local path that merely contains a colon.
-        if scheme in ("s3", "r2", "gs", "azure", "az", "http", "https", "file"):
+        if scheme in ("s3", "r2", "gs", "azure", "az", "http", "https", "file", "hf"):
             raise _unsupported(url, f"malformed {scheme} URL (expected {scheme}://...)")
         return _local(url, raw, "", in_place=True)
     if scheme == "file":
@@ -158,8 +161,44 @@ def parse_url(url: str) -> StoreURL:
         canonical = redact_url(f"{scheme}://{netloc}" + (f"/{prefix}" if prefix else ""))
         return StoreURL("http", scheme, netloc, prefix, canonical)
     if scheme == "hf":
-        raise _unsupported(url, "hf:// (Hugging Face) datasets are not supported yet")
+        return _parse_hf(url, rest[2:])
     raise _unsupported(url, f"unknown scheme {scheme + '://'!r}")
+
+
+# Hub revisions that contain "/" (huggingface_hub's parse_hf_uri knows the same two): the rest is the path
+_HF_SPECIAL_REVISION = re.compile(r"^(refs/(?:convert/[\w.-]+|pr/\d+))(?:/(.*))?$")
+_HF_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+def _parse_hf(url: str, body: str) -> StoreURL:
+    """``hf://datasets/owner/name[@revision]/path``: bucket ``owner/name[@revision]``, prefix the path."""
+    if "?" in body or "#" in body:
+        raise _unsupported(url, "query strings and fragments are not allowed in hf:// URLs")
+    kind, _, rest = body.partition("/")
+    if kind != "datasets":
+        raise _unsupported(url, "only Hugging Face dataset repositories are supported (hf://datasets/owner/name/...)")
+    owner, _, rest = rest.partition("/")
+    name, _, path = rest.partition("/")
+    revision = ""
+    if "@" in name:
+        name, _, revision = name.partition("@")
+        revision = unquote(revision)
+        if revision.startswith("refs/") or revision == "refs":
+            special = _HF_SPECIAL_REVISION.match(f"{revision}/{path}".rstrip("/"))
+            if special is None:
+                raise _unsupported(url, "unknown refs/ revision (known: refs/convert/<name>, refs/pr/<n>)")
+            revision, path = special.group(1), special.group(2) or ""
+        if not revision:
+            raise _unsupported(url, "empty revision after '@' in hf:// URL")
+    for part, what in ((owner, "owner"), (name, "repository name")):
+        if not _HF_NAME_RE.match(part):
+            raise _unsupported(url, f"missing or invalid {what} in hf:// URL (expected hf://datasets/owner/name/...)")
+    prefix = path.strip("/")
+    if any(seg in (".", "..") for seg in prefix.split("/") if seg):
+        raise _unsupported(url, "'.' and '..' segments are not allowed in object URLs")
+    bucket = f"{owner}/{name}" + (f"@{revision}" if revision else "")
+    canonical = "hf://datasets/" + bucket + (f"/{prefix}" if prefix else "")
+    return StoreURL("hf", "hf", bucket, prefix, canonical)
 
 
 def join_key(prefix: str, key: str, url: str = "") -> str:

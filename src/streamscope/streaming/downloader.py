@@ -6,9 +6,9 @@ streamscope opens storage (``StreamingDataset``, the chunk cache, ``BinaryReader
 "fork" inherit them; with "spawn", register at import time of a module the workers import.
 
 LitData's built-in classes are here by name (``S3Downloader``, ``GCPDownloader``, ``AzureDownloader``,
-``R2Downloader`` over streamscope's backends; ``LocalDownloader`` and ``LocalDownloaderWithCache`` copy local
-files; ``HFDownloader`` raises, as there is no ``hf://`` backend): :func:`get_downloader` returns them for their
-schemes, and a user class may subclass them.
+``R2Downloader``, ``HFDownloader`` over streamscope's backends; ``LocalDownloader`` and
+``LocalDownloaderWithCache`` copy local files): :func:`get_downloader` returns them for their schemes, and a user
+class may subclass them.
 """
 
 from streamscope.storage.registry import (  # noqa: F401
