@@ -1,4 +1,5 @@
-"""Fixtures of the storage tests: a loopback static-file HTTP(S) server with Range support."""
+"""Fixtures of the storage tests: a loopback static-file HTTP(S) server with Range support; the Hugging Face Hub
+emulator (``hf_hub``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from urllib.parse import unquote
 
 import pytest
 
+from tests.support.hf_hub import HFHub
 from tests.support.s3server import make_ca_and_server_cert
 
 _RANGE_RE = re.compile(r"bytes=(\d+)-(\d*)$")
@@ -103,3 +105,23 @@ def http_files(request: pytest.FixtureRequest, tmp_path) -> Iterator[FileServer]
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def hf_hub() -> Iterator[HFHub]:
+    """The Hub emulator for this test session, ``HF_ENDPOINT`` pointed at it (tree pages of 3 entries, so listings
+    paginate)."""
+    pytest.importorskip("huggingface_hub")
+    saved = {k: os.environ.get(k) for k in ("HF_ENDPOINT", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")}
+    with HFHub(page_size=3) as hub:
+        os.environ["HF_ENDPOINT"] = hub.endpoint
+        for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):  # a developer's own token never reaches the tests
+            os.environ.pop(k, None)
+        try:
+            yield hub
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v

@@ -1,4 +1,9 @@
-"""One behaviour contract, run against every backend that can run on this machine."""
+"""One behaviour contract, run against every backend that can run on this machine.
+
+Read-only backends (``hf``: the Hugging Face Hub emulator) get their objects from a seeding function the factory
+attaches as ``store.test_seed`` (the emulator's commit), run every read check, and must refuse writes with
+:class:`UnsupportedOperationError`.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from streamscope._core.errors import InvalidRangeError, ObjectNotFoundError, StorageError
+from streamscope._core.errors import InvalidRangeError, ObjectNotFoundError, StorageError, UnsupportedOperationError
 from streamscope._core.protocols import ObjectStore
 from streamscope.storage import open_store
 
@@ -72,6 +77,16 @@ def _azure_blob(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
     return store
 
 
+def _hf(request: pytest.FixtureRequest, tmp_path) -> ObjectStore:
+    hub = request.getfixturevalue("hf_hub")
+    repo = f"contract/{uuid.uuid4().hex[:12]}"
+    hub.create_repo(repo)
+    store = open_store(f"hf://datasets/{repo}/root/dir")  # HF_ENDPOINT names the emulator
+    assert store.backend_name == "huggingface_hub"
+    store.test_seed = lambda key, data: hub.put(repo, f"root/dir/{key}", data)  # type: ignore[attr-defined]
+    return store
+
+
 BACKENDS: dict[str, Callable[..., ObjectStore]] = {
     "local": _local,
     "local-cached": _local_cached,
@@ -82,7 +97,18 @@ BACKENDS: dict[str, Callable[..., ObjectStore]] = {
     "gs-google": _gcs,
     "azure-obstore": _azure_obstore,
     "azure-blob": _azure_blob,
+    "hf": _hf,
 }
+
+
+def _put(store: ObjectStore, key: str, data: bytes) -> None:
+    """Create an object: ``put``, or the seeding function of a read-only store."""
+    seed = getattr(store, "test_seed", None)
+    (seed or store.put)(key, data)
+
+
+def _read_only(store: ObjectStore) -> bool:
+    return bool(getattr(store, "read_only", False))
 
 
 @pytest.fixture(params=sorted(BACKENDS))
@@ -95,21 +121,25 @@ def _payload(n: int) -> bytes:
 
 
 def test_put_get_head_exists(store: ObjectStore) -> None:
+    if _read_only(store):
+        with pytest.raises(UnsupportedOperationError) as info:
+            store.put("dir/a.bin", b"x")
+        assert "read-only" in str(info.value) and "dir/a.bin" in str(info.value)
     data = _payload(10_000)
-    store.put("dir/a.bin", data)
+    _put(store, "dir/a.bin", data)
     assert store.get("dir/a.bin") == data
     assert store.head("dir/a.bin").size == len(data)
     assert store.head("dir/a.bin").key == "dir/a.bin"
     assert store.exists("dir/a.bin")
     assert not store.exists("dir/missing.bin")
-    store.put("empty", b"")
+    _put(store, "empty", b"")
     assert store.get("empty") == b""
     assert store.head("empty").size == 0
 
 
 def test_get_range(store: ObjectStore) -> None:
     data = _payload(4096)
-    store.put("r.bin", data)
+    _put(store, "r.bin", data)
     assert store.get_range("r.bin", 0, 10) == data[:10]
     assert store.get_range("r.bin", 100, 4096) == data[100:]
     assert store.get_range("r.bin", 4000, 4001) == data[4000:4001]
@@ -131,7 +161,7 @@ def test_missing_key_errors(store: ObjectStore) -> None:
 def test_list_sorted_recursive_prefix(store: ObjectStore) -> None:
     keys = ["b/2.bin", "a.bin", "b/1.bin", "b/c/3.bin", "bz.bin"]
     for i, k in enumerate(keys):
-        store.put(k, bytes([i]) * (i + 1))
+        _put(store, k, bytes([i]) * (i + 1))
     listed = list(store.list())
     assert [m.key for m in listed] == sorted(keys)
     assert {m.key: m.size for m in listed}["b/c/3.bin"] == 4
@@ -141,7 +171,12 @@ def test_list_sorted_recursive_prefix(store: ObjectStore) -> None:
 
 
 def test_delete(store: ObjectStore) -> None:
-    store.put("d.bin", b"x")
+    _put(store, "d.bin", b"x")
+    if _read_only(store):
+        with pytest.raises(UnsupportedOperationError):
+            store.delete("d.bin")
+        assert store.get("d.bin") == b"x"  # still there
+        return
     store.delete("d.bin")
     assert not store.exists("d.bin")
     store.delete("d.bin")  # idempotent
@@ -153,7 +188,12 @@ def test_download_upload_file(store: ObjectStore, tmp_path) -> None:
     data = _payload(300_000)
     src = tmp_path / f"src-{uuid.uuid4().hex}.bin"
     src.write_bytes(data)
-    store.upload_file(str(src), "up/file.bin")
+    if _read_only(store):
+        with pytest.raises(UnsupportedOperationError):
+            store.upload_file(str(src), "up/file.bin")
+        _put(store, "up/file.bin", data)
+    else:
+        store.upload_file(str(src), "up/file.bin")
     dest = tmp_path / "out" / "deep" / "file.bin"
     assert store.download_file("up/file.bin", str(dest)) == len(data)
     assert dest.read_bytes() == data
@@ -167,8 +207,8 @@ def test_download_upload_file(store: ObjectStore, tmp_path) -> None:
 
 
 def test_overwrite(store: ObjectStore) -> None:
-    store.put("o.bin", b"first")
-    store.put("o.bin", b"second!")
+    _put(store, "o.bin", b"first")
+    _put(store, "o.bin", b"second!")
     assert store.get("o.bin") == b"second!"
     assert store.head("o.bin").size == 7
 
@@ -185,7 +225,7 @@ def test_async_twins(store: ObjectStore, tmp_path) -> None:
 
     blobs = {f"a/{i}.bin": _payload(1000 + i) for i in range(6)}
     for k, v in blobs.items():
-        store.put(k, v)
+        _put(store, k, v)
 
     async def main() -> tuple[list[bytes], list[bytes], list[int], int]:
         whole = await asyncio.gather(*(store.get_async(k) for k in blobs))
@@ -205,7 +245,7 @@ def test_async_twins(store: ObjectStore, tmp_path) -> None:
 def test_traced_reads(store: ObjectStore, tmp_path) -> None:
     from streamscope import events as ev
 
-    store.put("t.bin", b"0123456789")
+    _put(store, "t.bin", b"0123456789")
     ev.drain()
     ev.ACTIVE.add("download")
     try:
@@ -226,7 +266,7 @@ def test_walk_matches_list(store: ObjectStore, request: pytest.FixtureRequest) -
     from streamscope.storage import walk
 
     for k in ("w/1", "w/2/3", "x"):
-        store.put(k, b"1")
+        _put(store, k, b"1")
     opts = {}
     param = request.node.callspec.params["store"]
     if param.startswith(("s3", "gs", "azure")):
@@ -239,7 +279,7 @@ def test_walk_matches_list(store: ObjectStore, request: pytest.FixtureRequest) -
 
 def test_unusual_key_characters(store: ObjectStore) -> None:
     key = "sp ace/ünï+cøde=%41&x.bin"
-    store.put(key, b"odd")
+    _put(store, key, b"odd")
     assert store.get(key) == b"odd"
     assert store.head(key).size == 3
     assert [m.key for m in store.list("sp ace/")] == [key]
