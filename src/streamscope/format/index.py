@@ -193,7 +193,10 @@ def load_index(path_or_bytes: str | bytes | os.PathLike[str]) -> dict[str, Any]:
         for k in _CHUNK_KEYS:
             if k not in c:
                 raise FormatError(f"index {name!r} chunks[{i}] lacks `{k}`")
-        if not isinstance(c["filename"], str) or "/" in c["filename"] or c["filename"] in ("", ".", ".."):
+        # a relative path of plain names: LitData's index of a Hub dataset names files below its prefix
+        # ("data/train-0.parquet"); nothing may climb out of the dataset's folder
+        fn = c["filename"]
+        if not isinstance(fn, str) or "\\" in fn or any(p in ("", ".", "..") for p in fn.split("/")):
             raise FormatError(f"index {name!r} chunks[{i}] has a bad filename {c['filename']!r}")
         for k in ("chunk_bytes", "chunk_size"):
             v = c[k]
