@@ -15,7 +15,6 @@ from streamscope._core.errors import (
     IndexNotFoundError,
     ItemLoaderMismatchError,
     SchemaMismatchError,
-    UnsupportedURLError,
 )
 from streamscope.engine.dataloader import StreamingDataLoader
 from streamscope.engine.dataset import StreamingDataset
@@ -131,10 +130,6 @@ def test_loader_with_workers(pq_dir: tuple[str, list[dict[str, Any]]], ctx: str)
 
 def test_errors_are_clear(tmp_path: Any, pq_dir: tuple[str, list[dict[str, Any]]]) -> None:
     d, _ = pq_dir
-    with pytest.raises(UnsupportedURLError, match="hf://"):
-        index_parquet_dataset("hf://datasets/org/name")
-    with pytest.raises(UnsupportedURLError, match="hf://"):
-        StreamingDataset("hf://datasets/org/name", item_loader=ParquetLoader())
     with pytest.raises(IndexNotFoundError, match="does not exist"):
         index_parquet_dataset(str(tmp_path / "missing"))
     empty = tmp_path / "empty"

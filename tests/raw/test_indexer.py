@@ -134,7 +134,7 @@ def test_empty_folder(tmp_path: Path, cache_root: str):
         StreamingRawDataset(str(tmp_path / "empty"), cache_dir=cache_root)
 
 
-@pytest.mark.parametrize("url", ["ftp://host/data", "hf://datasets/x", "http://127.0.0.1:1/x"])
+@pytest.mark.parametrize("url", ["ftp://host/data", "http://127.0.0.1:1/x"])
 def test_unsupported_scheme(url: str, cache_root: str):
     with pytest.raises(RawSchemeError, match=url.split("://")[0]):
         StreamingRawDataset(url, cache_dir=cache_root)

@@ -49,10 +49,7 @@ def input_path(input_dir: Any) -> str:
 
 
 def split_parquet_input(input_dir: str) -> tuple[str, str | None]:
-    """``dir/pattern.parquet`` input: ``(dir, pattern)``; any other input: ``(input_dir, None)``. Rejects ``hf://``."""
-    from streamscope.engine.parquet import reject_hf
-
-    reject_hf(input_dir)
+    """``dir/pattern.parquet`` input: ``(dir, pattern)``; any other input: ``(input_dir, None)``."""
     if input_dir.endswith(".parquet"):
         head, pattern = input_dir.rstrip("/").rsplit("/", 1) if "/" in input_dir else ("", "")
         if not pattern:
@@ -126,6 +123,11 @@ def read_index(
     try:
         data = store.get("index.json")
     except ObjectNotFoundError:
+        if input_dir.startswith("hf://"):  # a Hub Parquet dataset: its index is kept locally (engine/hf_index.py)
+            from streamscope.engine.hf_index import index_hf_dataset
+
+            folder = index_hf_dataset(input_dir, cache_root, getattr(store, "storage_options", None))
+            return input_dir, load_index(os.path.join(folder, "index.json"))
         raise IndexNotFoundError(f"no dataset at {input_dir.rstrip('/')}/index.json: it has no index.json") from None
     index = json.loads(data)
     cdir = dataset_cache_dir(cache_root, input_dir, index.get("updated_at"))

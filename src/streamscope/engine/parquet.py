@@ -2,7 +2,8 @@
 
 ``index_parquet_dataset(url)`` writes the ``index.json`` described in :mod:`streamscope.format.parquet` over
 the top-level ``.parquet`` files of a local folder or an object-store prefix (only each file's footer is
-fetched). ``StreamingDataset(url, item_loader=ParquetLoader())`` then streams rows as dicts; remote files go
+fetched); under an ``hf://datasets/...`` prefix every ``.parquet`` file below it counts, as in LitData, and the
+index goes to a local folder (:mod:`streamscope.engine.hf_index`: the Hub is read-only). ``StreamingDataset(url, item_loader=ParquetLoader())`` then streams rows as dicts; remote files go
 through the chunk cache like any chunk (their ``chunk_bytes`` is the file size).
 """
 
@@ -14,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from streamscope import events as ev
-from streamscope._core.errors import IndexNotFoundError, SchemaMismatchError, UnsupportedURLError
+from streamscope._core.errors import IndexNotFoundError, SchemaMismatchError
 from streamscope.engine.reader import ChunkReader, OpenChunk
 from streamscope.format.index import INDEX_FILENAME, dumps_index
 from streamscope.format.parquet import (
@@ -27,16 +28,12 @@ from streamscope.format.parquet import (
     require_pyarrow,
 )
 
-__all__ = ["ParquetChunkReader", "build_parquet_index", "index_parquet_dataset", "reject_hf"]
+__all__ = ["ParquetChunkReader", "build_parquet_index", "index_parquet_dataset", "is_hf"]
 
 
-def reject_hf(url: str) -> None:
-    """Raise the one clear error for ``hf://`` inputs (Hugging Face datasets are not supported)."""
-    if isinstance(url, str) and url.startswith("hf://"):
-        raise UnsupportedURLError(
-            f"{url!r}: hf:// (Hugging Face) datasets are not supported by streamscope; download the .parquet files "
-            "to a local folder or an object store and call index_parquet_dataset() on it"
-        )
+def is_hf(url: object) -> bool:
+    """True for ``hf://`` (Hugging Face Hub) URLs."""
+    return isinstance(url, str) and url.startswith("hf://")
 
 
 def _is_remote(url: str) -> bool:
@@ -51,7 +48,9 @@ def _local_path(url: str) -> str:
 
 
 def _list_parquet(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, list[tuple[str, int]]]:
-    """The store and ``(name, size)`` of every top-level ``.parquet`` file under ``url``, sorted by name."""
+    """The store and ``(name, size)`` of every top-level ``.parquet`` file under ``url``, sorted by name (under an
+    ``hf://`` prefix every ``.parquet`` file below it, named by its path relative to the prefix, as LitData's Hub
+    indexer lists them)."""
     from streamscope.storage import open_store
 
     if not _is_remote(url):
@@ -63,7 +62,10 @@ def _list_parquet(url: str, storage_options: dict[str, Any] | None) -> tuple[Any
         )
         return open_store(path, storage_options), files
     store = open_store(url, storage_options)
-    files = sorted((m.key, m.size) for m in store.list("") if "/" not in m.key and m.key.endswith(".parquet"))
+    nested = is_hf(url)
+    files = sorted(
+        (m.key, m.size) for m in store.list("") if (nested or "/" not in m.key) and m.key.endswith(".parquet")
+    )
     return store, files
 
 
@@ -123,16 +125,15 @@ def build_parquet_index(
     """The index (``{"chunks", "config"}``) of the top-level ``.parquet`` files under ``pq_dir_url``.
 
     Raises:
-        UnsupportedURLError: ``hf://`` input.
         IndexNotFoundError: the folder does not exist or holds no ``.parquet`` file.
         SchemaMismatchError: two files have different column types.
     """
-    reject_hf(pq_dir_url)
     require_pyarrow()
     store, files = _list_parquet(pq_dir_url, storage_options)
     if not files:
         raise IndexNotFoundError(
-            f"no .parquet files at {pq_dir_url!r} (only top-level files are indexed; point at the folder holding them)"
+            f"no .parquet files at {pq_dir_url!r}"
+            + ("" if is_hf(pq_dir_url) else " (only top-level files are indexed; point at the folder holding them)")
         )
     workers = max(1, min(int(num_workers or 1), len(files)))
     if workers == 1:
@@ -164,16 +165,25 @@ def index_parquet_dataset(
     """Write ``index.json`` over the ``.parquet`` files of a folder so ``StreamingDataset`` can stream them.
 
     Local folders get ``<folder>/index.json`` (or ``<cache_dir>/index.json`` when ``cache_dir`` is given: pass it
-    as ``index_path``); object-store prefixes get ``<url>/index.json`` (written by global rank 0). In a
-    distributed job only local rank 0 indexes, then every process waits at a barrier.
+    as ``index_path``); object-store prefixes get ``<url>/index.json`` (written by global rank 0). An
+    ``hf://datasets/...`` prefix (read-only) gets ``<cache_dir>/index.json``, or without ``cache_dir`` the folder
+    ``StreamingDataset(url)`` looks in (:func:`streamscope.engine.hf_index.hf_index_dir`). In a distributed job
+    only local rank 0 indexes, then every process waits at a barrier.
 
     Args:
-        pq_dir_url: local folder or ``s3://``/``gs://``/... prefix holding the ``.parquet`` files.
-        cache_dir: local folder for the index of a local dataset instead of the dataset folder.
-        storage_options: object-store options (endpoint, credentials).
+        pq_dir_url: local folder, ``s3://``/``gs://``/... or ``hf://datasets/...`` prefix holding the files.
+        cache_dir: local folder for the index instead of the dataset folder (local and ``hf://`` datasets).
+        storage_options: object-store options (endpoint, credentials; ``token`` for ``hf://``).
         num_workers: threads that read file footers.
     """
-    reject_hf(pq_dir_url)
+    if is_hf(pq_dir_url):
+        from streamscope.engine.hf_index import hf_index_dir
+
+        out = cache_dir if cache_dir is not None else hf_index_dir(pq_dir_url)
+        if _is_local_rank_zero():
+            _write_index(build_parquet_index(pq_dir_url, storage_options, num_workers), out)
+        _barrier()
+        return
     if _is_local_rank_zero():
         index = build_parquet_index(pq_dir_url, storage_options, num_workers)
         import time
@@ -185,14 +195,25 @@ def index_parquet_dataset(
 
                 open_store(pq_dir_url, storage_options).put(INDEX_FILENAME, text.encode("utf-8"))
         else:
-            out_dir = cache_dir if cache_dir is not None else _local_path(pq_dir_url)
-            os.makedirs(out_dir, exist_ok=True)
-            path = os.path.join(out_dir, INDEX_FILENAME)
-            tmp = f"{path}.tmp.{os.getpid()}"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, path)
+            _write_text(text, cache_dir if cache_dir is not None else _local_path(pq_dir_url))
     _barrier()
+
+
+def _write_index(index: dict[str, Any], out_dir: str) -> str:
+    """Write ``index`` as ``out_dir/index.json`` (atomically); its path."""
+    import time
+
+    return _write_text(dumps_index(index["chunks"], index["config"], str(time.time())), out_dir)
+
+
+def _write_text(text: str, out_dir: str) -> str:
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, INDEX_FILENAME)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return path
 
 
 class ParquetChunkReader(ChunkReader):

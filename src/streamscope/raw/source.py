@@ -30,7 +30,7 @@ from streamscope.storage import open_store
 __all__ = ["REMOTE_SCHEMES", "Source", "canonical_root", "scheme_of"]
 
 
-REMOTE_SCHEMES: tuple[str, ...] = ("s3", "gs", "azure", "az", "r2")
+REMOTE_SCHEMES: tuple[str, ...] = ("s3", "gs", "azure", "az", "r2", "hf")
 """URL schemes raw-file streaming accepts besides local paths (``file://`` is local)."""
 
 

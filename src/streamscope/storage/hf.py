@@ -304,6 +304,8 @@ class HFStore(RemoteStore):
         if endpoint is not None and not isinstance(endpoint, str):
             raise ConfigError(f"storage_options['endpoint'] for {parsed.url!r} must be a URL string")
         self._endpoint_opt: str | None = endpoint
+        #: the options this store was opened with (to open the same store again; not shown by repr)
+        self.storage_options: dict[str, Any] = {k: opts[k] for k in _KNOWN_OPTIONS if k in opts}
         repo, _, revision = parsed.bucket.partition("@")
         self.repo_id = repo
         self.revision = revision or "main"
