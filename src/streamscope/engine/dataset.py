@@ -63,6 +63,7 @@ from streamscope.engine.plan import EpochPlan, make_plan, resume_plan
 from streamscope.engine.read_schedule import ScheduledReads
 from streamscope.engine.reader import ChunkReader
 from streamscope.engine.resume import Resumable
+from streamscope.engine.run_decoder import RunDecoder
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
 
 __all__ = ["StreamingDataset"]
@@ -591,12 +592,14 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
         now, mark, put = ev.now, decodes.mark, decodes.put
         try:
             for k0, block in _blocks(plan, batch_ids):
-                decoded = self._decode_runs(reader, block.ci, block.ii) if runs and not on else None
+                # a run of one chunk is decoded when the batch reading its first sample comes, not before: the
+                # chunk is opened (fetched, leased) no earlier than the release schedule expects (run_decoder.py)
+                decoded = RunDecoder(block.ci, block.ii, partial(self._decode_run, reader)) if runs and not on else None
                 for m, j in enumerate(block.ids):
                     k = k0 + m
                     a, b = block.bounds[m]
                     if decoded is not None:
-                        yield j, decoded[a:b]
+                        yield j, decoded.take(b - a)
                         reads.batch_done(k)
                         continue
                     ci, ii = block.ci[a:b], block.ii[a:b]
@@ -624,20 +627,13 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
             decodes.finish()
             reads.stop()
 
-    def _decode_runs(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[Any]:
-        """The samples at ``(ci, ii)``, decoded one run of equal chunks at a time."""
-        out: list[Any] = []
-        if not len(ci):
-            return out
-        cuts = (np.flatnonzero(ci[1:] != ci[:-1]) + 1).tolist()
-        for a, b in zip([0, *cuts], [*cuts, len(ci)]):
-            oc = reader.open(int(ci[a]))
-            got = self.item_loader.read_samples(oc.file, ii[a:b])
-            if got is not None:
-                out.extend(got if self.transform is None else [self._apply_transform(x) for x in got])
-            else:
-                out.extend(self.decode_item(oc, i) for i in ii[a:b].tolist())
-        return out
+    def _decode_run(self, reader: Any, chunk: int, items: np.ndarray) -> list[Any]:
+        """The samples ``items`` of ``chunk``, decoded together where the item loader can."""
+        oc = reader.open(chunk)
+        got = self.item_loader.read_samples(oc.file, items)
+        if got is not None:
+            return got if self.transform is None else [self._apply_transform(x) for x in got]
+        return [self.decode_item(oc, i) for i in items.tolist()]
 
     def _groups(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[tuple[Any, np.ndarray, np.ndarray]]:
         n = len(ci)

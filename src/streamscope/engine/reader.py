@@ -76,13 +76,18 @@ class ChunkReader:
         self._leased: set[int] = set()  # chunks leased for random access (no prefetcher)
         self._prefetcher: Prefetcher | None = None
         self._sched_pos: dict[int, int] = {}
+        #: Counts the iterations started (:meth:`start`): an iteration's schedule (``ScheduledReads``) acts on the
+        #: reader only while it is the current one, so a dropped iterator collected later cannot stop the next.
+        self.iteration = 0
         self._max_open = max(2, int(config.get("open_chunks_max")))
 
     # --- schedule (iteration) ----------------------------------------------------------------------
 
     def start(self, schedule: Sequence[int]) -> None:
-        """Begin an iteration that will read ``schedule`` (distinct chunks in first-use order)."""
+        """Begin an iteration that will read ``schedule`` (distinct chunks in first-use order); the one before
+        it, if any, ends (its leases dropped)."""
         self.stop()
+        self.iteration += 1
         if self.cache is not None and schedule:
             self._sched_pos = {c: p for p, c in enumerate(schedule)}
             self._prefetcher = Prefetcher(self.cache, schedule, self._depth, self._knobs)
