@@ -116,19 +116,24 @@ def cmd_summary(a: argparse.Namespace) -> int:
     s = summarize(a.log, with_timeline=not a.no_plots)
     print(format_summary(s, per_worker=not a.brief))
     if plot_dir is not None:
-        from trace_tools.plots import render_histograms, render_timeline
+        from trace_tools.plots import render_histograms, render_timeline, render_waits
 
         if plot_dir and not os.access(plot_dir, os.W_OK):
             raise TraceToolError(f"{plot_dir}: directory is not writable, use -o DIR for the PNGs")
-        base = os.path.join(plot_dir, os.path.basename(a.log))
-        tl_path, hist_path = base + ".timeline.png", base + ".latency.png"
+        name = os.path.basename(a.log)
+        base = os.path.join(plot_dir, name)
+        wait_path, tl_path, hist_path = base + ".waits.png", base + ".timeline.png", base + ".latency.png"
         try:
             assert s.timeline is not None
-            render_timeline(s.timeline, tl_path, os.path.basename(a.log))
-            render_histograms(s.by_cat, hist_path, f"{os.path.basename(a.log)}: span durations per category")
+            lay = render_timeline(s.timeline, tl_path, name)
+            render_waits(
+                s.stalls, wait_path, f"{name}: the training loop's wait for data", lay.start_us, lay.boundaries
+            )
+            render_histograms(s.by_cat, hist_path, f"{name}: span durations per category")
         except OSError as exc:
             raise TraceToolError(f"{plot_dir}: cannot write the PNGs ({exc.strerror or exc})") from None
         print("")
+        print(f"waits:      {wait_path}")
         print(f"timeline:   {tl_path}")
         print(f"histograms: {hist_path}")
     return _report_input(a.log, s.parse, s.runs)

@@ -36,6 +36,42 @@ LOOP_CATEGORIES = frozenset({"epoch", "batch", "stall", "tune"})
 LOOP_SPAN_NAMES = frozenset({"dataloader", "epoch"})
 
 
+#: Spans of the write path (``optimize``/``map`` and their helpers), by name: logs written before the write path had
+#: categories of its own (``upload``, ``write``) put ``upload`` in ``download`` and ``chunk_write`` in ``read``.
+WRITE_PATH_NAMES = frozenset(
+    {
+        "optimize_input",
+        "optimize_fn",
+        "serialize",
+        "chunk_write",
+        "upload",
+        "index_merge",
+        "overwrite",
+        "reshard",
+        "build_keys_index",
+        "copy",
+    }
+)
+
+#: Categories only the write path logs.
+WRITE_PATH_CATEGORIES = frozenset({"upload", "write"})
+
+#: Categories a DataLoader worker logs while it reads (unless the span's name is the write path's).
+LOADER_CATEGORIES = frozenset({"download", "read", "decompress", "sample", "prefetch", "cache", "delete", "lock"})
+
+#: A worker's role, by what it logs, and the word its label carries.
+ROLE_WORDS = {"loader": "loader worker", "optimize": "optimize worker", "": "worker"}
+
+
+def event_role(cat: str, name: str) -> str:
+    """``"optimize"`` for an event of the write path, ``"loader"`` for one of the read path, else ``""``."""
+    if cat in WRITE_PATH_CATEGORIES or name in WRITE_PATH_NAMES:
+        return "optimize"
+    if cat in LOADER_CATEGORIES:
+        return "loader"
+    return ""
+
+
 def is_loop_event(ev: RawEvent) -> bool:
     """True for events only the training loop (main process) logs: batch, stall, and the epoch span."""
     return ev.cat in ("batch", "stall") or (ev.cat == "epoch" and ev.name in LOOP_SPAN_NAMES)
@@ -69,6 +105,7 @@ class Proc:
     index: int
     version: int = 0
     env: dict[str, str] = field(default_factory=dict)
+    role: str = ""  # "loader" | "optimize" | "" (not known yet): what the process logged first (event_role)
 
 
 @dataclass(slots=True)
@@ -193,7 +230,7 @@ class Normalizer:
 
     def _set_label(self, p: Proc, worker: int | None) -> None:
         p.worker = worker
-        label = f"rank {p.rank} · " + ("main" if worker is None else f"worker {worker}")
+        label = f"rank {p.rank} · " + ("main" if worker is None else f"{ROLE_WORDS[p.role]} {worker}")
         p.label = f"run {p.run + 1} · {label}" if p.run else label
         p.version += 1
 
@@ -244,6 +281,14 @@ class Normalizer:
         proc = self._procs[ev.pid]
         if is_loop_event(ev):
             self._loop_seen(proc)
+        if not proc.role:
+            role = event_role(ev.cat, ev.name)
+            if role:
+                # a DataLoader worker and an optimize worker both log worker_rank 0..N-1: what they log tells them
+                # apart (the first telling event decides, so a label changes at most once for this)
+                proc.role = role
+                if proc.worker is not None:
+                    self._set_label(proc, proc.worker)
         if self.keep is not None and ev.cat not in self.keep:
             return None
         if ph == "B":

@@ -1,4 +1,5 @@
-"""PNG output of ``summary``: a timeline (one row per process and category) and latency histograms.
+"""PNG output of ``summary``: a timeline (epochs, then one row per process and category), the loop's wait over time
+split by cause, and latency histograms.
 
 The timeline is collected in bounded memory: each row holds the busy time per time bin; when the covered time
 range needs more than :data:`MAX_BINS` bins, every bin doubles in width (neighbours are added together), so a row
@@ -8,9 +9,12 @@ never holds more than ``MAX_BINS`` numbers however long the run.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from streamscope._core.optional import require
+from trace_tools.model import LOOP_SPAN_NAMES, Proc
+from trace_tools.stall import CLASSES, LABELS, StallResult, recommendation
 from trace_tools.stats import LogHist, fmt_us
 
 MAX_BINS = 1200
@@ -30,19 +34,56 @@ CAT_COLORS: dict[str, str] = {
     "cache": "#fdd835",
     "tune": "#3949ab",
     "crash": "#000000",
+    "upload": "#d81b60",
+    "write": "#c0ca33",
 }
 
 
+#: Epoch-category spans kept for the timeline (the rest are counted).
+MAX_EPOCHS = 512
+
+#: Spans whose begin and end are drawn as lines across the whole timeline: a loop's epoch, an optimize/map job.
+BOUNDARY_NAMES = LOOP_SPAN_NAMES | {"optimize", "map"}
+
+#: Row order of categories within a process (others after these, alphabetically).
+CAT_ORDER = (
+    "stall", "batch", "download", "decompress", "read", "sample", "prefetch", "cache", "delete", "lock",
+    "upload", "write", "tune", "crash",
+)  # fmt: skip
+
+_ROLE_ORDER = {"loader": 1, "optimize": 2, "": 3}
+
+
+@dataclass
+class EpochMark:
+    """One span of category ``epoch`` (a loop's epoch, an optimize/map job, a plan)."""
+
+    proc: Proc
+    name: str
+    epoch: str
+    b: float
+    e: float
+
+
 class Timeline:
-    """Busy time per (row, bin), bins of a common width growing by doubling."""
+    """Busy time per (process, category, bin), bins of a common width growing by doubling; the trace's extent.
+
+    Bins are counted from ``origin`` (the first timestamp seen); ``start``/``end`` are the earliest and latest
+    timestamps of any event, and the bins always cover them, so the picture starts at the trace's start.
+    """
 
     def __init__(self, width_us: float = 1000.0) -> None:
         self.width = width_us
         self.origin: float | None = None
         self.lo = 0
         self.hi = -1
-        self.rows: dict[tuple[str, str], dict[int, float]] = {}
+        self.start = math.inf
+        self.end = -math.inf
+        self.rows: dict[tuple[int, str], dict[int, float]] = {}
+        self.procs: dict[int, Proc] = {}
+        self.epochs: list[EpochMark] = []
         self.dropped_rows = 0
+        self.dropped_epochs = 0
 
     def _grow(self) -> None:
         self.width *= 2.0
@@ -55,18 +96,8 @@ class Timeline:
         self.lo //= 2
         self.hi //= 2
 
-    def add(self, row: tuple[str, str], b: float, e: float) -> None:
-        """Add the busy interval ``[b, e]`` (microseconds) to ``row``."""
-        if self.origin is None:
-            self.origin = b
-        bins = self.rows.get(row)
-        if bins is None:
-            if len(self.rows) >= MAX_ROWS:
-                self.dropped_rows += 1
-                return
-            bins = self.rows[row] = {}
-        x0 = b - self.origin
-        x1 = max(e - self.origin, x0)
+    def _cover(self, x0: float, x1: float) -> tuple[int, int]:
+        """Make the bins cover ``[x0, x1]`` (relative to ``origin``); the bin indices of both ends."""
         while True:
             i0 = math.floor(x0 / self.width)
             i1 = math.floor(x1 / self.width)
@@ -75,8 +106,34 @@ class Timeline:
             if hi - lo < MAX_BINS:
                 break
             self._grow()
-            bins = self.rows[row]
         self.lo, self.hi = lo, hi
+        return i0, i1
+
+    def note(self, ts: float) -> None:
+        """An event at ``ts`` (microseconds): the trace's extent includes it."""
+        if self.origin is None:
+            self.origin = ts
+        if ts < self.start or ts > self.end:
+            self.start = min(self.start, ts)
+            self.end = max(self.end, ts)
+            self._cover(ts - self.origin, ts - self.origin)
+
+    def add(self, proc: Proc, cat: str, b: float, e: float) -> None:
+        """Add the busy interval ``[b, e]`` (microseconds) to the row of ``proc`` and ``cat``."""
+        self.note(b)
+        self.note(e)
+        assert self.origin is not None
+        key = (proc.uuid, cat)
+        if key not in self.rows:
+            if len(self.rows) >= MAX_ROWS:
+                self.dropped_rows += 1
+                return
+            self.rows[key] = {}
+            self.procs[proc.uuid] = proc
+        x0 = b - self.origin
+        x1 = max(e - self.origin, x0)
+        i0, i1 = self._cover(x0, x1)
+        bins = self.rows[key]
         w = self.width
         if i0 == i1:
             bins[i0] = bins.get(i0, 0.0) + (x1 - x0)
@@ -85,6 +142,66 @@ class Timeline:
         for i in range(i0 + 1, i1):
             bins[i] = bins.get(i, 0.0) + w
         bins[i1] = bins.get(i1, 0.0) + (x1 - i1 * w)
+
+    def add_epoch(self, proc: Proc, name: str, epoch: str, b: float, e: float) -> None:
+        """A span of category ``epoch``: drawn as a bar in its process's epoch row."""
+        self.note(b)
+        self.note(e)
+        if len(self.epochs) >= MAX_EPOCHS:
+            self.dropped_epochs += 1
+            return
+        self.epochs.append(EpochMark(proc, name, epoch, b, e))
+
+
+def proc_order(p: Proc) -> tuple[int, int, int, int, int]:
+    """Sort key of a process: run, rank, main before loader workers before optimize workers, worker id."""
+    role = 0 if p.worker is None else _ROLE_ORDER.get(p.role, 3)
+    return (p.run, p.rank, role, -1 if p.worker is None else p.worker, p.index)
+
+
+def _cat_order(cat: str) -> tuple[int, str]:
+    return (CAT_ORDER.index(cat) if cat in CAT_ORDER else len(CAT_ORDER), cat)
+
+
+@dataclass
+class TimelineLayout:
+    """Where :func:`render_timeline` puts things; x in seconds since the trace's start (its first event)."""
+
+    start_us: float  # the trace's start, absolute microseconds
+    x_max: float  # the trace's end
+    extent: tuple[float, float]  # x range of the binned image
+    labels: list[str]  # y labels, top to bottom: epoch rows, then one row per (process, category)
+    epoch_rows: int
+    row_keys: list[tuple[int, str]]  # (process uuid, category) of the image rows
+    bars: list[tuple[int, float, float, str]]  # (row, x0, x1, text) of the epoch spans
+    boundaries: list[float]  # x of epoch and job starts and ends
+    xlim: tuple[float, float] = (0.0, 0.0)  # read back from the drawn axes
+
+
+def _epoch_text(m: EpochMark) -> str:
+    if m.name in LOOP_SPAN_NAMES and m.epoch not in ("", None):
+        return f"epoch {m.epoch}"
+    return m.name
+
+
+def timeline_layout(tl: Timeline) -> TimelineLayout:
+    """Lay out the timeline: rows by process (ordered by :func:`proc_order`) and category, epochs on top."""
+    start = tl.start if tl.start != math.inf else 0.0
+    end = tl.end if tl.end != -math.inf else start
+    origin = tl.origin if tl.origin is not None else start
+
+    def sec(ts: float) -> float:
+        return (ts - start) / 1e6
+
+    eprocs = sorted({m.proc.uuid: m.proc for m in tl.epochs}.values(), key=proc_order)
+    erow = {p.uuid: i for i, p in enumerate(eprocs)}
+    labels = [f"{p.label} · epochs" for p in eprocs]
+    keys = sorted(tl.rows, key=lambda k: (proc_order(tl.procs[k[0]]), _cat_order(k[1])))
+    labels += [f"{tl.procs[u].label} · {c}" for u, c in keys]
+    bars = [(erow[m.proc.uuid], sec(m.b), sec(m.e), _epoch_text(m)) for m in tl.epochs]
+    bounds = sorted({x for m in tl.epochs if m.name in BOUNDARY_NAMES for x in (sec(m.b), sec(m.e))})
+    extent = (sec(origin + tl.lo * tl.width), sec(origin + (tl.hi + 1) * tl.width))
+    return TimelineLayout(start, sec(end), extent, labels, len(eprocs), keys, bars, bounds)
 
 
 #: what needs matplotlib, in the error when it is missing
@@ -104,44 +221,62 @@ def _plt():  # type: ignore[no-untyped-def]
     return plt
 
 
-def render_timeline(tl: Timeline, path: str, title: str) -> None:
-    """Draw the timeline to ``path`` (PNG): one row per (process, category), shade = share of the bin busy."""
+def render_timeline(tl: Timeline, path: str, title: str) -> TimelineLayout:
+    """Draw the timeline to ``path`` (PNG): the epochs on top, then one row per (process, category), shade = share
+    of the bin busy; x from the trace's start to its end. Returns the layout, with the x limits the axes got."""
     import numpy as np
     from matplotlib.colors import to_rgb
 
     plt = _plt()
-    rows = sorted(tl.rows)
-    if not rows:
+    lay = timeline_layout(tl)
+    if not lay.labels:
         fig, ax = plt.subplots(figsize=(6, 1.5))
         ax.axis("off")
         ax.text(0.5, 0.5, f"{title}: no spans to draw", ha="center", va="center")
         fig.savefig(path, dpi=100)
         plt.close(fig)
-        return
-    n = len(rows)
-    nbins = max(tl.hi - tl.lo + 1, 1)
-    img = np.ones((n, nbins, 4))
-    img[:, :, 3] = 0.0
-    for r, key in enumerate(rows):
-        rgb = to_rgb(CAT_COLORS.get(key[1], "#607d8b"))
-        for i, v in tl.rows[key].items():
-            c = i - tl.lo
-            if 0 <= c < nbins:
-                img[r, c, :3] = rgb
-                img[r, c, 3] = min(1.0, 0.15 + 0.85 * min(v / tl.width, 1.0)) if v > 0 else 0.0
-    fig_h = 1.2 + 0.28 * n
-    fig, ax = plt.subplots(figsize=(12, fig_h))
-    t0 = tl.lo * tl.width / 1e6
-    t1 = (tl.hi + 1) * tl.width / 1e6
-    ax.imshow(img, aspect="auto", interpolation="nearest", extent=(t0, t1, n - 0.5, -0.5))
-    ax.set_yticks(range(n))
-    ax.set_yticklabels([f"{p} · {c}" for p, c in rows], fontsize=7)
-    ax.set_xlabel("seconds since the first event")
-    extra = f" ({tl.dropped_rows} spans in rows beyond {MAX_ROWS} not drawn)" if tl.dropped_rows else ""
-    ax.set_title(f"{title}: busy share per {fmt_us(tl.width)} bin{extra}", fontsize=9)
+        return lay
+    k = lay.epoch_rows
+    n = len(lay.row_keys)
+    total = k + n
+    fig, ax = plt.subplots(figsize=(13, 1.4 + 0.3 * total))
+    if n:
+        nbins = max(tl.hi - tl.lo + 1, 1)
+        img = np.ones((n, nbins, 4))
+        img[:, :, 3] = 0.0
+        for r, key in enumerate(lay.row_keys):
+            rgb = to_rgb(CAT_COLORS.get(key[1], "#607d8b"))
+            for i, v in tl.rows[key].items():
+                c = i - tl.lo
+                if 0 <= c < nbins and v > 0:
+                    img[r, c, :3] = rgb
+                    img[r, c, 3] = min(1.0, 0.15 + 0.85 * min(v / tl.width, 1.0))
+        ax.imshow(img, aspect="auto", interpolation="nearest", extent=(*lay.extent, total - 0.5, k - 0.5))
+    x_max = lay.x_max if lay.x_max > 0 else 1e-6
+    for j, (row, x0, x1, text) in enumerate(lay.bars):
+        ax.broken_barh([(x0, max(x1 - x0, x_max * 1e-3))], (row - 0.38, 0.76), color=("#9e9e9e", "#cfcfcf")[j % 2])
+        if x1 - x0 >= 0.04 * x_max:
+            ax.text((x0 + x1) / 2, row, text, ha="center", va="center", fontsize=7, clip_on=True)
+    for x in lay.boundaries:
+        ax.axvline(x, color="#616161", linewidth=0.6, linestyle="--", alpha=0.6)
+    if k and n:
+        ax.axhline(k - 0.5, color="#bdbdbd", linewidth=0.8)
+    ax.set_xlim(0.0, x_max)
+    ax.set_ylim(total - 0.5, -0.5)
+    ax.set_yticks(range(total))
+    ax.set_yticklabels(lay.labels, fontsize=7)
+    ax.set_xlabel("seconds since the trace start (its first event)")
+    extra = ""
+    if tl.dropped_rows:
+        extra += f"; {tl.dropped_rows} spans in rows beyond {MAX_ROWS} not drawn"
+    if tl.dropped_epochs:
+        extra += f"; {tl.dropped_epochs} epoch spans beyond {MAX_EPOCHS} not drawn"
+    ax.set_title(f"{title}: busy share per {fmt_us(tl.width)} bin, epochs and jobs on top{extra}", fontsize=9)
     fig.tight_layout()
+    lay.xlim = tuple(float(v) for v in ax.get_xlim())  # type: ignore[assignment]
     fig.savefig(path, dpi=100)
     plt.close(fig)
+    return lay
 
 
 def render_histograms(hists: dict[str, LogHist], path: str, title: str) -> None:
@@ -189,3 +324,94 @@ def render_histograms(hists: dict[str, LogHist], path: str, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+#: Colours of the stall report's classes in the wait-share picture.
+WAIT_COLORS: dict[str, str] = {
+    "download": CAT_COLORS["download"],
+    "decompress": CAT_COLORS["decompress"],
+    "read": CAT_COLORS["read"],
+    "sample": CAT_COLORS["sample"],
+    "other": CAT_COLORS["delete"],
+    "idle": "#bdbdbd",
+}
+
+#: Ranks drawn in the wait-share picture (the report lists them all).
+MAX_WAIT_PANELS = 8
+
+
+def render_waits(
+    stalls: list[StallResult], path: str, title: str, start_us: float, boundaries: list[float] | None = None
+) -> list[dict[str, tuple[Any, Any]]]:
+    """Draw the loop's wait over time to ``path`` (PNG): per rank and time bin, the share of the loop's time it
+    waited for data, stacked by what the workers were doing meanwhile (the stall report's split), with the stall
+    report's advice under each panel. x in seconds since ``start_us`` (the trace's start, as the timeline).
+
+    Returns, per panel drawn, the bars as the axes hold them: class (and ``"idle"``) -> (bottoms, heights).
+    """
+    import textwrap
+
+    import numpy as np
+
+    plt = _plt()
+    from matplotlib.ticker import PercentFormatter
+
+    drawn = [r for r in stalls if r.over_time is not None and r.waits > 0][:MAX_WAIT_PANELS]
+    if not drawn:
+        fig, ax = plt.subplots(figsize=(8, 1.6))
+        ax.axis("off")
+        why = stalls[0] if stalls else None
+        text = recommendation(why) if why is not None else "no stall and no batch spans: the loop's wait is unknown"
+        ax.text(0.5, 0.5, textwrap.fill(f"{title}: no wait to draw. {text}", 110), ha="center", va="center", fontsize=8)
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return []
+    drawn_bars: list[dict[str, tuple[Any, Any]]] = []
+    fig, axes = plt.subplots(len(drawn), 1, figsize=(13, 3.6 * len(drawn)), squeeze=False)
+    for ax, r in zip((a[0] for a in axes), drawn):
+        ov = r.over_time
+        assert ov is not None
+        left = (ov.edges[:-1] - start_us) / 1e6
+        width = float(ov.edges[1] - ov.edges[0]) / 1e6
+        bottom = None
+        bars: dict[str, tuple[Any, Any]] = {}
+        for c in (*CLASSES, "idle"):
+            share = ov.share(c)
+            label = LABELS["untraced"] if c == "idle" and "sample" not in r.seen else LABELS[c]
+            pct = r.percent(c)
+            drawn_c = ax.bar(
+                left, share, width=width, bottom=bottom, align="edge", color=WAIT_COLORS[c], linewidth=0,
+                label=f"{label} ({pct:.0f}% of the wait)" if pct > 0 else None,
+            )  # fmt: skip
+            bars[c] = (
+                np.array([b.get_y() for b in drawn_c.patches]),
+                np.array([b.get_height() for b in drawn_c.patches]),
+            )
+            bottom = share if bottom is None else bottom + share
+        drawn_bars.append(bars)
+        if r.loop_us > 0:
+            whole = r.wait_us / r.loop_us
+            ax.axhline(whole, color="#212121", linewidth=0.8, linestyle=":", label=f"whole run: {100 * whole:.1f}%")
+        for x in boundaries or ():
+            if left[0] <= x <= left[-1] + width:
+                ax.axvline(x, color="#616161", linewidth=0.6, linestyle="--", alpha=0.6)
+        ax.set_xlim(left[0], left[-1] + width)
+        ax.set_ylim(0.0, 1.0)
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.set_ylabel("share of the loop's time\nwaiting for data", fontsize=8)
+        ax.set_xlabel(f"seconds since the trace start (bins of {fmt_us(width * 1e6)})", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
+        ax.set_title(
+            f"{r.label}: the loop waited {fmt_us(r.wait_us)} in {r.waits} waits"
+            + (f", {100.0 * r.wait_us / r.loop_us:.1f}% of its {fmt_us(r.loop_us)}" if r.loop_us > 0 else "")
+            + f" (from {r.source}); what the workers did meanwhile",
+            fontsize=9,
+        )
+        ax.text(0.0, -0.3, textwrap.fill("=> " + recommendation(r), 170), transform=ax.transAxes, fontsize=8, va="top")
+    more = len([r for r in stalls if r.waits > 0]) - len(drawn)
+    fig.suptitle(title + (f" ({more} more ranks in the text report)" if more > 0 else ""), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return drawn_bars

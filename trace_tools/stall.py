@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from trace_tools.model import WRITE_PATH_CATEGORIES, WRITE_PATH_NAMES
+
 #: Activity classes in priority order (a moment with a download and a sample open counts as download).
 CLASSES: tuple[str, ...] = ("download", "decompress", "read", "sample", "other")
 
@@ -36,8 +38,9 @@ DECODE_SPANS = frozenset({"decode_batch"})
 
 
 def activity_class(cat: str, name: str) -> str | None:
-    """The stall-report class of a span, or ``None`` for training-loop spans (epoch, batch, stall, tune)."""
-    if cat in ("epoch", "batch", "stall", "tune"):
+    """The stall-report class of a span, or ``None`` for training-loop spans (epoch, batch, stall, tune) and for
+    the write path's (``optimize``/``map``: they do not feed the loop, whatever category an older log gave them)."""
+    if cat in ("epoch", "batch", "stall", "tune") or cat in WRITE_PATH_CATEGORIES or name in WRITE_PATH_NAMES:
         return None
     if cat == "download":
         return "other" if name == "prefetch" else "download"
@@ -95,6 +98,7 @@ class StallResult:
     activity_spans: int = 0
     seen: frozenset[str] = frozenset()
     first_wait_us: float = 0.0
+    over_time: WaitOverTime | None = None
 
     def percent(self, key: str) -> float:
         """Share of the wait time spent in ``key`` (a class or ``"idle"``), in percent."""
@@ -132,30 +136,19 @@ def derive_waits(batches: list[tuple[str, float, float]], loops: list[tuple[str,
     return np.array(out, dtype=np.float64).reshape(-1, 2)
 
 
-def analyse(label: str, rl: RankLog) -> StallResult:
-    """Split the wait time of one (run, rank) among the activity classes and idle."""
-    stalls = _pairs(rl.stalls)
-    source = "stall spans"
-    if len(stalls) == 0:
-        stalls = derive_waits(rl.batches, rl.loops)
-        source = "gaps between batch spans" if len(stalls) else "none"
-    loop_us = union_measure(np.array([(b, e) for _, b, e in rl.loops], dtype=np.float64).reshape(-1, 2))
-    n_act = sum(len(a) // 2 for a in rl.activity.values())
-    seen = frozenset(c for c in CLASSES if len(rl.activity[c]))
-    if len(stalls) == 0:
-        return StallResult(label, source, 0, 0.0, loop_us, {}, n_act, seen)
-    first = stalls[int(np.argmin(stalls[:, 0]))]
-    first_wait = float(first[1] - first[0])
-    base = float(stalls[:, 0].min())
-    S = stalls - base
+def split_wait(S: np.ndarray, activity: list[np.ndarray]) -> tuple[float, dict[str, float]]:
+    """``|S|`` and its exclusive split among :data:`CLASSES` (``activity[k]`` holds class ``k``'s spans) and idle.
+
+    The one derivation of the split: :func:`analyse` applies it to a rank's whole wait, :func:`wait_over_time` to
+    the part of the wait in each time bin.
+    """
     m_s = union_measure(S)
     parts: dict[str, float] = {}
     acc: list[np.ndarray] = []
     prev = 0.0
-    for c in CLASSES:
-        a = _pairs(rl.activity[c])
+    for c, a in zip(CLASSES, activity):
         if len(a):
-            acc.append(a - base)
+            acc.append(a)
         if not acc:
             parts[c] = 0.0
             continue
@@ -165,7 +158,91 @@ def analyse(label: str, rl: RankLog) -> StallResult:
         parts[c] = inter - prev
         prev = inter
     parts["idle"] = m_s - prev
-    return StallResult(label, source, len(stalls), m_s, loop_us, parts, n_act, seen, first_wait)
+    return m_s, parts
+
+
+@dataclass
+class WaitOverTime:
+    """The loop's wait per time bin of one rank, split like the stall report (microseconds, absolute times)."""
+
+    edges: np.ndarray  # nbins + 1 bin edges
+    loop_us: np.ndarray  # time in the bin the loop ran (inside its epoch or batch spans, or waiting)
+    wait_us: np.ndarray  # time in the bin the loop waited
+    parts: dict[str, np.ndarray]  # class (and "idle") -> its share of wait_us, in microseconds
+
+    def share(self, key: str) -> np.ndarray:
+        """Per bin, the part ``key`` of the wait as a share (0..1) of the loop's time in the bin."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.loop_us > 0, self.parts[key] / self.loop_us, 0.0)
+
+    def wait_share(self) -> np.ndarray:
+        """Per bin, the share (0..1) of the loop's time in the bin spent waiting."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.loop_us > 0, self.wait_us / self.loop_us, 0.0)
+
+
+def _clip(iv: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    if len(iv) == 0:
+        return iv
+    keep = (iv[:, 1] > lo) & (iv[:, 0] < hi)
+    return np.clip(iv[keep], lo, hi)
+
+
+def wait_over_time(S: np.ndarray, activity: list[np.ndarray], loops: np.ndarray, nbins: int) -> WaitOverTime:
+    """Split the wait ``S`` per time bin with :func:`split_wait` (times relative to a common base).
+
+    ``nbins`` equal bins span the loop (``loops``: its epoch and batch spans, and its waits). The denominator of a
+    share is the time of the bin covered by the loop (those spans or a wait), so the shares of a bin add up to the
+    loop's wait share in that bin.
+    """
+    both = np.concatenate([S, loops]) if len(loops) else S
+    lo, hi = float(both[:, 0].min()), float(both[:, 1].max())
+    n = max(1, nbins if hi > lo else 1)
+    edges = np.linspace(lo, hi if hi > lo else lo + 1.0, n + 1)
+    loop_us = np.zeros(n)
+    wait_us = np.zeros(n)
+    parts = {c: np.zeros(n) for c in (*CLASSES, "idle")}
+    for i in range(n):
+        b0, b1 = float(edges[i]), float(edges[i + 1])
+        s_b = _clip(S, b0, b1)
+        loop_us[i] = union_measure(_clip(both, b0, b1))
+        if len(s_b) == 0:
+            continue
+        wait_us[i], split = split_wait(s_b, [_clip(a, b0, b1) for a in activity])
+        for c, v in split.items():
+            parts[c][i] = v
+    return WaitOverTime(edges, loop_us, wait_us, parts)
+
+
+def analyse(label: str, rl: RankLog, bins: int = 0) -> StallResult:
+    """Split the wait time of one (run, rank) among the activity classes and idle.
+
+    With ``bins`` > 0 the result also holds the split per time bin (:class:`WaitOverTime`, for the plot).
+    """
+    stalls = _pairs(rl.stalls)
+    source = "stall spans"
+    if len(stalls) == 0:
+        stalls = derive_waits(rl.batches, rl.loops)
+        source = "gaps between batch spans" if len(stalls) else "none"
+    loops = np.array([(b, e) for _, b, e in rl.loops], dtype=np.float64).reshape(-1, 2)
+    loop_us = union_measure(loops)
+    n_act = sum(len(a) // 2 for a in rl.activity.values())
+    seen = frozenset(c for c in CLASSES if len(rl.activity[c]))
+    if len(stalls) == 0:
+        return StallResult(label, source, 0, 0.0, loop_us, {}, n_act, seen)
+    first = stalls[int(np.argmin(stalls[:, 0]))]
+    first_wait = float(first[1] - first[0])
+    base = float(stalls[:, 0].min())
+    S = stalls - base
+    activity = [_pairs(rl.activity[c]) - base for c in CLASSES]
+    m_s, parts = split_wait(S, activity)
+    r = StallResult(label, source, len(stalls), m_s, loop_us, parts, n_act, seen, first_wait)
+    if bins > 0:
+        batches = np.array([(b, e) for _, b, e in rl.batches], dtype=np.float64).reshape(-1, 2)
+        over = wait_over_time(S, activity, np.concatenate([loops, batches]) - base, min(bins, len(stalls)))
+        over.edges += base
+        r.over_time = over
+    return r
 
 
 def recommendation(r: StallResult) -> str:

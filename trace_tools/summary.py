@@ -26,6 +26,9 @@ class CounterStat:
     last: float = 0.0
 
 
+#: Time bins of the wait-share picture (fewer when the loop waited fewer times).
+WAIT_BINS = 60
+
 #: Decisions of the tuner kept for the report (the ones beyond are counted).
 MAX_DECISIONS = 200
 
@@ -147,13 +150,18 @@ def summarize(path: str, with_timeline: bool = True) -> Summary:
                     # num_workers=0: the loop decodes its batches itself, so its waits are decoding (where no
                     # download, decompress or read span says otherwise)
                     rl.activity["sample"].extend((s.b, e))
-            if tl is not None and s.cat != "epoch":
-                tl.add((s.proc.label, s.cat), s.b, e)
-        elif kind == "B":
-            if tl is not None and tl.origin is None:
-                tl.origin = obj.b  # type: ignore[attr-defined]
+            if tl is not None:
+                if s.cat == "epoch":
+                    tl.add_epoch(s.proc, s.name, s.args.get("epoch", ""), s.b, e)
+                else:
+                    tl.add(s.proc, s.cat, s.b, e)
+        elif kind == "B" or kind == "U":
+            if tl is not None:
+                tl.note(obj.b)  # type: ignore[attr-defined]
         elif kind == "I":
             p: Point = obj  # type: ignore[assignment]
+            if tl is not None:
+                tl.note(p.ts)
             first = min(first, p.ts)
             last = max(last, p.ts)
             key = (p.cat, p.name)
@@ -172,6 +180,8 @@ def summarize(path: str, with_timeline: bool = True) -> Summary:
                 tlog.add(p)
         elif kind == "C":
             p = obj  # type: ignore[assignment]
+            if tl is not None:
+                tl.note(p.ts)
             c = counters.get(p.name)
             if c is None:
                 c = counters[p.name] = CounterStat()
@@ -194,7 +204,7 @@ def summarize(path: str, with_timeline: bool = True) -> Summary:
     stalls = []
     for (run, rank), rl in sorted(ranks.items()):
         label = (f"run {run + 1} · " if norm.runs > 1 else "") + f"rank {rank}"
-        r = analyse(label, rl)
+        r = analyse(label, rl, WAIT_BINS if with_timeline else 0)
         if r.source != "none" or rl.stalls or rl.batches:
             stalls.append(r)
     return Summary(
@@ -205,7 +215,7 @@ def summarize(path: str, with_timeline: bool = True) -> Summary:
 
 def _row(label: str, h: LogHist) -> str:
     return (
-        f"  {label:<44} {h.count:>9} {fmt_us(h.total):>11} {fmt_us(h.quantile(0.5)):>10} "
+        f"  {label:<52} {h.count:>9} {fmt_us(h.total):>11} {fmt_us(h.quantile(0.5)):>10} "
         f"{fmt_us(h.quantile(0.95)):>10} {fmt_us(h.max):>10}"
     )
 
@@ -274,7 +284,7 @@ def format_summary(s: Summary, per_worker: bool = True) -> str:
     )
     if s.runs > 1:
         out.append(f"WARNING: the log mixes {s.runs} runs; processes are labelled 'run N' and analysed separately")
-    head = f"  {'category / name':<44} {'count':>9} {'total':>11} {'p50':>10} {'p95':>10} {'max':>10}"
+    head = f"  {'category / name':<52} {'count':>9} {'total':>11} {'p50':>10} {'p95':>10} {'max':>10}"
     out.append("")
     out.append("Spans per category")
     out.append(head)

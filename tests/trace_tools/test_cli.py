@@ -130,14 +130,15 @@ def test_summary_writes_pngs(tmp_path, capsys):
     out = capsys.readouterr().out
     tl = tmp_path / "plots" / "litdata_small.log.timeline.png"
     hist = tmp_path / "plots" / "litdata_small.log.latency.png"
-    assert f"timeline:   {tl}" in out and f"histograms: {hist}" in out
+    waits = tmp_path / "plots" / "litdata_small.log.waits.png"
+    assert f"timeline:   {tl}" in out and f"histograms: {hist}" in out and f"waits:      {waits}" in out
     from PIL import Image
 
-    for p in (tl, hist):
+    for p in (tl, hist, waits):
         with Image.open(p) as im:
             assert im.format == "PNG" and im.size[0] > 400 and im.size[1] > 100
     assert "Stall report" in out and "from gaps between batch spans" in out
-    assert "download/download @ rank 0 · worker 1" in out
+    assert "download/download @ rank 0 · loader worker 1" in out  # a worker that downloads is a loader's
 
 
 def test_summary_of_a_log_without_spans(tmp_path, capsys):

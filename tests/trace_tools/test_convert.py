@@ -55,7 +55,7 @@ def test_litdata_golden_to_chrome(tmp_path, ext, capsys):
         ]
     )
     procs = {pid: n for (pid, _), n in _names(doc, "process_name").items()}
-    assert procs == {4242: "rank 0 · main", 4300: "rank 0 · worker 0", 4301: "rank 0 · worker 1"}
+    assert procs == {4242: "rank 0 · main", 4300: "rank 0 · loader worker 0", 4301: "rank 0 · loader worker 1"}
     # the rank/worker context of every line is shown once per process, not repeated on every event
     labels = {e["pid"]: e["args"]["labels"] for e in doc["traceEvents"] if e.get("name") == "process_labels"}
     assert labels[4301] == "dist_world_size=1,dist_global_rank=0,dist_num_nodes=1,worker_world_size=2,worker_rank=1"
@@ -121,7 +121,7 @@ def test_perfetto_matches_chrome(tmp_path, log):
     assert native == chrome
     # every slice sits on a lane track under a thread track under a process track named by rank/worker
     labels = {v.process_of(s["track"]) for s in v.slices}
-    assert labels <= {"rank 0 · main", "rank 0 · worker 0", "rank 0 · worker 1"} and "rank 0 · main" in labels
+    assert labels <= {"rank 0 · main", "rank 0 · loader worker 0", "rank 0 · loader worker 1"} and "rank 0 · main" in labels
     assert len(v.instants) == sum(1 for e in doc["traceEvents"] if e["ph"] == "i")
     # flows: a download carries an id that the read of the same chunk carries too
     for s in v.slices:
@@ -209,7 +209,7 @@ def test_mixed_runs_are_separated(tmp_path, capsys):
     assert main(["convert", log, "-o", out]) == 1
     assert "mixes 2 runs" in capsys.readouterr().err
     names = sorted(e["args"]["name"] for e in load_chrome(out)["traceEvents"] if e.get("name") == "process_name")
-    assert names == ["rank 0 · main", "rank 0 · worker 0", "run 2 · rank 0 · main"]
+    assert names == ["rank 0 · loader worker 0", "rank 0 · main", "run 2 · rank 0 · main"]
 
 
 def test_output_is_atomic_when_input_has_no_events(tmp_path, capsys):
@@ -233,7 +233,7 @@ def test_pid_reuse_with_time_jumping_back_is_a_new_run(tmp_path, capsys):
     assert "mixes 2 runs" in capsys.readouterr().err
     doc = load_chrome(out)
     procs = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
-    assert sorted(procs.values()) == ["rank 0 · worker 0", "run 2 · rank 0 · worker 0"]
+    assert sorted(procs.values()) == ["rank 0 · loader worker 0", "run 2 · rank 0 · loader worker 0"]
     assert len(procs) == 2  # the reused pid is offset in the second run
     xs = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     assert len(xs) == 2 and len({e["pid"] for e in xs}) == 2
@@ -258,7 +258,7 @@ def test_main_process_recognised_by_loop_events(tmp_path):
     for e in load_chrome(out)["traceEvents"]:
         if e.get("name") == "process_name":
             names[e["pid"]] = e["args"]["name"]  # the last declaration wins
-    assert names == {5: "rank 0 · main", 6: "rank 0 · worker 0"}
+    assert names == {5: "rank 0 · main", 6: "rank 0 · loader worker 0"}
     pp = str(tmp_path / "m.pftrace")
     assert main(["convert", log, "-o", pp]) == 0
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
@@ -269,7 +269,7 @@ def test_main_process_recognised_by_loop_events(tmp_path):
     for p in t.packet:
         if p.HasField("track_descriptor") and p.track_descriptor.HasField("process"):
             last[p.track_descriptor.process.pid] = p.track_descriptor.process.process_name
-    assert last == {5: "rank 0 · main", 6: "rank 0 · worker 0"}
+    assert last == {5: "rank 0 · main", 6: "rank 0 · loader worker 0"}
 
 
 def test_non_finite_counter_values_are_rejected(tmp_path, capsys):
@@ -305,10 +305,10 @@ def test_single_worker_loader_names_settle_when_the_loop_shows_up(tmp_path):
     for e in load_chrome(out)["traceEvents"]:
         if e.get("name") == "process_name":
             names[e["pid"]] = e["args"]["name"]  # the last declaration wins
-    assert names == {5: "rank 0 · main", 6: "rank 0 · worker 0"}
+    assert names == {5: "rank 0 · main", 6: "rank 0 · loader worker 0"}
     s = summarize(log, with_timeline=False)
     assert set(s.by_where) == {
-        ("sample", "sample", "rank 0 · worker 0"),
+        ("sample", "sample", "rank 0 · loader worker 0"),
         ("stall", "stall", "rank 0 · main"),
         ("epoch", "epoch", "rank 0 · main"),
     }
