@@ -158,3 +158,50 @@ def test_merged_span_stats_are_the_stats_of_both_lists_and_quantiles_name_the_bu
         want = sorted(a + b)[max(1, math.ceil(q * len(a + b))) - 1]
         i = bisect.bisect_left([round(x * 1e9) for x in BUCKETS_S], want)
         assert whole.quantile(q) == (BUCKETS_S[i] if i < len(BUCKETS_S) else whole.max_s)
+
+
+def _loop_events(compact: bool, epoch: str | None, t: float = 0.0, tid: int = 1, cuts: tuple[float, ...] = ()):
+    """One loop as the loader's timeline records it, with the loop span as ``epoch`` says ("B": begin/end,
+    "X": one complete event at its end, None: not recorded): from t, a 2 ms stall, batch 0 held 1 ms, batch 1
+    ready (held 1 ms), a 3 ms stall, batch 2 held 1 ms, then the 1 ms wait that finds the end. Batch waits:
+    2, 0, 3 ms. ``cuts``: times (from t) where the flusher takes the timeline (the events ended by then)."""
+    stalls = [(t + 0, t + 2, 0), (t + 4, t + 7, 2), (t + 8, t + 9, 3)]
+    batches = [(t + 2, t + 3, 0), (t + 3, t + 4, 1), (t + 7, t + 8, 2)]
+    out = []
+    if epoch == "B":
+        out.append(_ev("B", "epoch", "epoch", t - 0.5, tid))
+    lo = -1.0
+    for hi in [*(t + c for c in cuts), t + 10]:
+        take_b = [e for e in batches if lo < e[1] <= hi]
+        take_s = [e for e in stalls if lo < e[1] <= hi]
+        lo = hi
+        if compact:  # the batch kind's entry first, as Timeline.take hands them over
+            for name, evs in (("batch", take_b), ("stall", take_s)):
+                if evs:
+                    cols = {"batch": [e[2] for e in evs]}
+                    out.append(_bulk_ev(name, name, [e[0] for e in evs], [e[1] for e in evs], tid, **cols))
+        else:
+            for t0, t1, j, name in sorted([(*e, "stall") for e in take_s] + [(*e, "batch") for e in take_b]):
+                out += [_ev("B", name, name, t0, tid, batch=j), _ev("E", name, name, t1, tid, batch=j)]
+    if epoch == "B":
+        out.append(_ev("E", "epoch", "epoch", t + 9.5, tid))
+    elif epoch == "X":
+        out.append(_ev("X", "epoch", "epoch", t - 0.5, tid, dur=10_000.0))
+    return out
+
+
+@pytest.mark.parametrize("cuts", [(), (3.0,), (2.5, 4.0, 7.5)])
+@pytest.mark.parametrize("compact", [False, True])
+@pytest.mark.parametrize("epoch", ["B", "X", None])
+def test_data_wait_has_one_value_per_batch_whatever_records_the_loop(compact, epoch, cuts):
+    """Two loops (epochs) on one thread, 100 ms apart: three batches each, one of them ready (zero wait), taken
+    by the flusher whole or in pieces. Each loop begins at its first stall (its epoch span, when recorded, began
+    just before); the time between the loops is nobody's wait."""
+    agg = Aggregator()
+    agg.add(_loop_events(compact, epoch, 0.0, cuts=cuts))
+    agg.add(_loop_events(compact, epoch, 100.0, cuts=cuts))
+    wait = agg.spans["batch/data_wait"]
+    assert wait.count == 6  # one per batch, the ready ones included
+    assert wait.total_s == pytest.approx(2 * (2 + 0 + 3) / 1000, abs=1e-12)
+    assert wait.buckets[0] == 2  # the ready batches: zero waits
+    assert agg.spans["stall/stall"].count == 6  # one per wait in next(), the one that found the end included

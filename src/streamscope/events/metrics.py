@@ -7,7 +7,12 @@ snapshots of its run into one :class:`~streamscope.events.snapshots.MetricsSnaps
 Keys are ``"cat/name"`` (e.g. ``"download/download"``). Span durations come from matching ``B``/``E`` per
 thread. ``batch/data_wait`` is derived from the ``batch`` spans of the training loop: the time between the
 end of one batch span (the consumer resumed the loader) and the begin of the next (the batch arrived), plus
-the wait for the first batch after the ``dataloader`` span began, i.e. the time the loop waited for data.
+the wait for the first batch after its loop began, i.e. the time the loop waited for each batch, one value per
+batch, zero when the batch was ready (the wait histogram of ``streamscope.loader.wait.duration``). A loop begins
+at its first ``stall`` when stalls are recorded (the loader's loop always waits before its first batch; its
+``epoch`` span may be compact or off), else at the begin of its ``epoch`` (or LitData's ``dataloader``) span.
+``stall/stall``, by contrast, has one value per wait in the loader's ``next()``: a batch that arrived with others
+in one group, or was ready out of order, has none; the wait that found an epoch's end has one.
 """
 
 from __future__ import annotations
@@ -136,7 +141,12 @@ class Aggregator:
         self._loop_mark: dict[int, int] = {}
         self._kinds: dict[tuple[str, str], SpanStats] = {}
         self._pending: list[tuple[SpanStats, int, Bulk]] = []  # bulk entries not folded yet
-        self._pending_waits: list[tuple[int | None, Bulk]] = []  # batch series: (previous loop mark, entry)
+        self._pending_waits: list[list[Any]] = []  # batch series: [previous loop mark or None, entry]
+        # per thread: where its loop's last stall or batch ended (a stall that begins elsewhere begins a new loop),
+        # and its last batch series entry with that place before it (a timeline hands its batch events to the
+        # buffer before its stall events of the same take: the stalls say whether the take began a loop)
+        self._loop_edge: dict[int, int] = {}
+        self._companion: dict[int, tuple[list[Any], int | None]] = {}
         self._pending_n = 0
         self._seq = 0  # snapshots taken so far (see snapshot)
 
@@ -175,6 +185,8 @@ class Aggregator:
                     stack.append(ts)
                 if cat == "batch" or cat == "epoch":
                     self._loop_begin(cat, name, tid, ts)
+                elif cat == "stall" and name == "stall":
+                    self._stall_begin(tid, ts, ts)
             elif ph == "E":
                 stack = begins.get((tid, cat, name))
                 st = kinds.get((cat, name)) or self._kind(cat, name)
@@ -201,6 +213,9 @@ class Aggregator:
                         st.errors += 1
                 if cat == "batch" and name == "batch":
                     self._loop_mark[tid] = ts
+                    self._loop_edge[tid] = ts
+                elif cat == "stall" and name == "stall":
+                    self._loop_edge[tid] = ts
                 elif cat == "epoch" and name in _LOOP_SPANS:
                     self._loop_mark.pop(tid, None)
             elif ph == "X":
@@ -213,6 +228,8 @@ class Aggregator:
                     if mark is not None:
                         self._stats("batch/data_wait").observe_ns(ts - mark)
                     self._loop_mark[tid] = ts + dur_ns
+                elif cat == "epoch" and name in _LOOP_SPANS:  # a compact loop span ends: its loop ends
+                    self._loop_mark.pop(tid, None)
                 if "bytes" in fields:
                     st.bytes += _num(fields["bytes"])
                 if "items" in fields or "size" in fields:
@@ -224,6 +241,10 @@ class Aggregator:
                 self._pending.append((kinds.get((cat, name)) or self._kind(cat, name), ts, bulk))
                 if cat == "batch" and name == "batch":  # the loop's batch series (events.series)
                     self._bulk_loop(tid, bulk)
+                elif (
+                    cat == "stall" and name == "stall" and bulk.starts is not None and bulk.ends is not None and bulk.n
+                ):
+                    self._stall_begin(tid, int(bulk.starts[0]), int(bulk.ends[-1]))
                 extra += bulk.n - 1
                 self._pending_n += bulk.n
             elif ph == "C":
@@ -248,13 +269,33 @@ class Aggregator:
         elif cat == "epoch" and name in _LOOP_SPANS:
             self._loop_mark[tid] = ts
 
+    def _stall_begin(self, tid: int, ts: int, end: int) -> None:
+        """Stalls of thread ``tid`` begin at ``ts`` (a ``B``, or the first of a bulk entry ending at ``end``).
+
+        The loader's loop records its stalls and batches back to back, each beginning where the one before it
+        ended, and always waits before its first batch: a stall that does not begin where the thread's last
+        stall or batch ended is the first of a new loop, and that loop's first wait is measured from it (not
+        from the end of the last loop's last batch; its epoch span, when there is one, began a few µs before).
+        A batch series entry handed over just before (the same take: it begins at or after ``ts``) gets its
+        first wait's begin from it."""
+        comp = self._companion.pop(tid, None)
+        if comp is not None and ts <= int(comp[0][1].starts[0]):
+            entry, before = comp
+            if before != ts:
+                entry[0] = ts
+        elif self._loop_edge.get(tid) != ts:
+            self._loop_mark[tid] = ts
+        self._loop_edge[tid] = max(end, self._loop_edge.get(tid, end))
+
     def _bulk_loop(self, tid: int, b: Bulk) -> None:
         """Data-wait bookkeeping for a bulk entry of ``batch`` spans (measured begin/end each): the waits are
         computed when the entry is folded, the loop mark moves now."""
         if b.starts is None or b.ends is None or not b.n:
             return
-        self._pending_waits.append((self._loop_mark.pop(tid, None), b))
-        self._loop_mark[tid] = int(b.ends[-1])
+        entry = [self._loop_mark.pop(tid, None), b]
+        self._pending_waits.append(entry)
+        self._companion[tid] = (entry, self._loop_edge.get(tid))
+        self._loop_mark[tid] = self._loop_edge[tid] = int(b.ends[-1])
 
     def fold(self) -> None:
         """Fold the pending bulk entries into the stats: per kind of span, their durations in one array."""
@@ -262,6 +303,7 @@ class Aggregator:
             return
         pending, self._pending = self._pending, []
         waits, self._pending_waits = self._pending_waits, []
+        self._companion.clear()  # folded as they are: a stall read later marks nothing of theirs
         self._pending_n = 0
         measured: dict[int, tuple[SpanStats, list[Any], list[Any]]] = {}
         for st, t0, b in pending:

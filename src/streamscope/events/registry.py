@@ -108,7 +108,11 @@ class M:
         "streamscope.loader.wait", C, "s", "Time the training loop waited for its next batch (in the loader's next())."
     )
     LOADER_WAIT_DURATION = Metric(
-        "streamscope.loader.wait.duration", H, "s", "The training loop's wait for each batch."
+        "streamscope.loader.wait.duration",
+        H,
+        "s",
+        "The training loop's wait for each batch handed to it, 0 for a batch that was ready (its count is the "
+        "batches; its sum leaves out the waits that found an epoch's end).",
     )
     LOADER_WAIT_STAGE = Metric(
         "streamscope.loader.wait.stage",

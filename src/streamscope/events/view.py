@@ -108,11 +108,23 @@ class MetricsView:
 
 
 def _loop_wait(snap: MetricsSnapshot) -> SpanStats | None:
-    """The loop's waits: its ``stall`` spans, or the gaps between its ``batch`` spans when stalls are not recorded."""
+    """The loop's waits in the loader's ``next()``: its ``stall`` spans (every wait, the one that found the end of
+    an epoch included), or the gaps between its ``batch`` spans when stalls are not recorded."""
     st = snap.spans.get("stall/stall")
     if st is not None and st.count:
         return st
     return snap.spans.get("batch/data_wait")
+
+
+def _batch_waits(snap: MetricsSnapshot) -> SpanStats | None:
+    """The loop's wait for each batch, one value per batch handed to it (0 for a batch that was ready: one that
+    came in a group with the batch before it, or was held after arriving out of order): the gaps between its
+    ``batch`` spans. Its ``stall`` spans when no ``batch`` span is recorded (one value per wait in ``next()``,
+    none for a ready batch)."""
+    st = snap.spans.get("batch/data_wait")
+    if st is not None and st.count:
+        return st
+    return snap.spans.get("stall/stall")
 
 
 def build(snap: MetricsSnapshot, rank: int = 0, node: int = 0, time_ns: int | None = None) -> MetricsView:
@@ -137,7 +149,7 @@ def build(snap: MetricsSnapshot, rank: int = 0, node: int = 0, time_ns: int | No
 
     wait = _loop_wait(snap)
     put(M.LOADER_WAIT, wait.total_s if wait is not None else 0.0)
-    put(M.LOADER_WAIT_DURATION, hist=Histogram.of(wait))
+    put(M.LOADER_WAIT_DURATION, hist=Histogram.of(_batch_waits(snap)))
     for stage in STAGES:  # every stage, idle included, as the processes settled it (events.attribution)
         put(M.LOADER_WAIT_STAGE, snap.values.get(f"{M.LOADER_WAIT_STAGE.name}|stage={stage}", 0.0), stage=stage)
 
