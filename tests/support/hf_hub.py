@@ -378,6 +378,11 @@ class HFHub:
         with self._lock:
             self._failures.extend([status] * n)
 
+    def clear_failures(self) -> None:
+        """Drop the failures :meth:`fail_next` queued and no request took yet."""
+        with self._lock:
+            self._failures.clear()
+
     def clear_requests(self) -> None:
         """Forget the recorded requests."""
         with self._lock:
