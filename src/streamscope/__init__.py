@@ -37,6 +37,7 @@ _LAZY: dict[str, str] = {
     "merge_datasets": "streamscope.api.merge",
     "breakpoint": "streamscope.api.breakpoint",
     "index_parquet_dataset": "streamscope.engine.parquet",
+    "index_hf_dataset": "streamscope.engine.hf_index",
     "build_keys_index": "streamscope.engine.key_lookup",
     "dataset_update": "streamscope.engine.update",
     "litdata_collate": "streamscope.engine.collate_fn",

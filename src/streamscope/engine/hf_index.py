@@ -4,8 +4,9 @@ The Hub is read-only, so the ``index.json`` that :func:`~streamscope.engine.parq
 over the repository's ``.parquet`` files (each file's footer read with two ranged GETs; every ``.parquet`` file
 below the prefix, named by its path relative to it) is kept on local disk, where LitData 0.2.76 keeps it:
 ``<root>/hf-index/<md5(url)>/index.json``, ``root`` being the ``cache_dir`` given, else streamscope's cache
-directory (knob ``cache_dir``). Once written it is reused (LitData's behaviour): remove the folder, or call
-:func:`index_hf_dataset` with ``overwrite=True``, after the repository's files change.
+directory (knob ``cache_dir``). Once written it is reused (LitData's behaviour): remove the folder after the
+repository's files change (or pin a commit: ``hf://datasets/owner/name@<sha>/...`` is another URL, so another
+index).
 
 ``StreamingDataset("hf://datasets/...")`` reads the index in this order: an ``index.json`` in the repository
 itself (a dataset ``optimize()`` wrote and someone uploaded), ``<cache_dir>/index.json`` (the layout of
@@ -45,7 +46,6 @@ def index_hf_dataset(
     dataset_url: str,
     cache_dir: str | None = None,
     storage_options: dict[str, Any] | None = None,
-    overwrite: bool = False,
 ) -> str:
     """Index the ``.parquet`` files of a Hub dataset (LitData's ``index_hf_dataset``); the folder holding the index.
 
@@ -54,7 +54,6 @@ def index_hf_dataset(
         cache_dir: the root of the index folder (see the module docstring); an ``index.json`` directly in it is
             reused as well.
         storage_options: ``token`` (else ``HF_TOKEN``), ``endpoint`` (else ``HF_ENDPOINT``).
-        overwrite: index again even when an index is on disk (not in LitData).
 
     Raises:
         UnsupportedURLError: ``dataset_url`` is not an ``hf://`` URL (a ValueError, as LitData's).
@@ -65,10 +64,9 @@ def index_hf_dataset(
         raise UnsupportedURLError(
             f"Invalid Hugging Face dataset URL: {dataset_url!r}; it must start with 'hf://' (hf://datasets/owner/name)"
         )
-    if not overwrite:
-        found = existing_hf_index(dataset_url, cache_dir)
-        if found is not None:
-            return found
+    found = existing_hf_index(dataset_url, cache_dir)
+    if found is not None:
+        return found
     from streamscope.engine.parquet import index_parquet_dataset
 
     out = hf_index_dir(dataset_url, cache_dir)
