@@ -6,14 +6,20 @@ small tensor over gloo (the gradient sync): it carries "I have a batch" and "go 
 at the end of an epoch or of the run, and a slow rank holds the other back as in real data-parallel training.
 
 The loop runs whole epochs (a fresh ``iter(loader)`` each) until ``duration_s`` after the loader was built, and
-reports per-second sample counts from that moment (the throughput trace), the throughput after the warm-up (from
-the first batch after ``warmup_s`` to the last one, the batches in between counted), the loop's wait per batch
-over the same batches, and for streamscope the registry's ``streamscope.loader.wait`` and cache size
-(``streamscope.events.metrics_view()``; metrics are on when ``STREAMSCOPE_METRICS_LEVEL`` is set for the arm).
+reports per-second sample counts from that moment (the throughput trace), the throughput over the whole window
+(``window_rate``: samples of the batches that reached the loop within ``duration_s`` of the loader's construction,
+over ``duration_s``: start-up, first batch and any tuning count against every arm alike), the throughput after the
+warm-up (from the first batch after ``warmup_s`` to the last one), the loop's wait per batch, the DataLoader's
+``num_workers`` at each epoch's start, and for streamscope the registry's ``streamscope.loader.wait``, cache size
+and live knob values (``streamscope.events.metrics_view()``; metrics are on when ``STREAMSCOPE_METRICS_LEVEL`` is
+set for the arm), and the tuner's kept values (``loader.state_dict()["autotune"]``). ``step_changes``
+(``[[t_s, step_s], ...]``) changes the step time mid-run: the training loop gets faster or slower.
 
 Only public names of the engines are used: ``StreamingDataset`` / ``StreamingDataLoader`` of each, and for
 streamscope ``streamscope.events.metrics_view`` with the metric registry ``streamscope.events.registry.M`` (the
-documented read of the merged metrics: exporters, dashboards and the tuner read the same). The knobs of the grid
+documented read of the merged metrics: exporters, dashboards and the tuner read the same), the knob gauges
+``streamscope.knob.value{knob}`` and ``state_dict()`` (docs/knobs.md, tune/README.md): nothing of the tuner's
+internals, so the benchmark runs the same against any controller behind ``autotune=True``. The knobs of the grid
 reach streamscope through ``max_pre_download`` and the documented environment variable
 ``STREAMSCOPE_DOWNLOAD_CONCURRENCY``, set by the parent before streamscope is imported. A raw-file arm
 (``spec["raw"]``) reads ``StreamingRawDataset`` instead: LitData's through torch's ``DataLoader``, streamscope's
@@ -160,17 +166,25 @@ def _make_streamscope(spec: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 
 def _metrics(spec: dict[str, Any]) -> dict[str, float] | None:
     """The registry's view of the run so far (streamscope with metrics on), else None."""
-    if spec["engine"] != "streamscope" or not os.environ.get("STREAMSCOPE_METRICS_LEVEL"):
+    # on for the tuned arm (autotune=True switches metrics on) or when the arm's environment asks
+    if spec["engine"] != "streamscope" or not (spec.get("autotune") or os.environ.get("STREAMSCOPE_METRICS_LEVEL")):
         return None
     from streamscope.events import metrics_view
     from streamscope.events.registry import M
 
     v = metrics_view()
-    return {
+    out = {
         "loader_wait_s": v.value(M.LOADER_WAIT),
         "loader_batches": v.value(M.LOADER_BATCHES),
         "cache_size_bytes": v.value(M.CACHE_SIZE),
     }
+    for knob in KNOBS:
+        out[f"knob.{knob}"] = v.value(M.KNOB_VALUE, knob=knob)
+    return out
+
+
+#: The live knobs whose gauges an arm reports (docs/knobs.md).
+KNOBS = ("prefetch_depth", "download_concurrency", "raw_prefetch", "raw_concurrency", "max_cache_size")
 
 
 class _Sync:
@@ -207,6 +221,24 @@ class _Sync:
             self.tdist.destroy_process_group()
 
 
+def _step_at(t: float, step_s: float, changes: list[list[float]]) -> float:
+    """The step time at ``t`` seconds into the run: ``step_s``, then each ``[t_s, step_s]`` change once reached."""
+    for at, st in changes:
+        if t >= at:
+            step_s = st
+    return step_s
+
+
+def _tuner_values(loader: Any) -> dict[str, Any] | None:
+    """The tuner's kept values, read as a user would (``loader.state_dict()["autotune"]["values"]``)."""
+    try:
+        state = loader.state_dict()
+    except Exception as exc:  # a loader without state_dict support for this dataset: say so, do not fail the arm
+        return {"error": f"state_dict(): {type(exc).__name__}: {exc}"[:300]}
+    auto = state.get("autotune") if isinstance(state, dict) else None
+    return auto.get("values") if isinstance(auto, dict) else None
+
+
 def run_arm(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one arm (or one rank of it) as ``spec`` says; the result as a JSON-able dict."""
     global DECODE_CPU_S
@@ -215,10 +247,11 @@ def run_arm(spec: dict[str, Any]) -> dict[str, Any]:
 
     sync = _Sync(spec.get("dist"))
     make = _make_litdata if spec["engine"] == "litdata" else _make_streamscope
-    step_s, duration, warmup = float(spec["step_s"]), float(spec["duration_s"]), float(spec["warmup_s"])
+    step_s, duration, warmup = float(spec["step_s"]), float(spec["duration_s"]), float(spec.get("warmup_s") or 0.0)
+    changes = [[float(t), float(v)] for t, v in spec.get("step_changes") or []]
+    knob_every = float(spec.get("knob_sample_s") or 0.0)
     sync.barrier()  # the ranks start their clocks together
     t0 = time.perf_counter()
-    t0_mono = time.monotonic()  # the tuner's clock (its decisions' times)
     try:
         loader, info = make(spec)
     except Unavailable as exc:
@@ -230,14 +263,20 @@ def run_arm(spec: dict[str, Any]) -> dict[str, Any]:
     waits: list[float] = []  # the loop's wait per second since t0
     first_batch = None
     batches = samples = 0
+    in_window = 0  # samples of the batches that reached the loop before stop_at
     win_batches = win_samples = 0
     win_wait = total_wait = 0.0
     win_start: float | None = None
     last_t = 0.0
     epochs = 0
+    epoch_log: list[dict[str, Any]] = []  # per epoch: its start and the loader's num_workers then
+    knob_log: list[dict[str, Any]] = []
+    next_knobs = knob_every
     go = True
-    m_start = None
     while go:
+        epoch_log.append(
+            {"t_s": round(time.perf_counter() - t0, 2), "num_workers": getattr(loader, "num_workers", None)}
+        )
         it = iter(loader)
         epochs += 1
         while True:
@@ -260,36 +299,32 @@ def run_arm(spec: dict[str, Any]) -> dict[str, Any]:
             waits[sec] += w1 - w0
             batches += 1
             samples += n
+            if t < duration:
+                in_window += n
             total_wait += w1 - w0
             if first_batch is None:
                 first_batch = t
             if win_start is None:
                 if t >= warmup:  # the window opens at the first batch after the warm-up (not counted itself)
                     win_start = last_t = t
-                    m_start = _metrics(spec)
             else:
                 win_batches += 1
                 win_samples += n
                 win_wait += w1 - w0
                 last_t = t
             del batch
-            time.sleep(step_s)
+            if knob_every and t >= next_knobs:
+                next_knobs = t + knob_every
+                m = _metrics(spec)
+                if m is not None:
+                    knob_log.append({"t_s": round(t, 1), **{k[5:]: v for k, v in m.items() if k.startswith("knob.")}})
+            time.sleep(_step_at(t, step_s, changes))
             if not go:
                 break
         del it
     end = time.perf_counter() - t0
-    tuner = getattr(loader, "tuner", None)
-    if tuner is not None:
-        tuner.close()
-        info["tuner"] = {
-            "values": tuner.values(),
-            "decisions": [{"t_s": round(d.t - t0_mono, 2), **f} for d in tuner.decisions for f in d.fields()],
-            "events": [
-                {"event": name, **{k: v for k, v in f.items() if k != "decision"}}
-                for name, f in tuner.tuner.events
-                if name != "decision"
-            ][:50],
-        }
+    if spec.get("autotune"):
+        info["tuner_values"] = _tuner_values(loader)
     metrics_end = None
     if _metrics(spec) is not None:
         # the main process publishes its own metrics every metrics_interval (1 s): let the last tick pass
@@ -306,18 +341,21 @@ def run_arm(spec: dict[str, Any]) -> dict[str, Any]:
         "first_batch_s": first_batch,
         "run_s": end,
         "epochs": epochs,
+        "epoch_log": epoch_log,
         "batches": batches,
         "samples": samples,
-        "window_start_s": win_start,
-        "window_s": window,
-        "window_samples": win_samples,
-        "window_batches": win_batches,
-        "rate": win_samples / window if win_samples and window > 0 else 0.0,
+        "samples_in_window": in_window,
+        "window_rate": in_window / duration if duration > 0 else 0.0,
+        "warm_start_s": win_start,
+        "warm_s": window,
+        "warm_samples": win_samples,
+        "warm_batches": win_batches,
+        "warm_rate": win_samples / window if win_samples and window > 0 else 0.0,
         "wait_per_batch_s": win_wait / win_batches if win_batches else math.nan,
         "wait_total_s": total_wait,
         "per_second_samples": bins,
         "per_second_wait_s": [round(w, 4) for w in waits],
-        "metrics_at_warmup": m_start,
+        "knobs_over_time": knob_log,
         "metrics_end": metrics_end,
     }
 

@@ -1,64 +1,64 @@
-"""Auto-tuning benchmark (issue #24): LitData defaults, streamscope untuned, the best static configuration of a
-grid, and streamscope tuned, side by side in one run, over four kinds of storage.
+"""Auto-tuning benchmark (issue 32): does ``StreamingDataLoader(..., autotune=True)`` make a training loop faster
+than the defaults, and how close does it come to the best static configuration? Paired rounds, one protocol.
 
-A training loop with a fixed cost per step (``--step-ms``, a sleep standing for the GPU; batch ``--batch``) reads
-the 20,000-image set of ``_datasets.py`` in 1 MB chunks (~250 chunks, ``images_1mb``) for ``--duration`` seconds,
-whole epochs one after another, in each of these scenarios:
+**Workload.** A training loop with a fixed step (``--step-ms``, a sleep standing for the GPU; batch ``--batch``)
+reads the 20,000-image set of ``_datasets.py`` in 1 MB chunks (``images_1mb``, ~250 chunks), whole epochs one after
+another, for ``--window`` seconds from the loader's construction. The metric is the loop's throughput over that
+window (samples/s: start-up, first batch and any tuning count, alike for every arm), and for every arm the time
+until throughput first came within 5 % of its final value. Every arm gets the same window, the same epochs (a
+fresh ``iter`` over the whole dataset), the same ``max_cache_size`` (``--cache-budget``, below the dataset's 247 MB:
+chunks are evicted and fetched again each epoch) and a fresh cache directory.
+
+**Storage.** Remote scenarios read from ``_latency_store.py``: an S3 server on loopback, objects in memory, whose
+own cost per request is far below the latency it injects (moto spends more CPU per request than a 2-core machine
+can give a latency-bound loop; it stays for the correctness tests). Scenarios (``--scenarios``):
 
 * ``local``: local files, a decode-heavy transform (``--decode-ms`` of CPU per sample, in the DataLoader workers);
-* ``s3-<N>ms`` (``--delays``, default 20 and 100): S3 (moto) through the fault proxy adding N ms to every request;
-* ``s3-bw``: S3 through the proxy with its bandwidth capped at ``--bw-mbps`` MB/s (one link for all connections);
-* ``ddp``: two ranks (torch.distributed, gloo, two real processes), each step all-reduces a flag (the gradient
-  sync), rank 0 reads through a proxy adding ``--ddp-delays[0]`` ms, rank 1 through one adding ``--ddp-delays[1]``
-  ms: the straggler, which holds the other rank back;
-* ``raw-s3-<N>ms`` (``--raw-delays``, default 20): raw files (``--raw-files`` files of ``--raw-file-kb`` KB, no
-  optimize step) on S3 through the proxy adding N ms per request, read by ``StreamingRawDataset`` (LitData's
-  through torch's ``DataLoader``, streamscope's through ``StreamingDataLoader``), batch ``--raw-batch``. Its grid
-  is the raw knobs: look-ahead ``max_prefetch`` (``--grid-prefetch``) x ``STREAMSCOPE_RAW_CONCURRENCY``
-  (``--grid-concurrency``, every pair) x workers. No chunk cache: the cache budget does not apply.
+* ``s3-<N>ms`` (default 20, 50, 100): S3 with N ms per request (``--jitter-ms``: plus log-normal jitter);
+* ``s3-bw``: S3 at ``--bw-latency-ms`` per request, bandwidth capped at ``--bw-mbps`` MB/s (one link);
+* ``s3-saturated``: small chunks (``--small-chunk-samples`` small images per chunk) from a store that serves at
+  most ``--sat-capacity`` requests at once (more queue) and answers 503 SlowDown past ``--sat-rps`` requests/s;
+* ``ddp``: two ranks (torch.distributed, gloo, two processes), each step all-reduces a flag (the gradient sync);
+  rank 0 reads at ``--ddp-delays[0]`` ms, rank 1 at ``--ddp-delays[1]`` ms: the straggler holds both back;
+* ``raw-s3-<N>ms`` (default 20): ``--raw-files`` raw files of ``--raw-file-kb`` KB through ``StreamingRawDataset``;
+* ``step-change``: S3 at ``--step-change-latency-ms``, the step time multiplied by ``--step-change-factor`` at
+  ``--step-change-at`` of the window (the loop gets faster mid-run: what was enough no longer is).
 
-Arms, each in its own process (forked from a zygote that imported torch once, see ``_autotune_procs.py``):
+**Arms** (each run in its own process, forked from a zygote that imported torch once, ``_autotune_procs.py``):
 
-* ``litdata``: LitData with its defaults (``--litdata``: the unpacked LitData put first on the path, default
-  0.2.76 from ``STREAMSCOPE_LITDATA076_DIR`` or ``/work/litdata-0.2.76``; its version is in the result), for each
-  ``--workers`` value;
-* ``untuned``: streamscope with its defaults, for each ``--workers`` value;
-* ``grid``: streamscope with ``max_pre_download`` x ``STREAMSCOPE_DOWNLOAD_CONCURRENCY`` x ``num_workers`` over
-  ``--grid-prefetch`` x ``--grid-concurrency`` (pairs with concurrency <= prefetch: downloads run within the
-  prefetch depth) x ``--grid-workers``; on local data nothing is downloaded, so its grid is ``--local-grid-workers``
-  alone. Printed as a table; its best is the "best static configuration";
-* ``tuned``: streamscope with ``StreamingDataLoader(..., autotune=True)`` for ``--tuned-duration`` seconds, for
-  each ``--workers`` value; reports "not available" while the loader takes no ``autotune`` argument.
+* ``untuned``: streamscope defaults, ``num_workers=--workers``; ``untuned-aa``: the same again, the A/A arm whose
+  ratio to ``untuned`` is the run's noise floor;
+* ``tuned``: the same with ``autotune=True`` (the tuner's public switch; its kept values are read from
+  ``loader.state_dict()`` and the knob gauges, nothing of its internals, so any controller behind it runs here);
+* ``grid-*``: static points of the tuner's reachable space, the default included (``grid-default-w0``): chunked
+  data ``max_pre_download`` x ``STREAMSCOPE_DOWNLOAD_CONCURRENCY`` (pairs with concurrency <= prefetch, from
+  ``--grid-prefetch`` x ``--grid-concurrency``) x ``--grid-workers`` (default: ``--workers`` and the tuner's cap,
+  the usable cores); raw files ``max_prefetch`` x ``STREAMSCOPE_RAW_CONCURRENCY``; local data the workers alone
+  (``--local-grid-workers``, default ``--workers`` .. cap);
+* ``litdata``: LitData 0.2.76 with its defaults (``--litdata``, default ``.litdata-0.2.76`` of the checkout or
+  ``STREAMSCOPE_LITDATA076_DIR``) in the scenarios of ``--litdata-scenarios`` (default S3 +50 and +100 ms).
 
-Every arm gets the same ``max_cache_size`` (``--cache-budget``, below the dataset's 247 MB so chunks are evicted and
-fetched again each epoch; LitData too, as part of the workload) and a fresh cache directory per rank. Measured per
-arm: samples/s after ``--warmup`` seconds (from the first batch after it to the last batch), the loop's wait for data per batch (time in ``next()``; streamscope's
-``streamscope.loader.wait`` from ``metrics_view()`` alongside, over the whole run), time to first batch, a
-per-second throughput trace and from it the time until throughput first came within 5 % of its final value
-(mean of the last 30 % of the run; 3-second windows), peak RSS of each rank's process tree (psutil, 10 Hz, workers
-included; an upper bound, shared pages count in every process) and peak bytes in each rank's cache directory
-(sampled with it), against ``--rss-budget`` and ``--cache-budget``; an arm killed by a signal or raising
-MemoryError counts as OOM.
+**Protocol** (``_ab.py``, shared with bench_tracer.py). ``--rounds`` rounds (>= 20 for a result); each runs every
+arm once, in a random order that the next round reverses (A-B-B-A for n arms). Per round, each arm's throughput
+over that of ``untuned`` in the same round; the geometric mean of those ratios with a 95 % bootstrap interval
+(rounds resampled). The grid's best point is picked on the odd rounds and scored on the even ones. Per round the
+CPU pressure (``/proc/pressure/cpu``: the share of the round's time some task waited for a core) and the load
+average are logged, and the store's counters per arm (requests, 503s, time queued, most in flight).
 
-Run: ``PYTHONPATH=$PWD/src:$PWD python benchmarks/bench_autotune.py`` (all scenarios; ``--scenarios``,
-``--duration`` and the grid options make it smaller). Writes ``benchmarks/results/bench_autotune.json``
-(``--out``) after every scenario and regenerates the table in ``benchmarks/README.md`` at the end
-(``--render [JSON]`` does only that). ``--merge`` keeps the scenarios already in ``--out`` that this run does not
-measure; each scenario it writes then carries its own run description (``run``: when, commit, arguments, load).
+Run: ``PYTHONPATH=$PWD/src:$PWD python benchmarks/bench_autotune.py --scenarios s3-20ms local --rounds 20``.
+``--quick``: every scenario, 2 rounds, a short window and a two-point grid: a smoke test of a few minutes, whose
+numbers mean nothing. Writes ``benchmarks/results/bench_autotune.json`` (``--out``) through ``_results.py`` after
+every scenario; ``python benchmarks/report.py`` renders its summary into README.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import importlib.metadata
 import json
 import os
-import platform
 import re
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -68,15 +68,15 @@ from typing import Any
 _HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(_HERE)
 sys.path.insert(0, _HERE)
-sys.path.insert(0, ROOT)  # tests.support: the S3 server and the fault proxy
+sys.path.insert(0, ROOT)
 
 import _autotune_report as report  # noqa: E402
+from _ab import Pressure, abba_orders  # noqa: E402
 from _autotune_procs import Sampler, Zygote  # noqa: E402
-from _datasets import IMAGES_N, ensure  # noqa: E402
+from _latency_store import LatencyStore, Profile  # noqa: E402
+from _results import package_version, start  # noqa: E402
 
-RESULTS = os.path.join(_HERE, "results")
-README = os.path.join(_HERE, "README.md")
-DEFAULT_OUT = os.path.join(RESULTS, "bench_autotune.json")
+NAME = "bench_autotune"
 
 #: Variables that would change an arm's configuration behind its back: never passed on to the arms.
 _SCRUB = (
@@ -91,7 +91,12 @@ _SCRUB = (
     "STREAMSCOPE_TRACE_LEVEL",
     "STREAMSCOPE_METRICS_LEVEL",
     "STREAMSCOPE_METRICS_DIR",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_PROFILE",
 )
+
+BUCKET = "bench"
 
 
 @dataclass
@@ -99,13 +104,11 @@ class Plan:
     """One arm of a scenario."""
 
     name: str
-    arm: str  # litdata | untuned | grid | tuned
     engine: str  # litdata | streamscope
     workers: int
     prefetch: int | None = None
     concurrency: int | None = None
     autotune: bool = False
-    duration: float = 0.0
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -117,87 +120,52 @@ def parse_bytes(text: str) -> int:
     return int(float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2).lower()])
 
 
-def litdata_version(path: str) -> str:
-    """The version of the LitData an arm imports: ``path``'s ``__about__.py``, or the installed one."""
-    if path:
-        about = os.path.join(path, "litdata", "__about__.py")
-        with open(about) as f:
-            m = re.search(r"__version__\s*=\s*[\"']([^\"']+)", f.read())
-        if not m:
-            raise SystemExit(f"no __version__ in {about}")
-        return f"{m.group(1)} ({path})"
-    return importlib.metadata.version("litdata") + " (installed)"
-
-
-def git(*args: str) -> str:
-    return subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True).stdout.strip()
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def upload(local_dir: str, srv: Any, bucket: str, prefix: str) -> int:
-    """Every file of ``local_dir`` to ``s3://bucket/prefix/``; bytes uploaded."""
-    client = srv.endpoint(bucket).boto3_client()
-    total = 0
-    for name in sorted(os.listdir(local_dir)):
-        path = os.path.join(local_dir, name)
-        if os.path.isfile(path):
-            with open(path, "rb") as f:
-                client.put_object(Bucket=bucket, Key=f"{prefix}/{name}", Body=f.read())
-            total += os.path.getsize(path)
-    return total
+def usable_cores() -> int:
+    """The tuner's default worker cap (``autotune_max_workers`` -1): the cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def grid_points(kind: str, args: argparse.Namespace) -> list[tuple[int | None, int | None, int]]:
+    """(prefetch, concurrency, workers) of the grid; None = the default (no knob set)."""
+    if kind == "local":
+        return [(None, None, w) for w in args.local_grid_workers]
+    pts: list[tuple[int | None, int | None, int]] = []
+    for w in args.grid_workers:
+        pts.append((None, None, w))
+        for p in args.grid_prefetch:
+            for c in args.grid_concurrency:
+                if kind == "raw" or c <= p:  # chunk downloads run within the prefetch depth; raw GETs do not
+                    pts.append((p, c, w))
+    return pts
 
 
 def plans_for(sc: dict[str, Any], args: argparse.Namespace) -> list[Plan]:
-    """The arms of scenario ``sc``: per workers value LitData then untuned, the grid, then the tuned arms."""
-    metrics = {} if args.no_metrics else {"STREAMSCOPE_METRICS_LEVEL": "chunk"}
-    plans: list[Plan] = []
-    for w in args.workers:
-        plans.append(Plan(f"litdata-w{w}", "litdata", "litdata", w, duration=args.duration))
-        plans.append(Plan(f"untuned-w{w}", "untuned", "streamscope", w, duration=args.duration, env=dict(metrics)))
-    if sc["kind"] == "raw":
-        for w in args.grid_workers:
-            for p in args.grid_prefetch:
-                for c in args.grid_concurrency:  # a batch's own GETs do not wait for the look-ahead: every pair
-                    env = {**metrics, "STREAMSCOPE_RAW_CONCURRENCY": str(c)}
-                    plans.append(
-                        Plan(f"grid-p{p}-c{c}-w{w}", "grid", "streamscope", w, p, c, duration=args.duration, env=env)
-                    )
-    elif sc["kind"] == "local":
-        for w in args.local_grid_workers:
-            plans.append(Plan(f"grid-w{w}", "grid", "streamscope", w, duration=args.duration, env=dict(metrics)))
-    else:
-        for w in args.grid_workers:
-            for p in args.grid_prefetch:
-                for c in args.grid_concurrency:
-                    if c > p:
-                        continue
-                    env = {**metrics, "STREAMSCOPE_DOWNLOAD_CONCURRENCY": str(c)}
-                    plans.append(
-                        Plan(f"grid-p{p}-c{c}-w{w}", "grid", "streamscope", w, p, c, duration=args.duration, env=env)
-                    )
-    if not args.no_tuned:
-        for w in args.workers:
-            plans.append(
-                Plan(
-                    f"tuned-w{w}",
-                    "tuned",
-                    "streamscope",
-                    w,
-                    autotune=True,
-                    duration=args.tuned_duration,
-                    env=dict(metrics),
-                )
-            )
+    """The arms of scenario ``sc`` (names are unique; the run order is drawn per round)."""
+    w = args.workers
+    plans = [
+        Plan("untuned", "streamscope", w),
+        Plan("untuned-aa", "streamscope", w),
+        Plan("tuned", "streamscope", w, autotune=True),
+    ]
+    if sc["name"] in args.litdata_scenarios and args.litdata is not None:
+        plans.append(Plan("litdata", "litdata", w))
+    for p, c, gw in grid_points(sc["kind"], args):
+        if p is None:
+            plans.append(Plan(f"grid-default-w{gw}", "streamscope", gw))
+            continue
+        var = "STREAMSCOPE_RAW_CONCURRENCY" if sc["kind"] == "raw" else "STREAMSCOPE_DOWNLOAD_CONCURRENCY"
+        plans.append(Plan(f"grid-p{p}-c{c}-w{gw}", "streamscope", gw, p, c, env={var: str(c)}))
     return plans
 
 
 class Harness:
-    """Runs the arms of the scenarios (the S3 server, proxies and zygote live as long as it does)."""
+    """Runs the rounds of the scenarios (the zygote lives as long as it does; a store per scenario)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -205,72 +173,20 @@ class Harness:
         env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
         env["LITDATA_DISABLE_VERSION_CHECK"] = "1"
         self.zygote = Zygote(env=env)
-        self.srv: Any = None
-        self.bucket = ""
-        self.raw_url = ""
-        self.raw_listing: list[list[Any]] = []  # [url, bytes] of each raw file (LitData's arm takes its index)
-        self.proxies: list[Any] = []
+        self.store: LatencyStore | None = None
 
     def close(self) -> None:
         self.zygote.close()
-        for p in self.proxies:
-            p.close()
-        if self.srv is not None:
-            self.srv.stop()
+        if self.store is not None:
+            self.store.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
-
-    def s3(self, data: str, images: bool = True) -> None:
-        """Start the moto server and upload the dataset (once; ``images=False``: the server and bucket only)."""
-        if self.srv is not None:
-            return
-        from tests.support.s3server import S3Server
-
-        self.srv = S3Server().start()
-        self.bucket = self.srv.new_bucket("autotune")
-        if not images:
-            return
-        t = time.perf_counter()
-        n = upload(data, self.srv, self.bucket, "images")
-        print(f"uploaded {n / 1e6:.0f} MB to s3://{self.bucket}/images in {time.perf_counter() - t:.1f} s", flush=True)
-
-    def raw_files(self) -> str:
-        """Upload the raw-file set (once): ``--raw-files`` files of ``--raw-file-kb`` KB of seeded random bytes."""
-        if self.raw_url:
-            return self.raw_url
-        import numpy as np
-
-        client = self.srv.endpoint(self.bucket).boto3_client()
-        a, t = self.args, time.perf_counter()
-        size = int(a.raw_file_kb * 1000)
-        for i in range(a.raw_files):
-            body = np.random.default_rng(i).integers(0, 256, size, dtype=np.uint8).tobytes()
-            client.put_object(Bucket=self.bucket, Key=f"rawfiles/f{i:06d}.bin", Body=body)
-        self.raw_url = f"s3://{self.bucket}/rawfiles"
-        self.raw_listing = [[f"{self.raw_url}/f{i:06d}.bin", size] for i in range(a.raw_files)]
-        print(
-            f"uploaded {a.raw_files} raw files of {size / 1e3:g} KB to {self.raw_url} in {time.perf_counter() - t:.1f} s",
-            flush=True,
-        )
-        return self.raw_url
-
-    def proxy(self, delay_ms: float = 0.0, bw_mbps: float | None = None) -> dict[str, Any]:
-        """A fault proxy in front of the server; the storage options that reach the bucket through it."""
-        from tests.support.faultproxy import FaultProxy
-
-        p = FaultProxy(
-            self.srv.endpoint_url,
-            fixed_delay_s=delay_ms / 1000.0,
-            bandwidth_bps=bw_mbps * 1e6 if bw_mbps else None,
-        )
-        self.proxies.append(p)
-        return self.srv.endpoint(self.bucket, endpoint_url=p.url).storage_options()
 
     def sys_path(self, engine: str) -> list[str]:
         if engine == "litdata":
             return [self.args.litdata] if self.args.litdata else []
         return [os.path.join(ROOT, "src")]
 
-    def run_arm(self, sc: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    def run_arm(self, sc: dict[str, Any], plan: Plan, tag: str) -> dict[str, Any]:
         a = self.args
         ranks = len(sc["inputs"])
         port = free_port() if ranks > 1 else 0
@@ -280,7 +196,7 @@ class Harness:
         logs: dict[str, str] = {}
         for r in range(ranks):
             label = f"rank{r}"
-            base = os.path.join(self.scratch, f"{sc['name']}-{plan.name}-r{r}")
+            base = os.path.join(self.scratch, f"{sc['name']}-{tag}-{plan.name}-r{r}")
             caches[label], outs[label], logs[label] = base + "-cache", base + ".json", base + ".log"
             os.makedirs(caches[label])
             spec = {
@@ -292,22 +208,23 @@ class Harness:
                 "workers": plan.workers,
                 "batch_size": a.raw_batch if sc["kind"] == "raw" else a.batch,
                 "raw": sc["kind"] == "raw",
-                "raw_listing": self.raw_listing if sc["kind"] == "raw" and plan.engine == "litdata" else None,
+                "raw_listing": sc.get("raw_listing") if plan.engine == "litdata" else None,
                 "step_s": a.step_ms / 1000.0,
-                "duration_s": plan.duration,
+                "step_changes": sc.get("step_changes"),
+                "duration_s": a.window,
                 "warmup_s": a.warmup,
                 "transform": sc.get("transform"),
                 "decode_cpu_s": a.decode_ms / 1000.0,
                 "prefetch": plan.prefetch,
                 "autotune": plan.autotune,
+                "knob_sample_s": a.knob_sample_s if plan.autotune else 0.0,
                 "dist": {"rank": r, "world": ranks, "port": port} if ranks > 1 else None,
             }
             pids[label] = self.zygote.fork(spec, plan.env, self.sys_path(plan.engine), outs[label], logs[label])
         sampler = Sampler(pids, caches, hz=a.sample_hz).start()
-        codes = self.zygote.wait(list(pids.values()), timeout=plan.duration + a.arm_timeout)
+        codes = self.zygote.wait(list(pids.values()), timeout=a.window + a.arm_timeout)
         sampler.stop()
         rank_results = []
-        oom = False
         for label, pid in pids.items():
             code = codes[pid]
             log = open(logs[label]).read() if os.path.exists(logs[label]) else ""
@@ -315,272 +232,277 @@ class Harness:
                 res = json.load(open(outs[label]))
             else:
                 res = {"status": "error", "error": f"exit code {code}, no result; log tail: {log[-1500:]}"}
-            oom = oom or code == -9 or "MemoryError" in log
             if res.get("status") == "error":
                 res["log_tail"] = log[-3000:]
             rank_results.append(res)
         for d in caches.values():
             shutil.rmtree(d, ignore_errors=True)
-        arm: dict[str, Any] = {**asdict(plan)}
-        arm.pop("env")
-        arm["env"] = plan.env
-        arm.update(report.combine_ranks(rank_results))
+        arm = report.combine_ranks(rank_results)
         arm["exit_codes"] = [codes[p] for p in pids.values()]
-        arm["oom"] = oom
+        arm["oom"] = any(codes[p] == -9 for p in pids.values()) or any(
+            "MemoryError" in (r.get("log_tail") or "") for r in rank_results
+        )
         arm["peak_rss_bytes"] = max(sampler.peak_rss.values())
-        arm["peak_rss_bytes_ranks"] = [sampler.peak_rss[k] for k in pids]
-        arm["peak_rss_total_bytes"] = sampler.peak_rss_total
         arm["peak_cache_bytes"] = max(sampler.peak_cache.values())
-        arm["rss_within_budget"] = arm["peak_rss_bytes"] <= a.rss_budget
-        arm["cache_within_budget"] = arm["peak_cache_bytes"] <= a.cache_budget
-        arm["rss_per_second"] = sampler.rss_per_second
-        arm["cache_per_second"] = sampler.cache_per_second
-        arm["sampler_samples"] = sampler.samples
-        arm["ranks"] = [{k: v for k, v in r.items() if not k.startswith("per_second")} for r in rank_results]
+        if arm.get("status") != "ok":
+            arm["log_tail"] = next((r.get("log_tail") for r in rank_results if r.get("log_tail")), "")[-1500:]
         return arm
 
+    def store_stats(self, sc: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.store is None or sc["kind"] == "local":
+            return []
+        return [self.store.stats(i, reset=True) for i in range(len(self.store.ports))]
+
     def scenario(self, sc: dict[str, Any]) -> dict[str, Any]:
-        plans = plans_for(sc, self.args)
-        print(f"\n== {sc['name']}: {sc['desc']} ({len(plans)} arms)", flush=True)
-        t0, load0 = time.perf_counter(), os.getloadavg()
-        arms = []
-        for plan in plans:
-            ta = time.perf_counter()
-            arm = self.run_arm(sc, plan)
-            arm["wall_s"] = time.perf_counter() - ta
-            arms.append(arm)
-            print("  " + arm_line(arm), flush=True)
+        a = self.args
+        plans = {p.name: p for p in plans_for(sc, a)}
+        names = list(plans)
+        orders = abba_orders(names, a.rounds, seed=a.seed)
+        print(f"\n== {sc['name']}: {sc['desc']} ({len(names)} arms x {a.rounds} rounds x {a.window:g} s)", flush=True)
+        t0 = time.perf_counter()
+        rounds = []
+        for r, order in enumerate(orders, 1):
+            press = Pressure().start()
+            arms: dict[str, Any] = {}
+            for name in order:
+                before = self.store_stats(sc)
+                ta = time.perf_counter()
+                arm = self.run_arm(sc, plans[name], f"r{r}")
+                arm["wall_s"] = round(time.perf_counter() - ta, 2)
+                after = self.store_stats(sc)
+                if after:
+                    arm["store"] = [
+                        {
+                            "requests": y["requests"] - x["requests"],
+                            "slowdown_503": y["slowdown_503"] - x["slowdown_503"],
+                            "queued_s": round(y["queued_s"] - x["queued_s"], 3),
+                            "in_flight_max": y["in_flight_max"],
+                            "mb_sent": round((y["bytes_sent"] - x["bytes_sent"]) / 1e6, 1),
+                            "store_cpu_s": round(y["cpu_s"] - x["cpu_s"], 2),
+                        }
+                        for x, y in zip(before, after)
+                    ]
+                arms[name] = arm
+            rd = {"round": r, "order": order, "arms": arms, "pressure": press.stop()}
+            rounds.append(rd)
+            print(f"  round {r:2d}: " + round_line(rd), flush=True)
         out = {
             "desc": sc["desc"],
             "kind": sc["kind"],
-            "latency_bound": sc["latency_bound"],
-            "grid_desc": sc["grid_desc"],
             "ranks": len(sc["inputs"]),
-            "load_before": load0,
-            "load_after": os.getloadavg(),
-            "arms": arms,
+            "window_s": a.window,
+            "arm_names": names,
+            "plans": {n: asdict(p) for n, p in plans.items()},
+            "store_profiles": sc.get("profiles"),
+            "step_changes": sc.get("step_changes"),
+            "rounds": rounds,
+            "wall_s": round(time.perf_counter() - t0, 1),
         }
         out["evaluation"] = report.evaluate(out)
-        out["wall_s"] = time.perf_counter() - t0
-        gt = report.grid_table(out)
-        if gt:
-            print(f"  grid ({sc['grid_desc']}):\n" + "\n".join("    " + ln for ln in gt.splitlines()), flush=True)
-        print("\n".join("    " + ln for ln in report.scenario_table(out).splitlines()), flush=True)
-        print(f"  {sc['name']}: {out['wall_s']:.0f} s", flush=True)
+        print("  " + json.dumps(report.summary_rows({"scenarios": {sc["name"]: out}})[0]), flush=True)
         return out
 
 
-def arm_line(a: dict[str, Any]) -> str:
-    if a.get("status") != "ok":
-        why = a.get("reason") or a.get("error") or ""
-        return f"{a['name']:22s} {a.get('status')}: {why[:300]}"
-    return (
-        f"{a['name']:22s} {a['rate']:>8,.0f} samples/s  wait {a['wait_per_batch_s'] * 1e3:6.1f} ms/batch  first batch "
-        f"{a['first_batch_s']:.2f} s  within 5% at {a['t_within_5pct_s']} s  RSS {a['peak_rss_bytes'] / 1e6:,.0f} MB  "
-        f"cache {a['peak_cache_bytes'] / 1e6:,.0f} MB  ({a['wall_s']:.0f} s)"
-    )
+def round_line(rd: dict[str, Any]) -> str:
+    parts = []
+    for name in rd["order"]:
+        a = rd["arms"][name]
+        parts.append(f"{name} {a['rate']:,.0f}" if a.get("status") == "ok" else f"{name} {a.get('status')}")
+    p = rd["pressure"]
+    return ", ".join(parts) + f" | pressure {p.get('cpu_some_pct', '-')}%, load {p['load_end'][0]}"
 
 
-def scenarios(args: argparse.Namespace, h: Harness, data: str) -> list[dict[str, Any]]:
-    """The selected scenarios with their inputs (one per rank)."""
-    url = f"s3://{h.bucket}/images" if h.bucket else ""
-    grid_s3 = (
-        f"prefetch {args.grid_prefetch} x concurrency {args.grid_concurrency} (concurrency <= prefetch) x "
-        f"workers {args.grid_workers}"
-    )
-    out = []
-    for name in args.scenarios:
-        if name == "local":
-            out.append(
-                {
-                    "name": name,
-                    "kind": "local",
-                    "desc": f"local files, decode-heavy transform ({args.decode_ms:g} ms CPU per sample)",
-                    "inputs": [data],
-                    "options": [None],
-                    "transform": "decode",
-                    "latency_bound": False,
-                    "grid_desc": f"workers {args.local_grid_workers}; nothing is downloaded, so prefetch and "
-                    "concurrency do not apply",
-                }
-            )
-        elif name.startswith("s3-") and name.endswith("ms"):
-            d = float(name[3:-2])
-            out.append(
-                {
-                    "name": name,
-                    "kind": "s3",
-                    "desc": f"S3 (moto) through the fault proxy adding {d:g} ms per request",
-                    "inputs": [url],
-                    "options": [h.proxy(delay_ms=d)],
-                    "latency_bound": True,
-                    "grid_desc": grid_s3,
-                }
-            )
-        elif name == "s3-bw":
-            out.append(
-                {
-                    "name": name,
-                    "kind": "s3",
-                    "desc": f"S3 through the proxy capped at {args.bw_mbps:g} MB/s (one link for all connections)",
-                    "inputs": [url],
-                    "options": [h.proxy(bw_mbps=args.bw_mbps)],
-                    "latency_bound": False,
-                    "grid_desc": grid_s3,
-                }
-            )
-        elif name == "ddp":
-            d0, d1 = args.ddp_delays
-            out.append(
-                {
-                    "name": name,
-                    "kind": "s3",
-                    "desc": f"2 ranks (gloo), rank 0 through a proxy adding {d0:g} ms, rank 1 (the straggler) "
-                    f"{d1:g} ms per request; global samples/s, the straggler's wait",
-                    "inputs": [url, url],
-                    "options": [h.proxy(delay_ms=d0), h.proxy(delay_ms=d1)],
-                    "latency_bound": True,
-                    "grid_desc": grid_s3 + ", the same on both ranks",
-                }
-            )
-        elif name.startswith("raw-s3-") and name.endswith("ms"):
-            d = float(name[7:-2])
-            out.append(
-                {
-                    "name": name,
-                    "kind": "raw",
-                    "desc": f"raw files ({args.raw_files} x {args.raw_file_kb:g} KB, batch {args.raw_batch}) on S3 "
-                    f"(moto) through the fault proxy adding {d:g} ms per request",
-                    "inputs": [h.raw_files()],
-                    "options": [h.proxy(delay_ms=d)],
-                    "latency_bound": True,
-                    "grid_desc": f"look-ahead max_prefetch {args.grid_prefetch} x STREAMSCOPE_RAW_CONCURRENCY "
-                    f"{args.grid_concurrency} x workers {args.grid_workers}",
-                }
-            )
-        else:
-            raise SystemExit(f"unknown scenario {name!r} (local, s3-<N>ms, s3-bw, ddp, raw-s3-<N>ms)")
-    return out
+def _write_raw_files(root: str, n: int, kb: float) -> str:
+    import numpy as np
+
+    os.makedirs(root, exist_ok=True)
+    size = int(kb * 1000)
+    for i in range(n):
+        with open(os.path.join(root, f"f{i:06d}.bin"), "wb") as f:
+            f.write(np.random.default_rng(i).integers(0, 256, size, dtype=np.uint8).tobytes())
+    return root
 
 
-def render(path: str) -> None:
-    with open(path) as f:
-        result = json.load(f)
-    with open(README) as f:
-        text = f.read()
-    with open(README, "w") as f:
-        f.write(report.update_readme(text, report.render_markdown(result)))
-    print("table written to", README)
+def _small_chunks(root: str, n: int, per_chunk: int) -> str:
+    """A dataset of ``n`` small images, ``per_chunk`` a chunk (many small chunks: requests, not bytes)."""
+    if os.path.isfile(os.path.join(root, "index.json")):
+        return root
+    sys.path.insert(0, os.path.join(ROOT, "src"))
+    from _datasets import write_small_images
+
+    return write_small_images(root, n, chunk_size=per_chunk)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any] | None:
+def build_scenario(name: str, args: argparse.Namespace, h: Harness, data: str) -> dict[str, Any]:
+    """Scenario ``name``: its inputs (one per rank), storage options, and the store it needs (started here)."""
+    if h.store is not None:
+        h.store.close()
+        h.store = None
+    url = f"s3://{BUCKET}/images"
+    jit = {"jitter_ms": args.jitter_ms} if args.jitter_ms else {}
+
+    def store(profiles: list[dict[str, Any]], src: str = data, prefix: str = "images") -> list[dict[str, Any]]:
+        h.store = LatencyStore({src: f"{BUCKET}/{prefix}"}, [Profile.parse(p) for p in profiles])
+        return [h.store.storage_options(i) for i in range(len(profiles))]
+
+    sc: dict[str, Any] = {"name": name, "kind": "s3"}
+    if name == "local":
+        sc.update(kind="local", inputs=[data], options=[None], transform="decode")
+        sc["desc"] = f"local files, decode-heavy transform ({args.decode_ms:g} ms CPU per sample)"
+    elif re.fullmatch(r"s3-\d+(\.\d+)?ms", name):
+        d = float(name[3:-2])
+        sc["profiles"] = [{"latency_ms": d, **jit}]
+        sc.update(inputs=[url], options=store(sc["profiles"]))
+        sc["desc"] = f"S3 (latency store) +{d:g} ms per request" + (f", jitter {args.jitter_ms:g} ms" if jit else "")
+    elif name == "s3-bw":
+        sc["profiles"] = [{"latency_ms": args.bw_latency_ms, "bandwidth_mbps": args.bw_mbps}]
+        sc.update(inputs=[url], options=store(sc["profiles"]))
+        sc["desc"] = f"S3 +{args.bw_latency_ms:g} ms, capped at {args.bw_mbps:g} MB/s (one link)"
+    elif name == "s3-saturated":
+        small = _small_chunks(os.path.join(h.scratch, "small"), args.small_samples, args.small_chunk_samples)
+        sc["profiles"] = [
+            {
+                "latency_ms": args.sat_latency_ms,
+                "capacity": args.sat_capacity,
+                "rate_limit_rps": args.sat_rps,
+                "rate_burst": args.sat_rps / 4,
+            }
+        ]
+        sc.update(inputs=[f"s3://{BUCKET}/small"], options=store(sc["profiles"], small, "small"))
+        sc["desc"] = (
+            f"saturated store: {args.small_samples} small samples, {args.small_chunk_samples} a chunk; "
+            f"+{args.sat_latency_ms:g} ms, {args.sat_capacity} requests at once (more queue), 503 SlowDown past "
+            f"{args.sat_rps:g} requests/s"
+        )
+    elif name == "ddp":
+        d0, d1 = args.ddp_delays
+        sc["profiles"] = [{"latency_ms": d0}, {"latency_ms": d1}]
+        sc.update(inputs=[url, url], options=store(sc["profiles"]))
+        sc["desc"] = f"2 ranks (gloo): rank 0 at +{d0:g} ms, rank 1 (the straggler) at +{d1:g} ms; global samples/s"
+    elif re.fullmatch(r"raw-s3-\d+(\.\d+)?ms", name):
+        d = float(name[7:-2])
+        raw = _write_raw_files(os.path.join(h.scratch, "raw"), args.raw_files, args.raw_file_kb)
+        sc["profiles"] = [{"latency_ms": d, **jit}]
+        sc.update(kind="raw", inputs=[f"s3://{BUCKET}/rawfiles"], options=store(sc["profiles"], raw, "rawfiles"))
+        size = int(args.raw_file_kb * 1000)
+        sc["raw_listing"] = [[f"s3://{BUCKET}/rawfiles/f{i:06d}.bin", size] for i in range(args.raw_files)]
+        sc["desc"] = f"raw files ({args.raw_files} x {args.raw_file_kb:g} KB, batch {args.raw_batch}), S3 +{d:g} ms"
+    elif name == "step-change":
+        d = args.step_change_latency_ms
+        sc["profiles"] = [{"latency_ms": d, **jit}]
+        sc.update(inputs=[url], options=store(sc["profiles"]))
+        at = args.step_change_at * args.window
+        sc["step_changes"] = [[at, args.step_ms * args.step_change_factor / 1000.0]]
+        sc["desc"] = (
+            f"S3 +{d:g} ms, the step time x{args.step_change_factor:g} at {at:g} s "
+            f"({args.step_ms:g} -> {args.step_ms * args.step_change_factor:g} ms)"
+        )
+    else:
+        raise SystemExit(f"unknown scenario {name!r}: {' '.join(ALL_SCENARIOS)}")
+    return sc
+
+
+ALL_SCENARIOS = [
+    "local",
+    "s3-20ms",
+    "s3-50ms",
+    "s3-100ms",
+    "s3-bw",
+    "s3-saturated",
+    "ddp",
+    "raw-s3-20ms",
+    "step-change",
+]
+
+
+def _default_litdata() -> str:
+    for cand in (os.environ.get("STREAMSCOPE_LITDATA076_DIR", ""), os.path.join(ROOT, ".litdata-0.2.76")):
+        if cand and os.path.isdir(os.path.join(cand, "litdata")):
+            return cand
+    return ""
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenarios", nargs="+", default=None, help="local s3-<N>ms s3-bw ddp (default: all)")
-    ap.add_argument("--delays", type=float, nargs="+", default=[20, 100], help="ms per request of the s3 scenarios")
-    ap.add_argument("--bw-mbps", type=float, default=50.0)
+    ap.add_argument("--scenarios", nargs="+", default=None, help=f"default: all ({' '.join(ALL_SCENARIOS)})")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--window", type=float, default=20.0, help="seconds per arm, from the loader's construction")
+    ap.add_argument("--warmup", type=float, default=0.0, help="also report the rate after this many seconds")
+    ap.add_argument("--seed", type=int, default=0, help="of the rounds' random orders")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 2 rounds, 5 s windows, a two-point grid")
+    ap.add_argument("--workers", type=int, default=0, help="num_workers of untuned, tuned and LitData")
+    ap.add_argument("--grid-prefetch", type=int, nargs="+", default=[8, 32])
+    ap.add_argument("--grid-concurrency", type=int, nargs="+", default=[4, 16])
+    ap.add_argument("--grid-workers", type=int, nargs="+", default=None, help="default: --workers and the cores")
+    ap.add_argument("--local-grid-workers", type=int, nargs="+", default=None, help="default: --workers .. cores")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--step-ms", type=float, default=10.0)
+    ap.add_argument("--decode-ms", type=float, default=0.3, help="CPU per sample of the local scenario's transform")
+    ap.add_argument("--jitter-ms", type=float, default=0.0, help="log-normal jitter (median) on the S3 latencies")
+    ap.add_argument("--bw-mbps", type=float, default=40.0)
+    ap.add_argument("--bw-latency-ms", type=float, default=5.0)
+    ap.add_argument("--small-samples", type=int, default=20000)
+    ap.add_argument("--small-chunk-samples", type=int, default=100)
+    ap.add_argument("--sat-latency-ms", type=float, default=20.0)
+    ap.add_argument("--sat-capacity", type=int, default=8)
+    ap.add_argument("--sat-rps", type=float, default=150.0)
     ap.add_argument("--ddp-delays", type=float, nargs=2, default=[20, 100])
-    ap.add_argument("--raw-delays", type=float, nargs="+", default=[20], help="ms per request of the raw scenarios")
     ap.add_argument("--raw-files", type=int, default=2000)
     ap.add_argument("--raw-file-kb", type=float, default=16.0)
     ap.add_argument("--raw-batch", type=int, default=64)
-    ap.add_argument("--workers", type=int, nargs="+", default=[0, 2], help="num_workers of LitData/untuned/tuned")
-    ap.add_argument("--grid-prefetch", type=int, nargs="+", default=[2, 8, 32])
-    ap.add_argument("--grid-concurrency", type=int, nargs="+", default=[2, 8, 16])
-    ap.add_argument("--grid-workers", type=int, nargs="+", default=[0, 2])
-    ap.add_argument("--local-grid-workers", type=int, nargs="+", default=[0, 1, 2, 3])
-    ap.add_argument("--duration", type=float, default=15.0, help="seconds per arm (from the loader's construction)")
-    ap.add_argument("--warmup", type=float, default=4.0, help="seconds before throughput is counted")
-    ap.add_argument("--tuned-duration", type=float, default=70.0)
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--step-ms", type=float, default=5.0)
-    ap.add_argument("--decode-ms", type=float, default=0.3, help="CPU per sample of the local scenario's transform")
+    ap.add_argument("--step-change-latency-ms", type=float, default=50.0)
+    ap.add_argument("--step-change-at", type=float, default=0.5, help="fraction of the window")
+    ap.add_argument("--step-change-factor", type=float, default=0.25)
+    ap.add_argument("--litdata-scenarios", nargs="*", default=["s3-50ms", "s3-100ms"])
+    ap.add_argument("--litdata", default=_default_litdata(), help="unpacked LitData ('' = the installed one)")
     ap.add_argument("--cache-budget", type=parse_bytes, default=parse_bytes("100MB"))
-    ap.add_argument("--rss-budget", type=parse_bytes, default=parse_bytes("4GB"))
-    ap.add_argument("--sample-hz", type=float, default=10.0)
-    ap.add_argument(
-        "--arm-timeout", type=float, default=180.0, help="seconds past its duration before an arm is killed"
-    )
-    ap.add_argument(
-        "--litdata",
-        default=os.environ.get("STREAMSCOPE_LITDATA076_DIR", "/work/litdata-0.2.76"),
-        help="unpacked LitData put first on the LitData arms' path ('' for the installed one)",
-    )
-    ap.add_argument("--no-tuned", action="store_true")
-    ap.add_argument("--no-metrics", action="store_true", help="streamscope arms without metrics (no loader.wait)")
+    ap.add_argument("--sample-hz", type=float, default=2.0, help="RSS and cache-size samples per second")
+    ap.add_argument("--knob-sample-s", type=float, default=0.0, help="tuned arm: read the knob gauges this often")
+    ap.add_argument("--arm-timeout", type=float, default=120.0, help="seconds past the window before a kill")
     ap.add_argument("--data", default=None, help="dataset directory (default: _datasets.py images_1mb)")
-    ap.add_argument("--out", default=DEFAULT_OUT)
-    ap.add_argument("--no-readme", action="store_true")
-    ap.add_argument("--merge", action="store_true", help="keep the scenarios of --out this run does not measure")
-    ap.add_argument("--render", nargs="?", const=DEFAULT_OUT, default=None, help="only regenerate the README table")
+    ap.add_argument("--out", default=None, help="result file (default results/bench_autotune.json)")
     args = ap.parse_args(argv)
-    if args.render:
-        render(args.render)
-        return None
+    cores = usable_cores()
+    if args.quick:
+        args.rounds = min(args.rounds, 2)
+        args.window = min(args.window, 5.0)
+        args.grid_prefetch, args.grid_concurrency = [32], [16]
+        args.grid_workers = args.grid_workers or [args.workers]
+        args.local_grid_workers = args.local_grid_workers or sorted({args.workers, cores})
+    args.grid_workers = args.grid_workers or sorted({args.workers, max(args.workers, cores)})
+    args.local_grid_workers = args.local_grid_workers or list(range(args.workers, max(args.workers, cores) + 1))
+    args.scenarios = args.scenarios or list(ALL_SCENARIOS)
     if args.litdata and not os.path.isdir(os.path.join(args.litdata, "litdata")):
         raise SystemExit(f"--litdata {args.litdata}: no litdata package there ('' uses the installed LitData)")
-    if args.scenarios is None:
-        args.scenarios = [
-            "local",
-            *[f"s3-{d:g}ms" for d in args.delays],
-            "s3-bw",
-            "ddp",
-            *[f"raw-s3-{d:g}ms" for d in args.raw_delays],
-        ]
-    if args.warmup >= args.duration:
-        raise SystemExit("--warmup must be shorter than --duration")
+    if args.rounds < 1 or args.window <= 0:
+        raise SystemExit("--rounds must be >= 1 and --window > 0")
+    return args
 
-    images = any(not n.startswith("raw-") for n in args.scenarios)
-    data = args.data or (ensure("images_1mb") if images else "")
-    started = time.perf_counter()
-    meta: dict[str, Any] = {
-        "started": datetime.datetime.now().isoformat(timespec="seconds"),
-        "commit": git("rev-parse", "HEAD"),
-        "dirty": bool(git("status", "--porcelain")),
-        "cpus": os.cpu_count(),
-        "machine": platform.machine(),
-        "memory_bytes": __import__("psutil").virtual_memory().total,
-        "load_before": os.getloadavg(),
-        "python": platform.python_version(),
-        "torch": importlib.metadata.version("torch"),
-        "litdata": litdata_version(args.litdata),
-        "argv": " ".join(sys.argv[1:] if argv is None else argv),
-        "args": vars(args),
-        "data": data,
-        "samples": IMAGES_N,
-    }
-    print(
-        f"commit {meta['commit'][:10]}{' (dirty)' if meta['dirty'] else ''}, {meta['cpus']} cores, load "
-        f"{meta['load_before'][0]:.1f}, LitData {meta['litdata']}, torch {meta['torch']}",
-        flush=True,
-    )
-    result: dict[str, Any] = {"benchmark": "bench_autotune", "meta": meta, "scenarios": {}}
-    if args.merge and os.path.exists(args.out):
-        with open(args.out) as f:
-            result = json.load(f)  # the earlier run's description stays on top; this run's goes with its scenarios
-        result.setdefault("scenarios", {})
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    run = start(NAME, args)
+    if args.data:
+        data = args.data
+    elif any(n not in ("s3-saturated",) and not n.startswith("raw-") for n in args.scenarios):
+        from _datasets import ensure
+
+        data = ensure("images_1mb")
+    else:
+        data = ""
+    litdata_version = package_version("litdata", path=args.litdata) if args.litdata else package_version("litdata")
+    result: dict[str, Any] = {"data": data, "cores_usable": usable_cores(), "scenarios": {}}
     h = Harness(args)
+    started = time.perf_counter()
     try:
-        meta["zygote_imports_s"] = h.zygote.imports_s
-        if any(n != "local" for n in args.scenarios):
-            h.s3(data, images=any(not n.startswith(("local", "raw-")) for n in args.scenarios))
-        for sc in scenarios(args, h, data):
-            out = h.scenario(sc)
-            if args.merge:
-                out["run"] = {k: meta[k] for k in ("started", "commit", "dirty", "cpus", "litdata", "argv")}
-                out["run"]["args"] = {
-                    k: v for k, v in vars(args).items() if k in ("duration", "warmup", "tuned_duration", "step_ms")
-                }
-            result["scenarios"][sc["name"]] = out
-            meta["load_after"] = os.getloadavg()
-            meta["wall_s"] = time.perf_counter() - started
-            os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-            with open(args.out, "w") as f:
-                json.dump(result, f, indent=1)
+        result["zygote_imports_s"] = h.zygote.imports_s
+        for name in args.scenarios:
+            sc = build_scenario(name, args, h, data)
+            result["scenarios"][name] = h.scenario(sc)
+            run.write(result, summary=report.summary_rows(result), out=args.out, versions={"litdata": litdata_version})
     finally:
         h.close()
-    print(f"\nwrote {args.out} ({time.perf_counter() - started:.0f} s)", flush=True)
-    if not args.no_readme:
-        render(args.out)
+    print(f"\n{time.perf_counter() - started:.0f} s", flush=True)
     return result
 
 
