@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,11 +22,21 @@ from tests.raw.conftest import content, file_id, make_folder
 
 
 class FlakyStore(LocalStore):
-    """Slow first GET per key (``slow_s``), the first ``fail_first`` GETs of each key fail, short reads."""
+    """Slow first GET per key (``slow_s``), or held until ``hold`` is set (at most a minute); the first
+    ``fail_first`` GETs of each key fail, short reads."""
 
-    def __init__(self, root: str, slow_s: float = 0.0, fail_first: int = 0, short_keys: frozenset[str] = frozenset()):
+    def __init__(
+        self,
+        root: str,
+        slow_s: float = 0.0,
+        fail_first: int = 0,
+        short_keys: frozenset[str] = frozenset(),
+        hold: threading.Event | None = None,
+    ):
         super().__init__(root)
         self.slow_s = slow_s
+        self.hold = hold
+        self.held = 0  # first GETs waiting for ``hold`` now
         self.fail_first = fail_first
         self.short_keys = short_keys
         self.calls: list[tuple[str, int, int | None]] = []
@@ -41,6 +52,12 @@ class FlakyStore(LocalStore):
             raise StorageError(f"injected failure on {key}")
         if first and self.slow_s:
             time.sleep(self.slow_s)
+        if first and self.hold is not None:
+            with self._lock:
+                self.held += 1
+            self.hold.wait(60)
+            with self._lock:
+                self.held -= 1
 
     def get(self, key: str) -> bytes:
         self._hit(key, 0, None)
@@ -62,18 +79,19 @@ def as_remote(ds: StreamingRawDataset, store: FlakyStore) -> FlakyStore:
 
 
 def test_hedge_fires_and_wins(tmp_path: Path):
+    """The duplicates answer while the first GETs are provably stuck (held until the end), not after them."""
     data = make_folder(tmp_path, 4, size=100)
     ds = StreamingRawDataset(str(data), cache_dir=str(tmp_path / "c"), hedge_delay=0.05, max_prefetch=0)
-    store = as_remote(ds, FlakyStore(str(data.resolve()), slow_s=1.0))
+    hold = threading.Event()
+    store = as_remote(ds, FlakyStore(str(data.resolve()), hold=hold))
     ev.ACTIVE.add("download")
     try:
-        t0 = time.monotonic()
         assert [file_id(b) for b in ds.__getitems__([0, 1])] == [0, 1]
-        took = time.monotonic() - t0
+        assert store.held == 2 and not hold.is_set()  # both first GETs still waiting: the duplicates answered
         events = ev.drain()
     finally:
         ev.ACTIVE.discard("download")
-    assert took < 0.9  # the duplicates answered, not the 1 s first GETs
+        hold.set()
     assert ds.stats()["hedges_fired"] == 2 and ds.stats()["hedges_won"] == 2
     assert len(store.calls) == 4
     states = sorted(e[6]["state"] for e in events if e[1] == "hedge")
@@ -82,7 +100,8 @@ def test_hedge_fires_and_wins(tmp_path: Path):
 
 def test_no_hedge_when_fast_or_disabled(tmp_path: Path):
     data = make_folder(tmp_path, 4, size=100)
-    ds = StreamingRawDataset(str(data), cache_dir=str(tmp_path / "c"), hedge_delay=0.5, max_prefetch=0)
+    # a hedge delay no local GET takes, however busy the machine: "fast" is a fact here, not a race
+    ds = StreamingRawDataset(str(data), cache_dir=str(tmp_path / "c"), hedge_delay=30.0, max_prefetch=0)
     store = as_remote(ds, FlakyStore(str(data.resolve())))
     ds.__getitems__([0, 1, 2])
     assert ds.stats()["hedges_fired"] == 0 and len(store.calls) == 3
@@ -121,9 +140,13 @@ def test_short_remote_read_is_an_error(tmp_path: Path):
 def test_batch_timeout(tmp_path: Path):
     data = make_folder(tmp_path, 2, size=50)
     ds = StreamingRawDataset(str(data), cache_dir=str(tmp_path / "c"), max_prefetch=0, download_timeout=0.2)
-    as_remote(ds, FlakyStore(str(data.resolve()), slow_s=1.0))
-    with pytest.raises(RawDownloadTimeoutError, match="f0000"):
-        ds.__getitems__([0, 1])
+    hold = threading.Event()  # the GETs answer only after the timeout has been raised, however busy the machine
+    as_remote(ds, FlakyStore(str(data.resolve()), hold=hold))
+    try:
+        with pytest.raises(RawDownloadTimeoutError, match="f0000"):
+            ds.__getitems__([0, 1])
+    finally:
+        hold.set()
 
 
 def test_cache_files_publish_and_reuse(tmp_path: Path):
@@ -173,13 +196,27 @@ class GatedStore(FlakyStore):
     def __init__(self, root: str, gates: dict[str, threading.Event]) -> None:
         super().__init__(root)
         self.gates = gates
+        self.answered: set[str] = set()
 
     def get(self, key: str) -> bytes:
         self._hit(key, 0, None)
         gate = self.gates.get(key)
         if gate is not None:
-            assert gate.wait(10), f"gate of {key} never opened"
-        return LocalStore.get(self, key)
+            assert gate.wait(60), f"gate of {key} never opened"
+        data = LocalStore.get(self, key)
+        with self._lock:
+            self.answered.add(key)
+        return data
+
+
+def _until(what: Callable[[], bool], seconds: float = 20.0) -> bool:
+    """Poll ``what`` until it holds or ``seconds`` pass (a deadline for a busy machine, not a speed limit)."""
+    deadline = time.monotonic() + seconds
+    while not what():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _requested(store: FlakyStore) -> set[int]:
@@ -203,16 +240,9 @@ def test_lookahead_starts_near_the_end_of_the_batch(tmp_path: Path, when_left: i
         worker.start()
         for k in keys[:4]:  # 8 -> 4 still in flight
             gates[k].set()
-        time.sleep(0.3)
-        requested = _requested(store)
-        if when_left < 0:
-            # depth 4: the look-ahead (items 8-11) goes out once at most 4 of the batch are in flight
-            deadline = time.monotonic() + 5
-            while not {8, 9, 10, 11} <= requested and time.monotonic() < deadline:
-                time.sleep(0.01)
-                requested = _requested(store)
-        assert {8, 9, 10, 11} <= requested
-        assert not worker.is_alive() or len(out) == 0
+        # -1 (depth 4): the look-ahead (items 8-11) goes out once at most 4 of the batch are in flight; 1000: at once
+        assert _until(lambda: {8, 9, 10, 11} <= _requested(store))
+        assert worker.is_alive() and not out  # while 4 of the batch are still held
     finally:
         for g in gates.values():
             g.set()
@@ -234,13 +264,11 @@ def test_lookahead_waits_while_most_of_the_batch_is_in_flight(tmp_path: Path):
         worker.start()
         for k in keys[:3]:  # 5 of 8 still in flight: more than the depth of 4
             gates[k].set()
-        time.sleep(0.3)
+        assert _until(lambda: set(keys[:3]) <= store.answered and set(range(8)) <= _requested(store))
+        time.sleep(0.3)  # time for a look-ahead that should not start, once the three have answered
         assert _requested(store) == set(range(8))  # the batch only, no look-ahead yet
         gates[keys[3]].set()  # 4 left: the look-ahead starts while they are still in flight
-        deadline = time.monotonic() + 5
-        while not {8, 9, 10, 11} <= _requested(store) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert {8, 9, 10, 11} <= _requested(store)
+        assert _until(lambda: {8, 9, 10, 11} <= _requested(store))
         assert worker.is_alive()
     finally:
         for g in gates.values():
