@@ -38,6 +38,7 @@ _LAZY: dict[str, str] = {
     "breakpoint": "streamscope.api.breakpoint",
     "index_parquet_dataset": "streamscope.engine.parquet",
     "index_hf_dataset": "streamscope.engine.hf_index",
+    "optimize_hf": "streamscope.processing.optimize_hf",
     "build_keys_index": "streamscope.engine.key_lookup",
     "dataset_update": "streamscope.engine.update",
     "litdata_collate": "streamscope.engine.collate_fn",

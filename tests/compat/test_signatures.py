@@ -64,7 +64,6 @@ if not LITDATA_076:  # 0.2.68's defaults that 0.2.76 changed: streamscope has 0.
 # LitData's public callables streamscope does not provide; each is a reported gap (tests/compat/README.md)
 _MEDIA = "typed media wrapper: writing its LitData 0.2.76 leaf (image:*, text, file, tiff, audio, ...) is not built"
 NOT_PROVIDED = {
-    "optimize_hf": "needs the Hugging Face Hub (network, huggingface_hub)",
     "TemporalArrayLoader": "0.2.76's temporal-array chunks and read_window are not built",
     **{name: _MEDIA for name in ("Audio", "Video", "Image", "Jpeg", "JpegArray", "Pil", "Tiff", "File", "Mesh")},
     **{name: _MEDIA for name in ("Pdf", "Nifti", "Tensor", "Text", "Graph")},
