@@ -172,8 +172,8 @@ class TimelineLayout:
     extent: tuple[float, float]  # x range of the binned image
     labels: list[str]  # y labels, top to bottom: epoch rows, then one row per (process, category)
     epoch_rows: int
-    row_keys: list[tuple[int, str]]  # (process uuid, category) of the image rows
-    bars: list[tuple[int, float, float, str]]  # (row, x0, x1, text) of the epoch spans
+    row_keys: list[list[tuple[int, str]]]  # per image row, the (process uuid, category) rows drawn in it
+    bars: list[tuple[int, float, float, str, bool]]  # (row, x0, x1, text, an epoch or job: not a plan) per span
     boundaries: list[float]  # x of epoch and job starts and ends
     xlim: tuple[float, float] = (0.0, 0.0)  # read back from the drawn axes
 
@@ -193,15 +193,27 @@ def timeline_layout(tl: Timeline) -> TimelineLayout:
     def sec(ts: float) -> float:
         return (ts - start) / 1e6
 
+    # processes with the same label share a row: the loader's workers of each epoch (new processes unless
+    # persistent_workers) are one row per worker id, as in the per-worker table
     eprocs = sorted({m.proc.uuid: m.proc for m in tl.epochs}.values(), key=proc_order)
-    erow = {p.uuid: i for i, p in enumerate(eprocs)}
-    labels = [f"{p.label} · epochs" for p in eprocs]
-    keys = sorted(tl.rows, key=lambda k: (proc_order(tl.procs[k[0]]), _cat_order(k[1])))
-    labels += [f"{tl.procs[u].label} · {c}" for u, c in keys]
-    bars = [(erow[m.proc.uuid], sec(m.b), sec(m.e), _epoch_text(m)) for m in tl.epochs]
+    labels: list[str] = []
+    for p in eprocs:
+        if f"{p.label} · epochs" not in labels:
+            labels.append(f"{p.label} · epochs")
+    erow = {p.uuid: labels.index(f"{p.label} · epochs") for p in eprocs}
+    n_epoch_rows = len(labels)
+    keys: list[list[tuple[int, str]]] = []
+    for key in sorted(tl.rows, key=lambda k: (proc_order(tl.procs[k[0]]), _cat_order(k[1]))):
+        label = f"{tl.procs[key[0]].label} · {key[1]}"
+        if label in labels:
+            keys[labels.index(label) - n_epoch_rows].append(key)
+        else:
+            labels.append(label)
+            keys.append([key])
+    bars = [(erow[m.proc.uuid], sec(m.b), sec(m.e), _epoch_text(m), m.name in BOUNDARY_NAMES) for m in tl.epochs]
     bounds = sorted({x for m in tl.epochs if m.name in BOUNDARY_NAMES for x in (sec(m.b), sec(m.e))})
     extent = (sec(origin + tl.lo * tl.width), sec(origin + (tl.hi + 1) * tl.width))
-    return TimelineLayout(start, sec(end), extent, labels, len(eprocs), keys, bars, bounds)
+    return TimelineLayout(start, sec(end), extent, labels, n_epoch_rows, keys, bars, bounds)
 
 
 #: what needs matplotlib, in the error when it is missing
@@ -244,19 +256,35 @@ def render_timeline(tl: Timeline, path: str, title: str) -> TimelineLayout:
         nbins = max(tl.hi - tl.lo + 1, 1)
         img = np.ones((n, nbins, 4))
         img[:, :, 3] = 0.0
-        for r, key in enumerate(lay.row_keys):
-            rgb = to_rgb(CAT_COLORS.get(key[1], "#607d8b"))
-            for i, v in tl.rows[key].items():
+        for r, row in enumerate(lay.row_keys):
+            rgb = to_rgb(CAT_COLORS.get(row[0][1], "#607d8b"))
+            busy: dict[int, float] = {}
+            for key in row:
+                for i, v in tl.rows[key].items():
+                    busy[i] = busy.get(i, 0.0) + v
+            for i, v in busy.items():
                 c = i - tl.lo
                 if 0 <= c < nbins and v > 0:
                     img[r, c, :3] = rgb
                     img[r, c, 3] = min(1.0, 0.15 + 0.85 * min(v / tl.width, 1.0))
         ax.imshow(img, aspect="auto", interpolation="nearest", extent=(*lay.extent, total - 0.5, k - 0.5))
     x_max = lay.x_max if lay.x_max > 0 else 1e-6
-    for j, (row, x0, x1, text) in enumerate(lay.bars):
+    char = x_max * 0.0052  # the width of one character at fontsize 7 on this figure, in seconds
+    label_end: dict[int, float] = {}
+    for j, (row, x0, x1, text, major) in enumerate(sorted(lay.bars, key=lambda b: (b[0], b[1]))):
         ax.broken_barh([(x0, max(x1 - x0, x_max * 1e-3))], (row - 0.38, 0.76), color=("#9e9e9e", "#cfcfcf")[j % 2])
-        if x1 - x0 >= 0.04 * x_max:
+        need = char * (len(text) + 1)
+        if x1 - x0 >= need:
             ax.text((x0 + x1) / 2, row, text, ha="center", va="center", fontsize=7, clip_on=True)
+            label_end[row] = x1
+        elif major and x0 >= label_end.get(row, -math.inf) and x0 + need <= x_max:
+            # too narrow for its name: the name starts at the bar, unless an earlier name is in the way
+            ax.text(x0, row, " " + text, ha="left", va="center", fontsize=7, clip_on=True)
+            label_end[row] = x0 + need
+        elif major and x0 < x_max and x_max - need >= label_end.get(row, -math.inf):
+            # the last bar, too narrow and too close to the end: its name ends at the end of the picture
+            ax.text(x_max, row, text + " ", ha="right", va="center", fontsize=7, clip_on=True)
+            label_end[row] = x_max
     for x in lay.boundaries:
         ax.axvline(x, color="#616161", linewidth=0.6, linestyle="--", alpha=0.6)
     if k and n:
@@ -389,6 +417,12 @@ def render_waits(
             )
             bottom = share if bottom is None else bottom + share
         drawn_bars.append(bars)
+        off = ov.loop_us <= 0
+        if off.any():  # no share to draw where the loop did not run (between epochs): say so, not a blank
+            ax.bar(
+                left[off], 1.0, width=width, align="edge", color="none", edgecolor="#cfcfcf", hatch="///",
+                linewidth=0, label="the loop did not run (between epochs)",
+            )  # fmt: skip
         if r.loop_us > 0:
             whole = r.wait_us / r.loop_us
             ax.axhline(whole, color="#212121", linewidth=0.8, linestyle=":", label=f"whole run: {100 * whole:.1f}%")

@@ -63,7 +63,7 @@ def test_timeline_starts_at_the_trace_start_and_draws_epochs_and_roles(tmp_path)
     assert lay.extent[0] <= 0.0 and lay.extent[1] >= 0.9  # the binned image covers the whole trace
     # epochs (and the optimize job) drawn in the main process's epoch row, their edges as lines across the picture
     assert lay.epoch_rows == 1 and lay.labels[0] == "rank 0 · main · epochs"
-    bars = {text: (x0, x1) for row, x0, x1, text in lay.bars}
+    bars = {text: (x0, x1) for row, x0, x1, text, _ in lay.bars}
     assert bars["optimize"] == pytest.approx((0.001, 0.4)) and bars["epoch 0"] == pytest.approx((0.5, 0.9))
     assert lay.boundaries == pytest.approx([0.001, 0.4, 0.5, 0.9])
     # processes named by role, main first, then the loader's workers, then optimize's
@@ -85,7 +85,7 @@ def test_timeline_starts_at_the_trace_start_and_draws_epochs_and_roles(tmp_path)
     assert {"rank 0 · optimize worker 0", "rank 0 · loader worker 0", "rank 0 · main"} <= where
     # an upload span sits where it happened: the bin at 100 ms of optimize worker 0's upload row is busy
     tl = s.timeline
-    key = lay.row_keys[rows.index("rank 0 · optimize worker 0 · upload")]
+    (key,) = lay.row_keys[rows.index("rank 0 · optimize worker 0 · upload")]
     i = int(np.floor((T0 + 100.2 * MS - tl.origin) / tl.width))  # type: ignore[operator]
     assert tl.rows[key].get(i, 0.0) > 0
     assert set(tl.rows[key]) <= {i - 1, i, i + 1}
