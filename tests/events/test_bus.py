@@ -309,12 +309,19 @@ def _deferred_child(until: str) -> tuple[bool, bool]:
 
 
 @pytest.mark.parametrize(
-    ("until", "started"),
-    [("poll early", False), ("poll due", True), ("event due", True), ("span", True), ("exit due", False)],
+    ("until", "started", "tick"),
+    [
+        # "before the tick" is made a fact by a tick no busy machine reaches; "after" by sleeping past a short one
+        ("poll early", False, "60"),
+        ("poll due", True, "0.5"),
+        ("event due", True, "0.5"),
+        ("span", True, "60"),
+        ("exit due", False, "0.5"),
+    ],
 )
-def test_a_child_forked_in_the_deferral_block_starts_its_flusher_when_needed(monkeypatch, until, started):
+def test_a_child_forked_in_the_deferral_block_starts_its_flusher_when_needed(monkeypatch, until, started, tick):
     """No thread at the fork; one tick later a poll or an event starts it, a B/E span at once; exit never."""
-    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "0.5")  # the tick (a loaded machine forks slowly)
+    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", tick)  # the tick
     ev.configure(trace={"download", "read"}, metrics={"read"})
     with ev.deferred_flusher_in_children():
         got = forked_result(_deferred_child, until)
@@ -325,9 +332,9 @@ def test_a_child_forked_in_the_deferral_block_starts_its_flusher_when_needed(mon
 
 def _drained_soon_after_a_late_start() -> tuple[bool, int]:
     ev.instant("read", "read")
-    time.sleep(1.05)
+    time.sleep(3.05)  # past the tick
     ev.poll()
-    deadline = time.monotonic() + 0.5
+    deadline = time.monotonic() + 2.5  # well before one more tick (3 s): "at once", with room for a busy machine
     while ev.BUF and time.monotonic() < deadline:
         time.sleep(0.005)
     return _flusher_alive(), len(ev.BUF)
@@ -335,7 +342,7 @@ def _drained_soon_after_a_late_start() -> tuple[bool, int]:
 
 def test_a_deferred_flusher_flushes_as_it_starts(monkeypatch):
     """It starts a tick late, so it writes what waited at once rather than one more tick later."""
-    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "1")
+    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "3")
     ev.configure(metrics={"read"})
     with ev.deferred_flusher_in_children():
         assert forked_result(_drained_soon_after_a_late_start) == (True, 0)
