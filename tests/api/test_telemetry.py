@@ -209,3 +209,93 @@ def test_prometheus_port_opens_the_endpoint():
         {"OTEL_SDK_DISABLED": "true"},
     )
     assert got[0] > 0 and got[1]
+
+
+_PROMETHEUS_ONLY = """
+import json, sys, time, urllib.request, streamscope
+from streamscope.telemetry import otlp_config
+# OpenTelemetry's default endpoint, pointed at a receiver of the test: an export there is seen, not merely refused
+otlp_config.DEFAULT_HTTP_ENDPOINT = sys.argv[1]
+h = streamscope.enable_telemetry(ARGS)
+loader = streamscope.StreamingDataLoader(streamscope.StreamingDataset(sys.argv[2]), batch_size=8, num_workers=2)
+n = sum(len(b["label"]) for b in loader)
+port = h.prometheus_port or int(__import__("os").environ["STREAMSCOPE_PROMETHEUS_PORT"])
+body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+dropped = [line for line in body.splitlines() if line.startswith("streamscope_events_export_")]
+print(json.dumps({"n": n, "installed": sorted(h.installed), "stats": h.stats, "pipeline": h.pipeline is not None,
+                  "served": "streamscope_loader_samples_total{" in body, "dropped": dropped, "t": time.time()}))
+"""
+
+
+def _listen_4318() -> OTLPReceiver | None:
+    """A receiver on OpenTelemetry's own default port too (an SDK exporter built without our endpoint goes there),
+    when the port is free on this machine."""
+    try:
+        return OTLPReceiver(port=4318)
+    except OSError:
+        return None
+
+
+def _data(tmp_path) -> str:
+    from tests.engine._data import image_sample, write_dataset
+
+    return write_dataset(str(tmp_path / "images"), 64, image_sample, chunk_size=16)
+
+
+@pytest.mark.parametrize(
+    "args, env",
+    [("prometheus_port=0", {}), ("", {"STREAMSCOPE_PROMETHEUS_PORT": "0"})],
+    ids=["argument", "variable"],
+)
+def test_prometheus_alone_exports_no_otlp_and_exits_at_once(tmp_path, args, env):
+    """Issue 31: ``enable_telemetry(prometheus_port=...)`` (or the variable) with no OTLP configured sent to
+    localhost:4318 ("Connection refused", dropped counts, a 5 s wait at exit)."""
+    data = _data(tmp_path)
+    default = _listen_4318()
+    try:
+        with OTLPReceiver() as rx:
+            script = tmp_path / "train.py"
+            script.write_text(_PROMETHEUS_ONLY.replace("ARGS", args))
+            base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "STREAMSCOPE_", "LITDATA_"))}
+            base.update(env, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), ROOT]))
+            out = subprocess.run(
+                [sys.executable, str(script), rx.url, data], env=base, capture_output=True, text=True, timeout=120
+            )
+            end = time.time()
+            assert out.returncode == 0, out.stderr[-3000:]
+            got = json.loads(out.stdout.strip().splitlines()[-1])
+            assert not rx.requests, [r.path for r in rx.requests]  # nothing sent to the default endpoint
+        if default is not None:
+            assert not default.requests, [r.path for r in default.requests]
+    finally:
+        if default is not None:
+            default.close()
+    assert got["n"] == 64 and got["served"]
+    assert got["installed"] == [] and got["stats"] == {} and not got["pipeline"]
+    assert got["dropped"] and all(line.endswith(" 0.0") for line in got["dropped"]), got["dropped"]  # none failed
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("streamscope: Prometheus metrics of rank 0 at "), out.stderr
+    # exit at once: no export to wait for (the exit timeout is 5 s); generous for a subprocess on a loaded machine
+    assert end - got["t"] < 4.0, end - got["t"]
+
+
+def test_prometheus_with_an_otlp_endpoint_does_both(tmp_path):
+    data = _data(tmp_path)
+    with OTLPReceiver() as rx, OTLPReceiver() as stray:
+        script = tmp_path / "train.py"
+        script.write_text(_PROMETHEUS_ONLY.replace("ARGS", "prometheus_port=0, trace_level='chunk'"))
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "STREAMSCOPE_", "LITDATA_"))}
+        base.update(
+            PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), ROOT]),
+            OTEL_EXPORTER_OTLP_ENDPOINT=rx.url,
+            OTEL_METRIC_EXPORT_INTERVAL="200",
+        )
+        out = subprocess.run(
+            [sys.executable, str(script), stray.url, data], env=base, capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        assert got["served"] and got["installed"] == ["metrics", "traces"]
+        assert rx.wait_for("metrics", lambda ps: any(p.name == "streamscope.loader.samples" for p in ps))
+        assert any(s.name == "epoch" for s in rx.spans())
+        assert not stray.requests

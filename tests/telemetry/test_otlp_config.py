@@ -78,6 +78,33 @@ def test_sdk_disabled_and_exporters_none():
     assert cfg.traces.exporters == () and cfg.metrics.exporters == ("otlp", "console")
 
 
+def _exported(cfg: otlp_config.OTLPConfig) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return cfg.traces.exporters, cfg.metrics.exporters
+
+
+@pytest.mark.parametrize(
+    ("env", "kw", "want"),
+    [
+        ({}, {}, ((), ())),  # nothing configured: Prometheus alone, no export to localhost:4318
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, {}, (("otlp",), ("otlp",))),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, {}, (("otlp",), ())),
+        ({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://c:4318/v1/metrics"}, {}, ((), ("otlp",))),
+        ({"OTEL_TRACES_EXPORTER": "otlp"}, {}, (("otlp",), ())),  # the exporter variable, as the spec says
+        ({"OTEL_METRICS_EXPORTER": "console"}, {}, ((), ("console",))),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_METRICS_EXPORTER": "none"}, {}, (("otlp",), ())),
+        ({}, {"endpoint": "http://c:4318"}, (("otlp",), ("otlp",))),
+        ({}, {"protocol": "grpc"}, (("otlp",), ("otlp",))),
+        ({}, {"headers": {"k": "v"}}, (("otlp",), ("otlp",))),
+        ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_SERVICE_NAME": "x"}, {}, ((), ())),  # no endpoint named
+    ],
+)
+def test_without_the_default_a_signal_is_exported_only_when_configured(env, kw, want):
+    assert _exported(load(env, otlp_default=False, **kw)) == want
+    # with the default (enable_telemetry() asked for nothing else), an unconfigured signal goes to localhost:4318
+    full = _exported(load(env, **kw))
+    assert all(w == f or (w == () and f == ("otlp",)) for w, f in zip(want, full)), full
+
+
 @pytest.mark.parametrize(
     ("var", "value", "words"),
     [

@@ -94,4 +94,5 @@ def first_use() -> None:
     try:
         fn()
     except Exception as exc:  # the data path carries on; the hook says its own expected failures itself
-        print(f"streamscope: {FIRST_USE} hook failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        why = " ".join(str(exc).split())  # one line
+        print(f"streamscope: {FIRST_USE} hook failed: {type(exc).__name__}: {why}", file=sys.stderr, flush=True)

@@ -10,10 +10,15 @@ What the call does, in the rank's main process only (a DataLoader or optimize wo
    raises :class:`~streamscope._core.errors.TelemetryConfigError` naming it, before anything is set up);
 2. sets up the OpenTelemetry SDK with OTLP exporters (:mod:`streamscope.telemetry.pipeline`) as the global tracer
    and meter providers, unless the application set one already (it is kept, and streamscope's data goes there);
-   ``OTEL_SDK_DISABLED=true`` sets up nothing;
+   ``OTEL_SDK_DISABLED=true`` sets up nothing. With a Prometheus endpoint asked for (``prometheus_port`` or
+   ``STREAMSCOPE_PROMETHEUS_PORT``), only when OTLP is configured too (an ``OTEL_EXPORTER_OTLP_*ENDPOINT``,
+   ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``, or an OTLP argument): Prometheus alone exports nothing
+   else, and nothing waits at exit;
 3. instruments streamscope: the metric registry as OpenTelemetry instruments, metrics recording switched on
-   (``chunk`` level, no trace log), and spans at the tracer's level (``trace_level``; see below);
-4. opens the Prometheus endpoint when ``prometheus_port`` or ``STREAMSCOPE_PROMETHEUS_PORT`` says so.
+   (``chunk`` level, no trace log), and spans at the tracer's level (``trace_level``; see below) when spans are
+   exported;
+4. opens the Prometheus endpoint when ``prometheus_port`` or ``STREAMSCOPE_PROMETHEUS_PORT`` says so (the variable
+   alone opens it too, at the first dataset or loader: :mod:`streamscope.telemetry.prometheus`).
 
 Call it before building datasets and loaders, so that workers inherit what it switches on.
 """
@@ -109,7 +114,9 @@ def enable_telemetry(
     """Export this rank's metrics and spans over OTLP (and serve Prometheus), honouring the ``OTEL_*`` variables.
 
     Each argument overrides its variable; without either, OpenTelemetry's defaults apply (``http/protobuf`` to
-    ``http://localhost:4318``; streamscope compresses with gzip unless told ``none``).
+    ``http://localhost:4318``; streamscope compresses with gzip unless told ``none``), except with a Prometheus
+    endpoint: ``enable_telemetry(prometheus_port=9464)`` with no OTLP endpoint, exporter variable or OTLP argument
+    (``endpoint``, ``protocol``, ``headers``, ``timeout``, ``compression``) sets up no OTLP export at all.
 
     Args:
         endpoint: base URL of the collector (as ``OTEL_EXPORTER_OTLP_ENDPOINT``: ``/v1/traces`` and ``/v1/metrics``
@@ -124,7 +131,8 @@ def enable_telemetry(
         trace_level: what becomes spans, as ``enable_tracer(level=...)`` (``off``, ``batch``, ``chunk``, ``sample``,
             ``debug``): one level for every sink, the Litracer log included. None: the tracer's level when tracing
             is on, else ``chunk``. ``off``: metrics only.
-        prometheus_port: serve Prometheus on this port (``STREAMSCOPE_PROMETHEUS_PORT``; 0: a free one).
+        prometheus_port: serve Prometheus on this port (``STREAMSCOPE_PROMETHEUS_PORT``; 0: a free one). A port in
+            use raises here; the variable's port in use is a warning line.
         run_id: the ``streamscope.run.id`` resource attribute (``STREAMSCOPE_RUN_ID`` / ``TORCHELASTIC_RUN_ID``;
             default: a new id, passed on to the processes this one starts).
 
@@ -133,6 +141,7 @@ def enable_telemetry(
 
     Raises:
         TelemetryConfigError: a malformed argument or ``OTEL_*`` variable (the message names it; nothing was set up).
+        PrometheusPortError: ``prometheus_port`` is in use.
         TraceConfigError: an unknown ``trace_level``.
         MissingDependencyError: the OpenTelemetry SDK is not installed (``pip install "streamscope[otel]"``).
     """
@@ -149,6 +158,12 @@ def enable_telemetry(
         NODE_ATTR: node_rank(rank),
         RUN_ATTR: rid,
     }
+    if prometheus_port is not None and (
+        isinstance(prometheus_port, bool) or not isinstance(prometheus_port, int) or not 0 <= prometheus_port <= 65535
+    ):
+        raise TelemetryConfigError(f"enable_telemetry(prometheus_port=...): {prometheus_port!r} is not a TCP port")
+    # Prometheus asked for and no OTLP configured: no export to OpenTelemetry's default endpoint (otlp_config)
+    prometheus_asked = prometheus_port is not None or bool(os.environ.get("STREAMSCOPE_PROMETHEUS_PORT", "").strip())
     cfg = otlp_config.load(
         endpoint=endpoint,
         protocol=protocol,
@@ -159,33 +174,45 @@ def enable_telemetry(
         resource_attributes_=resource_attributes,
         metric_export_interval=metric_export_interval,
         default_resource=defaults,
+        otlp_default=not prometheus_asked,
     )
-    if prometheus_port is not None and (
-        isinstance(prometheus_port, bool) or not isinstance(prometheus_port, int) or not 0 <= prometheus_port <= 65535
-    ):
-        raise TelemetryConfigError(f"enable_telemetry(prometheus_port=...): {prometheus_port!r} is not a TCP port")
     if not otel.is_rank_main():
         return Telemetry(disabled=True)
     os.environ["STREAMSCOPE_RUN_ID"] = rid
+    exports = not cfg.disabled and bool(cfg.traces.exporters or cfg.metrics.exporters)
     if _HANDLE is not None and _HANDLE_PID == os.getpid():
-        handle = _HANDLE  # set up once per process: a later call changes the level and the Prometheus port only
+        handle = _HANDLE  # set up once per process: a later call changes the level and the Prometheus port only,
+        if handle.pipeline is None and not handle.disabled and exports:  # or adds OTLP to a Prometheus-only set-up
+            handle.config = cfg
+            _set_up_otlp(handle, cfg)
     else:
         handle = Telemetry(config=cfg, disabled=cfg.disabled)
-        if not cfg.disabled:
-            from streamscope.telemetry.pipeline import Pipeline
-
-            pipe = Pipeline(cfg)
-            handle.pipeline = pipe
-            handle.installed = frozenset(pipe.installed)
-            otel.install(keep_default_sink=False)
+        if exports:
+            _set_up_otlp(handle, cfg)
         _HANDLE, _HANDLE_PID = handle, os.getpid()
     if not handle.disabled:
-        handle.trace_categories = _switch_tracing(cats)
+        if handle.pipeline is not None:
+            handle.trace_categories = _switch_tracing(cats)
+        else:  # nothing exports spans: the tracer's level stays as it is (no trace log started for nothing)
+            rec = ev.RECORDER
+            on = rec.started and rec.pid == os.getpid()
+            handle.trace_categories = rec.trace_cats if on else frozenset()
         ev.ensure_metrics("chunk")
     port = _start_prometheus(prometheus_port)
     if port is not None:
         handle.prometheus_port = port
     return handle
+
+
+def _set_up_otlp(handle: Telemetry, cfg: OTLPConfig) -> None:
+    """The OpenTelemetry SDK with the exporters ``cfg`` names, as the global providers (:mod:`.pipeline`), and
+    streamscope instrumented on them."""
+    from streamscope.telemetry.pipeline import Pipeline
+
+    pipe = Pipeline(cfg)
+    handle.pipeline = pipe
+    handle.installed = frozenset(pipe.installed)
+    otel.install(keep_default_sink=False)
 
 
 def _trace_categories(level: str | None) -> frozenset[str] | None:
@@ -212,8 +239,9 @@ def _switch_tracing(cats: frozenset[str] | None) -> frozenset[str]:
 
 
 def _start_prometheus(port: int | None) -> int | None:
-    """The Prometheus endpoint (:mod:`streamscope.telemetry.prometheus`): on ``port``, or as
-    ``STREAMSCOPE_PROMETHEUS_PORT`` says when ``port`` is None; the port it listens on, or None."""
+    """The Prometheus endpoint (:mod:`streamscope.telemetry.prometheus`): on ``port`` (a failure raises), or as
+    ``STREAMSCOPE_PROMETHEUS_PORT`` says when ``port`` is None (a failure is one warning line, as when the variable
+    opens it at the first dataset); the port it listens on, or None."""
     if port is None:
-        return prometheus.start_from_env()
+        return prometheus.start_from_env(warn=True)
     return prometheus.start_endpoint(port, str(config.get("prometheus_addr")))

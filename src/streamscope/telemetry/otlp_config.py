@@ -12,6 +12,14 @@ shared one. Where the specification and opentelemetry-python part, the specifica
   a typo in an endpoint or a header would otherwise lose a whole run's telemetry unnoticed. A header or resource
   value is never repeated in a message (headers carry API keys).
 
+When is OTLP exported at all: a signal whose exporter variable (``OTEL_TRACES_EXPORTER``, ``OTEL_METRICS_EXPORTER``)
+is set is exported as it says (``none``: not at all). Unset, the specification's default (``otlp``) applies when an
+OTLP endpoint is configured for the signal (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT``)
+or an OTLP argument is given (``endpoint``, ``protocol``, ``headers``, ``timeout``, ``compression``), and otherwise
+only when the caller asked for nothing else (``otlp_default``): ``enable_telemetry(prometheus_port=...)`` (or
+``STREAMSCOPE_PROMETHEUS_PORT``) with no OTLP configuration serves Prometheus and sends nothing to
+``localhost:4318``, where no collector may be listening.
+
 Nothing here imports OpenTelemetry; :mod:`.pipeline` builds the SDK objects from an :class:`OTLPConfig`.
 """
 
@@ -190,7 +198,7 @@ def redact_url(url: str) -> str:
 
 
 def _exporters(var: str, raw: str | None, default: str = "otlp") -> tuple[str, ...]:
-    names = [p.strip().lower() for p in (raw if raw is not None and raw.strip() else default).split(",")]
+    names = [p.strip().lower() for p in (raw if raw is not None and raw.strip() else default or "none").split(",")]
     names = [n for n in names if n]
     bad = [n for n in names if n not in EXPORTERS]
     if bad:
@@ -212,6 +220,7 @@ def _signal(
     headers: Mapping[str, str] | None,
     timeout: float | None,
     compression: str | None,
+    otlp_default: bool = True,
 ) -> SignalConfig:
     up = signal.upper()
 
@@ -224,7 +233,10 @@ def _signal(
         return shared, env.get(shared) if env.get(shared, "").strip() else None
 
     exp_var = f"OTEL_{up}_EXPORTER"
-    exporters = _exporters(exp_var, env.get(exp_var))
+    configured = any(a is not None for a in (endpoint, protocol, headers, timeout, compression)) or any(
+        env.get(v, "").strip() for v in ("OTEL_EXPORTER_OTLP_ENDPOINT", f"OTEL_EXPORTER_OTLP_{up}_ENDPOINT")
+    )
+    exporters = _exporters(exp_var, env.get(exp_var), "otlp" if configured or otlp_default else "")
 
     praw: str | None
     if protocol is not None:
@@ -321,8 +333,13 @@ def load(
     resource_attributes_: Mapping[str, Any] | None = None,
     metric_export_interval: float | None = None,
     default_resource: Mapping[str, Any] | None = None,
+    otlp_default: bool = True,
 ) -> OTLPConfig:
     """The whole configuration (arguments in seconds; variables as the specification says).
+
+    ``otlp_default``: a signal with no exporter variable and no OTLP endpoint or argument is exported to
+    OpenTelemetry's default endpoint (``localhost:4318``); False: it is not exported (its ``exporters`` are empty;
+    see the module doc). ``enable_telemetry`` passes False when a Prometheus endpoint was asked for.
 
     Raises:
         TelemetryConfigError: a malformed variable or argument; the message names it.
@@ -330,7 +347,12 @@ def load(
     env = os.environ if env is None else env
     disabled = parse_bool("OTEL_SDK_DISABLED", env.get("OTEL_SDK_DISABLED", ""))
     kw: dict[str, Any] = dict(
-        endpoint=endpoint, protocol=protocol, headers=headers, timeout=timeout, compression=compression
+        endpoint=endpoint,
+        protocol=protocol,
+        headers=headers,
+        timeout=timeout,
+        compression=compression,
+        otlp_default=otlp_default,
     )
     traces = _signal(env, "traces", **kw)
     metrics = _signal(env, "metrics", **kw)
