@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import pickle
 import subprocess
@@ -231,6 +232,7 @@ def test_private_repo_needs_the_token(hf_hub: HFHub, tmp_path, monkeypatch, capl
     token = f"hf_{uuid.uuid4().hex}"
     repo = _repo(hf_hub, token=token)
     url = f"hf://datasets/{repo}/data"
+    caplog.set_level(logging.DEBUG)  # every logger, huggingface_hub's request log included
     with pytest.raises(ObjectNotFoundError) as info:  # what the Hub answers an anonymous caller: 401 RepoNotFound
         open_store(url).get("train-00000.parquet")
     assert url in str(info.value) and "HF_TOKEN" in str(info.value)
