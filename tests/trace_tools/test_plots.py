@@ -151,3 +151,24 @@ def test_wait_shares_per_bin_add_up_to_the_wait_share_of_the_bin(tmp_path):
     for c in (*CLASSES, "idle"):
         assert float(ov.parts[c].sum()) == pytest.approx(r.parts[c], abs=1e-3), c
     assert r.parts["download"] > 0 and r.parts["sample"] > 0 and r.parts["idle"] > 0
+
+
+def test_a_bin_the_loop_ran_part_of_shares_its_wait_over_the_loop_time_only():
+    from array import array
+
+    from trace_tools.stall import RankLog, analyse
+
+    rl = RankLog()
+    rl.loops = [("1", 0.0, 100.0), ("2", 150.0, 300.0)]  # the loop does not run between 100 and 150
+    rl.stalls = array("d", [0, 10, 50, 60, 160, 180, 250, 300])
+    rl.activity["download"] = array("d", [0, 5])
+    rl.activity["sample"] = array("d", [160, 170, 250, 275])
+    r = analyse("rank 0", rl, bins=3)
+    ov = r.over_time
+    assert ov is not None and list(ov.edges) == [0.0, 100.0, 200.0, 300.0]
+    assert list(ov.loop_us) == [100.0, 50.0, 100.0]
+    assert list(ov.wait_share()) == pytest.approx([0.2, 0.4, 0.5])  # 20 of 100, 20 of the loop's 50, 50 of 100
+    total = sum(ov.share(c) for c in (*CLASSES, "idle"))
+    assert list(total) == pytest.approx([0.2, 0.4, 0.5])
+    assert list(ov.share("sample")) == pytest.approx([0.0, 0.2, 0.25])
+    assert list(ov.share("download")) == pytest.approx([0.05, 0.0, 0.0])
