@@ -22,6 +22,7 @@ from streamscope.format.index import load_index
 from streamscope.storage import open_store
 from tests.engine._data import write_dataset
 from tests.support.tracing import clean_tracer  # noqa: F401
+from tests.support.wait import until
 
 
 def make_cache(src: str, cache_dir: str, budget: int | None, compression: str | None = None) -> ChunkCache:
@@ -117,12 +118,11 @@ def test_prefetch_depth_is_live(src, tmp_path):
     pf = Prefetcher(cache, list(range(6)), lambda: live_depth(2))  # the knob wins over the default 2
     try:
         pf.get(0)
-        time.sleep(0.3)
+        assert until(lambda: pf._next >= 2)
+        time.sleep(0.3)  # time to go further, which it must not
         assert pf._next == 2  # the current chunk plus one ahead
         config.set_value("prefetch_depth", 4)
-        deadline = time.monotonic() + 5
-        while pf._next < 5 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert until(lambda: pf._next >= 5)
         assert pf._next == 5
     finally:
         config.reset("prefetch_depth")
@@ -301,18 +301,25 @@ def test_prefetcher_downloads_through_the_streaming_store_random_access_does_not
 
 
 class _SlowCache:
-    """A ChunkCache stand-in: chunk 0 takes ``slow`` seconds; records when each fetch starts."""
+    """A ChunkCache stand-in recording the order in which fetches start and end: chunk 0 takes ``slow`` seconds,
+    or less when chunks 1 and 2 have both started meanwhile (so that an overlap is shown by order, not by time)."""
 
     def __init__(self, slow: float) -> None:
-        self.slow, self.started, self.lock = slow, {}, threading.Lock()
+        self.slow, self.log, self.lock = slow, [], threading.Lock()
+        self.both_started = threading.Event()
 
     def path(self, index: int) -> str:
         return f"/nowhere/{index}"
 
     def acquire(self, index: int, streaming: bool = False) -> str:
         with self.lock:
-            self.started[index] = time.monotonic()
-        time.sleep(self.slow if index == 0 else 0.01)
+            self.log.append(("start", index))
+            if {("start", 1), ("start", 2)} <= set(self.log):
+                self.both_started.set()
+        if index == 0:
+            self.both_started.wait(self.slow)
+        with self.lock:
+            self.log.append(("done", index))
         return self.path(index)
 
     def release(self, index: int) -> None:
@@ -322,23 +329,22 @@ class _SlowCache:
 @pytest.mark.parametrize("head_first", [True, False])
 def test_head_first_keeps_later_chunks_from_starting_while_the_reader_waits(head_first):
     config.set_value("prefetch_head_first", head_first)
-    cache = _SlowCache(slow=0.4)
+    # head first: chunk 0 alone for its 0.4 s; not: chunk 0 holds until 1 and 2 start (20 s: only a hang reaches it)
+    cache = _SlowCache(slow=0.4 if head_first else 20.0)
     pf = Prefetcher(cache, [0, 1, 2, 3], lambda: 2)  # type: ignore[arg-type]
     try:
-        t0 = time.monotonic()
         assert pf.get(0) == "/nowhere/0"
-        done0 = time.monotonic()
         for pos in (1, 2, 3):
             assert pf.get(pos) == f"/nowhere/{pos}"
     finally:
         pf.close()
         config.reset("prefetch_head_first")
-    assert done0 - t0 >= 0.4
-    later = [cache.started[c] for c in (1, 2)]
+    at = {e: i for i, e in enumerate(cache.log)}
+    later = [at["start", c] for c in (1, 2)]
     if head_first:  # chunks 1 and 2 started only once chunk 0 was local
-        assert min(later) >= cache.started[0] + 0.4
+        assert min(later) > at["done", 0], cache.log
     else:  # they overlapped chunk 0 (depth 2, concurrency 4)
-        assert max(later) < cache.started[0] + 0.3
+        assert max(later) < at["done", 0], cache.log
 
 
 class _WatchingStore(_CountingStore):

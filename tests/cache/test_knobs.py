@@ -20,6 +20,7 @@ from streamscope.format.index import load_index
 from streamscope.storage import open_store
 from tests.engine._data import write_dataset
 from tests.support.tracing import clean_tracer  # noqa: F401
+from tests.support.wait import until
 
 
 @pytest.fixture(autouse=True)
@@ -120,15 +121,14 @@ def test_the_prefetcher_reads_its_knobs_from_the_board_and_says_when_it_sees_a_c
     pf = Prefetcher(cache, list(range(12)), board.reader("prefetch_depth"), board)  # type: ignore[arg-type]
     try:
         pf.get(0)
-        time.sleep(0.3)
+        assert until(lambda: pf._next >= 2)
+        time.sleep(0.3)  # time to go further, which it must not
         assert pf._next == 2 and len(pf._threads) == 1  # one chunk ahead, one thread
         ev.drain()
         board.propose("prefetch_depth", 8)
         board.propose("download_concurrency", 4)
         pf.get(1)  # the reader's next chunk: the fetch threads look at the board again
-        deadline = time.monotonic() + 5
-        while pf._next < 10 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        assert until(lambda: pf._next >= 10)
         assert pf._next == 10 and len(pf._threads) == 4
         seen = [f for ph, name, f in _tune(ev.drain()) if name == "knobs_seen"]
     finally:
