@@ -959,9 +959,10 @@ knob(
     None,
     "port",
     ("STREAMSCOPE_PROMETHEUS_PORT",),
-    "Serve the metrics for Prometheus on this port in each rank's main process (unset: off). Local rank r "
-    "listens on port + r; 0 picks a free port per rank, said on stderr. A port in use is an error naming it. "
-    "Read by `streamscope.enable_telemetry()`; `streamscope.telemetry.prometheus.start_endpoint` is the call.",
+    "Serve the metrics for Prometheus on this port in each rank's main process (unset: off), from its first "
+    "dataset or loader on (or `streamscope.enable_telemetry()`); switches metrics on (chunk level). Local rank r "
+    "listens on port + r; 0 picks a free port per rank, said on stderr. A port in use is a warning line naming "
+    "it (training goes on); `streamscope.telemetry.prometheus.start_endpoint` is the call that raises instead.",
     parse_port,
 )
 knob(
