@@ -85,7 +85,8 @@ def test_the_wait_histogram_counts_every_batch_handed_to_the_loop(tmp_path, work
         deadline = time.monotonic() + 10
         while True:
             got = _scrape(port)
-            if got.get("count") == delivered or time.monotonic() > deadline:
+            settled = all(got.get(k) == delivered for k in ("count", "inf", "batches"))
+            if (settled and got.get("sum") == pytest.approx(h.sum, rel=1e-9)) or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
         assert got["count"] == delivered and got["inf"] == delivered and got["batches"] == delivered, got
