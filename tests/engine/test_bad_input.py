@@ -41,8 +41,9 @@ def test_truncated_chunk_names_file_and_offset_fast(tmp_path, workers):
     t0 = time.monotonic()
     with pytest.raises(CorruptChunkError, match=r"chunk-0-1\.bin.*offset|offset.*chunk-0-1\.bin") as info:
         list(StreamingDataLoader(ds, batch_size=4, num_workers=workers))
-    # an error, not a wait: far below any chunk-wait timeout (LitData: 120 s); worker start-up under load is excluded
-    assert time.monotonic() - t0 < 1.0 + (15.0 if workers else 0.0)
+    # an error, not a wait: far below any chunk-wait timeout (LitData: 120 s), with room for a busy machine (issue
+    # 31: no bound near 1 s); worker start-up under load is excluded
+    assert time.monotonic() - t0 < 10.0 + (15.0 if workers else 0.0)
     assert str(size - 5) in str(info.value)
 
 
