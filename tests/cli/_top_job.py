@@ -2,7 +2,9 @@
 
 ``python tests/cli/_top_job.py WORKDIR [SECONDS]`` writes a local image dataset into WORKDIR, starts the
 Prometheus endpoint on a free port, writes the port to ``WORKDIR/port``, then runs epochs (two forked workers, a
-transform of ~2 ms a sample) until ``WORKDIR/stop`` exists or SECONDS (default 120) have passed.
+transform of ~2 ms a sample) until ``WORKDIR/stop`` exists or SECONDS (default 120) have passed. While
+``WORKDIR/pause`` exists the training loop holds its batch and asks for no other (no batch, no wait); the job
+writes ``WORKDIR/paused`` once it holds.
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ def main() -> int:
         for _ in loader:
             if os.path.exists(os.path.join(work, "stop")):
                 break
+            if os.path.exists(os.path.join(work, "pause")):
+                open(os.path.join(work, "paused"), "w").close()
+                while os.path.exists(os.path.join(work, "pause")) and not os.path.exists(os.path.join(work, "stop")):
+                    time.sleep(0.05)
+                os.remove(os.path.join(work, "paused"))
     return 0
 
 

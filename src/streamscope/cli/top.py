@@ -4,25 +4,30 @@
 (one per rank's main process, see ``STREAMSCOPE_PROMETHEUS_PORT``) every ``interval`` seconds and shows, per
 rank, what the loop waited for and why, and what the loader delivers:
 
-* ``wait``: the share of wall time the training loop waited for data, and per batch; its split by what the
-  workers were doing meanwhile (download, decompress, read, decode, idle);
+* ``wait``: the share of wall time the training loop waited for data, and per batch (the wait histogram: one
+  value per batch); ``split``: that wait split by what the workers were doing meanwhile (download, decompress,
+  read, decode, idle), each stage's share of the stages' total over the same interval, so the shares sum to
+  100% (``no wait`` when the interval had none);
 * ``flow``: samples/s, MB/s and batches/s handed to the loop; workers alive, results queued, chunks prefetched;
 * ``download``: chunks in flight, MB/s, latency p50/p99 over the interval, retries, errors; ``cache``: bytes, hit
   ratio, evictions;
 * ``knobs``: the live knobs' values; a change between two scrapes is listed under "recent tuner decisions".
 
-Rates are over the last interval, so the first screen shows totals only. An endpoint that does not answer shows
-why (refused, timed out, not a metrics page) in its place and is tried again at every refresh; ``q`` quits
-(exit 0). Without a terminal (or with ``--once``) it prints one screen after two scrapes and exits (1 when no
-endpoint answered). Metric names come from the registry (``registry.prometheus_name``), parsed from the text
-exposition format with no dependency.
+Every rate is a difference between the same two scrapes of the endpoint (the last two), over the time between
+their answers, so the first screen shows totals only. The screen fits the terminal's width (80 columns and up):
+long lines (the knobs, many datasets) wrap. An endpoint that does not answer shows why (refused, timed out, not
+a metrics page) in its place and is tried again at every refresh; ``q`` quits (exit 0). Without a terminal (or
+with ``--once``) it prints one screen after two scrapes and exits (1 when no endpoint answered). Metric names
+come from the registry (``registry.prometheus_name``), parsed from the text exposition format with no dependency.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import socket
 import sys
+import textwrap
 import time
 import urllib.error
 import urllib.parse
@@ -37,6 +42,7 @@ from streamscope.events.registry import STAGES, M, Metric, prometheus_name
 from streamscope.storage.redact import redact
 
 __all__ = [
+    "WIDTH",
     "RankView",
     "Scrape",
     "Series",
@@ -133,11 +139,16 @@ def _why(exc: BaseException) -> str:
 
 
 def fetch(url: str, timeout: float) -> Scrape:
-    """Scrape ``url``; never raises (the reason goes into :attr:`Scrape.error`)."""
+    """Scrape ``url``; never raises (the reason goes into :attr:`Scrape.error`).
+
+    The scrape's time is when the answer began to arrive: the endpoint reads its numbers before it answers, and
+    a job busy on a small machine can take long to answer, so the time the request was sent could be far from
+    the moment the numbers describe (rates over a wrong interval: a wait above 100% of the time)."""
     now = time.monotonic()
     try:
         req = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
         with urllib.request.urlopen(req, timeout=timeout) as r:
+            now = time.monotonic()
             body = r.read(32 << 20).decode("utf-8", "replace")
     except Exception as exc:  # every failure is something to show, never a traceback
         return Scrape(url, now, error=_why(exc))
@@ -191,7 +202,11 @@ class RankView:
     datasets: list[str]
     wait_pct: float | None = None
     ms_per_batch: float | None = None
-    split: dict[str, float] | None = None  # stage -> share of the wait over the interval
+    #: stage -> percent of the stages' total over the interval (summing to 100); {} when the interval had no
+    #: wait settled; None before two scrapes
+    split: dict[str, float] | None = None
+    #: the loop's wait over the interval (seconds) as its wait counter says: the stages may not have reported it yet
+    wait_s: float | None = None
     samples_s: float | None = None
     mb_s: float | None = None
     batches_s: float | None = None
@@ -248,15 +263,31 @@ def rank_view(cur: Scrape, prev: Scrape | None, rank: str) -> RankView:
             return None
         return b - a
 
+    # Every rate below is a difference between these same two scrapes, over the same dt. But the endpoint reads
+    # two kinds of numbers: the loader's batches, samples and bytes as they are at the scrape, and what comes
+    # from events (the wait counter and histogram, the stages, downloads) as of the job's last metrics tick
+    # (``metrics_interval``, 1 s). Over one refresh the latter cover whichever ticks fell in it (none, one, two):
+    # their difference over dt swings from 0 to 200% of the time. So the wait's share of the time is the wait
+    # per batch (the histogram's sum over its count: one value per batch, both from the same ticks) times the
+    # batches per second of the scrapes; and the split divides each stage by the stages' total over the
+    # interval (the workers settle them a tick or more after the wait): both are ratios within one source.
     wait, batches = delta(M.LOADER_WAIT), delta(M.LOADER_BATCHES)
-    if wait is not None:
+    v.wait_s = wait
+    wh = _name(M.LOADER_WAIT_DURATION)
+    w_sum, w_count = _hist_delta(prev, cur, f"{wh}_sum", rank), _hist_delta(prev, cur, f"{wh}_count", rank)
+    if w_sum is not None and w_count:
+        v.ms_per_batch = 1000.0 * w_sum / w_count
+        if batches is not None:
+            v.wait_pct = 100.0 * (w_sum / w_count) * batches / dt
+    elif batches == 0 and wait is not None:  # no batch in the interval: what the loop waited in it, if any
+        v.wait_pct = 100.0 * wait / dt
+    elif w_sum is None and wait is not None:  # an endpoint without the histogram
         v.wait_pct = 100.0 * wait / dt
         if batches:
             v.ms_per_batch = 1000.0 * wait / batches
-        if wait > 0:
-            shares = {st: delta(M.LOADER_WAIT_STAGE, stage=st) for st in STAGES}
-            if all(x is not None for x in shares.values()):
-                v.split = {st: 100.0 * (x or 0.0) / wait for st, x in shares.items()}
+    shares = {st: delta(M.LOADER_WAIT_STAGE, stage=st) for st in STAGES}
+    if all(x is not None for x in shares.values()):
+        v.split = _percentages({st: x or 0.0 for st, x in shares.items()})
     samples, nbytes, dl = delta(M.LOADER_SAMPLES), delta(M.LOADER_BYTES), delta(M.DOWNLOAD_BYTES)
     v.samples_s = None if samples is None else samples / dt
     v.batches_s = None if batches is None else batches / dt
@@ -273,7 +304,53 @@ def rank_view(cur: Scrape, prev: Scrape | None, rank: str) -> RankView:
     return v
 
 
+def _hist_delta(prev: Scrape, cur: Scrape, name: str, rank: str) -> float | None:
+    a, b = _total(prev, name, rank), _total(cur, name, rank)
+    return None if a is None or b is None or b < a else b - a
+
+
+def _percentages(parts: dict[str, float]) -> dict[str, float]:
+    """Each part's percent of their sum ({} when the sum is 0)."""
+    total = sum(parts.values())
+    if total <= 0:
+        return {}
+    return {k: 100.0 * x / total for k, x in parts.items()}
+
+
+def _rounded(pct: dict[str, float]) -> dict[str, int]:
+    """Whole percents that sum to exactly 100 (largest remainders), for percents that sum to 100."""
+    out = {k: int(x) for k, x in pct.items()}
+    rest = sorted(pct, key=lambda k: (out[k] - pct[k], list(pct).index(k)))  # largest remainder first
+    for k in rest[: max(0, 100 - sum(out.values()))]:
+        out[k] += 1
+    return out
+
+
 # -- the screen ------------------------------------------------------------------------------------------------
+
+#: The width the screen is laid out for when the terminal's is not known, and the least it is laid out for.
+WIDTH = 80
+_INDENT = " " * 12  # where a section's text begins ("  download  ")
+
+
+def _fit(label: str | None, items: Sequence[str], width: int) -> list[str]:
+    """``items`` two spaces apart after a section's ``label`` (padded to the indent; None: from the first column),
+    wrapped at ``width`` with continuation lines at the indent. An item longer than a line is cut (with ``…``)."""
+    room = width - len(_INDENT)
+    lines: list[str] = []
+    cur, empty = ("" if label is None else f"  {label:<10}"), True
+    for item in items:
+        if len(item) > room:
+            item = item[: room - 1] + "…"
+        if empty:
+            cur, empty = cur + item, False
+        elif len(cur) + 2 + len(item) <= width:
+            cur += "  " + item
+        else:
+            lines.append(cur)
+            cur = _INDENT + item
+    lines.append(cur)
+    return lines
 
 
 def _num(x: float | None, fmt: str = "{:,.1f}", none: str = "…") -> str:
@@ -298,27 +375,61 @@ def _bytes(x: float | None) -> str:
     return f"{x:.1f} TB"
 
 
-def rank_lines(v: RankView) -> list[str]:
+def rank_lines(v: RankView, width: int = WIDTH) -> list[str]:
+    """One rank's part of the screen, no line longer than ``width`` (laid out for at least 40 columns)."""
+    width = max(40, width)
     where = redact(v.url).removeprefix("http://").removesuffix("/metrics")
-    ds = f"  datasets: {', '.join(v.datasets)}" if v.datasets else ""
-    split = (
-        "  ".join(f"{st} {v.split[st]:.0f}%" for st in STAGES)
-        if v.split is not None
-        else "download … decompress … read … decode … idle …"
-    )
-    knobs = " ".join(f"{k}={x:g}" for k, x in sorted(v.knobs.items())) or "-"
+    names = [f"{d}," for d in v.datasets[:-1]] + v.datasets[-1:]  # each its own item: a long list wraps
+    head = [f"rank {v.rank}", where] + ([f"datasets: {names[0]}", *names[1:]] if names else [])
+    if v.split is None:
+        split = ["…"]
+    elif not v.split:
+        split = ["no wait (not reported by the workers yet)" if (v.wait_s or 0.0) > 0 else "no wait"]
+    else:
+        split = [f"{st} {pct}%" for st, pct in _rounded(v.split).items()]
+    knobs = [f"{k}={x:g}" for k, x in sorted(v.knobs.items())] or ["-"]
+    ms = "-" if v.ms_per_batch is None and v.batches_s == 0 else _num(v.ms_per_batch, "{:.1f}")
+    p50 = _secs(v.dl_p50) if v.dl_p50 is not None else "-"
+    p99 = _secs(v.dl_p99) if v.dl_p99 is not None else "-"
     return [
-        f"rank {v.rank}  {where}{ds}",
-        f"  wait      {_num(v.wait_pct, '{:.1f}%')} of the time  {_num(v.ms_per_batch, '{:.1f}')} ms/batch   split: {split}",
-        f"  flow      {_num(v.samples_s)} samples/s  {_num(v.mb_s, '{:.2f}')} MB/s  {_num(v.batches_s)} batches/s"
-        f"   workers {_num(v.workers, '{:g}', '-')}  queue {_num(v.queue, '{:g}', '-')}"
-        f"  prefetched {_num(v.prefetch, '{:g}', '-')}  samples {v.samples:,.0f}",
-        f"  download  {_num(v.in_flight, '{:g}', '0')} in flight  {_num(v.dl_mb_s, '{:.2f}')} MB/s"
-        f"  p50 {_secs(v.dl_p50) if v.dl_p50 is not None else '-'}  p99 {_secs(v.dl_p99) if v.dl_p99 is not None else '-'}"
-        f"  retries {_num(v.retries, '{:g}', '0')}  errors {_num(v.errors, '{:g}', '0')}",
-        f"  cache     {_bytes(v.cache_bytes) if v.cache_bytes is not None else '-'}"
-        f"  hit {_num(v.hit_pct, '{:.0f}%', '-')}  evicted {_num(v.evictions, '{:g}', '0')}",
-        f"  knobs     {knobs}",
+        *_fit(None, head, width),
+        *_fit("wait", [f"{_num(v.wait_pct, '{:.1f}%')} of the time", f"{ms} ms/batch"], width),
+        *_fit("split", split, width),
+        *_fit(
+            "flow",
+            [
+                f"{_num(v.samples_s)} samples/s",
+                f"{_num(v.mb_s, '{:.2f}')} MB/s",
+                f"{_num(v.batches_s)} batches/s",
+                f"workers {_num(v.workers, '{:g}', '-')}",
+                f"queue {_num(v.queue, '{:g}', '-')}",
+                f"prefetched {_num(v.prefetch, '{:g}', '-')}",
+                f"samples {v.samples:,.0f}",
+            ],
+            width,
+        ),
+        *_fit(
+            "download",
+            [
+                f"{_num(v.in_flight, '{:g}', '0')} in flight",
+                f"{_num(v.dl_mb_s, '{:.2f}')} MB/s",
+                f"p50 {p50}",
+                f"p99 {p99}",
+                f"retries {_num(v.retries, '{:g}', '0')}",
+                f"errors {_num(v.errors, '{:g}', '0')}",
+            ],
+            width,
+        ),
+        *_fit(
+            "cache",
+            [
+                _bytes(v.cache_bytes) if v.cache_bytes is not None else "-",
+                f"hit {_num(v.hit_pct, '{:.0f}%', '-')}",
+                f"evicted {_num(v.evictions, '{:g}', '0')}",
+            ],
+            width,
+        ),
+        *_fit("knobs", knobs, width),
     ]
 
 
@@ -355,26 +466,32 @@ class Top:
             if key in before and before[key] != v:
                 self.decisions.appendleft(f"{stamp}  rank {key[0]}  {key[1]}: {before[key]:g} -> {v:g}")
 
-    def lines(self) -> list[str]:
+    def lines(self, width: int = WIDTH) -> list[str]:
+        """The screen, no line longer than ``width`` (laid out for at least 40 columns)."""
+        width = max(40, width)
         n = len(self.urls)
         head = (
             f"streamscope top   {n} endpoint{'s' if n != 1 else ''}, every {self.interval:g} s   q quits"
             f"   {time.strftime('%H:%M:%S')}"
         )
-        out = [head, ""]
+
+        def wrap(text: str) -> list[str]:
+            return textwrap.wrap(text, width, subsequent_indent=_INDENT, break_on_hyphens=False) or [""]
+
+        out = [*wrap(head), ""]
         for url in self.urls:
             s = self.last.get(url)
             if s is None:
-                out += [f"{redact(url)}: connecting…", ""]
+                out += [*wrap(f"{redact(url)}: connecting…"), ""]
                 continue
             if s.error is not None:
-                out += [f"{redact(url)}: unreachable: {s.error}", ""]
+                out += [*wrap(f"{redact(url)}: unreachable: {s.error}"), ""]
                 continue
             prev = self.prev.get(url)
             for rank in ranks_of(s):
-                out += rank_lines(rank_view(s, prev, rank)) + [""]
+                out += rank_lines(rank_view(s, prev, rank), width) + [""]
         out.append("recent tuner decisions (knob changes):")
-        out += [f"  {d}" for d in self.decisions] or ["  none yet"]
+        out += [ln for d in self.decisions for ln in wrap(f"  {d}")] or ["  none yet"]
         return out
 
     def close(self) -> None:
@@ -398,7 +515,8 @@ def _curses_loop(top: Top) -> int:
                 next_at = now + top.interval
                 height, width = scr.getmaxyx()
                 scr.erase()
-                for y, line in enumerate(top.lines()[: max(0, height)]):
+                # laid out for one column less than the window: curses cannot write its last cell
+                for y, line in enumerate(top.lines(width - 1)[: max(0, height)]):
                     try:
                         scr.addnstr(y, 0, line, max(0, width - 1))
                     except curses.error:  # the last cell of a small window
@@ -432,7 +550,7 @@ def run_top(urls: Sequence[str], interval: float = 1.0, once: bool = False) -> i
             top.refresh()
             time.sleep(min(interval, 2.0))
             top.refresh()
-            print("\n".join(top.lines()))
+            print("\n".join(top.lines(shutil.get_terminal_size((WIDTH, 24)).columns)))
             return 0 if any(s.error is None for s in top.last.values()) else 1
         return _curses_loop(top)
     except KeyboardInterrupt:
