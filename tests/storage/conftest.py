@@ -110,10 +110,10 @@ def http_files(request: pytest.FixtureRequest, tmp_path) -> Iterator[FileServer]
 @pytest.fixture(scope="session")
 def hf_hub() -> Iterator[HFHub]:
     """The Hub emulator for this test session, ``HF_ENDPOINT`` pointed at it (tree pages of 3 entries, so listings
-    paginate)."""
+    paginate; large files redirected to its CDN on another origin, as the Hub does)."""
     pytest.importorskip("huggingface_hub")
     saved = {k: os.environ.get(k) for k in ("HF_ENDPOINT", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")}
-    with HFHub(page_size=3) as hub:
+    with HFHub(page_size=3, cdn=True) as hub:
         os.environ["HF_ENDPOINT"] = hub.endpoint
         for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):  # a developer's own token never reaches the tests
             os.environ.pop(k, None)

@@ -256,6 +256,8 @@ def test_private_repo_needs_the_token(hf_hub: HFHub, tmp_path, monkeypatch, capl
         ev.ACTIVE.difference_update(ev.CATEGORIES)
     sent = hf_hub.requests_for(repo)
     assert sent and all(r.authorized for r in sent)
+    cdn = hf_hub.requests_for("/blobs/")  # the Parquet files (LFS) came from the CDN, without the token
+    assert cdn and not any(r.authorized for r in cdn)
     events = ev.drain()
     assert any(isinstance(e[6], dict) and str(e[6].get("url", "")).startswith(url) for e in events if len(e) > 6)
     outputs = [repr(store), repr(ds), repr(ds.__dict__), str(missing.value), caplog.text]

@@ -20,6 +20,9 @@ headers the real Hub sends:
 * ``GET /api/datasets/<owner>/<name>[/revision/<revision>]``: the repository's info (``id``, ``sha``, ``private``,
   ``siblings``).
 * ``POST /api/datasets/<owner>/<name>/paths-info/<revision>``: the entries of the given ``paths`` (form or JSON).
+* with ``cdn=True``, a large (LFS) file's resolve answers ``302`` to a second server on ``127.0.0.2`` (another
+  origin, as the Hub's file CDN is) that serves ``/blobs/<sha256>`` with ``Range``: a client must follow the
+  redirect, and must not send its token there (``requests`` records whether it did).
 
 Errors are the Hub's: 404 with ``X-Error-Code`` ``RepoNotFound`` / ``RevisionNotFound`` / ``EntryNotFound``; a
 private repository (created with ``token=``) answers 401 ``RepoNotFound`` to a request without that bearer token,
@@ -43,8 +46,13 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 __all__ = ["HFHub", "HubRequest"]
 
 _RANGE_RE = re.compile(r"bytes=(\d+)-(\d*)$")
-#: files at least this large are listed with an ``lfs`` entry (the Hub stores them in LFS / Xet)
+#: files at least this large, and every ``.parquet`` file (the Hub's default ``.gitattributes``), are LFS files:
+#: listed with an ``lfs`` entry, ETag the sha256, redirected to the CDN
 LFS_THRESHOLD = 1024
+
+
+def _is_lfs(path: str, data: bytes) -> bool:
+    return len(data) >= LFS_THRESHOLD or path.endswith(".parquet")
 
 
 @dataclass
@@ -83,15 +91,15 @@ def _git_oid(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def _etag(data: bytes) -> str:
-    """The Hub's ETag: the LFS sha256 of a large file, the git blob id of a small one."""
-    return hashlib.sha256(data).hexdigest() if len(data) >= LFS_THRESHOLD else _git_oid(data)
+def _etag(path: str, data: bytes) -> str:
+    """The Hub's ETag: the sha256 of an LFS file, the git blob id of another."""
+    return hashlib.sha256(data).hexdigest() if _is_lfs(path, data) else _git_oid(data)
 
 
 def _entry(path: str, data: bytes) -> dict[str, Any]:
     entry: dict[str, Any] = {"type": "file", "oid": _git_oid(data), "size": len(data), "path": path}
-    if len(data) >= LFS_THRESHOLD:
-        entry["lfs"] = {"oid": _etag(data), "size": len(data), "pointerSize": 134}
+    if _is_lfs(path, data):
+        entry["lfs"] = {"oid": _etag(path, data), "size": len(data), "pointerSize": 134}
     return entry
 
 
@@ -175,6 +183,13 @@ class _Handler(BaseHTTPRequestHandler):
         segs = parts.path.split("/")[1:]
         query = parse_qs(parts.query)
         body = method != "HEAD"
+        if len(segs) == 2 and segs[0] == "blobs" and method in ("GET", "HEAD"):  # the CDN
+            blob = self.hub._blobs.get(segs[1])
+            if blob is None:
+                self._error(404, None, "no such blob", body)
+            else:
+                self._serve_bytes(blob, f'"{segs[1]}"', {"ETag": f'"{segs[1]}"', "Accept-Ranges": "bytes"}, body)
+            return
         if len(segs) >= 5 and segs[0] == "datasets" and segs[3] == "resolve" and method in ("GET", "HEAD"):
             repo = self._repo(segs[1], segs[2], auth, body)
             if repo is None:
@@ -215,7 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
         if data is None:
             self._error(404, "EntryNotFound", f'{path} does not exist on "{revision}"', body)
             return
-        etag = f'"{_etag(data)}"'
+        etag = f'"{_etag(path, data)}"'
         commit = repo.sha(revision) if revision in repo.branches else revision
         headers = {
             "ETag": etag,
@@ -223,9 +238,17 @@ class _Handler(BaseHTTPRequestHandler):
             "Accept-Ranges": "bytes",
             "Content-Type": "application/octet-stream",
         }
-        if len(data) >= LFS_THRESHOLD:
+        if _is_lfs(path, data):
             headers["X-Linked-Size"] = str(len(data))
             headers["X-Linked-ETag"] = etag
+        if _is_lfs(path, data) and self.hub.cdn_endpoint is not None:
+            headers["Location"] = f"{self.hub.cdn_endpoint}/blobs/{hashlib.sha256(data).hexdigest()}"
+            self._send(302, b"", headers, body)
+            return
+        self._serve_bytes(data, etag, headers, body)
+
+    def _serve_bytes(self, data: bytes, etag: str, headers: dict[str, str], body: bool) -> None:
+        """``data`` with If-Match and Range honoured."""
         if_match = self.headers.get("If-Match")
         if if_match is not None and if_match.strip() not in (etag, "*"):
             self._error(412, None, "Precondition Failed", body)
@@ -317,11 +340,13 @@ class HFHub:
 
     Args:
         page_size: tree entries per page (the Hub: 1000); small values exercise pagination.
+        cdn: redirect large files to a file server on another origin (``127.0.0.2``), as the Hub does.
     """
 
-    def __init__(self, page_size: int = 1000) -> None:
+    def __init__(self, page_size: int = 1000, cdn: bool = False) -> None:
         self.page_size = page_size
         self._repos: dict[str, _Repo] = {}
+        self._blobs: dict[str, bytes] = {}
         self._lock = threading.Lock()
         self._failures: list[int] = []
         self.requests: list[HubRequest] = []
@@ -330,6 +355,13 @@ class HFHub:
         self._server.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread: threading.Thread | None = None
+        self._cdn: ThreadingHTTPServer | None = None
+        self._cdn_thread: threading.Thread | None = None
+        self.cdn_endpoint: str | None = None
+        if cdn:
+            self._cdn = ThreadingHTTPServer(("127.0.0.2", 0), handler)
+            self._cdn.daemon_threads = True
+            self.cdn_endpoint = f"http://127.0.0.2:{self._cdn.server_address[1]}"
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
@@ -337,14 +369,21 @@ class HFHub:
         """Serve in a daemon thread."""
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
+        if self._cdn is not None:
+            self._cdn_thread = threading.Thread(
+                target=self._cdn.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            )
+            self._cdn_thread.start()
         return self
 
     def stop(self) -> None:
         """Stop serving and close the socket."""
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        for server, thread in ((self._server, self._thread), (self._cdn, self._cdn_thread)):
+            if server is not None and thread is not None:  # shutdown() waits for a serve_forever that runs
+                server.shutdown()
+                thread.join(timeout=5)
+            if server is not None:
+                server.server_close()
 
     def __enter__(self) -> HFHub:
         return self.start()
@@ -363,6 +402,7 @@ class HFHub:
         """Commit one file (creating the revision as a branch when it does not exist)."""
         with self._lock:
             self._repos[repo_id].branches.setdefault(revision, {})[path.strip("/")] = bytes(data)
+            self._blobs[hashlib.sha256(data).hexdigest()] = bytes(data)
 
     def delete(self, repo_id: str, path: str, revision: str = "main") -> None:
         """Remove one file."""

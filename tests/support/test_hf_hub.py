@@ -11,7 +11,7 @@ hub_lib = pytest.importorskip("huggingface_hub")
 
 @pytest.fixture(scope="module")
 def hub():
-    with HFHub(page_size=2) as h:
+    with HFHub(page_size=2, cdn=True) as h:
         h.create_repo("o/pub")
         h.put("o/pub", "data/a.parquet", b"A" * 2000)
         h.put("o/pub", "data/sub/b.parquet", b"b" * 10)
@@ -45,6 +45,7 @@ def test_info_paths_info_and_download(hub: HFHub, tmp_path) -> None:
         "o/pub", "data/a.parquet", repo_type="dataset", endpoint=hub.endpoint, cache_dir=str(tmp_path), token=False
     )
     assert open(path, "rb").read() == b"A" * 2000
+    assert hub.requests_for("/blobs/")  # a large file came through the redirect to the CDN
     with pytest.raises(hub_lib.errors.RepositoryNotFoundError):
         api.dataset_info("o/missing")
 
