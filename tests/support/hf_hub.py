@@ -359,9 +359,12 @@ class HFHub:
         self._cdn_thread: threading.Thread | None = None
         self.cdn_endpoint: str | None = None
         if cdn:
-            self._cdn = ThreadingHTTPServer(("127.0.0.2", 0), handler)
+            try:
+                self._cdn, host = ThreadingHTTPServer(("127.0.0.2", 0), handler), "127.0.0.2"
+            except OSError:  # a loopback without 127.0.0.2: "localhost" is another origin as well
+                self._cdn, host = ThreadingHTTPServer(("127.0.0.1", 0), handler), "localhost"
             self._cdn.daemon_threads = True
-            self.cdn_endpoint = f"http://127.0.0.2:{self._cdn.server_address[1]}"
+            self.cdn_endpoint = f"http://{host}:{self._cdn.server_address[1]}"
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
