@@ -349,3 +349,15 @@ def test_unreachable_endpoint_fails_without_hanging(quick_retries, monkeypatch) 
         open_store("hf://datasets/o/r").head("x.parquet")
     assert "hf://datasets/o/r/x.parquet" in str(info.value)
     assert time.monotonic() - t0 < 60
+
+
+def test_token_in_storage_options(hf_hub: HFHub, tmp_path) -> None:
+    """LitData's other spelling: storage_options={"token": ...} reaches the index build and every chunk download."""
+    from streamscope import StreamingDataLoader, StreamingDataset
+
+    token = f"hf_{uuid.uuid4().hex}"
+    repo = _repo(hf_hub, token=token)
+    ds = StreamingDataset(f"hf://datasets/{repo}/data", cache_dir=str(tmp_path), storage_options={"token": token})
+    got = [i for b in StreamingDataLoader(ds, batch_size=8, num_workers=2) for i in b["id"].tolist()]
+    assert sorted(got) == list(range(30))
+    assert token not in repr(ds) and token not in repr(open_store(f"hf://datasets/{repo}", {"token": token}))
