@@ -222,6 +222,8 @@ SUBMODULE_CALLABLES = [
     ("streaming.downloader", "LocalDownloaderWithCache"),
     ("utilities.encryption", "FernetEncryption"),
     ("utilities.encryption", "RSAEncryption"),
+    ("utilities.env", "_DistributedEnv"),  # clients build one to set StreamingDataset.distributed_env
+    ("utilities.env", "_WorkerEnv"),
 ]
 if LITDATA_076:
     SUBMODULE_CALLABLES += [

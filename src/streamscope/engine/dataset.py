@@ -34,7 +34,9 @@ from torch.utils.data import IterableDataset, default_collate, get_worker_info
 from streamscope import events as ev
 from streamscope._core import config, hooks
 from streamscope._core.board import KnobBoard
+from streamscope._core.dirs import Dir, as_dir
 from streamscope._core.errors import (
+    ConfigError,
     DatasetError,
     DatasetIndexError,
     EncryptionError,
@@ -56,7 +58,7 @@ from streamscope.engine.dataset_index import (
     split_parquet_input,
 )
 from streamscope.engine.decrypted import decrypted_copy
-from streamscope.engine.distributed import DistEnv, WorkerEnv
+from streamscope.engine.distributed import WorkerEnv, _DistributedEnv, _WorkerEnv
 from streamscope.engine.keyed import KeyedAccess
 from streamscope.engine.newer_options import check_newer_options
 from streamscope.engine.plan import EpochPlan, make_plan, resume_plan
@@ -151,6 +153,7 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
         self.num_canonical_nodes = num_canonical_nodes
         self.batch_decode = batch_decode
         self.item_shuffle_window = item_shuffle_window
+        self.window_direct_io = window_direct_io
         if transform is not None and not callable(transform):
             if not isinstance(transform, (list, tuple)) or not all(callable(t) for t in transform):
                 raise DatasetError("transform must be a callable or a list of callables")
@@ -169,6 +172,8 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
             self.transform = transform
         self.shuffle_buffer = int(shuffle_buffer)
         self.serializers = serializers
+        #: LitData's ``cache_dir``: the argument as a ``Dir`` (``Dir(path=None, url=None)`` when not given)
+        self.cache_dir = _as_dir(cache_dir)
         if cache_dir is None and getattr(input_dir, "url", None) and getattr(input_dir, "path", None):
             cache_dir = input_dir.path  # Dir(path=local cache, url=remote data), as LitData reads it
         self._cache_root = input_path(cache_dir) if cache_dir is not None else str(config.get("cache_dir"))
@@ -243,8 +248,10 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
             self._r_chunk, self._r_start, sizes = arr[:, 0], arr[:, 1], arr[:, 2] - arr[:, 1]
         self._set_region_arrays(sizes)
 
-        dist = DistEnv.detect()
-        self.world_size, self.rank = dist.world_size, dist.rank
+        dist = _DistributedEnv.detect()
+        self.world_size, self.rank, self._num_nodes = dist.world_size, dist.global_rank, dist.num_nodes
+        #: LitData's ``worker_env``: None until an iteration starts, then that iteration's DataLoader workers
+        self.worker_env: _WorkerEnv | None = None
         self.drop_last = (self.world_size > 1) if drop_last is None else bool(drop_last)
         if self.total_items < self.world_size and not (self.total_items == 0 and self.regions is not None):
             # (a subsample that selects nothing is an empty dataset, as in LitData)
@@ -425,6 +432,29 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
         dataset's mapped chunks would then wait for a garbage collection (unmapping them there stalls whatever
         runs at that moment)."""
         return self._knobs.reader("prefetch_depth")
+
+    # --- where this dataset reads in the job (LitData's names) ------------------------------------------
+
+    @property
+    def distributed_env(self) -> _DistributedEnv:
+        """LitData's ``distributed_env``: the job's ``world_size``, this process's ``global_rank`` and the
+        ``num_nodes``, as :attr:`world_size` and :attr:`rank` say. Setting a field of it, or assigning another
+        ``_DistributedEnv`` (LitData's or ours), moves this dataset to that rank of that world, as in LitData."""
+        env = _DistributedEnv(self.world_size, self.rank, self._num_nodes)
+        env._owner = self
+        return env
+
+    @distributed_env.setter
+    def distributed_env(self, env: Any) -> None:
+        try:
+            world, rank, nodes = int(env.world_size), int(env.global_rank), int(env.num_nodes)
+        except (AttributeError, TypeError, ValueError):
+            raise DatasetError(
+                f"distributed_env must have integer world_size, global_rank and num_nodes, got {env!r}"
+            ) from None
+        if world < 1 or not 0 <= rank < world or nodes < 1:
+            raise DatasetError(f"invalid distributed_env: global_rank={rank}, world_size={world}, num_nodes={nodes}")
+        self.world_size, self.rank, self._num_nodes = world, rank, nodes
 
     # --- live knobs --------------------------------------------------------------------------------
 
@@ -679,6 +709,7 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
         pairs instead.
         """
         w = WorkerEnv.detect()
+        self.worker_env = _WorkerEnv(world_size=w.num_workers, rank=w.worker_id)
         mode = self._batch_mode
         if mode is None:
             return self._plain_iter("epoch", w.worker_id, w.num_workers, self.rank)
@@ -823,6 +854,15 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
         )
         self._elastic = (plan.epoch, tuple(plan.resumed_from)) if plan.resumed_from else None
         return plan.epoch, start
+
+
+def _as_dir(value: Any) -> Dir:
+    """``value`` as a ``Dir`` (LitData's own ``Dir`` objects too); a value of no directory kind gives an empty one
+    here and its error where the cache root is resolved."""
+    try:
+        return as_dir(value)
+    except ConfigError:
+        return Dir(path=getattr(value, "path", None), url=getattr(value, "url", None))
 
 
 # --- batches of one worker, located a block at a time ------------------------------------------------------
