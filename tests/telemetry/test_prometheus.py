@@ -225,6 +225,12 @@ def test_the_environment_starts_it_and_unset_does_not(endpoint, monkeypatch):
     assert port and "streamscope_" in _get(f"http://127.0.0.1:{port}/metrics")
 
 
+def test_the_environment_keeps_an_endpoint_started_from_code(endpoint, monkeypatch):
+    port = prom.start_endpoint(0)
+    monkeypatch.setenv("STREAMSCOPE_PROMETHEUS_PORT", str(_free_port()))
+    assert prom.start_from_env() == port and prom.endpoint_port() == port  # not moved to the variable's port
+
+
 def test_local_rank_r_listens_on_port_plus_r(endpoint, monkeypatch):
     for _ in range(20):  # a base port whose next one is free too
         base = _free_port()

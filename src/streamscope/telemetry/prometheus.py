@@ -290,13 +290,17 @@ def start_from_env(*, warn: bool = True) -> int | None:
     The variable alone switches the endpoint on: the first dataset or loader a rank's main process builds calls
     this (the ``first_use`` hook of ``streamscope/__init__.py``), and so does ``enable_telemetry()``. A failure
     (the port in use, a malformed value, ``prometheus_client`` missing) is then one line on stderr and training goes
-    on without the endpoint (``warn``, the default); ``warn=False`` raises it instead.
+    on without the endpoint (``warn``, the default); ``warn=False`` raises it instead. An endpoint this process
+    already serves (started from code, e.g. ``start_endpoint(port)``) is kept where it is.
 
     Raises:
         ConfigError, PrometheusPortError, MissingDependencyError: as :func:`start_endpoint`, only with
             ``warn=False``.
     """
     raw = os.environ.get("STREAMSCOPE_PROMETHEUS_PORT", "").strip()
+    running = endpoint_port()
+    if running is not None:
+        return running  # the code's choice of port wins over the variable's
     try:
         port = config.get("prometheus_port")
         if port is None:
