@@ -12,8 +12,8 @@ Azurite. The allowance over the budget is what LitData allows too: chunks a read
 so the chunk being read plus the ``max_pre_download`` chunks fetched ahead of it (leased, so not evictable) may sit
 above ``max_cache_size`` (LitData 0.2.76's reader keeps its ``max_pre_download`` chunks on disk, never fewer than
 2, and accepts the in-flight download on top: ``reader.py`` ``_cap_pre_download_for_cache_budget``,
-``_can_delete_chunk``). The datasets are 20 chunks against a budget of 4 and an allowance of 3, so a run that
-keeps more than 7 fails.
+``_can_delete_chunk``). The datasets are 20 chunks against a budget of 4 (or 1, below what is leased) and an
+allowance of 3, so a run that keeps more than 7 (or 4) fails.
 """
 
 from __future__ import annotations
@@ -77,13 +77,14 @@ def _in_place_order(source: str) -> list[int]:
     return [int(s["index"]) for s in StreamingDataset(source, shuffle=True)]
 
 
+@pytest.mark.parametrize("budget_chunks", [4, 1])  # 1: below what is leased, so the allowance is used
 @pytest.mark.parametrize("path", ["direct", "loader"])
 def test_the_cache_holds_its_budget_while_an_epoch_is_iterated(
-    dataset_url: tuple[str, dict[str, Any]], source: str, tmp_path: Any, path: str
+    dataset_url: tuple[str, dict[str, Any]], source: str, tmp_path: Any, path: str, budget_chunks: int
 ) -> None:
     url, options = dataset_url
     chunk = _chunk_bytes(source)
-    budget = 4 * chunk
+    budget = budget_chunks * chunk
     cache = str(tmp_path / "cache")
     ds = StreamingDataset(
         url, cache_dir=cache, storage_options=options, shuffle=True, max_cache_size=budget, max_pre_download=PREFETCH
@@ -99,6 +100,7 @@ def test_the_cache_holds_its_budget_while_an_epoch_is_iterated(
     assert 0 < peak <= budget + allowance, f"peak {peak} B over budget {budget} B + {allowance} B"
     assert peak < N // CHUNK_ITEMS * chunk  # not the whole dataset (what the bug did)
     assert _disk_bytes(cache) <= budget  # after the epoch: nothing leased, within the budget
+    assert not [f for _r, _d, fs in os.walk(cache) for f in fs if LEASE_MARK in f]
 
 
 def test_an_abandoned_iteration_releases_its_chunks_and_a_new_one_reads_everything(
