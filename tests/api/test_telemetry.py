@@ -242,6 +242,7 @@ def _data(tmp_path) -> str:
     return write_dataset(str(tmp_path / "images"), 64, image_sample, chunk_size=16)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, env",
     [("prometheus_port=0", {}), ("", {"STREAMSCOPE_PROMETHEUS_PORT": "0"})],
@@ -279,6 +280,7 @@ def test_prometheus_alone_exports_no_otlp_and_exits_at_once(tmp_path, args, env)
     assert end - got["t"] < 4.0, end - got["t"]
 
 
+@pytest.mark.slow
 def test_prometheus_with_an_otlp_endpoint_does_both(tmp_path):
     data = _data(tmp_path)
     with OTLPReceiver() as rx, OTLPReceiver() as stray:

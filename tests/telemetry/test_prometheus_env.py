@@ -206,6 +206,7 @@ def test_unset_the_endpoint_is_not_even_imported(tmp_path, data):
     assert "Prometheus" not in err.read_text()
 
 
+@pytest.mark.slow
 def test_set_the_script_serves_while_it_runs(tmp_path, data):
     """Port 0 (a free one): the URL on stderr answers with the run's series while the script trains."""
     import urllib.request
