@@ -204,6 +204,8 @@ def summary_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                 "tuned: s to within 5% (median)": ev.get("tuned_t_within_5pct_s_median"),
                 "CPU pressure % (median, max)": f"{press['median']:.0f}, {press['max']:.0f}" if press else None,
                 "load 1m (median, max)": f"{load['median']:.1f}, {load['max']:.1f}" if load else None,
+                # runs left out of the pairs (no batch within the window, an error): a slow start is not hidden
+                "runs left out": ", ".join(f"{k} {v}" for k, v in (ev.get("failed_runs") or {}).items()) or None,
             }
         )
     return rows

@@ -95,6 +95,7 @@ def test_a_failed_run_is_left_out_of_the_pairs_and_counted() -> None:
     rounds[1]["arms"]["tuned"] = {"status": "error", "reason": "boom"}
     ev = report.evaluate({"rounds": rounds, "arm_names": ["untuned", "untuned-aa", "tuned"]})
     assert ev["tuned_vs_untuned"]["round_numbers"] == [1, 3, 4] and ev["failed_runs"] == {"tuned": 1}
+    assert report.summary_rows({"scenarios": {"x": {"evaluation": ev}}})[0]["runs left out"] == "tuned 1"
     assert ev["grid_best"] is None
 
 
