@@ -7,8 +7,10 @@ Usage (Python >= 3.11: grafana-foundation-sdk needs it; the pinned 11.6 schema b
 
 Every metric name comes from ``streamscope.events.registry`` (``prometheus_name(M.LOADER_WAIT)``), and a
 selector filters only by the variables whose attribute the metric carries (``dataset`` is an attribute of the
-loader's metrics, not of the wait's), so a renamed metric or attribute changes the JSON and the test that
-regenerates it fails until the JSON is committed again. ``dashboards/README.md`` says what each panel shows.
+loader's metrics, not of the wait's; both sides of a ratio by the same ones), so a renamed metric or attribute
+changes the JSON and the test that regenerates it fails until the JSON is committed again. The live knobs and
+their units come from ``streamscope._core.config`` (bytes on one panel, counts on another), likewise.
+``dashboards/README.md`` says what each panel shows.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamscope._core import config
 from streamscope.events.registry import Instrument, M, Metric, prometheus_label, prometheus_name
 
 if sys.version_info < (3, 11):  # pragma: no cover - the message is the point
@@ -46,23 +49,31 @@ RATE = "[$__rate_interval]"
 # -- PromQL, from registry names only ------------------------------------------------------------------------------
 
 
-def series(metric: Metric, suffix: str = "") -> str:
+def series(metric: Metric, suffix: str = "", like: Metric | None = None, extra: str = "") -> str:
     """``metric``'s series filtered by the dashboard's variables: ``job`` always, ``rank``/``dataset`` when the
-    metric has that attribute. ``suffix`` picks a histogram's ``_bucket``/``_sum``/``_count`` series."""
+    metric has that attribute (and ``like``, the other side of a ratio, has it too: both sides of a division are
+    filtered by the same variables, or a chosen dataset would divide a rank's whole wait by that dataset's batches).
+    ``suffix`` picks a histogram's ``_bucket``/``_sum``/``_count`` series; ``extra`` is one more matcher."""
     if suffix and metric.instrument is not Instrument.HISTOGRAM:
         raise ValueError(f"{metric.name} is a {metric.instrument.value}, it has no {suffix} series")
     matchers = [
         f'{var if attr is None else prometheus_label(attr)}=~"${var}"'
         for var, attr in VARIABLES.items()
-        if attr is None or attr in metric.attributes
+        if attr is None or (attr in metric.attributes and (like is None or attr in like.attributes))
     ]
+    if extra:
+        matchers.append(extra)
     return f"{prometheus_name(metric)}{suffix}{{{', '.join(matchers)}}}"
 
 
-def rate(metric: Metric, suffix: str = "") -> str:
+def rate(metric: Metric, suffix: str = "", like: Metric | None = None) -> str:
     if metric.instrument is Instrument.COUNTER or suffix:
-        return f"rate({series(metric, suffix)}{RATE})"
+        return f"rate({series(metric, suffix, like)}{RATE})"
     raise ValueError(f"rate() of {metric.name}, a {metric.instrument.value}: only counters and buckets grow")
+
+
+#: How the generator writes a ratio: ``numerator`` RATIO ``denominator`` (tests split expressions at it).
+RATIO = "\n  / "
 
 
 def sum_by(labels: Sequence[str], inner: str, op: str = "sum") -> str:
@@ -83,7 +94,17 @@ RANK = by("rank")
 
 def ms_per_batch() -> str:
     """The exposed data-loading time of each rank: its wait per batch in ms (Ray's panel, with the rank kept)."""
-    return f"1000 * {sum_by(RANK, rate(M.LOADER_WAIT))}\n  / {sum_by(RANK, rate(M.LOADER_BATCHES))}"
+    wait = sum_by(RANK, rate(M.LOADER_WAIT))
+    # the wait is per rank (no dataset attribute): so are the batches it is divided by, whatever $dataset says
+    batches = sum_by(RANK, rate(M.LOADER_BATCHES, like=M.LOADER_WAIT))
+    return f"1000 * {wait}{RATIO}{batches}"
+
+
+def decode_cpu_per_batch() -> str:
+    """The thread CPU time the workers spent producing each batch, in ms (the tuner's decode cost per batch)."""
+    cpu = sum_by(RANK, rate(M.LOADER_DECODE_CPU))
+    batches = sum_by(RANK, rate(M.LOADER_BATCHES, like=M.LOADER_DECODE_CPU))
+    return f"1000 * {cpu}{RATIO}{batches}"
 
 
 def wait_share() -> str:
@@ -93,8 +114,35 @@ def wait_share() -> str:
 
 def hit_ratio() -> str:
     hits = sum_by(RANK, rate(M.CACHE_HITS))
-    misses = sum_by(RANK, rate(M.CACHE_MISSES))
-    return f"{hits}\n  / ({hits} + {misses})"
+    misses = sum_by(RANK, rate(M.CACHE_MISSES, like=M.CACHE_HITS))
+    return f"{hits}{RATIO}({hits} + {misses})"
+
+
+#: Knob units drawn on the bytes axis; every other live knob counts something (chunks, requests, items) or is a
+#: flag (0/1), and is drawn on the counts axis: 2.5e10 bytes beside a depth of 2 on one linear axis flattens the 2.
+BYTE_UNITS = ("bytes",)
+
+
+def live_knobs() -> dict[str, str]:
+    """Each live knob (the ones the tuner moves) and its unit, from ``_core/config.py``, sorted by name."""
+    return {row["name"]: row["unit"] for row in config.table() if row["live"]}
+
+
+def knob_values(units: str) -> str:
+    """The knobs' gauge, per rank and knob, for the knobs in bytes (``units="bytes"``) or all the others."""
+    in_bytes = sorted(k for k, unit in live_knobs().items() if unit in BYTE_UNITS)
+    op = "=~" if units == "bytes" else "!~"
+    pick = f'{prometheus_label("knob")}{op}"{"|".join(in_bytes)}"'
+    return sum_by(by("rank", "knob"), series(M.KNOB_VALUE, extra=pick), op="max")
+
+
+def _knob_list(units: str) -> str:
+    knobs = live_knobs()
+    chosen = {k: u for k, u in knobs.items() if (u in BYTE_UNITS) == (units == "bytes")}
+    by_unit: dict[str, list[str]] = {}
+    for k, u in chosen.items():
+        by_unit.setdefault(u, []).append(k)
+    return "; ".join(f"{u}: {', '.join(ks)}" for u, ks in sorted(by_unit.items()))
 
 
 def knob_changes() -> str:
@@ -271,18 +319,30 @@ def rows() -> tuple[RowSpec, ...]:
                     "Samples handed to the training loop per second, per rank and dataset, and their sum.",
                     per_dataset_and_sum(M.LOADER_SAMPLES),
                     unit="suffix: samples/s",
+                    width=6,
                 ),
                 ts(
                     "MB/s delivered",
                     "Tensor bytes of the batches handed to the training loop per second.",
                     per_dataset_and_sum(M.LOADER_BYTES),
                     unit="Bps",
+                    width=6,
+                ),
+                ts(
+                    "Decode CPU per batch (ms)",
+                    "Thread CPU time the DataLoader workers (the loop's own process without workers) spent "
+                    "producing each batch: reading, decompressing and decoding its samples (the tuner's decode "
+                    "cost per batch).",
+                    (q(decode_cpu_per_batch(), PER_RANK),),
+                    unit="ms",
+                    width=6,
                 ),
                 ts(
                     "DataLoader result queue and workers",
                     "Worker messages waiting in the DataLoader's result queue (0 while the loop waits: the "
                     "workers are behind), and the worker processes alive.",
                     per_rank(series, ("queued", M.LOADER_QUEUE_DEPTH), ("workers", M.LOADER_WORKERS)),
+                    width=6,
                 ),
             ),
         ),
@@ -362,11 +422,23 @@ def rows() -> tuple[RowSpec, ...]:
             "Tuner",
             (
                 ts(
-                    "Live knob values",
-                    "The value of each live knob (docs/knobs.md), which the tuner moves; its decisions are the "
-                    "dashboard's 'Tuner decisions' annotations.",
-                    (q(sum_by(by("rank", "knob"), series(M.KNOB_VALUE), op="max"), "{{knob}}, rank {{rank}}"),),
-                    width=24,
+                    "Live knob values: bytes",
+                    "The live knobs (docs/knobs.md) counted in bytes, which the tuner moves ("
+                    + _knob_list("bytes")
+                    + "); its decisions are the dashboard's 'Tuner decisions' annotations.",
+                    (q(knob_values("bytes"), "{{knob}}, rank {{rank}}"),),
+                    unit="bytes",
+                    width=12,
+                    min=None,
+                ),
+                ts(
+                    "Live knob values: counts",
+                    "The other live knobs (docs/knobs.md), which count chunks, requests or items, or are flags "
+                    "(1 on, 0 off): " + _knob_list("counts") + ". Apart from the bytes, so that a depth of 2 is "
+                    "not flattened by a cache of 25 GB.",
+                    (q(knob_values("counts"), "{{knob}}, rank {{rank}}"),),
+                    unit="short",
+                    width=12,
                     min=None,
                 ),
             ),

@@ -176,3 +176,64 @@ def test_every_expression_passes_promtool(doc):
     control = "sum by (job (x)"
     errors = promtool_check_rules([*exprs, control])
     assert list(errors) == [control], errors
+
+
+_SELECTOR = re.compile(r"\b(streamscope_[a-z0-9_]+)\{([^}]*)\}")
+
+
+def _filters(selector_body: str) -> frozenset[str]:
+    """The dashboard variables a selector filters by (``rank=~"$rank"`` -> ``rank``)."""
+    return frozenset(v for v in _VAR.findall(selector_body) if v in VARIABLES)
+
+
+def test_both_sides_of_every_ratio_are_filtered_by_the_same_variables(doc):
+    """A ratio of two metrics divides like by like: a wait that has no dataset label divided by the batches of the
+    chosen $dataset would be a rank's whole wait over some of its batches (issue 31, item 11)."""
+    ratios = {w: e for w, e in expressions(doc).items() if "\n  / " in e}
+    assert any(prometheus_name(M.LOADER_WAIT) in e for e in ratios.values())  # the ms-per-batch panels are ratios
+    for where, expr in ratios.items():
+        num, den = expr.split("\n  / ", 1)
+        sides = {
+            side: {(n, _filters(body)) for n, body in _SELECTOR.findall(text)}
+            for side, text in (("num", num), ("den", den))
+        }
+        used = {f for side in sides.values() for _, f in side}
+        assert len(used) == 1, f"{where}: the two sides filter by different variables: {sides}"
+        # and whatever a side aggregates, it keeps the same labels as the other (sum by (...) on one label set)
+        groups = set(re.findall(r"\b(?:sum|max|avg) by \(([^)]*)\)", num)) | set(
+            re.findall(r"\b(?:sum|max|avg) by \(([^)]*)\)", den)
+        )
+        assert len(groups - {"job"}) <= 1, f"{where}: sides grouped by {groups}"
+    # the control: the ratio as it was, the batches filtered by $dataset and the wait not, is caught
+    wait, batches = prometheus_name(M.LOADER_WAIT), prometheus_name(M.LOADER_BATCHES)
+    old = (
+        f'sum by (job, rank) (rate({wait}{{job=~"$job", rank=~"$rank"}}[1m]))\n  / '
+        f'sum by (job, rank) (rate({batches}{{job=~"$job", rank=~"$rank", dataset=~"$dataset"}}[1m]))'
+    )
+    num, den = old.split("\n  / ", 1)
+    assert {_filters(b) for _, b in _SELECTOR.findall(num)} != {_filters(b) for _, b in _SELECTOR.findall(den)}
+
+
+def test_the_knob_values_are_split_by_unit(doc):
+    """Bytes and counts are on two panels, each knob on the one of its unit (from _core/config.py), each once: a
+    cache budget of 2.5e10 on the same linear axis as a prefetch depth of 2 flattens the depth (issue 31, item 11)."""
+    from streamscope._core import config
+
+    live = {row["name"]: row["unit"] for row in config.table() if row["live"]}
+    in_bytes = {k for k, unit in live.items() if unit == "bytes"}
+    assert in_bytes and live.keys() - in_bytes  # both kinds exist, or there would be nothing to split
+    knob_panels = {p["title"]: p for p in _panel_using(doc, M.KNOB_VALUE, kind="timeseries")}
+    assert set(knob_panels) == {"Live knob values: bytes", "Live knob values: counts"}, set(knob_panels)
+    b, c = knob_panels["Live knob values: bytes"], knob_panels["Live knob values: counts"]
+    assert b["fieldConfig"]["defaults"]["unit"] == "bytes" and c["fieldConfig"]["defaults"]["unit"] == "short"
+
+    def shown(panel, knob: str) -> bool:
+        (t,) = panel["targets"]
+        m = re.search(r'knob(=~|!~)"([^"]*)"', t["expr"])
+        assert m, t["expr"]
+        hit = re.fullmatch(m.group(2), knob) is not None  # Prometheus anchors regex matchers
+        return hit if m.group(1) == "=~" else not hit
+
+    for knob, unit in live.items():
+        assert (shown(b, knob), shown(c, knob)) == ((True, False) if knob in in_bytes else (False, True)), (knob, unit)
+    assert all(k in b["description"] for k in in_bytes) and all(k in c["description"] for k in live.keys() - in_bytes)

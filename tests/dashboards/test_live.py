@@ -22,7 +22,7 @@ from streamscope._core import config
 from streamscope.engine.dataloader import StreamingDataLoader
 from streamscope.engine.dataset import StreamingDataset
 from streamscope.events.registry import M, prometheus_name
-from tests.dashboards.dashboard_json import expressions, load, variable_promql, variables
+from tests.dashboards.dashboard_json import expressions, load, panels, variable_promql, variables
 from tests.engine._data import image_sample, write_dataset
 from tests.support.prometheus_server import PrometheusServer, substitute_grafana_vars
 from tests.support.tracing import clean_tracer  # noqa: F401
@@ -91,8 +91,51 @@ def test_every_dashboard_expression_returns_data_from_a_scraped_run(tmp_path, s3
                     empty[where] = promql
             assert not errors, errors
             assert not empty, "no series for:\n" + "\n".join(f"{w}: {q}" for w, q in empty.items())
+            _ratios_divide_like_by_like(prom, checks)
+            _knobs_on_the_panel_of_their_unit(prom, doc)
     finally:
         stop.set()
         feeder.join(30)
         endpoint.stop_endpoint()
     assert not feeder.is_alive()
+
+
+def _balanced(text: str) -> bool:
+    return text.count("(") == text.count(")")
+
+
+def _ratios_divide_like_by_like(prom: PrometheusServer, checks: dict[str, str]) -> None:
+    """Each side of every ratio, run on its own with a dataset chosen, returns the same label sets as the other:
+    each numerator series has its denominator, and the chosen dataset narrows both sides or neither. Chosen: the
+    dataset the run read, and one this rank did not read (another job's, in a shared Prometheus), which empties a
+    side filtered by ``$dataset`` while the other (the wait has no dataset label) still answers (issue 31, item 11).
+    """
+    (one,) = {s.labels["dataset"] for s in prom.query(prometheus_name(M.LOADER_BATCHES))}
+    seen = 0
+    for where, expr in checks.items():
+        if "\n  / " not in expr:
+            continue
+        num, den = expr.split("\n  / ", 1)
+        if not (_balanced(num) and _balanced(den)):
+            continue  # the ratio inside a max/avg over ranks: the same as the panel's own, checked there
+        for dataset in (one, "not-read-here"):
+            sides = [prom.query(substitute_grafana_vars(side, {"dataset": dataset})) for side in (num, den)]
+            labels = [{frozenset(s.labels.items()) for s in side} for side in sides]
+            assert labels[0] and labels[0] == labels[1], f"{where}, dataset {dataset}: {labels[0]} / {labels[1]}"
+        seen += 1
+    assert seen >= 3  # the wait and the decode CPU per batch, and the cache's hit ratio
+
+
+def _knobs_on_the_panel_of_their_unit(prom: PrometheusServer, doc: dict) -> None:
+    """The knob panels of a real scrape: the bytes panel has the byte knobs and only them, the counts panel the
+    others (the prefetch depth that moved among them)."""
+    live = {row["name"]: row["unit"] for row in config.table() if row["live"]}
+    got: dict[str, set[str]] = {}
+    for p in panels(doc):
+        if p.get("title", "").startswith("Live knob values"):
+            (t,) = p["targets"]
+            got[p["fieldConfig"]["defaults"]["unit"]] = {
+                s.labels["knob"] for s in prom.query(substitute_grafana_vars(t["expr"]))
+            }
+    assert got["bytes"] and all(live[k] == "bytes" for k in got["bytes"]), got
+    assert KNOB in got["short"] and all(live[k] != "bytes" for k in got["short"]), got
