@@ -16,7 +16,10 @@ worker). So every line carries every struct field, in this order::
 Rules the encoder enforces:
 
 * values are sanitized: ``;`` becomes ``,``, CR, LF and the other line separators become a space, and a
-  value is cut at :data:`MAX_VALUE_CHARS` characters (Go's line scanner refuses lines over 64 KiB);
+  value is cut at :data:`MAX_VALUE_CHARS` characters (Go's line scanner refuses lines over 64 KiB); a value
+  with a URL or a ``name=value`` pair is redacted first (``storage.redact``: URL userinfo, signed query
+  parameters, registered secrets), since call sites that forget to (an error message quoting a URL) would
+  otherwise write credentials to a file people attach to bug reports;
 * keys are reduced to ``[A-Za-z0-9_.-]``; a call-site key that collides (case-insensitively) with a struct
   field (``name, ph, ts, dur, pid, tid, cat, cname, s, args``) is written as ``arg_<key>``;
   a call-site key equal to a rank/worker field replaces that field (LitData's rule); keys that would read
@@ -55,6 +58,7 @@ import numpy as np
 
 from streamscope.events import BULK, CNAMES, Bulk, EventBatch
 from streamscope.events.bus import joined
+from streamscope.storage.redact import redact
 
 __all__ = [
     "MAX_VALUE_CHARS",
@@ -92,6 +96,10 @@ def sanitize_value(value: Any) -> str:
         s = value if t is str else str(value)
     except Exception:  # a field whose __str__ fails must not cost the batch
         s = f"<unprintable {t.__name__}>"
+    if "://" in s or "=" in s:
+        # a URL or a name=value pair may carry a credential (userinfo, a signed query, an error message quoting
+        # either): masked as in OTLP spans, before the cut, so the cut never leaves half a secret unmasked
+        s = redact(s)
     if len(s) > MAX_VALUE_CHARS:
         s = s[:MAX_VALUE_CHARS]
     return s.translate(_TABLE).strip()
