@@ -163,10 +163,11 @@ def test_merged_span_stats_are_the_stats_of_both_lists_and_quantiles_name_the_bu
 def _loop_events(compact: bool, epoch: str | None, t: float = 0.0, tid: int = 1, cuts: tuple[float, ...] = ()):
     """One loop as the loader's timeline records it, with the loop span as ``epoch`` says ("B": begin/end,
     "X": one complete event at its end, None: not recorded): from t, a 2 ms stall, batch 0 held 1 ms, batch 1
-    ready (held 1 ms), a 3 ms stall, batch 2 held 1 ms, then the 1 ms wait that finds the end. Batch waits:
-    2, 0, 3 ms. ``cuts``: times (from t) where the flusher takes the timeline (the events ended by then)."""
-    stalls = [(t + 0, t + 2, 0), (t + 4, t + 7, 2), (t + 8, t + 9, 3)]
-    batches = [(t + 2, t + 3, 0), (t + 3, t + 4, 1), (t + 7, t + 8, 2)]
+    ready (held 1 ms), a 3 ms stall, batch 2 held 1 ms, batch 3 ready (held 0.5 ms), then the 1 ms wait that
+    finds the end. Batch waits: 2, 0, 3, 0 ms. ``cuts``: times (from t) where the flusher takes the timeline (the
+    events ended by then)."""
+    stalls = [(t + 0, t + 2, 0), (t + 4, t + 7, 2), (t + 8.5, t + 9.5, 4)]
+    batches = [(t + 2, t + 3, 0), (t + 3, t + 4, 1), (t + 7, t + 8, 2), (t + 8, t + 8.5, 3)]
     out = []
     if epoch == "B":
         out.append(_ev("B", "epoch", "epoch", t - 0.5, tid))
@@ -190,18 +191,18 @@ def _loop_events(compact: bool, epoch: str | None, t: float = 0.0, tid: int = 1,
     return out
 
 
-@pytest.mark.parametrize("cuts", [(), (3.0,), (2.5, 4.0, 7.5)])
+@pytest.mark.parametrize("cuts", [(), (3.0,), (2.5, 4.0, 7.5), (2.5, 8.2)])
 @pytest.mark.parametrize("compact", [False, True])
 @pytest.mark.parametrize("epoch", ["B", "X", None])
 def test_data_wait_has_one_value_per_batch_whatever_records_the_loop(compact, epoch, cuts):
-    """Two loops (epochs) on one thread, 100 ms apart: three batches each, one of them ready (zero wait), taken
-    by the flusher whole or in pieces. Each loop begins at its first stall (its epoch span, when recorded, began
+    """Two loops (epochs) on one thread, 100 ms apart: four batches each, two of them ready (zero wait), taken
+    by the flusher whole or in pieces (a take whose first stall comes after its first batch continues its loop). Each loop begins at its first stall (its epoch span, when recorded, began
     just before); the time between the loops is nobody's wait."""
     agg = Aggregator()
     agg.add(_loop_events(compact, epoch, 0.0, cuts=cuts))
     agg.add(_loop_events(compact, epoch, 100.0, cuts=cuts))
     wait = agg.spans["batch/data_wait"]
-    assert wait.count == 6  # one per batch, the ready ones included
-    assert wait.total_s == pytest.approx(2 * (2 + 0 + 3) / 1000, abs=1e-12)
-    assert wait.buckets[0] == 2  # the ready batches: zero waits
+    assert wait.count == 8  # one per batch, the ready ones included
+    assert wait.total_s == pytest.approx(2 * (2 + 0 + 3 + 0) / 1000, abs=1e-12)
+    assert wait.buckets[0] == 4  # the ready batches: zero waits
     assert agg.spans["stall/stall"].count == 6  # one per wait in next(), the one that found the end included

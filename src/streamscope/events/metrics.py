@@ -273,19 +273,22 @@ class Aggregator:
         """Stalls of thread ``tid`` begin at ``ts`` (a ``B``, or the first of a bulk entry ending at ``end``).
 
         The loader's loop records its stalls and batches back to back, each beginning where the one before it
-        ended, and always waits before its first batch: a stall that does not begin where the thread's last
-        stall or batch ended is the first of a new loop, and that loop's first wait is measured from it (not
-        from the end of the last loop's last batch; its epoch span, when there is one, began a few µs before).
-        A batch series entry handed over just before (the same take: it begins at or after ``ts``) gets its
-        first wait's begin from it."""
+        ended, and always waits before its first batch; a new loop's first stall begins after everything the
+        thread's loops recorded before. Such a stall begins a loop: its first wait is measured from there (not
+        from the end of the last loop's last batch, nor from its epoch span's begin, a few µs earlier). A stall
+        at or before where the thread's events reached continues its loop. When the batch series entry handed
+        over just before (the same take of a timeline: batch events first) begins after this stall, the take
+        began with it, and what the thread had reached is where it stood before that entry.
+        """
         comp = self._companion.pop(tid, None)
+        edge = self._loop_edge.get(tid)
         if comp is not None and ts <= int(comp[0][1].starts[0]):
             entry, before = comp
-            if before != ts:
+            if before is None or ts > before:
                 entry[0] = ts
-        elif self._loop_edge.get(tid) != ts:
+        elif edge is None or ts > edge:
             self._loop_mark[tid] = ts
-        self._loop_edge[tid] = max(end, self._loop_edge.get(tid, end))
+        self._loop_edge[tid] = end if edge is None else max(end, edge)
 
     def _bulk_loop(self, tid: int, b: Bulk) -> None:
         """Data-wait bookkeeping for a bulk entry of ``batch`` spans (measured begin/end each): the waits are
