@@ -470,13 +470,19 @@ class OTelSpanSink:
 
     def __init__(self) -> None:
         self.state = _state()
+        self.closed = False
 
     def export(self, batch: EventBatch) -> ExportResult:
+        """Write the batch's spans; FAILURE once shut down (OpenTelemetry's exporter contract: the state is shared
+        by the process's span exporters, so a shut-down one must not keep writing through it)."""
+        if self.closed:
+            return ExportResult.FAILURE
         self._write(batch)
         return ExportResult.SUCCESS
 
     def tick(self) -> None:
-        self._write(None)
+        if not self.closed:
+            self._write(None)
 
     def _write(self, batch: EventBatch | None) -> None:
         """``batch`` and what other processes spooled, as one batch in time order: a worker's flush spooled its
@@ -497,7 +503,9 @@ class OTelSpanSink:
         return True
 
     def shutdown(self) -> None:
+        """Takes what other processes spooled, once; later calls do nothing."""
         self.tick()
+        self.closed = True
 
 
 def _merged(batches: list[EventBatch]) -> EventBatch:

@@ -56,8 +56,11 @@ class SpoolSink:
         self.pid = os.getpid()
         self.written = 0
         self.dropped = 0
+        self.closed = False
 
     def export(self, batch: EventBatch) -> ExportResult:
+        if self.closed:  # OpenTelemetry's exporter contract: nothing after shutdown (the file is not reopened)
+            return ExportResult.FAILURE
         events = [e for e in batch.events if selected(e)]
         if not events:
             return ExportResult.SUCCESS
@@ -96,6 +99,7 @@ class SpoolSink:
         return True
 
     def shutdown(self) -> None:
+        self.closed = True
         fd, self.fd = self.fd, None
         if fd is not None and os.getpid() == self.pid:
             try:
