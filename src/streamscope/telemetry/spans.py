@@ -128,10 +128,16 @@ def attribute_value(v: Any) -> Any:
     return s if len(s) <= MAX_STR else s[: MAX_STR - 3] + "..."
 
 
-def attributes(fields: dict[str, Any], env: dict[str, int], pid: int, tid: int, worker: bool) -> dict[str, Any]:
-    """A span's attributes: the event's fields (``streamscope.<field>``, ``url.full``, ``exception.*``) and where
-    it ran (``process.pid``, ``thread.id``, ``streamscope.rank``, and ``streamscope.worker`` in a worker)."""
+def attributes(
+    fields: dict[str, Any], env: dict[str, int], pid: int, tid: int, worker: bool, cat: str | None = None
+) -> dict[str, Any]:
+    """A span's attributes: its event's category (``streamscope.category``: names alone do not tell a write path's
+    ``upload`` from a read path's span, and the categories are what a trace is filtered by), the event's fields
+    (``streamscope.<field>``, ``url.full``, ``exception.*``) and where it ran (``process.pid``, ``thread.id``,
+    ``streamscope.rank``, and ``streamscope.worker`` in a worker)."""
     out: dict[str, Any] = {}
+    if cat is not None:
+        out["streamscope.category"] = cat
     for k, v in fields.items():
         if k in _SKIP or v is None:
             continue
@@ -195,7 +201,7 @@ class SpanEncoder:
                 stack = stacks.setdefault(sk, [])
                 key = self._key(pid)
                 parent = stack[-1][0] if stack else None
-                attrs = attributes(fields, env, pid, tid, worker)
+                attrs = attributes(fields, env, pid, tid, worker, cat)
                 out.append(Op("start", key, name, cat, t, 0, attrs, parent, pid, None, _stem(name, cat, fields)))
                 stack.append((key, name, ts, cat))
             elif ph == "E":
@@ -203,7 +209,7 @@ class SpanEncoder:
                 i = len(stack) - 1
                 while i >= 0 and stack[i][1] != name:
                     i -= 1
-                attrs = attributes(fields, env, pid, tid, worker)
+                attrs = attributes(fields, env, pid, tid, worker, cat)
                 if i < 0:
                     # Its begin has not come yet: a worker's last events (its spool, written at exit and read at a
                     # flush) can reach the main process before its parcel with the rest (a queue message the loop
@@ -219,7 +225,7 @@ class SpanEncoder:
                 dur_ns = int(float(fields.get("dur", 0)) * 1000)
                 if cat == "stall" and dur_ns < self.stall_min_ns:
                     continue
-                attrs = attributes(fields, env, pid, tid, worker)
+                attrs = attributes(fields, env, pid, tid, worker, cat)
                 out.append(
                     Op(
                         "whole",
@@ -236,7 +242,7 @@ class SpanEncoder:
                     )
                 )
             elif ph == "I":
-                attrs = attributes(fields, env, pid, tid, worker)
+                attrs = attributes(fields, env, pid, tid, worker, cat)
                 if cat in INSTANT_SPANS:
                     err = _error(fields) if cat == "crash" else None
                     if cat == "crash" and err is None:
@@ -304,7 +310,7 @@ class SpanEncoder:
                 continue
             f = {c: v[k] for c, v in cols}
             f.update(b.fields)
-            attrs = attributes(f, env, pid, tid, worker)
+            attrs = attributes(f, env, pid, tid, worker, cat)
             out.append(
                 Op("whole", self._key(pid), name, cat, s + off, x + off, attrs, self._parent((pid, tid), s), pid)
             )
