@@ -66,6 +66,7 @@ from streamscope.engine.read_schedule import ScheduledReads
 from streamscope.engine.reader import ChunkReader
 from streamscope.engine.resume import Resumable
 from streamscope.engine.run_decoder import RunDecoder
+from streamscope.engine.split import subset_dataset
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
 
 __all__ = ["StreamingDataset"]
@@ -297,8 +298,6 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
 
     def subset(self, indices: Sequence[int] | slice) -> StreamingDataset:
         """A copy restricted to ``indices``, positions in this dataset's unshuffled order (LitData 0.2.76)."""
-        from streamscope.engine.split import subset_dataset
-
         return subset_dataset(self, indices)
 
     def _store(self) -> Any:

@@ -15,6 +15,7 @@ import numpy as np
 from streamscope import events as ev
 from streamscope._core.errors import DatasetIndexError, KeyIndexNotFoundError, SampleKeyError
 from streamscope.engine.dataset_index import KeyLayout
+from streamscope.engine.key_shards import open_key_shards
 
 __all__ = ["KeyedAccess"]
 
@@ -52,8 +53,6 @@ class KeyedAccess:
 
     def _open(self, key: Any) -> Any:
         if self._shards is None:
-            from streamscope.engine.key_lookup import open_key_shards
-
             index = {"keys": self._keys_section}
             if self._open_store is not None:
                 shards = open_key_shards(self.input_dir, index, store=self._open_store(), what=self.input_dir)

@@ -10,11 +10,29 @@ from __future__ import annotations
 import bisect
 import warnings
 from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from streamscope._core.errors import DatasetError
-from streamscope.engine.dataset import StreamingDataset
+
+__all__ = ["Regioned", "subset_dataset", "train_test_split"]
+
+_D = TypeVar("_D", bound="Regioned")
+
+
+class Regioned(Protocol):
+    """What a split needs of a dataset (a StreamingDataset has it): its chunk sizes, its regions (None: whole
+    chunks) and a copy of itself over other regions. A protocol, so the dataset imports this module and not the
+    reverse."""
+
+    @property
+    def chunk_sizes(self) -> Sequence[int]: ...
+
+    @property
+    def regions(self) -> Sequence[tuple[int, int, int]] | None: ...
+
+    def with_regions(self: _D, regions: Sequence[tuple[int, int, int]]) -> _D: ...
 
 
 def _take(
@@ -35,9 +53,7 @@ def _take(
     return taken, rest
 
 
-def train_test_split(
-    streaming_dataset: StreamingDataset, splits: list[float], seed: int = 42, shuffle: bool = True
-) -> list[StreamingDataset]:
+def train_test_split(streaming_dataset: _D, splits: list[float], seed: int = 42, shuffle: bool = True) -> list[_D]:
     """Split ``streaming_dataset`` into ``len(splits)`` non-overlapping datasets.
 
     Args:
@@ -80,10 +96,7 @@ def train_test_split(
     return out
 
 
-__all__ = ["subset_dataset", "train_test_split"]
-
-
-def subset_dataset(streaming_dataset: StreamingDataset, indices: Sequence[int] | slice) -> StreamingDataset:
+def subset_dataset(streaming_dataset: _D, indices: Sequence[int] | slice) -> _D:
     """``StreamingDataset.subset``: a copy that runs over ``indices`` only (LitData 0.2.76).
 
     ``indices`` are positions in the dataset's unshuffled order (a slice, a range or a list, in the order

@@ -40,7 +40,7 @@ from streamscope._core.errors import (
     SchemaMismatchError,
     UpdateSessionError,
 )
-from streamscope.engine.key_lookup import open_key_shards
+from streamscope.engine.key_shards import open_key_shards
 from streamscope.format.chunk import decompress_file, open_chunk_bytes
 from streamscope.format.index import INDEX_FILENAME, load_index, write_index
 from streamscope.format.item_loader import PyTreeLoader
