@@ -81,6 +81,7 @@ class Timeline:
         self.end = -math.inf
         self.rows: dict[tuple[int, str], dict[int, float]] = {}
         self.procs: dict[int, Proc] = {}
+        self._alias: dict[tuple[int, str], tuple[int, str]] = {}
         self.epochs: list[EpochMark] = []
         self.dropped_rows = 0
         self.dropped_epochs = 0
@@ -123,13 +124,21 @@ class Timeline:
         self.note(b)
         self.note(e)
         assert self.origin is not None
-        key = (proc.uuid, cat)
+        key = self._alias.get((proc.uuid, cat), (proc.uuid, cat))
         if key not in self.rows:
-            if len(self.rows) >= MAX_ROWS:
+            # a worker named like one seen before (the loader's worker W of a later epoch: a new process unless
+            # persistent_workers) adds to that row, so the rows stay bounded by workers, not by epochs
+            twin = None
+            if proc.worker is not None and proc.role:
+                twin = next((k for k in self.rows if k[1] == cat and self.procs[k[0]].label == proc.label), None)
+            if twin is not None:
+                self._alias[key] = key = twin
+            elif len(self.rows) >= MAX_ROWS:
                 self.dropped_rows += 1
                 return
-            self.rows[key] = {}
-            self.procs[proc.uuid] = proc
+            else:
+                self.rows[key] = {}
+                self.procs[proc.uuid] = proc
         x0 = b - self.origin
         x1 = max(e - self.origin, x0)
         i0, i1 = self._cover(x0, x1)
@@ -271,7 +280,9 @@ def render_timeline(tl: Timeline, path: str, title: str) -> TimelineLayout:
     x_max = lay.x_max if lay.x_max > 0 else 1e-6
     char = x_max * 0.0052  # the width of one character at fontsize 7 on this figure, in seconds
     label_end: dict[int, float] = {}
-    for j, (row, x0, x1, text, major) in enumerate(sorted(lay.bars, key=lambda b: (b[0], b[1]))):
+    bars = sorted(lay.bars, key=lambda b: (b[0], b[1]))
+    last = {row: j for j, (row, *_) in enumerate(bars)}
+    for j, (row, x0, x1, text, major) in enumerate(bars):
         ax.broken_barh([(x0, max(x1 - x0, x_max * 1e-3))], (row - 0.38, 0.76), color=("#9e9e9e", "#cfcfcf")[j % 2])
         need = char * (len(text) + 1)
         if x1 - x0 >= need:
@@ -281,7 +292,7 @@ def render_timeline(tl: Timeline, path: str, title: str) -> TimelineLayout:
             # too narrow for its name: the name starts at the bar, unless an earlier name is in the way
             ax.text(x0, row, " " + text, ha="left", va="center", fontsize=7, clip_on=True)
             label_end[row] = x0 + need
-        elif major and x0 < x_max and x_max - need >= label_end.get(row, -math.inf):
+        elif major and last[row] == j and x_max - need >= label_end.get(row, -math.inf):
             # the last bar, too narrow and too close to the end: its name ends at the end of the picture
             ax.text(x_max, row, text + " ", ha="right", va="center", fontsize=7, clip_on=True)
             label_end[row] = x_max

@@ -172,3 +172,29 @@ def test_a_bin_the_loop_ran_part_of_shares_its_wait_over_the_loop_time_only():
     assert list(total) == pytest.approx([0.2, 0.4, 0.5])
     assert list(ov.share("sample")) == pytest.approx([0.0, 0.2, 0.25])
     assert list(ov.share("download")) == pytest.approx([0.05, 0.0, 0.0])
+
+
+def test_loader_workers_of_many_epochs_keep_one_row_per_worker(tmp_path):
+    # 40 epochs of 2 workers each, new processes every epoch: 80 processes, more than MAX_ROWS
+    from trace_tools.plots import MAX_ROWS, timeline_layout
+
+    lines: list[str] = []
+    for ep in range(40):
+        t = ep * 100 * MS
+        lines.append(line("B", "epoch", "epoch", t, pid=5, epoch=ep))
+        for w in (0, 1):
+            lines += span("decode_batch", "read", t + 10 * MS, t + 50 * MS, pid=100 + 2 * ep + w, worker=w)
+        lines += span("stall", "stall", t + 1 * MS, t + 60 * MS, pid=5, batch=0)
+        lines.append(line("E", "epoch", "epoch", t + 90 * MS, pid=5, epoch=ep))
+    s = summarize(write_log(str(tmp_path / "e.log"), lines))
+    tl = s.timeline
+    assert tl is not None and 80 > MAX_ROWS and tl.dropped_rows == 0
+    lay = timeline_layout(tl)
+    assert lay.labels[lay.epoch_rows :] == [
+        "rank 0 · main · stall",
+        "rank 0 · loader worker 0 · read",
+        "rank 0 · loader worker 1 · read",
+    ]
+    busy = sum(v for key in lay.row_keys[1] for v in tl.rows[key].values())
+    assert busy == pytest.approx(40 * 40 * MS)  # every epoch's decode of worker 0, none dropped
+    assert len([b for b in lay.bars if b[3].startswith("epoch")]) == 40
