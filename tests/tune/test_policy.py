@@ -1,49 +1,49 @@
-"""The policy's moves for raw files: the raw-file governor owns raw_concurrency while it is on (the two never
-move the same knob); the look-ahead is the tuner's; more workers (next epoch) after the raw knobs."""
+"""From the model's plan to a move: raw-file knobs (the governor owns raw_concurrency while it runs), pins, the
+cache budget's cap on the depth, workers within the budgets."""
 
 from __future__ import annotations
 
-from streamscope.tune import Budgets, Policy, Resources, TargetInfo, Window
+from streamscope.tune import Budgets, Plan, Policy, Resources, TargetInfo
 
 
-def _window(cause: str) -> Window:
-    stages = {"download": 0.0, "decompress": 0.0, "read": 0.0, "decode": 0.0, "idle": 0.0}
-    stages[cause] = 1.0
-    return Window(0.0, 2.0, 100, 1.0, stages, 50, 5.0)
-
-
-def _moves(governed: bool, values: dict, pinned: set[str] = frozenset(), cause: str = "download", conc: int = 0):
-    info = TargetInfo(kind="raw", raw_governed=governed, raw_prefetch=8, raw_concurrency=conc)
-    p = Policy(info, Budgets(10**12, "test", 4, 4))
-    return p.candidates(_window(cause), values, set(pinned), 2, Resources(tree=10**6, own=10**6))
+def _policy(**info) -> Policy:
+    return Policy(TargetInfo(**info), Budgets(10**12, "test", 4, 4))
 
 
 def _knobs(moves) -> list[str]:
     return [k for m in moves for k, _o, _n in m.changes]
 
 
+PLAN = Plan(in_flight=12, depth=18, workers=2, bound="download", why="test")
+
+
 def test_governed_raw_concurrency_is_left_to_the_governor():
-    moves = _moves(True, {"raw_prefetch": -1, "raw_concurrency": 0})
-    assert "raw_concurrency" not in _knobs(moves)
-    assert _knobs(moves) == ["raw_prefetch", "num_workers"]  # the look-ahead first, then one more reader
-    assert moves[0].changes == (("raw_prefetch", -1, 16),)  # the dataset's own look-ahead (8), doubled
+    p = _policy(kind="raw", raw_governed=True, raw_prefetch=8)
+    moves = p.move(PLAN, {"raw_prefetch": -1, "raw_concurrency": 0}, set(), 2, Resources(10**6, 10**6))
+    assert _knobs(moves) == ["raw_prefetch"] and moves[0].changes == (("raw_prefetch", -1, 18),)
 
 
-def test_without_the_governor_the_tuner_doubles_raw_concurrency_unless_pinned():
-    moves = _moves(False, {"raw_prefetch": 4, "raw_concurrency": 6})
-    assert (("raw_concurrency", 6, 12),) in [m.changes for m in moves]
-    assert (("raw_prefetch", 4, 8),) in [m.changes for m in moves]
-    pinned = _moves(False, {"raw_prefetch": 4, "raw_concurrency": 6}, {"raw_concurrency", "raw_prefetch"})
-    assert _knobs(pinned) == ["num_workers"]
+def test_without_the_governor_the_tuner_moves_raw_concurrency_unless_pinned():
+    p = _policy(kind="raw", raw_governed=False, raw_prefetch=8, raw_concurrency=4)
+    moves = p.move(PLAN, {"raw_prefetch": 4, "raw_concurrency": 6}, set(), 2, Resources(10**6, 10**6))
+    assert ("raw_concurrency", 6, 12) in moves[0].changes and ("raw_prefetch", 4, 18) in moves[0].changes
+    pinned = p.move(
+        PLAN, {"raw_prefetch": 4, "raw_concurrency": 6}, {"raw_prefetch", "raw_concurrency"}, 2, Resources()
+    )
+    assert not pinned
 
 
-def test_without_the_governor_an_unset_raw_concurrency_doubles_from_the_default_limit():
-    """Board 0 = each process's size-based default (TargetInfo.raw_concurrency): the move starts from it."""
-    moves = _moves(False, {"raw_prefetch": -1, "raw_concurrency": 0}, conc=8)
-    assert (("raw_concurrency", 0, 16),) in [m.changes for m in moves]
-    assert "raw_concurrency" not in _knobs(_moves(False, {"raw_concurrency": 0}, conc=0))  # no default known
+def test_chunks_the_depth_stays_inside_the_cache_budget_and_concurrency_inside_the_depth():
+    p = _policy(uses_cache=True, chunk_bytes=1_000_000, dataset_bytes=10**10)
+    values = {"download_concurrency": 4, "prefetch_depth": 2, "max_cache_size": 20_000_000}
+    moves = p.move(PLAN, values, set(), 2, Resources(10**6, 10**6))
+    ch = dict((k, n) for k, _o, n in moves[0].changes)
+    assert ch["prefetch_depth"] == int(20_000_000 * 0.9) // (1_000_000 * 2) - 2 == 7
+    assert ch["download_concurrency"] == 8  # at most one more than the depth
 
 
-def test_raw_decoding_asks_for_workers_not_raw_knobs():
-    moves = _moves(True, {"raw_prefetch": -1, "raw_concurrency": 0}, cause="decode")
-    assert moves and set(_knobs(moves)) == {"num_workers"} and moves[0].workers > 2
+def test_a_decode_bound_plan_asks_for_workers_within_the_cores_and_ram():
+    p = _policy()
+    plan = Plan(in_flight=None, depth=None, workers=9, bound="cpu", why="", why_workers="decode")
+    moves = p.move(plan, {}, set(), 1, Resources(tree=10**9, own=5 * 10**8, children=1))
+    assert moves[0].workers == 4 and moves[0].cause == "cpu"

@@ -5,30 +5,32 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import replace
 
 from streamscope import events as ev
 from streamscope.tune import Reading, Resources, Tuner
 from tests.support.tracing import clean_tracer  # noqa: F401
-from tests.tune._sim import Pipeline, make_sim
+from tests.tune.sim.world import World, make
 
 
 class _SimSensors:
-    """Readings of a simulated loader, advanced by one simulated second per read; fails once a move is on trial."""
+    """Readings of a latency-bound loop on a simulated clock; fails once a candidate is under check."""
 
-    def __init__(self, sim, tuner_box):
-        self.sim, self.box, self.reads = sim, tuner_box, 0
+    def __init__(self, tuner_box):
+        self.box, self.t, self.batches, self.wait = tuner_box, 0.0, 0.0, 0.0
 
-    def read(self, now: float) -> Reading:
-        self.reads += 1
+    def read(self, now: float, target) -> Reading:
         tuner = self.box[0]
-        if tuner is not None and tuner.controller._trial is not None:
+        if tuner is not None and tuner.controller.trying:
             raise OSError("metrics directory vanished")
-        self.sim.advance(1.0)
-        r = self.sim.reading()
-        return Reading(now, r.waits, r.wait_s, r.stages, downloads=r.downloads, download_s=r.download_s)
+        self.t += 1.0
+        self.batches += 20  # 50 ms per batch: 45 ms of it waiting on 3.2 downloads of 100 ms each, 5 ms step
+        self.wait += 20 * 0.045
+        n = self.batches * 3.2
+        return Reading(self.t, int(self.batches), self.wait, int(n), n * 0.1, epoch=target.epoch())
 
     def resources(self) -> Resources:
-        return self.sim.resources()
+        return Resources(10**8, 10**8, 0)
 
     def cache_free(self, cache_dir):
         return None
@@ -36,10 +38,11 @@ class _SimSensors:
 
 def test_a_tuner_that_raises_stops_with_a_crash_event_and_keeps_the_last_good_values(clean_tracer):  # noqa: F811
     ev.configure(trace={"crash", "tune"})
-    sim = make_sim(Pipeline(latency=0.1), workers=2)
-    start = sim.knobs()
+    target, c, _events = make(World(w0=0.1))
+    board = target.board_
+    start = board.snapshot()
     box = [None]
-    tuner = Tuner(sim.target, budgets=sim.controller.budgets, sensors=_SimSensors(sim, box), tick=0.005)
+    tuner = Tuner(target, budgets=c.budgets, sensors=_SimSensors(box), tick=0.005)
     box[0] = tuner
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -49,7 +52,7 @@ def test_a_tuner_that_raises_stops_with_a_crash_event_and_keeps_the_last_good_va
             time.sleep(0.01)
     assert not tuner.running and isinstance(tuner.error, OSError)
     assert any(issubclass(w.category, RuntimeWarning) and "auto-tuner stopped" in str(w.message) for w in caught)
-    assert sim.knobs() == start  # the move on trial went back: the last good values
+    assert board.snapshot() == start  # the candidate under check went back: the last good values
     got = ev.drain()
     crashes = [e for e in got if e[2] == "crash" and e[1] == "tuner"]
     assert crashes and "metrics directory vanished" in str(crashes[0])
@@ -59,14 +62,15 @@ def test_a_tuner_that_raises_stops_with_a_crash_event_and_keeps_the_last_good_va
 
 
 class _IdleSensors(_SimSensors):
-    def read(self, now: float) -> Reading:
+    def read(self, now: float, target) -> Reading:
         return Reading(now)
 
 
 def test_started_says_which_knob_is_left_to_the_raw_file_governor(clean_tracer):  # noqa: F811
     for governed in (True, False):
-        sim = make_sim(Pipeline(latency=0.1), workers=2, info={"kind": "raw", "raw_governed": governed})
-        tuner = Tuner(sim.target, budgets=sim.controller.budgets, sensors=_IdleSensors(sim, [None]), tick=0.005)
+        target, c, _events = make(World())
+        target.info = replace(target.info, kind="raw", raw_governed=governed)
+        tuner = Tuner(target, budgets=c.budgets, sensors=_IdleSensors([None]), tick=0.005)
         tuner.start()
         tuner.stop()
         started = [f for n, f in tuner.events if n == "started"]

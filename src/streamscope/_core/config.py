@@ -926,18 +926,36 @@ knob(
     60.0,
     "s",
     ("STREAMSCOPE_AUTOTUNE_PERIOD_MAX",),
-    "Longest pause between two looks of a tuner that found nothing to improve (the pause doubles from one "
-    "metrics interval up to this while the wait stays low).",
+    "Longest pause between two runs of the capacity model by a tuner that found nothing to improve (the pause "
+    "doubles from one metrics interval up to this; a regime change is watched for at every reading).",
     bounds=(1.0, 3600.0),
 )
 knob(
     "autotune_min_gain",
-    0.05,
+    0.01,
     "fraction",
     ("STREAMSCOPE_AUTOTUNE_MIN_GAIN",),
-    "Smallest drop of the loop's wait per batch, relative, that keeps a move (more when the measured wait is "
-    "noisier); a move that gains less is rolled back.",
+    "Gain in the loop's throughput, relative, that the lower bound of a candidate's paired check (95%) must "
+    "exceed for the tuner to adopt it; otherwise the incumbent values stay.",
     bounds=(0.0, 0.9),
+)
+knob(
+    "autotune_wait_share",
+    0.05,
+    "fraction",
+    ("STREAMSCOPE_AUTOTUNE_WAIT_SHARE",),
+    "The tuner does nothing while the training loop waits for data less than this share of its time (below it "
+    "a move could gain less than its check costs).",
+    bounds=(0.0, 1.0),
+)
+knob(
+    "autotune_probe_share",
+    0.02,
+    "fraction",
+    ("STREAMSCOPE_AUTOTUNE_PROBE_SHARE",),
+    "Share of the run's time the tuner may lose measuring candidates that turn out worse than the incumbent "
+    "(weighted by how much worse); past it no new check starts until the run has grown.",
+    bounds=(0.0, 1.0),
 )
 
 # --- telemetry: Prometheus ------------------------------------------------------------------------

@@ -9,12 +9,14 @@ loader's first epoch; without ``autotune`` this module is never imported.
 
 from __future__ import annotations
 
+import time
 import weakref
 from typing import Any
 
 from streamscope import events as ev
 from streamscope._core import hooks
 from streamscope.events import vocab
+from streamscope.events.registry import M
 from streamscope.tune import WORKERS, Tuner
 from streamscope.tune.target import TargetInfo
 
@@ -72,6 +74,14 @@ class LoaderTarget:
         self.info = target_info(loader)
         self._epochs = 0
         self.pending_workers: int | None = None
+        # progress(): batches counted across epochs, and the ring's waits summed (tuner thread only)
+        self._final = 0  # the last epoch's batch count when the next began (set before _epochs moves)
+        self._seen_epoch = 0
+        self._prev = 0
+        self._batches = 0
+        self._ring: Any = None
+        self._ring_seen = 0
+        self._wait_ns = 0
 
     def _get(self) -> Any:
         loader = self._loader()
@@ -86,6 +96,9 @@ class LoaderTarget:
         n = self.pending_workers
         return int(n) if n is not None else int(self._get().num_workers)
 
+    def running_workers(self) -> int:
+        return int(self._get().num_workers)
+
     def request_workers(self, n: int) -> None:
         self.pending_workers = int(n)
 
@@ -95,6 +108,32 @@ class LoaderTarget:
     def iterating(self) -> bool:
         loader = self._loader()
         return loader is not None and getattr(loader, "_live", None) is not None
+
+    def progress(self) -> tuple[int, float]:
+        """Batches handed to the loop and its total wait, live: the loader's batch count, and the ring of the
+        loop's waits (``events.attribution.WaitRing``: every complete wait, and the one under way so far)."""
+        loader = self._get()
+        live = getattr(loader, "_live", None)
+        if self._seen_epoch != self._epochs:
+            self._batches += max(0, self._final - self._prev)
+            self._prev = int(live[0]) if live is not None else 0  # the new epoch's start position
+            self._seen_epoch = self._epochs
+        v = int(loader.batches_consumed)
+        if v > self._prev:
+            self._batches += v - self._prev
+            self._prev = v
+        ring = getattr(loader, "_wait_ring", None)
+        if ring is None:  # no wait split (metrics without the stall category): the merged metric, a tick late
+            return self._batches, float(ev.metrics_view().value(M.LOADER_WAIT))
+        if ring is not self._ring:
+            self._ring, self._ring_seen = ring, 0
+        count, open_since = ring.head()
+        if count > self._ring_seen:
+            begins, ends = ring.waits(self._ring_seen, count)
+            self._wait_ns += int((ends - begins).sum())
+            self._ring_seen = count
+        partial = max(0, time.monotonic_ns() - open_since) if open_since else 0
+        return self._batches, (self._wait_ns + partial) * 1e-9
 
 
 class LoaderAutotune:
@@ -111,6 +150,7 @@ class LoaderAutotune:
         self.target.pending_workers = None
         if n is not None and n != loader.num_workers:
             loader._retune_workers(n)
+        self.target._final = int(loader.batches_consumed)  # before the epoch count moves (progress() reads both)
         self.target._epochs += 1
         if not self.tuner.running and self.tuner.error is None and not self.tuner._stop.is_set():
             self.tuner.start()  # the first epoch: budgets checked (raising before any batch), then tuning

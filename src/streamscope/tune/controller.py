@@ -1,79 +1,88 @@
-"""The tuner's state machine: measure, try one move, measure again, keep it or roll it back.
+"""The tuner's state machine: model, propose one candidate, verify it against the incumbent in paired windows.
 
-A pure function of its inputs (readings of the metrics, resident memory, the clock passed in), so tests drive it
-with simulated time and metrics. :class:`~streamscope.tune.runner.TunerThread` feeds it in the main process.
+A pure function of its inputs (readings, resident memory, the clock passed in), so tests drive it with simulated
+time (``tests/tune/sim``). :class:`~streamscope.tune.runner.Tuner` feeds it in the main process.
 
 Phases:
 
-``warmup``     until the loop has had batches for one whole reading (the first batch's start-up is left out);
-``baseline``   measure the configuration that runs (at least ``MIN_PARTS`` readings and ``MIN_WAITS`` batches);
-``settle``     a move was made: skip the readings until it has taken effect (a live knob: one and a half
-               metrics intervals; workers: the next epoch's first batches);
-``trial``      measure the new configuration as long as the baseline, longer while the verdict is unclear
-               (at most ``MAX_EXTENSIONS`` times more); keep the move if the wait per batch dropped by more than
-               ``autotune_min_gain`` beyond twice the noise, roll it back if it cannot have; when still unclear
-               after the extensions, a live-knob move (cheap, within the budgets) is kept on its measured gain,
-               a move of workers (cores, memory, a restart) only if the gain beats the noise;
-``stable``     nothing to try (the loop does not wait, or every move is used up): look again after a pause that
-               doubles up to ``autotune_period_max``; a wait that grew well beyond the noise starts the search again.
+``warmup``   the first windows with batches are start-up (imports, workers starting, a cold cache): skipped;
+``observe``  :data:`OBSERVE` windows of the incumbent, merged: the model's inputs (:mod:`streamscope.tune.model`).
+             A loop that waits less than ``wait_share`` of its time is left alone (``stable``); else the model's
+             plan gives one candidate (the stage that binds first; a candidate rejected in this regime is not
+             tried again) whose predicted gain must reach :data:`MIN_PREDICTED`;
+``trial``    a live-knob candidate against the incumbent in A-B-B-A blocks of windows (each switch skips
+             :data:`SETTLE` windows, then :data:`WINDOW` windows measure), a sequential test on the blocks' paired
+             ratios (:mod:`streamscope.tune.paired`); adopted only when the lower bound shows a gain;
+``epochs``   a ``num_workers`` candidate, which only an epoch's start can apply: A-B-B-A over whole epochs (the
+             incumbent's epoch, two of the candidate's, one more of the incumbent's), never a comparison of two
+             epochs alone;
+``stable``   nothing to try: watch every window for a regime change (the step or the latency moving, at the same
+             configuration) or the wait growing, which re-opens the search; re-run the model after a pause that
+             doubles up to ``period_max``.
 
-A rolled-back move is not tried again for ``TABU_S`` seconds (twice that after its second rollback, ...), and no
-move of its family (the same knobs, the same way) is tried after ``FAMILY_TRIES`` rollbacks of the family until the
-wait changes regime. Values only grow, and a move kept must beat the noise: the knobs cannot flap between values.
+Probing is capped: the time spent on candidates that measured worse, weighted by how much worse, stays under
+``probe_share`` of the run (plus :data:`PROBE_ALLOWANCE` seconds); past it, no trial starts until the run has
+grown. The untuned values are the first incumbent; a candidate's knobs go back to the incumbent's between its
+windows and after a rejection.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from dataclasses import replace as dc_replace
 from typing import Any
 
 from streamscope._core.errors import TuneBudgetError
 from streamscope.tune.budgets import Budgets
+from streamscope.tune.model import Estimates, Model, Plan, depth_for
+from streamscope.tune.paired import CUT, MIN_GAIN, Noise, Paired
 from streamscope.tune.policy import WORKERS, Move, Policy, Resources
-from streamscope.tune.signals import Measure, Reading, Window, window
+from streamscope.tune.signals import Reading, Window, merge, window
 from streamscope.tune.target import Target
 
 __all__ = [
+    "EPOCH_NOISE",
+    "INPUT_BOUND",
+    "MIN_PREDICTED",
+    "OBSERVE",
+    "PROBE_ALLOWANCE",
+    "PROBE_SHARE",
+    "REGIME",
+    "SETTLE",
+    "WINDOW",
     "Controller",
     "Decision",
     "Emit",
-    "FAMILY_TRIES",
-    "INPUT_BOUND",
-    "MAX_EXTENSIONS",
-    "MAX_MEASURE_S",
-    "MIN_PARTS",
-    "MIN_WAITS",
-    "MIN_WAIT_S",
-    "REGIME",
-    "TABU_S",
 ]
 
-
-#: Readings a measurement spans at least (its spread is the noise estimate).
-MIN_PARTS = 3
-#: Batches a measurement spans at least.
-MIN_WAITS = 8
-#: A measurement that has not got its batches after this long is used as it is (a slow loop).
-MAX_MEASURE_S = 30.0
-#: How many times a trial may be extended while its verdict is unclear.
-MAX_EXTENSIONS = 3
-#: The loop counts as waiting for data when its wait is above this share of its time ...
-INPUT_BOUND = 0.02
-#: ... and above this many seconds per batch.
-MIN_WAIT_S = 2e-4
-#: A rolled-back move rests this long before it may be tried again (once).
-TABU_S = 30.0
-#: Rollbacks after which a family of moves (the same knobs moved the same way) rests until the regime changes.
-FAMILY_TRIES = 2
-#: The wait must grow by this much (relative, and beyond the noise) to count as a new regime.
-REGIME = 0.25
+#: Windows of the incumbent the model's inputs are merged from.
+OBSERVE = 3
+#: Windows skipped after each switch of a live trial (the prefetch refills, the downloads under way finish).
+SETTLE = 1
+#: Windows each arm of a live trial measures.
+WINDOW = 2
+#: The loop counts as waiting for data above this share of its time (TF's profiler calls a step input-bound
+#: "moderately" above 5%): below it the most a tuner could gain is under 5%, less than a trial costs to show.
+INPUT_BOUND = 0.05
+#: A candidate is tried only when the model predicts at least this gain (a saturated store's move down: any).
+MIN_PREDICTED = 0.03
+#: Share of the run's time candidates may spend measuring worse than the incumbent (weighted by how much worse).
+PROBE_SHARE = 0.02
+#: Seconds of such loss allowed at the start (the first trial's worth).
+PROBE_ALLOWANCE = 3.0
+#: A step or latency that moves by this much (relative; the latency twice this) for three windows at the same
+#: configuration is a new regime.
+REGIME = 0.3
+#: Relative spread assumed of an epoch's period before two epochs of one configuration were measured.
+EPOCH_NOISE = 0.03
 
 
 @dataclass
 class Decision:
-    """One tried move and its verdict."""
+    """One candidate and its verdict, with the model's inputs and prediction and the paired check's result."""
 
     number: int
     move: Move
@@ -83,6 +92,9 @@ class Decision:
     wait_after: float | None = None
     outcome: str = "trying"  # trying | kept | rolled back | abandoned
     note: str = ""
+    inputs: dict[str, Any] = field(default_factory=dict)
+    predicted: float = 0.0  # the model's relative gain in throughput
+    check: dict[str, Any] = field(default_factory=dict)  # the paired check: kind, blocks, gain, lower, upper
 
     def fields(self) -> list[dict[str, Any]]:
         """The ``tune`` event fields of this decision, one per knob it moved."""
@@ -98,6 +110,9 @@ class Decision:
                 "outcome": self.outcome,
                 "wait_before_ms": round(self.wait_before * 1e3, 3),
                 "epoch": self.epoch,
+                "predicted_gain": round(self.predicted, 4),
+                **self.check,
+                **self.inputs,
             }
             if self.wait_after is not None:
                 f["wait_after_ms"] = round(self.wait_after * 1e3, 3)
@@ -109,14 +124,23 @@ Emit = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass
-class _Tabu:
-    until: float
-    count: int
+class _Arm:
+    name: str  # "A" (incumbent) or "B" (candidate)
+    skip: int
+    parts: list[Window] = field(default_factory=list)
+
+
+@dataclass
+class _Trial:
+    decision: Decision
+    test: Paired | None = None  # live trials
+    arms: list[_Arm] = field(default_factory=list)  # the block under way
+    first_epoch: int = 0  # epoch trials: the incumbent's epoch (A0)
 
 
 @dataclass
 class Controller:
-    """See the module docstring. ``tick``: the metrics interval (seconds between two readings that differ)."""
+    """See the module docstring. ``tick``: seconds between two readings."""
 
     target: Target
     policy: Policy
@@ -124,27 +148,37 @@ class Controller:
     emit: Emit
     tick: float = 1.0
     period_max: float = 60.0
-    min_gain: float = 0.05
+    min_gain: float = MIN_GAIN
+    wait_share: float = INPUT_BOUND
+    probe_share: float = PROBE_SHARE
 
     phase: str = "warmup"
     decisions: list[Decision] = field(default_factory=list)
     good: dict[str, Any] = field(default_factory=dict)  # the values the tuner set and kept (its state_dict)
+    model: Model = field(default_factory=Model)
+    noise: Noise = field(default_factory=Noise)
     _last: Reading | None = None
     _warm: int = 0
-    _measure: Measure = field(default_factory=Measure)
-    _base: Measure | None = None
-    _ref: Measure | None = None  # the measurement the stable phase compares with
-    _trial: Decision | None = None
-    _settle_until: float = 0.0
-    _settle_epoch: int = -1
-    _extensions: int = 0
+    _recent: deque[Window] = field(default_factory=lambda: deque(maxlen=OBSERVE))
+    _trial: _Trial | None = None
+    _rejected: set[str] = field(default_factory=set)
+    _t0: float | None = None
+    _loss: float = 0.0  # seconds-equivalent lost on worse candidates
     _period: float = 0.0
     _next: float = 0.0
-    _tabu: dict[str, _Tabu] = field(default_factory=dict)
-    _family: dict[str, int] = field(default_factory=dict)
+    _look: float = 0.0
+    _ref: Estimates | None = None
+    _drift: int = 0
+    _epochs: dict[int, list[float]] = field(default_factory=dict)  # epoch -> [seconds, batches, workers]
+    _epoch_noise: Noise = field(default_factory=lambda: Noise(EPOCH_NOISE**2, 1))
+    _steps: deque[float] = field(default_factory=lambda: deque(maxlen=30))  # log step of stable windows
+    _ceil: int | None = None  # in-flight (all readers) no better going up, in this regime
+    _floor: int | None = None  # in-flight no better going down
+    _since_epoch: int = 2  # windows since the epoch count last moved
+    _epoch_len: int = 1_000_000  # windows the last epoch lasted
+    _moved_epoch: int = 0  # the last epoch in which the tuner moved a knob
     _ram_warned: bool = False
     _settled_why: str = ""
-    _stable_look: float = 0.0
     _later: tuple[int, dict[str, Any], str] | None = None  # (epoch, knob -> value, reason): restored after it
 
     # --- start ------------------------------------------------------------------------------------
@@ -164,8 +198,8 @@ class Controller:
             )
         info = self.target.info
         board = self.target.board()
-        workers = self.target.workers()
-        readers = max(1, workers)
+        readers = max(1, self.target.workers())
+        self.model.batch_size = info.batch_size
         if info.uses_cache and info.chunk_bytes > 0 and board is not None:
             budget = int(board.value("max_cache_size"))
             need = 2 * info.chunk_bytes * readers
@@ -202,9 +236,11 @@ class Controller:
         return self._next
 
     def step(self, now: float, reading: Reading, res: Resources) -> None:
-        """Feed one reading of the metrics (and the resident memory now); may move knobs and emit events."""
+        """Feed one reading (and the resident memory now); may move knobs and emit events."""
         self._next = now + self.tick
         self._apply_later()
+        if self._t0 is None:
+            self._t0 = now
         if self._ram(now, res):
             self._last = reading
             return
@@ -212,124 +248,46 @@ class Controller:
             self._last = None  # time between epochs (or after the loop) is no batch's
             return
         last = self._last
-        if last is None:
-            self._last = reading
-            return
-        if reading.ticks == last.ticks and reading.wait_s == last.wait_s and now - last.t < 5 * self.tick:
-            return  # the metrics have not moved since the last reading (their tick has not come yet)
-        self._last = reading
-        if reading.waits < last.waits or reading.wait_s < last.wait_s:
-            self._measure = Measure()  # the counters went back (another run directory): start over
+        if last is None or reading.batches < last.batches or reading.wait_s < last.wait_s - 1e-9:
+            self._last = reading  # the first reading, or the counters went back (a new loader)
             return
         w = window(last, reading)
-        getattr(self, f"_on_{self.phase}")(now, w, res)
-
-    # --- phases -----------------------------------------------------------------------------------
-
-    def _on_warmup(self, now: float, w: Window, res: Resources) -> None:
-        if w.waits:
+        if w.batches == 0 and w.seconds < 10 * self.tick:
+            return  # no batch yet: the window grows (a slow loop, a long wait)
+        self._last = reading
+        if reading.epoch != last.epoch:
+            self._epoch_len, self._since_epoch = self._since_epoch, 0
+        else:
+            self._since_epoch += 1
+        # an epoch's start (workers starting, its first batches) is no steady state, unless epochs are so short
+        # that their starts are part of every window
+        span = self._since_epoch < 2 and self._epoch_len >= 3 * OBSERVE
+        self._count_epoch(w, last.epoch, reading.epoch)
+        self.model.observe(w, w.retries)
+        if self.phase == "warmup":
             self._warm += 1
-        if self._warm >= 2:
-            self._begin("baseline")
-
-    def _measured(self, w: Window) -> bool:
-        self._measure.add(w)
-        m = self._measure
-        if len(m.parts) >= MIN_PARTS and m.waits >= MIN_WAITS:
-            return True
-        return m.seconds >= MAX_MEASURE_S and m.waits >= 2
-
-    def _on_baseline(self, now: float, w: Window, res: Resources) -> None:
-        if self._measured(w):
-            self._base = self._measure
-            self._decide(now, res)
-
-    def _on_settle(self, now: float, w: Window, res: Resources) -> None:
-        if self._settle_epoch >= 0:
-            if self.target.epoch() <= self._settle_epoch:
-                return
-            if not w.waits:
-                return
-            self._settle_epoch = -1
-            self._settle_until = now + 1.5 * self.tick  # the new epoch's first batches are its start-up
+            if self._warm >= 2:
+                self._begin("observe")
             return
-        if now >= self._settle_until:
-            self._begin("trial" if self._trial is not None else "baseline")
-
-    def _on_trial(self, now: float, w: Window, res: Resources) -> None:
-        if not self._measured(w):
-            return
-        trial = self._trial
-        base = self._base
-        assert trial is not None and base is not None
-        if len(self._measure.parts) < min(len(base.parts), 2 * MIN_PARTS) and self._measure.seconds < MAX_MEASURE_S:
-            return  # about as long as the baseline
-        w0, w1 = base.total.wait_per_batch, self._measure.total.wait_per_batch
-        gain = (w0 - w1) / w0 if w0 > 0 else 0.0
-        se = math.hypot(base.rel_error(), self._measure.rel_error())
-        if gain - 2 * se >= self.min_gain:
-            verdict = "kept"
-        elif gain + 2 * se < self.min_gain or w0 <= 0:
-            verdict = "rolled back"
-        elif self._extensions < MAX_EXTENSIONS and self._measure.seconds < MAX_MEASURE_S:
-            self._extensions += 1
-            return  # unclear: measure longer
-        elif trial.move.workers is None:
-            # a live-knob move costs only what the budgets already allow (more downloads, a deeper prefetch) and
-            # is undone at once: after the extensions, the measured gain decides
-            verdict = "kept" if gain >= self.min_gain else "rolled back"
-        else:
-            # more workers cost cores and memory for the whole run and a restart to undo: the gain must beat
-            # the noise
-            verdict = "kept" if gain - se >= self.min_gain else "rolled back"
-        trial.wait_after = w1
-        trial.note = f"wait {w0 * 1e3:.2f} -> {w1 * 1e3:.2f} ms per batch ({-gain:+.0%}, noise {se:.0%})"
-        self._trial = None
-        if verdict == "kept":
-            trial.outcome = "kept"
-            for k, _old, new in trial.move.changes:
-                self.good[k] = new
-            self._report(trial)
-            self._base = self._measure
-            self._decide(now, res)
-        else:
-            self._roll_back(now, trial, "rolled back")
-
-    def _on_stable(self, now: float, w: Window, res: Resources) -> None:
-        self._measure.add(w)
-        if now < self._stable_look:
-            return
-        m = self._measure
-        ref = self._ref
-        look = m.waits >= MIN_WAITS and len(m.parts) >= MIN_PARTS
-        if look:
-            mt = m.total
-            waiting = mt.input_bound >= INPUT_BOUND and mt.wait_per_batch >= MIN_WAIT_S
-            grew = False
-            if ref is not None and ref.waits:
-                r = ref.total.wait_per_batch
-                noise = math.hypot(ref.rel_error(), m.rel_error())
-                grew = mt.wait_per_batch > r * (1 + max(REGIME, 3 * noise)) + MIN_WAIT_S
-            if waiting and grew:
-                self._tabu.clear()  # a new regime: what failed before may work now
-                self._family.clear()
-                self._resume(now, res, f"the wait grew to {mt.wait_per_batch * 1e3:.2f} ms per batch")
-                return
-            if waiting and self._candidates(m.total, res, now):
-                self._resume(now, res, "moves to try again")
-                return
-        self._period = min(self.period_max, max(self.tick, 2 * self._period))
-        self._stable_look = now + self._period
-        self._next = self._stable_look
-        if look:
-            self._measure = Measure()
-
-    # --- decisions --------------------------------------------------------------------------------
+        if self.phase == "observe":
+            if not span:
+                self._recent.append(w)
+            if len(self._recent) >= OBSERVE:
+                self._decide(now, res)
+        elif self.phase == "trial":
+            self._on_trial(now, w, span, res)
+        elif self.phase == "epochs":
+            self._on_epochs(now, res)
+        elif self.phase == "stable":
+            if not span:
+                self._recent.append(w)
+                self._on_stable(now, res)
 
     def _begin(self, phase: str) -> None:
         self.phase = phase
-        self._measure = Measure()
-        self._extensions = 0
+        self._recent.clear()
+
+    # --- model and candidates ---------------------------------------------------------------------
 
     def _values(self) -> tuple[dict[str, Any], set[str]]:
         board = self.target.board()
@@ -339,63 +297,377 @@ class Controller:
         pinned = {n for n in values if board.pinned(n)}
         return values, pinned
 
-    def _candidates(self, w: Window, res: Resources, now: float) -> list[Move]:
+    def _estimates(self) -> Estimates:
+        w = merge(list(self._recent))
+        return self.model.estimates(w, w.retries, w.workers)
+
+    def _candidate(self, e: Estimates, res: Resources) -> tuple[Move, float] | None:
         values, pinned = self._values()
-        moves = self.policy.candidates(w, values, pinned, self.target.workers(), res)
-        out = []
-        for m in moves:
-            t = self._tabu.get(m.key)
-            if t is not None and now < t.until:
+        workers = self.target.workers()
+        readers = max(1, workers)
+        now_k = self.policy.in_flight(values, workers)
+        plan = self.model.plan(e, readers, workers, self.budgets.cpus, now_k)
+        plan = self._bracket(plan, now_k, readers)
+        for m in self.policy.move(plan, values, pinned, workers, res):
+            if m.key in self._rejected:
                 continue
-            if self._family.get(m.family, 0) >= FAMILY_TRIES:
-                continue
-            out.append(m)
-        return out
+            new = {**values, **m.forward()}
+            nw = m.workers if m.workers is not None else workers
+            p0 = self.model.period(e, now_k, readers, workers, self.budgets.cpus)
+            p1 = self.model.period(e, self.policy.in_flight(new, nw), max(1, nw), nw, self.budgets.cpus)
+            gain = 1 - p1 / p0 if p0 > 0 else 0.0
+            if plan.bound == "untimed":
+                gain = e.wait_share * e.download_share / 2  # no latency to model: half the download wait, a guess
+            if gain >= MIN_PREDICTED or (m.cause == "saturated" and gain >= 0):
+                return m, gain
+        return None
+
+    def _bracket(self, plan: Plan, now_k: int | None, readers: int) -> Plan:
+        """Keep the plan's in-flight inside what this regime's checks left open: below the lowest total that
+        measured no better going up (or that a kept move down left), above the highest that measured no better
+        going down; a plan past a bound goes half-way (geometrically) from the incumbent towards it, a bisection
+        that ends at the store's knee."""
+        if plan.in_flight is None or now_k is None:
+            return plan
+        k_now, k = now_k * readers, plan.in_flight * readers
+        if k > k_now and self._ceil is not None and k >= self._ceil:
+            k = int(math.sqrt(k_now * self._ceil))
+            k = k if k > k_now else k_now
+        elif k < k_now and self._floor is not None and k <= self._floor:
+            k = math.ceil(math.sqrt(k_now * self._floor))
+            k = k if k < k_now else k_now
+        if k == plan.in_flight * readers:
+            return plan
+        c = max(1, math.ceil(k / readers))
+        return dc_replace(plan, in_flight=c, depth=depth_for(c), why=plan.why + f"; bisected to {k} in flight")
+
+    def _bound(self, move: Move, adopted: bool, gain: float = 0.0) -> None:
+        """What a verdict on a downloads move teaches: a bound on the in-flight worth trying in this regime. A
+        candidate that measured no better and no clearly worse says the downloads do not bind that way: nothing
+        between it and the incumbent is tried either; one that measured clearly worse went too far: half-way next."""
+        if move.workers is not None:
+            return
+        values, _pinned = self._values()
+        workers = self.target.workers()
+        readers = max(1, workers)
+        old = self.policy.in_flight({**values, **move.inverse()}, workers)
+        new = self.policy.in_flight({**values, **move.forward()}, workers)
+        if old is None or new is None or old == new:
+            return
+        k_old, k_new = old * readers, new * readers
+        if not adopted and gain > -CUT / 2:
+            k_new = k_old + 1 if k_new > k_old else k_old - 1
+        if k_new > k_old and not adopted:
+            self._ceil = k_new if self._ceil is None else min(self._ceil, k_new)
+        elif k_new < k_old and adopted:
+            self._ceil = k_old if self._ceil is None else min(self._ceil, k_old)
+        elif k_new < k_old and not adopted:
+            self._floor = k_new if self._floor is None else max(self._floor, k_new)
+        elif k_new > k_old and adopted:
+            self._floor = k_old if self._floor is None else max(self._floor, k_old)
+
+    def _may_probe(self, now: float) -> bool:
+        elapsed = now - (self._t0 if self._t0 is not None else now)
+        return self._loss <= self.probe_share * elapsed + PROBE_ALLOWANCE
 
     def _decide(self, now: float, res: Resources) -> None:
-        base = self._base
-        assert base is not None
-        w = base.total
-        if w.input_bound < INPUT_BOUND or w.wait_per_batch < MIN_WAIT_S:
-            self._stable(now, f"the loop waits {w.wait_per_batch * 1e3:.2f} ms per batch ({w.input_bound:.1%})")
+        e = self._estimates()
+        self._ref = e
+        self._drift = 0
+        if e.wait_share < self.wait_share:
+            self._stable(now, f"the loop waits {e.wait * 1e3:.2f} ms per batch ({e.wait_share:.1%} of its time)")
             return
-        moves = self._candidates(w, res, now)
-        if not moves:
-            self._stable(now, "no move left within the budgets")
+        if not self._may_probe(now):
+            self._stable(now, "probing budget spent: candidates measured worse for too long a share of the run")
             return
-        self._apply(now, moves[0], w.wait_per_batch)
+        found = self._candidate(e, res)
+        if found is None:
+            self._stable(now, "the model predicts no gain from a move not yet rejected")
+            return
+        move, gain = found
+        self._start_trial(now, move, gain, e)
 
-    def _apply(self, now: float, move: Move, wait_before: float) -> None:
-        d = Decision(len(self.decisions) + 1, move, now, self.target.epoch(), wait_before)
-        board = self.target.board()
-        applied: list[tuple[str, Any, Any]] = []
-        for knob, old, new in move.changes:
-            if knob == WORKERS:
-                self.target.request_workers(int(new))
-                applied.append((knob, old, new))
-            elif board is not None and board.propose(knob, new, move.reason):
-                applied.append((knob, old, new))
-        if not applied:
-            return
-        d.move = Move(tuple(applied), move.reason, move.cause)
+    # --- trials -----------------------------------------------------------------------------------
+
+    def _start_trial(self, now: float, move: Move, predicted: float, e: Estimates) -> None:
+        d = Decision(len(self.decisions) + 1, move, now, self.target.epoch(), e.wait, inputs=e.fields())
+        d.predicted = predicted
         self.decisions.append(d)
-        self._trial = d
-        self._settle(now, move.workers is not None)
+        if move.workers is not None:
+            # the incumbent's epoch A0 must be whole and unchanged: this one if no knob moved in it, else the next
+            # (the first epoch fills a cache: it is an incumbent's epoch only for data that needs none)
+            cur = self.target.epoch()
+            first_ok = cur >= 2 or not self.target.info.uses_cache
+            a0 = cur if self._moved_epoch < cur and first_ok and self._since_epoch_start(cur) else cur + 1
+            self._trial = _Trial(d, first_epoch=a0)
+            self._begin("epochs")
+            self._on_epochs(now, Resources())
+            return
+        self._trial = _Trial(d, test=Paired(self.noise))
+        self._next_arm()
+        self._begin("trial")
 
-    def _settle(self, now: float, epoch: bool) -> None:
-        self._begin("settle")
-        self._settle_until = now + 1.5 * self.tick
-        self._settle_epoch = self.target.epoch() if epoch else -1
+    def _set(self, values: dict[str, Any], reason: str) -> None:
+        self._moved_epoch = self.target.epoch()
+        board = self.target.board()
+        for knob, value in values.items():
+            if knob == WORKERS:
+                self.target.request_workers(int(value))
+            elif board is not None:
+                board.propose(knob, value, reason)
 
-    def _roll_back(self, now: float, d: Decision, outcome: str) -> None:
-        d.outcome = outcome
-        self._undo(d.move)
-        t = self._tabu.get(d.move.key)
-        count = 1 if t is None else t.count + 1
-        self._tabu[d.move.key] = _Tabu(now + TABU_S * 2 ** (count - 1), count)
-        self._family[d.move.family] = self._family.get(d.move.family, 0) + 1
+    def _next_arm(self) -> None:
+        """The next arm of the A-B-B-A block (switching the knobs when the arm changes)."""
+        t = self._trial
+        assert t is not None
+        order = "ABBA"
+        i = len(t.arms)
+        if i >= 4:
+            t.arms = []
+            i = 0
+        name = order[i]
+        switch = name != (t.arms[-1].name if t.arms else "A")  # a block starts with the incumbent in place
+        if switch:
+            m = t.decision.move
+            self._set(
+                m.forward() if name == "B" else m.inverse(),
+                f"paired check: {'candidate' if name == 'B' else 'incumbent'}",
+            )
+        t.arms.append(_Arm(name, SETTLE if switch else 0))
+
+    def _on_trial(self, now: float, w: Window, span: bool, res: Resources) -> None:
+        t = self._trial
+        assert t is not None and t.test is not None
+        arm = t.arms[-1]
+        if arm.skip > 0:
+            arm.skip -= 1
+            return
+        if span:
+            arm.skip = SETTLE  # an epoch's start inside the arm: start the arm over
+            arm.parts.clear()
+            return
+        arm.parts.append(w)
+        if len(arm.parts) < WINDOW:
+            return
+        if arm.name == "B":
+            a = next((x for x in reversed(t.arms[:-1]) if x.name == "A" and x.parts), None)
+            pa = merge(a.parts).period if a is not None else (self._ref.period if self._ref else 0.0)
+            pb = merge(arm.parts).period
+            if pa > 0 and pb > pa:
+                self._loss += (pb / pa - 1) * merge(arm.parts).seconds
+            if pa > 0 and pb > pa * (1 + 3 * CUT) and not t.test.ratios:
+                # far worse at once: no block is needed to tell (the probing cost stays small)
+                gain = 1 - pb / pa
+                d = t.decision
+                d.check = {"check": "A-B windows", "blocks": 0, "gain": round(gain, 4)}
+                d.wait_after = merge(arm.parts).wait_per_batch
+                d.note = f"the candidate's first windows ran {gain:+.0%} against the incumbent's"
+                self._verdict(now, False)
+                return
+        if len(t.arms) < 4:
+            self._next_arm()
+            return
+        a_parts = [p for x in t.arms if x.name == "A" for p in x.parts]
+        b_parts = [p for x in t.arms if x.name == "B" for p in x.parts]
+        t.test.add(merge(a_parts).period, merge(b_parts).period)
+        verdict = t.test.verdict()
+        if verdict is None:
+            t.arms = []  # another block, from the incumbent that ended this one (no switch)
+            self._next_arm()
+            return
+        gain, lo, hi = t.test.interval()
+        ss, df = t.test.learnt()
+        self.noise.add(ss, df)
+        d = t.decision
+        d.check = {
+            "check": "A-B-B-A windows",
+            "blocks": len(t.test.ratios),
+            "gain": round(gain, 4),
+            "gain_lo": round(lo, 4),
+            "gain_hi": round(hi, 4),
+        }
+        d.wait_after = merge(b_parts).wait_per_batch
+        d.note = f"paired gain {gain:+.1%} (95% {lo:+.1%} .. {hi:+.1%}, {len(t.test.ratios)} blocks)"
+        self._verdict(now, verdict == "adopt")
+
+    def _verdict(self, now: float, adopt: bool) -> None:
+        t = self._trial
+        assert t is not None
+        d = t.decision
+        self._trial = None
+        m = d.move
+        self._bound(m, adopt, float(d.check.get("gain", 0.0)))
+        if adopt and m.workers is not None:
+            self._ceil = self._floor = None  # other readers: the bounds on their in-flight start over
+        if adopt:
+            d.outcome = "kept"
+            self._set(m.forward(), f"adopted: {m.key}")
+            for k, _old, new in m.changes:
+                self.good[k] = new
+        else:
+            d.outcome = "rolled back"
+            self._undo(m)
+            self._rejected.add(m.key)
         self._report(d)
-        self._settle(now, d.move.workers is not None)
+        self._period = self.tick
+        self._begin("observe")
+
+    def _count_epoch(self, w: Window, e0: int, e1: int) -> None:
+        """Per-epoch totals (seconds, batches, workers); a window across an epoch's start counts for the new one."""
+        rec = self._epochs.get(e1)
+        if rec is None:
+            # [seconds, batches, workers, seen from its start]; two whole epochs before it, of one configuration
+            # and no move, tell how much consecutive epochs differ (drift included)
+            rec = self._epochs[e1] = [
+                0.0,
+                0.0,
+                float(self.target.workers()),
+                float(e0 != e1 and e0 in self._epochs or not self._epochs and e1 <= 1),
+            ]
+            a, b = self._epochs.get(e1 - 2), self._epochs.get(e1 - 1)
+            if a and b and a[3] and b[3] and a[2] == b[2] and self._moved_epoch < e1 - 2 and a[1] > 0 and b[1] > 0:
+                self._epoch_noise.add(math.log((b[0] / b[1]) / (a[0] / a[1])) ** 2 / 2, 1)
+        rec[0] += w.seconds
+        rec[1] += w.batches
+        if len(self._epochs) > 64:
+            del self._epochs[min(self._epochs)]
+
+    def _since_epoch_start(self, e: int) -> bool:
+        """The tuner has counted epoch ``e`` from its start."""
+        rec = self._epochs.get(e)
+        return rec is not None and rec[3] > 0
+
+    def _epoch_period(self, e: int) -> float:
+        rec = self._epochs.get(e)
+        return rec[0] / rec[1] if rec and rec[1] > 0 else 0.0
+
+    def _on_epochs(self, now: float, res: Resources) -> None:
+        """A-B-B-A over epochs: e0 (the incumbent's, running when the trial began), e0+1 and e0+2 the candidate's,
+        e0+3 the incumbent's again; the verdict once e0+3 has ended."""
+        t = self._trial
+        assert t is not None
+        e0 = t.first_epoch
+        cur = self.target.epoch()
+        m = t.decision.move
+        if cur == e0 and not t.arms:
+            t.arms.append(_Arm("B", 0))
+            self._set(m.forward(), f"paired check over epochs: the candidate for epochs {e0 + 1} and {e0 + 2}")
+        if cur >= e0 + 2 and len(t.arms) == 1:
+            # after one epoch of each: a difference far beyond what consecutive epochs of one configuration
+            # differ by (drift included) decides at once; else the A-B-B-A goes on
+            pa, pb = self._epoch_period(e0), self._epoch_period(e0 + 1)
+            if pa > 0 and pb > 0:
+                r = math.log(pb / pa)
+                se = self._epoch_noise.sd * math.sqrt(2)
+                gain, lo, hi = 1 - math.exp(r), 1 - math.exp(r + 3 * se), 1 - math.exp(r - 3 * se)
+                if lo > self.min_gain or hi < self.min_gain:
+                    d = t.decision
+                    d.check = {
+                        "check": "A-B epochs",
+                        "blocks": 1,
+                        "gain": round(gain, 4),
+                        "gain_lo": round(lo, 4),
+                        "gain_hi": round(hi, 4),
+                    }
+                    d.note = (
+                        f"epochs {e0}-{e0 + 1}: gain {gain:+.1%} (3 sd of consecutive epochs: {lo:+.1%} .. {hi:+.1%})"
+                    )
+                    if hi < self.min_gain and pb > pa:
+                        self._loss += (pb / pa - 1) * self._epochs[e0 + 1][0]
+                    self._verdict(now, lo > self.min_gain)
+                    return
+        if cur == e0 + 2 and len(t.arms) == 1:
+            t.arms.append(_Arm("A", 0))
+            self._set({WORKERS: m.inverse()[WORKERS]}, f"paired check over epochs: the incumbent for epoch {e0 + 3}")
+            pa, pb = self._epoch_period(e0), self._epoch_period(e0 + 1)
+            if pa > 0 and pb > pa:
+                self._loss += (pb / pa - 1) * self._epochs[e0 + 1][0]
+        if cur < e0 + 4:
+            return
+        a = [self._epoch_period(e0), self._epoch_period(e0 + 3)]
+        b = [self._epoch_period(e0 + 1), self._epoch_period(e0 + 2)]
+        if min(a + b) <= 0:
+            self._trial = None
+            t.decision.outcome = "abandoned"
+            t.decision.note = "an epoch of the check had no batches"
+            self._undo(m)
+            self._report(t.decision)
+            self._begin("observe")
+            return
+        # the incumbent's two epochs measure the rig's epoch-to-epoch noise (and so do earlier ones)
+        self._epoch_noise.add(math.log(a[1] / a[0]) ** 2 / 2, 1)
+        r = math.log(sum(b) / sum(a))
+        se = self._epoch_noise.sd
+        gain = 1 - math.exp(r)
+        lo, hi = 1 - math.exp(r + 2 * se), 1 - math.exp(r - 2 * se)
+        d = t.decision
+        d.check = {
+            "check": "A-B-B-A epochs",
+            "blocks": 1,
+            "gain": round(gain, 4),
+            "gain_lo": round(lo, 4),
+            "gain_hi": round(hi, 4),
+        }
+        d.note = f"epochs {e0}-{e0 + 3}: paired gain {gain:+.1%} (95% {lo:+.1%} .. {hi:+.1%})"
+        self._verdict(now, lo > self.min_gain)
+
+    # --- stable -----------------------------------------------------------------------------------
+
+    def _on_stable(self, now: float, res: Resources) -> None:
+        if len(self._recent) < OBSERVE:
+            return
+        e = merge(list(self._recent))  # the raw windows: the model's filters only when it decides
+        ref = self._ref
+        steps = self._steps
+        steps.append(math.log(max(self._recent[-1].step, 1e-7)))
+        if ref is not None:
+            # a move beyond the noise: REGIME, or three standard errors of a merge of OBSERVE windows
+            n = len(steps)
+            sd = math.sqrt(sum((x - sum(steps) / n) ** 2 for x in steps) / (n - 1)) if n > 2 else 0.0
+            limit = max(REGIME, 3 * sd / math.sqrt(OBSERVE))
+            moved = abs(math.log(max(e.step, 1e-7) / max(ref.step, 1e-7))) > math.log1p(limit)
+            if e.latency > 0 and ref.latency > 0 and e.retries == 0:
+                r = e.latency / ref.latency
+                moved = moved or r > 1 + 2 * REGIME or r < 1 / (1 + 2 * REGIME)
+            # a loop that did not wait and now does (a loop that waited is judged by its step and latency)
+            moved = moved or (ref.wait_share < self.wait_share and e.wait_share >= 2 * self.wait_share)
+            self._drift = self._drift + 1 if moved else 0
+            if self._drift >= OBSERVE:
+                self._rejected.clear()  # a new regime: what failed before may work now
+                self._ceil = self._floor = None
+                self.model.reset()
+                self.emit(
+                    "resumed",
+                    {
+                        "reason": f"a new regime: step {ref.step * 1e3:.2f} -> {e.step * 1e3:.2f} ms, latency "
+                        f"{ref.latency * 1e3:.0f} -> {e.latency * 1e3:.0f} ms, wait share {ref.wait_share:.1%} -> "
+                        f"{e.wait_share:.1%}",
+                    },
+                )
+                self._settled_why = ""
+                self._period = self.tick
+                self._begin("observe")
+                return
+        if now >= self._look:
+            self._period = min(self.period_max, max(self.tick, 2 * self._period))
+            self._look = now + self._period
+            if (
+                e.wait_share >= self.wait_share
+                and self._may_probe(now)
+                and self._candidate(self._estimates(), res) is not None
+            ):
+                self.emit("resumed", {"reason": "the model has a candidate to try"})
+                self._settled_why = ""
+                self._decide(now, res)
+
+    def _stable(self, now: float, why: str) -> None:
+        if self.phase != "stable" or why != self._settled_why:
+            self.emit("settled", {"reason": why, "decisions": len(self.decisions)})
+        self._settled_why = why
+        self._begin("stable")
+        self._look = now + self._period
+
+    # --- undo, RAM ----------------------------------------------------------------------------------
 
     def _undo(self, move: Move) -> None:
         board = self.target.board()
@@ -430,67 +702,49 @@ class Controller:
         for f in d.fields():
             self.emit("decision", f)
 
-    def _stable(self, now: float, why: str) -> None:
-        self._ref = self._base
-        if self.phase != "stable" or why != self._settled_why:
-            self.emit("settled", {"reason": why, "decisions": len(self.decisions)})
-        self._settled_why = why
-        self._begin("stable")
-        self._period = self.tick if self._period <= 0 else self._period
-        self._stable_look = now + self._period
-        self._next = self._stable_look
-
-    def _resume(self, now: float, res: Resources, why: str) -> None:
-        self.emit("resumed", {"reason": why})
-        self._settled_why = ""
-        self._base = self._measure
-        self._period = self.tick
-        self._next = now + self.tick
-        self._decide(now, res)
-
-    # --- the RAM budget -----------------------------------------------------------------------------
-
     def _ram(self, now: float, res: Resources) -> bool:
-        """Over the RAM budget: undo the newest move that added memory. True when something was undone."""
+        """Over the RAM budget: undo the move on trial, else the newest kept move that added memory."""
         if not res.tree or res.tree <= self.budgets.ram:
             return False
+        why = f"resident memory {res.tree / 1e6:,.0f} MB over the RAM budget {self.budgets.ram / 1e6:,.0f} MB"
         if self._trial is not None:
-            d, self._trial = self._trial, None
-            d.note = f"resident memory {res.tree / 1e6:,.0f} MB over the RAM budget {self.budgets.ram / 1e6:,.0f} MB"
-            self._roll_back(now, d, "rolled back")
+            d = self._trial.decision
+            self._trial = None
+            d.note = why
+            d.outcome = "rolled back"
+            self._undo(d.move)
+            self._rejected.add(d.move.key)
+            self._report(d)
+            self._begin("observe")
             return True
         for d in reversed(self.decisions):
             if d.outcome == "kept" and any(
-                k in (WORKERS, "download_concurrency", "prefetch_depth") for k, *_ in d.move.changes
+                k in (WORKERS, "download_concurrency", "prefetch_depth", "raw_prefetch", "raw_concurrency")
+                and new > old
+                for k, old, new in d.move.changes
             ):
-                d.note = (
-                    f"resident memory {res.tree / 1e6:,.0f} MB over the RAM budget {self.budgets.ram / 1e6:,.0f} MB"
-                )
+                d.note = why
                 d.outcome = "rolled back"
                 self._undo(d.move)
-                self._tabu[d.move.key] = _Tabu(math.inf, 2)
-                self._family[d.move.family] = FAMILY_TRIES
+                self._rejected.add(d.move.key)
                 self._report(d)
-                self._settle(now, d.move.workers is not None)
+                self._begin("observe")
                 return True
         if not self._ram_warned:
             self._ram_warned = True
             self.emit(
                 "settled",
-                {
-                    "reason": f"resident memory {res.tree / 1e6:,.0f} MB is over the RAM budget "
-                    f"{self.budgets.ram / 1e6:,.0f} MB with none of the tuner's moves left to undo",
-                    "decisions": len(self.decisions),
-                },
+                {"reason": f"{why} with none of the tuner's moves left to undo", "decisions": len(self.decisions)},
             )
         return False
 
     # --- stopping and restoring -----------------------------------------------------------------------
 
     def abort(self, why: str) -> None:
-        """Stop tuning: a trial under way goes back to the last good values."""
-        d, self._trial = self._trial, None
-        if d is not None:
+        """Stop tuning: a candidate under check goes back to the incumbent (the last good values)."""
+        t, self._trial = self._trial, None
+        if t is not None:
+            d = t.decision
             d.note = why
             d.outcome = "abandoned"
             try:
@@ -498,6 +752,11 @@ class Controller:
             finally:
                 self._report(d)
         self.phase = "stopped"
+
+    @property
+    def trying(self) -> bool:
+        """A candidate is under check."""
+        return self._trial is not None
 
     def restore(self, values: dict[str, Any]) -> dict[str, Any]:
         """Start from a saved run's tuned values (the knobs nobody pinned here); returns what was applied."""

@@ -4,9 +4,13 @@ Every event is a ``tune`` instant (Litracer log, Perfetto, OTLP as a zero-length
 
 * ``started``  the budgets (RAM and where it comes from, cores, the workers cap), the kind of data, and a knob left
   to another controller (``left_to_governor``: the raw-file governor owns ``raw_concurrency``);
-* ``decision`` a tried move's verdict, one per knob it moved: ``decision`` (its number), ``knob``, ``old``, ``new``,
-  ``reason``, ``cause`` (download / cpu / idle), ``wait_before_ms``, ``wait_after_ms``, ``outcome`` (kept, rolled
-  back, abandoned), ``epoch``; the board's own ``tune`` event (named by the knob) marks the moment of each change;
+* ``decision`` a candidate's verdict, one per knob it moved: ``decision`` (its number), ``knob``, ``old``, ``new``,
+  ``reason``, ``cause`` (download / saturated / cpu), ``wait_before_ms``, ``wait_after_ms``, ``outcome`` (kept,
+  rolled back, abandoned), ``epoch``; the model's inputs (``step_ms``, ``wait_ms``, ``wait_share``, ``latency_ms``,
+  ``w0_ms``, ``downloads_per_s``, ``bdp``, ``in_flight``, ``downloads_per_batch``, ``cpu_ms_per_batch``,
+  ``cpu_share``, ``saturated``) and prediction (``predicted_gain``); the paired check's result (``check``,
+  ``blocks``, ``gain``, ``gain_lo``, ``gain_hi``). The board's own ``tune`` event (named by the knob) marks each
+  value change, the paired check's switches included;
 * ``budget``   a value lowered at the start to fit the cache or its disk;
 * ``settled`` / ``resumed``: the tuner found nothing to improve (and why), or looks again (and why);
 * ``restored`` the tuned values a resumed run started from.
@@ -29,20 +33,39 @@ from streamscope._core import config
 from streamscope.tune.budgets import Budgets, disk_free, resolve, tree_rss
 from streamscope.tune.controller import Controller, Decision
 from streamscope.tune.policy import Policy, Resources
-from streamscope.tune.signals import Reading, read_view
+from streamscope.tune.signals import Reading, cpu_pressure, read_view
 from streamscope.tune.target import Target
 
 __all__ = ["Sensors", "Tuner", "record"]
 
 
 class Sensors:
-    """What the tuner reads: the merged metrics and the rank's resident memory."""
+    """What the tuner reads each tick: the loader's live batch count and wait (the wait ring), the merged
+    metrics' downloads, retries and decode CPU, the CPU pressure, the rank's resident memory
+    (``benchmarks/bench_tune_read.py`` measures what a read costs)."""
 
-    def __init__(self, pid: int | None = None) -> None:
+    def __init__(self, pid: int | None = None, pressure: str = "/proc/pressure/cpu") -> None:
         self.pid = pid or os.getpid()
+        self.pressure = pressure
 
-    def read(self, now: float) -> Reading:
-        return read_view(ev.metrics_view(), now)
+    def read(self, now: float, target: Target) -> Reading:
+        batches, wait_s = target.progress()
+        downloads, download_s, nbytes, retries, cpu, split, split_dl = read_view(ev.metrics_view())
+        return Reading(
+            t=now,
+            batches=batches,
+            wait_s=wait_s,
+            downloads=downloads,
+            download_s=download_s,
+            download_bytes=nbytes,
+            retries=retries,
+            decode_cpu_s=cpu,
+            cpu_share=cpu_pressure(self.pressure),
+            epoch=target.epoch(),
+            workers=target.running_workers(),
+            split_s=split,
+            split_download_s=split_dl,
+        )
 
     def resources(self) -> Resources:
         tree, own, n = tree_rss(self.pid)
@@ -91,6 +114,8 @@ class Tuner:
             tick=float(tick if tick is not None else config.get("metrics_interval")),
             period_max=float(config.get("autotune_period_max")),
             min_gain=float(config.get("autotune_min_gain")),
+            wait_share=float(config.get("autotune_wait_share")),
+            probe_share=float(config.get("autotune_probe_share")),
         )
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -141,7 +166,7 @@ class Tuner:
         try:
             while not self._stop.wait(max(0.0, c.next_wake() - self.clock())):
                 now = self.clock()
-                reading = self.sensors.read(now)
+                reading = self.sensors.read(now, self.target)
                 res = self.sensors.resources()
                 with self._lock:
                     if self._stop.is_set():
@@ -169,7 +194,7 @@ class Tuner:
         if t is not None and t.is_alive() and t is not threading.current_thread():
             t.join(timeout)
         with self._lock:
-            if self.controller.phase != "stopped" and self.controller._trial is not None:
+            if self.controller.phase != "stopped" and self.controller.trying:
                 self.controller.abort("the tuner stopped")
 
     def values(self) -> dict[str, Any]:

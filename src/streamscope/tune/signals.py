@@ -1,184 +1,190 @@
-"""What the tuner measures: cumulative readings of the merged metrics, and windows between two of them.
+"""What the tuner measures: cumulative readings of one rank's loader, and windows between two of them.
 
-A :class:`Reading` holds the run's counters at one moment (``streamscope.events.metrics_view()``, read without
-side effects). The loop's wait is the ``streamscope.loader.wait.duration`` histogram's sum, as of the main
-process's last flusher tick (the view lags the loop by up to one ``metrics_interval``); the batches are
-``streamscope.loader.batches``, read live. The histogram's count is no batch count: the loop waits once per worker
-message, and a worker sends its batches in groups; it only tells whether the wait has ticked since the last
-reading. A :class:`Window` is the difference of two readings; a :class:`Measure` is a run of consecutive windows
-(one per reading), whose spread says how noisy the wait is. The lag between the two sources shifts a window's wait
-by up to one tick against its batches; in a steady state that cancels, and the controller skips the readings just
-after a move (see :mod:`streamscope.tune.controller`).
+A :class:`Reading` holds, at one moment, the counters the capacity model needs (see ``README.md``):
+
+* the loop's **batches** and **wait**, read live from the loader (the batch count it keeps, and the ring of the
+  loop's waits it writes for the wait split, ``events.attribution.WaitRing``: every complete wait and the one in
+  progress), never from a flusher-lagged histogram, so a window's step and wait per batch are exact;
+* **downloads**: completed chunk (or raw-file) downloads, their total time and bytes, from the merged metrics
+  (``streamscope.download.duration`` / ``.bytes``; they lag by up to one flusher tick, which windows of several
+  ticks and the model's smoothing absorb);
+* **decode CPU**: the thread CPU time the workers (or the loop without workers) spent producing batches
+  (``streamscope.loader.decode.cpu``: one ``thread_time_ns`` pair per batch in ``engine.handover``);
+* **CPU share**: the share of time this machine's runnable tasks got a CPU (``1 - some avg10`` of
+  ``/proc/pressure/cpu``; 1 where PSI is missing).
+
+A :class:`Window` is the difference of two readings, with the model's inputs as properties.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from streamscope.events.registry import STAGES, M
 
-__all__ = ["CPU_STAGES", "Measure", "Reading", "Window", "read_view", "window"]
-
-
-#: Stages of the wait split whose cure is more CPU in the workers (decoding, decompressing, reading chunks).
-CPU_STAGES = ("decode", "decompress", "read")
+__all__ = ["Reading", "Window", "cpu_pressure", "merge", "read_view", "window"]
 
 
 @dataclass(frozen=True)
 class Reading:
-    """The run's cumulative counters at monotonic time ``t`` (seconds)."""
+    """One rank's cumulative counters at monotonic time ``t`` (seconds)."""
 
     t: float
-    waits: int = 0  # batches handed to the loop (the wait's denominator)
-    wait_s: float = 0.0  # the loop's wait, total seconds
-    stages: dict[str, float] = field(default_factory=dict)  # the wait split, cumulative seconds
-    downloads: int = 0  # chunk downloads finished
+    batches: int = 0  # batches handed to the loop
+    wait_s: float = 0.0  # the loop's total wait for them (seconds)
+    downloads: int = 0  # downloads completed
     download_s: float = 0.0  # their total time
-    cache_bytes: float = 0.0
-    evictions: float = 0.0
-    stalls: int = -1  # the wait histogram's count: changes when the wait ticked (-1: same as ``waits``)
-
-    @property
-    def ticks(self) -> int:
-        return self.waits if self.stalls < 0 else self.stalls
-
-
-def read_view(view: Any, t: float) -> Reading:
-    """A :class:`Reading` from a ``MetricsView`` taken at monotonic time ``t``."""
-    h = view.histogram(M.LOADER_WAIT_DURATION)
-    dl = view.histogram(M.DOWNLOAD_DURATION)
-    return Reading(
-        t=t,
-        waits=int(view.value(M.LOADER_BATCHES)),
-        wait_s=float(h.sum),
-        stalls=int(h.count),
-        stages={s: float(view.value(M.LOADER_WAIT_STAGE, stage=s)) for s in STAGES},
-        downloads=int(dl.count),
-        download_s=float(dl.sum),
-        cache_bytes=float(view.value(M.CACHE_SIZE)),
-        evictions=float(view.value(M.CACHE_EVICTIONS)),
-    )
+    download_bytes: float = 0.0
+    retries: int = 0  # storage requests retried (a store pushing back: 503 SlowDown, throttling)
+    decode_cpu_s: float = 0.0  # thread CPU time spent producing batches
+    cpu_share: float = 1.0  # share of time a runnable task got a CPU (now, not cumulative)
+    epoch: int = 0  # the loader's epochs started so far
+    workers: int = 0  # the workers of the epoch that runs
+    split_s: float = 0.0  # the wait split's seconds settled so far (all stages; events.attribution)
+    split_download_s: float = 0.0  # ... of them with the workers downloading
 
 
 @dataclass(frozen=True)
 class Window:
-    """What happened between two readings."""
+    """What happened between two readings (the model's inputs)."""
 
     t0: float
     t1: float
-    waits: int
+    batches: int
     wait_s: float
-    stages: dict[str, float]
-    downloads: int
-    download_s: float
+    downloads: int = 0
+    download_s: float = 0.0
+    download_bytes: float = 0.0
+    retries: int = 0
+    decode_cpu_s: float = 0.0
+    cpu_share: float = 1.0
+    epoch: int = 0
+    workers: int = 0
+    split_s: float = 0.0
+    split_download_s: float = 0.0
 
     @property
     def seconds(self) -> float:
         return max(0.0, self.t1 - self.t0)
 
     @property
-    def wait_per_batch(self) -> float:
-        """The objective: seconds the loop waited per batch (0 without batches)."""
-        return self.wait_s / self.waits if self.waits else 0.0
+    def period(self) -> float:
+        """Seconds per batch of the loop (its step and its wait): the objective (lower is better)."""
+        return self.seconds / self.batches if self.batches else math.inf
 
     @property
-    def period(self) -> float:
-        """Seconds per batch of the loop (its wait and its own step)."""
-        return self.seconds / self.waits if self.waits else math.inf
+    def wait_per_batch(self) -> float:
+        return self.wait_s / self.batches if self.batches else 0.0
 
     @property
     def step(self) -> float:
         """The loop's own time per batch (the training step): the period less the wait."""
-        return max(0.0, self.period - self.wait_per_batch) if self.waits else 0.0
+        return max(0.0, (self.seconds - self.wait_s) / self.batches) if self.batches else 0.0
 
     @property
-    def input_bound(self) -> float:
+    def wait_share(self) -> float:
         """Share of the loop's time spent waiting for data (0..1)."""
-        p = self.period
-        return min(1.0, self.wait_per_batch / p) if self.waits and p > 0 else 0.0
-
-    def shares(self) -> dict[str, float]:
-        """Each stage's share of the wait (they sum to 1; all 0 without a wait)."""
-        pos = {s: max(0.0, v) for s, v in self.stages.items()}
-        total = sum(pos.values())
-        if total <= 0:
-            return {s: 0.0 for s in STAGES}
-        return {s: pos.get(s, 0.0) / total for s in STAGES}
-
-    def causes(self) -> dict[str, float]:
-        """The wait's shares by cure: ``download`` (more downloads at once), ``cpu`` (decode, decompress and
-        read: more workers), ``idle`` (the workers did nothing the split can name: deeper prefetch)."""
-        sh = self.shares()
-        return {"download": sh["download"], "cpu": sum(sh[s] for s in CPU_STAGES), "idle": sh["idle"]}
-
-    def dominant(self) -> tuple[str, float]:
-        """The cause the wait was mostly spent on (see :meth:`causes`) and its share."""
-        c = self.causes()
-        k = max(c, key=lambda x: c[x])
-        return k, c[k]
+        s = self.seconds
+        return min(1.0, self.wait_s / s) if s > 0 else 0.0
 
     @property
-    def download_latency(self) -> float:
-        """Mean seconds per chunk download in the window (0 without downloads)."""
+    def latency(self) -> float:
+        """Mean seconds per download (0 without downloads)."""
         return self.download_s / self.downloads if self.downloads else 0.0
+
+    @property
+    def download_rate(self) -> float:
+        """Downloads completed per second."""
+        s = self.seconds
+        return self.downloads / s if s > 0 else 0.0
+
+    @property
+    def in_flight(self) -> float:
+        """Downloads under way on average (Little's law: completions per second x mean latency)."""
+        return self.download_rate * self.latency
+
+    @property
+    def downloads_per_batch(self) -> float:
+        return self.downloads / self.batches if self.batches else 0.0
+
+    @property
+    def download_wait_share(self) -> float:
+        """Share of the wait the workers spent downloading (the wait split; 0 without one)."""
+        return min(1.0, self.split_download_s / self.split_s) if self.split_s > 0 else 0.0
+
+    @property
+    def cpu_per_batch(self) -> float:
+        """Thread CPU seconds spent producing one batch."""
+        return self.decode_cpu_s / self.batches if self.batches else 0.0
 
 
 def window(a: Reading, b: Reading) -> Window:
     return Window(
         t0=a.t,
         t1=b.t,
-        waits=max(0, b.waits - a.waits),
+        batches=max(0, b.batches - a.batches),
         wait_s=max(0.0, b.wait_s - a.wait_s),
-        stages={s: b.stages.get(s, 0.0) - a.stages.get(s, 0.0) for s in STAGES},
         downloads=max(0, b.downloads - a.downloads),
         download_s=max(0.0, b.download_s - a.download_s),
+        download_bytes=max(0.0, b.download_bytes - a.download_bytes),
+        retries=max(0, b.retries - a.retries),
+        decode_cpu_s=max(0.0, b.decode_cpu_s - a.decode_cpu_s),
+        cpu_share=b.cpu_share,
+        epoch=b.epoch,
+        workers=b.workers,
+        split_s=max(0.0, b.split_s - a.split_s),
+        split_download_s=max(0.0, b.split_download_s - a.split_download_s),
     )
 
 
-@dataclass
-class Measure:
-    """Consecutive windows of one configuration (one per reading), summed."""
+def merge(ws: list[Window]) -> Window:
+    """Consecutive (or interleaved) windows as one: sums, the last CPU share and epoch."""
+    if not ws:
+        return Window(0.0, 0.0, 0, 0.0)
+    return Window(
+        t0=0.0,
+        t1=sum(w.seconds for w in ws),
+        batches=sum(w.batches for w in ws),
+        wait_s=sum(w.wait_s for w in ws),
+        downloads=sum(w.downloads for w in ws),
+        download_s=sum(w.download_s for w in ws),
+        download_bytes=sum(w.download_bytes for w in ws),
+        retries=sum(w.retries for w in ws),
+        decode_cpu_s=sum(w.decode_cpu_s for w in ws),
+        cpu_share=ws[-1].cpu_share,
+        epoch=ws[-1].epoch,
+        workers=ws[-1].workers,
+        split_s=sum(w.split_s for w in ws),
+        split_download_s=sum(w.split_download_s for w in ws),
+    )
 
-    parts: list[Window] = field(default_factory=list)
 
-    def add(self, w: Window) -> None:
-        self.parts.append(w)
+def read_view(view: Any) -> tuple[int, float, float, int, float, float, float]:
+    """(downloads, their seconds, their bytes, retries, decode CPU seconds, the wait split's seconds, its download
+    seconds) from a ``MetricsView``."""
+    dl = view.histogram(M.DOWNLOAD_DURATION)
+    split = {s: float(view.value(M.LOADER_WAIT_STAGE, stage=s)) for s in STAGES}
+    return (
+        int(dl.count),
+        float(dl.sum),
+        float(view.value(M.DOWNLOAD_BYTES)),
+        int(view.value(M.DOWNLOAD_RETRIES)),
+        float(view.value(M.LOADER_DECODE_CPU)),
+        sum(split.values()),
+        split.get("download", 0.0),
+    )
 
-    @property
-    def total(self) -> Window:
-        ps = self.parts
-        if not ps:
-            return Window(0.0, 0.0, 0, 0.0, {s: 0.0 for s in STAGES}, 0, 0.0)
-        return Window(
-            t0=ps[0].t0,
-            t1=ps[-1].t1,
-            waits=sum(p.waits for p in ps),
-            wait_s=sum(p.wait_s for p in ps),
-            stages={s: sum(p.stages.get(s, 0.0) for p in ps) for s in STAGES},
-            downloads=sum(p.downloads for p in ps),
-            download_s=sum(p.download_s for p in ps),
-        )
 
-    @property
-    def seconds(self) -> float:
-        return self.total.seconds
-
-    @property
-    def waits(self) -> int:
-        return sum(p.waits for p in self.parts)
-
-    def rel_error(self) -> float:
-        """Relative standard error of the wait per batch, from the spread of the windows' values (weighted by
-        their batches); 0.25 when there are too few windows to tell."""
-        vals = [(p.wait_per_batch, p.waits) for p in self.parts if p.waits]
-        n = len(vals)
-        total = sum(w for _, w in vals)
-        if n < 2 or total <= 0:
-            return 0.25
-        mean = sum(v * w for v, w in vals) / total
-        if mean <= 0:
-            return 0.0
-        var = sum(w * (v - mean) ** 2 for v, w in vals) / total
-        return math.sqrt(var / (n - 1)) / mean
+def cpu_pressure(path: str = "/proc/pressure/cpu") -> float:
+    """Share of time runnable tasks got a CPU over the last 10 s: ``1 - some avg10 / 100`` from Linux PSI;
+    1.0 where PSI is missing or unreadable (a kernel without it, a container hiding it)."""
+    try:
+        with open(path, "rb") as f:
+            line = f.readline()
+        i = line.index(b"avg10=")
+        some = float(line[i + 6 : line.index(b" ", i)])
+    except (OSError, ValueError):
+        return 1.0
+    return max(0.05, min(1.0, 1.0 - some / 100.0))

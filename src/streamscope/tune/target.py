@@ -41,6 +41,10 @@ class Target(Protocol):
         """The DataLoader workers of the epoch that runs (or the next one, between epochs)."""
         ...
 
+    def running_workers(self) -> int:
+        """The DataLoader workers of the epoch that runs (a request for the next one aside)."""
+        ...
+
     def request_workers(self, n: int) -> None:
         """Run the next epoch with ``n`` workers."""
         ...
@@ -51,4 +55,8 @@ class Target(Protocol):
 
     def iterating(self) -> bool:
         """True while an epoch runs."""
+        ...
+
+    def progress(self) -> tuple[int, float]:
+        """(batches handed to the loop so far, the loop's total wait for them in seconds), read live."""
         ...
