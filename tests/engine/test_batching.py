@@ -194,3 +194,24 @@ def test_a_worker_freezes_its_inherited_heap_once(tmp_path, monkeypatch, workers
         loader._iterator._shutdown_workers()
     pids = open(_FreezeLog.path).read().split() if os.path.exists(_FreezeLog.path) else []
     assert len(pids) == workers and len(set(pids)) == workers and str(os.getpid()) not in pids
+
+
+def test_reorder_counts_a_group_s_bytes_as_its_batches_are_handed_out():
+    """The loader's bytes (streamscope.loader.bytes) follow its samples: a group counts in proportion to its
+    batches handed out, not all at once when it arrives (issue 31: MB/s jumped while samples/s did not)."""
+    r = Reorder(0, count_bytes=True)
+    g = Group([(0, "a"), (2, "c"), (4, "e"), (6, "g")])
+    g.nbytes = 4000
+    r.add(g)
+    assert r.bytes == 4000 and r.delivered_bytes() == 0
+    seen = []
+    for j in (1, 3, 5, 7):  # the other worker's batches, one at a time
+        h = Group([(j, "x")])
+        h.nbytes = 10
+        r.add(h)
+        for _ in r.ready():
+            seen.append(r.delivered_bytes())
+    assert seen == [1000, 1010, 2010, 2020, 3020, 3030, 4030, 4040]  # never less than a read before
+    assert r.delivered_bytes() == r.bytes == 4040 and r._groups[1][-1][0] == [7]  # handed out: folded in
+    r.add((8, {"x": torch.zeros(25, dtype=torch.uint8)}))  # a single batch: counted as it comes
+    assert list(r.ready())[0][0] == 8 and r.delivered_bytes() == 4065

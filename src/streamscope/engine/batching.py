@@ -23,6 +23,7 @@ the loop in batch order (:class:`Reorder`).
 
 from __future__ import annotations
 
+import bisect
 import copy
 import gc
 import multiprocessing
@@ -366,7 +367,7 @@ class Reorder:
     """Main-process side: turn worker messages (single batches or groups) into batches in batch order.
 
     ``bytes`` counts the tensor bytes received: a group's ``nbytes``, and with ``count_bytes`` (metrics on) a
-    single batch's, measured as it comes."""
+    single batch's, measured as it comes. :meth:`delivered_bytes` counts those of the batches handed out."""
 
     def __init__(self, first: int, arenas: ArenaFlags | None = None, count_bytes: bool = False) -> None:
         self.expected = first
@@ -374,6 +375,10 @@ class Reorder:
         self._arenas = arenas
         self.bytes = 0
         self._count_bytes = count_bytes
+        self._single = 0  # bytes of single batches (handed out in the loop's next() they arrive in)
+        # (bytes of the groups whose batches were all handed out, the other groups as (batch numbers, bytes)):
+        # replaced whole at each group by the loop's thread, so any thread reads it at once (delivered_bytes)
+        self._groups: tuple[int, tuple[tuple[list[int], int], ...]] = (0, ())
 
     def add(self, item: Any) -> Any:
         """Take one worker message; the trace parcel that rode with it, if any (see :mod:`.handover`)."""
@@ -382,16 +387,35 @@ class Reorder:
                 self._arenas.watch(item)
             else:
                 item.anchor = None
-            for j, batch in item:
-                self._held[j] = batch
+            self._held.update(item)  # (j, batch) pairs
             self.bytes += item.nbytes
+            # a group's bytes count as its batches are handed out (a group of 8 MB reaches a slow loop at once
+            # and is handed out over seconds: counted on arrival, the loader's MB/s jumped from 2 to 6 and back)
+            done, groups = self._groups
+            exp = self.expected
+            rest = tuple(g for g in groups if g[0][-1] >= exp)
+            done += sum(g[1] for g in groups if g[0][-1] < exp)
+            self._groups = (done, (*rest, ([p[0] for p in item], item.nbytes)))
             parcel, item.parcel = item.parcel, None
             return parcel
         j, batch = item
         self._held[j] = batch
         if self._count_bytes:
-            self.bytes += batch_bytes(batch)
+            n = batch_bytes(batch)
+            self.bytes += n
+            self._single += n
         return None
+
+    def delivered_bytes(self) -> int:
+        """Tensor bytes of the batches handed out so far (any thread; never less than a read before): each group's
+        ``nbytes`` in proportion to its batches handed out, and single batches' (counted with ``count_bytes``)."""
+        done, groups = self._groups
+        exp = self.expected
+        total = done + self._single
+        for js, nbytes in groups:
+            if js:
+                total += nbytes * bisect.bisect_left(js, exp) // len(js)
+        return total
 
     def ready(self) -> Iterator[tuple[int, Any]]:
         """Batches that can be handed out now, in order."""

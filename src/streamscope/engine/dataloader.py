@@ -449,7 +449,7 @@ class StreamingDataLoader(DataLoader[Any]):
                     name = self._dataset_name
                     instruments.add(M.LOADER_BATCHES, self.batches_consumed - live[0], dataset=name)
                     instruments.add(M.LOADER_SAMPLES, self.num_samples_yielded - live[1], dataset=name)
-                    instruments.add(M.LOADER_BYTES, reorder.bytes, dataset=name)
+                    instruments.add(M.LOADER_BYTES, reorder.delivered_bytes(), dataset=name)
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None and not self.persistent_workers:
                 pids = [getattr(p, "pid", None) for p in getattr(it, "_workers", [])] if acks is not None else []
@@ -507,7 +507,7 @@ class StreamingDataLoader(DataLoader[Any]):
             b0, s0, reorder, it = live
             batches = self.batches_consumed - b0
             samples = self.num_samples_yielded - s0
-            nbytes = reorder.bytes
+            nbytes = reorder.delivered_bytes()  # those handed to the loop, as its samples
             try:
                 queued = int(it._data_queue.qsize())
             except Exception:  # no worker queue (num_workers=0), or a platform without qsize
