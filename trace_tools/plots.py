@@ -275,7 +275,7 @@ def render_timeline(tl: Timeline, path: str, title: str) -> TimelineLayout:
                 c = i - tl.lo
                 if 0 <= c < nbins and v > 0:
                     img[r, c, :3] = rgb
-                    img[r, c, 3] = min(1.0, 0.15 + 0.85 * min(v / tl.width, 1.0))
+                    img[r, c, 3] = 0.4 + 0.6 * min(v / tl.width, 1.0)  # a short span stays visible
         ax.imshow(img, aspect="auto", interpolation="nearest", extent=(*lay.extent, total - 0.5, k - 0.5))
     x_max = lay.x_max if lay.x_max > 0 else 1e-6
     char = x_max * 0.0052  # the width of one character at fontsize 7 on this figure, in seconds
