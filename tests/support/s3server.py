@@ -237,8 +237,12 @@ class S3Server:
                 if len(self._stderr_lines) < 2000:
                     self._stderr_lines.append(raw.decode(errors="replace"))
 
-        threading.Thread(target=_read_first_line, daemon=True).start()
-        threading.Thread(target=_drain_stderr, daemon=True).start()
+        self._readers = [
+            threading.Thread(target=_read_first_line, daemon=True),
+            threading.Thread(target=_drain_stderr, daemon=True),
+        ]
+        for t in self._readers:
+            t.start()
         if not done.wait(self.startup_timeout) or "port" not in result:
             self.stop()
             raise RuntimeError(f"moto server did not start: {''.join(self._stderr_lines)[-2000:]}")
@@ -260,6 +264,11 @@ class S3Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
+            for t in getattr(self, "_readers", ()):
+                t.join(5)  # they end at the pipes' EOF; then the pipes close here (no ResourceWarning)
+            for pipe in (self.proc.stdout, self.proc.stderr):
+                if pipe is not None:
+                    pipe.close()
             self.proc = None
         if self._tmp is not None:
             self._tmp.cleanup()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
 from tests.support.hf_hub import HFHub
@@ -44,7 +46,7 @@ def test_info_paths_info_and_download(hub: HFHub, tmp_path) -> None:
     path = hub_lib.hf_hub_download(
         "o/pub", "data/a.parquet", repo_type="dataset", endpoint=hub.endpoint, cache_dir=str(tmp_path), token=False
     )
-    assert open(path, "rb").read() == b"A" * 2000
+    assert pathlib.Path(path).read_bytes() == b"A" * 2000
     assert hub.requests_for("/blobs/")  # a large file came through the redirect to the CDN
     with pytest.raises(hub_lib.errors.RepositoryNotFoundError):
         api.dataset_info("o/missing")
@@ -61,5 +63,5 @@ def test_private_repo_needs_the_bearer_token(hub: HFHub, tmp_path) -> None:
         cache_dir=str(tmp_path),
         token="hf_secret_token_123456",
     )
-    assert open(path, "rb").read() == b"private bytes"
+    assert pathlib.Path(path).read_bytes() == b"private bytes"
     assert all(r.authorized for r in hub.requests_for("o/priv") if r.status == 200)

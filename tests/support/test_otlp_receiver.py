@@ -21,6 +21,24 @@ def rx() -> Iterator[OTLPReceiver]:
         yield r
 
 
+#: The client connections and responses of a test; closed after it (a response left unread, or a request the fault
+#: answered with a timeout or a dropped connection, would otherwise leave its socket to the garbage collector).
+_CONNS: list[http.client.HTTPConnection | http.client.HTTPResponse] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_connections() -> Iterator[None]:
+    yield
+    while _CONNS:
+        _CONNS.pop().close()
+
+
+def _conn(rx: OTLPReceiver, timeout: float) -> http.client.HTTPConnection:
+    conn = http.client.HTTPConnection(rx.host, rx.port, timeout=timeout)
+    _CONNS.append(conn)
+    return conn
+
+
 def _export_with_sdk(traces_exporter: object, metrics_exporter: object | None) -> dict[str, str]:
     """Export 3 spans (one linked to another) and, given an exporter, a counter, a bucketed histogram and a gauge.
 
@@ -191,14 +209,16 @@ def _post(
     timeout: float = 5,
     headers: dict[str, str] | None = None,
 ) -> http.client.HTTPResponse:
-    conn = http.client.HTTPConnection(rx.host, rx.port, timeout=timeout)
+    conn = _conn(rx, timeout)
     conn.request(
         "POST",
         path,
         body=_trace_body() if body is None else body,
         headers=headers or {"Content-Type": "application/x-protobuf"},
     )
-    return conn.getresponse()
+    resp = conn.getresponse()
+    _CONNS.append(resp)  # the response holds the socket once the server closes (HTTP/1.0)
+    return resp
 
 
 def test_a_plain_request_is_accepted_and_answered_with_the_protobuf_response(rx: OTLPReceiver) -> None:
@@ -240,7 +260,7 @@ def test_hang_fault_never_answers_until_cleared(rx: OTLPReceiver) -> None:
     with pytest.raises(socket.timeout):
         _post(rx, timeout=0.3)
     assert [r.fault for r in rx.wait_for("requests")] == ["hang"]
-    conn = http.client.HTTPConnection(rx.host, rx.port, timeout=5)
+    conn = _conn(rx, 5)
     conn.request("POST", "/v1/traces", body=_trace_body(), headers={"Content-Type": "application/x-protobuf"})
     rx.wait_for("requests", lambda r: len(r) == 2)
     rx.clear_fault()  # ends the hang with the connection closed, no answer
@@ -342,7 +362,7 @@ def test_fault_arguments_are_checked(rx: OTLPReceiver) -> None:
 def test_close_ends_a_hanging_request_and_is_idempotent() -> None:
     rx = OTLPReceiver()
     rx.set_fault(hang=True)
-    conn = http.client.HTTPConnection(rx.host, rx.port, timeout=5)
+    conn = _conn(rx, 5)
     conn.request("POST", "/v1/traces", body=_trace_body(), headers={"Content-Type": "application/x-protobuf"})
     rx.wait_for("requests")
     t0 = time.monotonic()
