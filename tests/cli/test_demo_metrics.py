@@ -51,3 +51,5 @@ def test_the_demo_serves_its_metrics_and_says_where(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
