@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -58,7 +59,7 @@ def _check(log: str) -> None:
     """A well-formed log (each B with its E, time never backwards in a thread) with every prefetch span ended
     once: chunk 2, open at the exit, by the exit's ``aborted`` E."""
     assert not validate(log, frozenset()).failures()
-    ends = [line for line in open(log).read().splitlines() if "ph: E" in line and "name: prefetch" in line]
+    ends = [line for line in Path(log).read_text().splitlines() if "ph: E" in line and "name: prefetch" in line]
     assert sorted(int(e.split("chunk: ")[1].split(";")[0]) for e in ends) == [1, 2, 3, 4]
     assert [e.split("chunk: ")[1].split(";")[0] for e in ends if "aborted: 1" in e] == ["2"]
 
