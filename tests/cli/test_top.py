@@ -257,13 +257,15 @@ def test_every_way_an_endpoint_fails_is_said_in_words():
 
 
 @pytest.fixture
-def job(tmp_path):
-    """A real streaming job (tests/cli/_top_job.py) serving its metrics; its URL."""
+def job(tmp_path, request):
+    """A real streaming job (tests/cli/_top_job.py) serving its metrics; its URL. Parametrized indirectly, its
+    parameter is more arguments (``["step"]``: fast workers, a slow training step)."""
     pytest.importorskip("prometheus_client")
     env = dict(os.environ, **ENV)
     log = open(tmp_path / "job.log", "wb")
+    extra = list(getattr(request, "param", []))
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "cli" / "_top_job.py"), str(tmp_path), "120"],
+        [sys.executable, str(ROOT / "tests" / "cli" / "_top_job.py"), str(tmp_path), "120", *extra],
         env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -388,6 +390,33 @@ def test_top_shows_no_wait_while_the_loop_asks_for_no_batch(job, tmp_path):
         tm.send_keys("q")
         assert tm.wait_for_exit(timeout=10) == 0
         assert "Traceback" not in tm.capture(history=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("job", [["step"]], indirect=True)
+def test_top_s_megabytes_follow_its_samples_from_one_refresh_to_the_next(job):
+    """Workers faster than the loop's step: groups of batches reach the loop long before it takes them. MB/s and
+    samples/s are both what was handed to the loop between the same two scrapes, so at every refresh MB/s is
+    samples/s times the sample's bytes (they used to part: 2,149 samples/s at 2.35 MB/s, then 996 at 6.47)."""
+    from tests.cli._top_job import STEP_SAMPLE_BYTES
+    from tests.support.tmux_driver import TmuxSession
+
+    cmd = [sys.executable, "-m", "streamscope", "top", "--url", job, "--interval", "1"]
+    flow = re.compile(r"flow      ([\d,]+\.\d) samples/s  (\d+\.\d\d) MB/s")
+    with TmuxSession(cmd, width=80, height=40, env=ENV, cwd=ROOT) as tm:
+        tm.wait_for_text(flow, timeout=90)
+        rates = []
+        for screen in _screens(tm, 6, timeout=60):
+            m = flow.search(screen)
+            assert m, screen
+            sps, mbs = float(m.group(1).replace(",", "")), float(m.group(2))
+            if sps >= 100:  # a refresh across an epoch's end (workers starting) hands out fewer
+                # both shown rounded: samples/s to 0.1, MB/s to 0.01
+                assert mbs == pytest.approx(sps * STEP_SAMPLE_BYTES / 1e6, abs=0.006 + 0.05 * STEP_SAMPLE_BYTES / 1e6)
+                rates.append((sps, mbs))
+        assert len(rates) >= 3, rates
+        tm.send_keys("q")
+        assert tm.wait_for_exit(timeout=10) == 0
 
 
 @pytest.mark.slow
