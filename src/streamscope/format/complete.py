@@ -3,8 +3,9 @@ index files but no ``index.json``.
 
 ``optimize`` merges the indexes itself; a folder written by hand (``BinaryWriter``/``Cache`` without
 ``merge()``) or left by an interrupted job holds ``{rank}.index.json`` files (and, from a multi-node job,
-``{node}-index.json`` files). Their chunk lists are joined in natural order of the file names, the files are
-removed, and ``index.json`` is written as ``optimize`` writes it. ``StreamingDataset`` does this itself for a
+``{node}-index.json`` files). They are merged in natural order of the file names by the one index merge
+(:func:`~streamscope.format.index.merge_indexes`: configs must agree but for ``types``, which are fused), the files
+are removed, and ``index.json`` is written as ``optimize`` writes it. ``StreamingDataset`` does this itself for a
 local folder with shards and no index, as LitData 0.2.76 does.
 """
 
@@ -13,8 +14,7 @@ from __future__ import annotations
 import os
 import re
 
-from streamscope._core.errors import FormatError
-from streamscope.format.index import INDEX_FILENAME, load_index, natural_key, write_index
+from streamscope.format.index import INDEX_FILENAME, load_partial_index, merge_indexes, natural_key, write_index
 
 __all__ = ["complete_dataset", "has_index_shards", "is_complete_dataset"]
 
@@ -40,7 +40,8 @@ def complete_dataset(input_dir: str) -> str:
 
     Raises:
         FileNotFoundError: the folder does not exist, or holds neither ``index.json`` nor index shards.
-        FormatError: a shard is unreadable, or two shards were written with different configs (both named).
+        FormatError: a shard is unreadable, or two shards were written with configs that differ beyond ``types``
+            (a :class:`~streamscope._core.errors.SchemaMismatchError` naming both).
     """
     if is_complete_dataset(input_dir):
         return input_dir
@@ -52,16 +53,7 @@ def complete_dataset(input_dir: str) -> str:
             f"{input_dir!r} has no {INDEX_FILENAME} and no index shards ({{rank}}.{INDEX_FILENAME}): "
             f"did the writer finish?"
         )
-    chunks, config, config_from = [], None, ""
-    for name in shards:
-        part = load_index(os.path.join(input_dir, name))
-        if config is None:
-            config, config_from = part["config"], name
-        elif part["config"] != config:
-            keys = sorted(k for k in set(config) | set(part["config"]) if config.get(k) != part["config"].get(k))
-            raise FormatError(f"{input_dir!r}: the config of {name!r} differs from {config_from!r} in {keys}")
-        chunks.extend(part["chunks"])
-    assert config is not None
+    chunks, config = merge_indexes(load_partial_index(os.path.join(input_dir, n)) for n in shards)
     write_index(os.path.join(input_dir, INDEX_FILENAME), chunks, config)
     for name in shards:
         os.unlink(os.path.join(input_dir, name))

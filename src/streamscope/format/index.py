@@ -1,7 +1,14 @@
-"""index.json: byte-exact writing, merging of per-rank partial indexes, validated loading.
+"""index.json: byte-exact writing, THE index merge, validated loading.
 
 ``index.json`` is ``json.dumps({"chunks": [...], "config": {...}, "updated_at": "<time.time()>"}, sort_keys=True)``
 on one line with no trailing newline; per-rank partial files ``{rank}.index.json`` have no ``updated_at``.
+
+The merge rule (:func:`merge_indexes`, the only place that joins chunk lists: ``optimize`` single- and
+multi-node, ``complete_dataset``, ``BinaryWriter.merge`` and :func:`merge_partial_indexes` all call it) is
+LitData 0.2.76's: the chunk lists are concatenated in the order given (the dataset appended to first); the configs
+must agree on everything but ``types``, and their ``types`` (the inferred schema) are fused. LitData 0.2.68's
+configs have no ``types``, so for them the rule is 0.2.68's: identical configs. A part without chunks adds
+nothing and is not compared (a worker that wrote no sample has no schema to agree on).
 """
 
 from __future__ import annotations
@@ -10,15 +17,20 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterable
 from typing import Any
 
-from streamscope._core.errors import FormatError
+from streamscope._core.errors import FormatError, SchemaMismatchError
+from streamscope.format.writer import config_body, fuse_configs
 
 __all__ = [
     "INDEX_FILENAME",
+    "IndexPart",
     "adapt_mds",
     "dumps_index",
     "load_index",
+    "load_partial_index",
+    "merge_indexes",
     "merge_partial_indexes",
     "natural_key",
     "partial_index_files",
@@ -39,8 +51,9 @@ def natural_key(name: str) -> list[Any]:
     return [int(part) if part.isdigit() else part.lower() for part in _DIGITS.split(name)]
 
 
-def dumps_index(chunks: list[dict[str, Any]], config: dict[str, Any], updated_at: str | None) -> str:
-    """The exact text of an index file (``updated_at`` omitted when None)."""
+def dumps_index(chunks: list[dict[str, Any]], config: dict[str, Any] | None, updated_at: str | None) -> str:
+    """The exact text of an index file (``updated_at`` omitted when None; ``config`` None: no chunk at all, what
+    LitData writes too when ``fn`` returned no sample)."""
     obj: dict[str, Any] = {"chunks": chunks, "config": config}
     if updated_at is not None:
         obj["updated_at"] = updated_at
@@ -59,7 +72,7 @@ def _write_text_atomic(path: str, text: str) -> None:
         raise
 
 
-def write_index(path: str, chunks: list[dict[str, Any]], config: dict[str, Any], updated_at: Any = _NOW) -> None:
+def write_index(path: str, chunks: list[dict[str, Any]], config: dict[str, Any] | None, updated_at: Any = _NOW) -> None:
     """Write ``index.json`` atomically; ``updated_at`` defaults to ``str(time.time())``."""
     stamp = str(time.time()) if updated_at is _NOW else updated_at
     _write_text_atomic(path, dumps_index(chunks, config, stamp))
@@ -77,34 +90,91 @@ def partial_index_files(dir: str) -> list[str]:
     return sorted((n for n in os.listdir(dir) if _PARTIAL_RE.match(n)), key=natural_key)
 
 
+IndexPart = tuple[str, list[dict[str, Any]], dict[str, Any] | None]
+"""One index to merge: ``(name, chunks, config)``; the name is what an error says (a file, "worker 3", "node 1")."""
+
+
+def merge_indexes(
+    parts: Iterable[IndexPart], existing: dict[str, Any] | None = None, *, existing_name: str = "the existing dataset"
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The chunk list and config of ``existing`` (an index appended to: its chunks first) followed by ``parts``, by
+    the rule of the module docstring.
+
+    Returns:
+        ``(chunks, config)``; config None when neither ``existing`` nor any part has a config (no chunk at all).
+
+    Raises:
+        SchemaMismatchError: two configs differ beyond ``types`` (LitData's sentence first, then both names and
+            the keys that differ). It is a :class:`FormatError`.
+    """
+    chunks: list[dict[str, Any]] = []
+    config: dict[str, Any] | None = None
+    config_from = ""
+    if existing:
+        chunks.extend(existing["chunks"])
+        config, config_from = existing["config"], existing_name
+    for name, p_chunks, p_config in parts:
+        if not p_chunks:
+            continue
+        if p_config is None:
+            raise FormatError(f"index {name!r} lists chunks but has no config")
+        if config is None:
+            config, config_from = p_config, name
+        else:
+            fused = fuse_configs(config, p_config)
+            if fused is None:
+                a, b = config_body(config), config_body(p_config)
+                keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+                diff = ", ".join(f"{k}: {b.get(k)!r} != {a.get(k)!r}" for k in keys)[:500]
+                raise SchemaMismatchError(  # LitData's sentence first
+                    f"The config isn't consistent between chunks: {name!r} differs from {config_from!r} in {keys} "
+                    f"({diff})"
+                )
+            config = fused
+        chunks.extend(p_chunks)
+    return chunks, config
+
+
+def load_partial_index(path: str) -> IndexPart:
+    """A partial index file as a :data:`IndexPart` named by its file name. A file listing no chunk may have a null
+    config (a node of ``optimize`` whose workers wrote nothing): it is an empty part, not an error.
+
+    Raises:
+        FormatError: unreadable, or not an index (see :func:`load_index`).
+    """
+    name = os.path.basename(path)
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        obj = json.loads(raw)
+    except (UnicodeDecodeError, ValueError):
+        obj = None  # load_index names the problem
+    if isinstance(obj, dict) and obj.get("chunks") == [] and obj.get("config") is None:
+        return name, [], None
+    part = load_index(path)
+    return name, part["chunks"], part["config"]
+
+
 def merge_partial_indexes(
     dir: str, existing: dict[str, Any] | None = None, *, delete_partials: bool = False
 ) -> dict[str, Any]:
-    """Concatenate the chunks of every ``{rank}.index.json`` in ``dir`` in natural order.
+    """Merge every ``{rank}.index.json`` in ``dir`` in natural order (:func:`merge_indexes`).
 
     Args:
         dir: directory holding the partial files.
-        existing: an index being appended to; its chunks come first and its config must match.
+        existing: an index being appended to; its chunks come first and its config must agree.
         delete_partials: remove the partial files after a successful merge.
 
     Returns:
         ``{"chunks": [...], "config": {...}}`` (no updated_at).
 
     Raises:
-        FormatError: a partial file is unreadable, or configs differ (naming both files).
+        FormatError: a partial file is unreadable, or configs differ (naming both files), or there is none.
     """
     names = partial_index_files(dir)
-    chunks: list[dict[str, Any]] = list(existing["chunks"]) if existing else []
-    config: dict[str, Any] | None = existing["config"] if existing else None
-    config_from = "the existing index" if existing else ""
-    for name in names:
-        part = load_index(os.path.join(dir, name))
-        if config is None:
-            config, config_from = part["config"], name
-        elif part["config"] != config:
-            diff = sorted(k for k in set(config) | set(part["config"]) if config.get(k) != part["config"].get(k))
-            raise FormatError(f"index config of {name!r} differs from {config_from!r} in {diff}")
-        chunks.extend(part["chunks"])
+    chunks, config = merge_indexes(
+        (load_partial_index(os.path.join(dir, n)) for n in names), existing, existing_name="the existing index"
+    )
     if config is None:
         raise FormatError(f"no partial index files (N.index.json) in {dir!r} to merge")
     if delete_partials:

@@ -19,7 +19,6 @@ what is missing; ``follow_tensor_dimension`` and ``msg_queue`` are accepted and 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -30,17 +29,20 @@ from streamscope._core.errors import FormatError
 from streamscope.engine.distributed import DistEnv, WorkerEnv
 from streamscope.engine.parquet import index_parquet_dataset  # LitData defines it in this module
 from streamscope.format.compression import parse_compression
-from streamscope.format.writer import ChunkWriter, PendingItem, convert_chunk_bytes, fuse_configs, resolve_write_format
+from streamscope.format.index import (
+    INDEX_FILENAME,
+    load_partial_index,
+    merge_indexes,
+    natural_key,
+    write_index,
+    write_partial_index,
+)
+from streamscope.format.writer import ChunkWriter, PendingItem, convert_chunk_bytes, resolve_write_format
 
 __all__ = ["BinaryWriter", "index_parquet_dataset"]
 
-_INDEX_FILENAME = "index.json"
 _WORKER_INDEX = re.compile(r"^\d+\.index\.json$")
 _NODE_INDEX = re.compile(r"^\d+-index\.json$")
-
-
-def _natural_key(name: str) -> list[Any]:
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
 class BinaryWriter:
@@ -149,7 +151,7 @@ class BinaryWriter:
     @property
     def filled(self) -> bool:
         """True once ``done()`` ran or the directory already holds ``index.json``."""
-        return self._is_done or os.path.exists(os.path.join(self._cache_dir, _INDEX_FILENAME))
+        return self._is_done or os.path.exists(os.path.join(self._cache_dir, INDEX_FILENAME))
 
     def get_config(self) -> dict[str, Any]:
         """The index ``config`` of what has been written (``data_format``/``data_spec`` None before any item)."""
@@ -232,10 +234,7 @@ class BinaryWriter:
         chunks = self.writer.chunks
         if not chunks:
             return ""
-        path = os.path.join(self._cache_dir, f"{self.rank}.{_INDEX_FILENAME}")
-        with open(path, "w") as f:
-            json.dump({"chunks": chunks, "config": self.get_config()}, f, sort_keys=True)
-        return path
+        return write_partial_index(self._cache_dir, self.rank, chunks, self.get_config())
 
     def done(self) -> list[str]:
         """Write the last chunk and this rank's index file; returns the paths of the chunks written now."""
@@ -278,7 +277,7 @@ class BinaryWriter:
             FormatError: the index files did not all appear in time, or their configs differ.
         """
         num_workers = num_workers or 1
-        final = os.path.join(self._cache_dir, _INDEX_FILENAME)
+        final = os.path.join(self._cache_dir, INDEX_FILENAME)
         deadline = time.monotonic() + timeout
         if self.rank != 0:
             while not os.path.exists(final):
@@ -290,7 +289,7 @@ class BinaryWriter:
         expected = world_size * num_workers
         while True:
             names = os.listdir(self._cache_dir)
-            if _INDEX_FILENAME in names:
+            if INDEX_FILENAME in names:
                 return
             parts = [n for n in names if _WORKER_INDEX.match(n)]
             if len(parts) >= expected:
@@ -306,33 +305,12 @@ class BinaryWriter:
     def _merge_no_wait(self, node_rank: int | None = None, existing_index: dict[str, Any] | None = None) -> None:
         listed = os.listdir(self._cache_dir)
         names = [n for n in listed if _WORKER_INDEX.match(n) or (node_rank is None and _NODE_INDEX.match(n))]
-        chunks: list[dict[str, Any]] = []
-        config: dict[str, Any] | None = None
-        if existing_index is not None:
-            chunks.extend(existing_index["chunks"])
-            config = existing_index["config"]
+        paths = [os.path.join(self._cache_dir, n) for n in sorted(names, key=natural_key)]
         with ev.span("index_merge", "read", files=len(names)):
-            for name in sorted(names, key=_natural_key):
-                path = os.path.join(self._cache_dir, name)
-                with open(path) as f:
-                    data = json.load(f)
-                if config is None:
-                    config = data["config"]
-                else:
-                    fused = fuse_configs(config, data["config"])
-                    if fused is None:
-                        raise FormatError(  # LitData's sentence first
-                            "The config isn't consistent between chunks. "
-                            f"{path!r}: config {data['config']} differs from the other ranks' {config}"
-                        )
-                    config = fused
-                chunks.extend(data["chunks"])
-                os.remove(path)
+            chunks, config = merge_indexes((load_partial_index(p) for p in paths), existing_index)
             if node_rank is None:
-                out, doc = _INDEX_FILENAME, {"chunks": chunks, "config": config, "updated_at": str(time.time())}
+                write_index(os.path.join(self._cache_dir, INDEX_FILENAME), chunks, config)
             else:
-                out, doc = f"{node_rank}-{_INDEX_FILENAME}", {"chunks": chunks, "config": config}
-            tmp = os.path.join(self._cache_dir, f".{out}.tmp.{os.getpid()}")
-            with open(tmp, "w") as f:
-                json.dump(doc, f, sort_keys=True)
-            os.replace(tmp, os.path.join(self._cache_dir, out))
+                write_index(os.path.join(self._cache_dir, f"{node_rank}-{INDEX_FILENAME}"), chunks, config, None)
+            for path in paths:
+                os.remove(path)
