@@ -215,3 +215,6 @@ def test_reorder_counts_a_group_s_bytes_as_its_batches_are_handed_out():
     assert r.delivered_bytes() == r.bytes == 4040 and r._groups[1][-1][0] == [7]  # handed out: folded in
     r.add((8, {"x": torch.zeros(25, dtype=torch.uint8)}))  # a single batch: counted as it comes
     assert list(r.ready())[0][0] == 8 and r.delivered_bytes() == 4065
+    # the workers list each group's batch numbers (the loop's thread need not)
+    items = [(j, torch.zeros(1000, dtype=torch.uint8)) for j in range(0, 20, 2)]
+    assert [g.numbers for g in grouped(iter(items), group_bytes=3000)] == [[0], [2, 4, 6], [8, 10, 12], [14, 16, 18]]

@@ -27,6 +27,7 @@ import bisect
 import copy
 import gc
 import multiprocessing
+import operator
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -86,6 +87,8 @@ class Group(list):  # type: ignore[type-arg]
     last: bool = False
     parcel: Any = None
     nbytes: int = 0  # tensor bytes of the group's batches (its arena's used bytes, or the packed block's size)
+    #: its batch numbers in order, listed by the worker (the main process counts its bytes as they are handed out)
+    numbers: list[int] | None = None
 
 
 class ArenaFlags:
@@ -340,13 +343,18 @@ def _groups(
         if alloc is not None and alloc.arena is not None and alloc.arena.free < per:
             full = True  # the next batch would not fit this arena
         if full:
-            yield _seal(group, alloc)
+            yield _numbered(_seal(group, alloc))
             group = Group()
             size = later
     if group:
-        sealed = _seal(group, alloc)
+        sealed = _numbered(_seal(group, alloc))
         sealed.last = True  # the generator has ended
         yield sealed
+
+
+def _numbered(group: Group) -> Group:
+    group.numbers = [j for j, _ in group]
+    return group
 
 
 def _seal(group: Group, alloc: _ArenaAllocator | None) -> Group:
@@ -361,6 +369,9 @@ def _seal(group: Group, alloc: _ArenaAllocator | None) -> Group:
     group.anchor = arena.tensor
     group.nbytes = arena.used
     return group
+
+
+_FIRST = operator.itemgetter(0)
 
 
 class Reorder:
@@ -392,10 +403,12 @@ class Reorder:
             # a group's bytes count as its batches are handed out (a group of 8 MB reaches a slow loop at once
             # and is handed out over seconds: counted on arrival, the loader's MB/s jumped from 2 to 6 and back)
             done, groups = self._groups
-            exp = self.expected
-            rest = tuple(g for g in groups if g[0][-1] >= exp)
-            done += sum(g[1] for g in groups if g[0][-1] < exp)
-            self._groups = (done, (*rest, ([p[0] for p in item], item.nbytes)))
+            exp, k = self.expected, 0
+            while k < len(groups) and groups[k][0][-1] < exp:  # the oldest, all handed out: folded in
+                done += groups[k][1]
+                k += 1
+            numbers = item.numbers if item.numbers is not None else list(map(_FIRST, item))
+            self._groups = (done, groups[k:] + ((numbers, item.nbytes),))
             parcel, item.parcel = item.parcel, None
             return parcel
         j, batch = item
