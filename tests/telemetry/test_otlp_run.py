@@ -188,9 +188,15 @@ def test_each_ddp_rank_exports_its_own(s3_dataset, tmp_path):
                     text=True,
                 )
             )
-        for p in procs:
-            _out, err = p.communicate(timeout=240)
-            assert p.returncode == 0, err[-3000:]
+        try:
+            for p in procs:
+                _out, err = p.communicate(timeout=240)
+                assert p.returncode == 0, err[-3000:]
+        finally:  # a rank that failed leaves none running behind it (nor its pipes open)
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                p.communicate(timeout=30)
         pts = rx.wait_for(
             "metrics",
             lambda ps: {p.attributes.get("rank") for p in ps if p.name == M.LOADER_BATCHES.name} == {"0", "1"},

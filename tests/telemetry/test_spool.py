@@ -61,7 +61,8 @@ def test_a_record_being_written_waits_for_its_end(tmp_path):
     sink.export(EventBatch(_events(1, os.getpid()), 0, ENV))
     sink.shutdown()
     path = spool_path(d, os.getpid())
-    data = open(path, "rb").read()
+    with open(path, "rb") as f:
+        data = f.read()
     os.remove(path)
     other = spool_path(d, os.getppid())  # as the spool of a process that is still writing it
     with open(other, "wb") as f:

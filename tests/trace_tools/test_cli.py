@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -57,7 +58,7 @@ def test_binary_garbage_only(tmp_path, capsys):
 
 def test_garbage_among_events_is_skipped_with_warning(tmp_path, capsys):
     p = tmp_path / "m.log"
-    p.write_bytes(open(GOOD, "rb").read() + b"\x00\x9f\x92\x96 binary\n")
+    p.write_bytes(Path(GOOD).read_bytes() + b"\x00\x9f\x92\x96 binary\n")
     out = tmp_path / "m.json"
     assert main(["convert", str(p), "-o", str(out)]) == 1
     err = capsys.readouterr().err
@@ -66,7 +67,7 @@ def test_garbage_among_events_is_skipped_with_warning(tmp_path, capsys):
 
 
 def test_truncated_last_line(tmp_path, capsys):
-    text = open(GOOD).read()
+    text = Path(GOOD).read_text()
     p = tmp_path / "t.log"
     p.write_text(text + text.splitlines()[0][:40])
     out = tmp_path / "t.pftrace"
@@ -151,7 +152,7 @@ def test_summary_of_a_log_without_spans(tmp_path, capsys):
 
 def test_output_same_as_input(tmp_path, capsys):
     p = tmp_path / "x.json"
-    p.write_text(open(GOOD).read())
+    p.write_text(Path(GOOD).read_text())
     before = p.read_bytes()
     assert main(["convert", str(p), "-o", str(p)]) == 2
     assert "is the input log itself" in capsys.readouterr().err

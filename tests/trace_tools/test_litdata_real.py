@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from tests.trace_tools.helpers import DATA, load_chrome, load_perfetto
 from trace_tools.cli import main
@@ -14,7 +15,7 @@ REAL = os.path.join(DATA, "litdata_real.log")
 
 def _census() -> dict[str, int]:
     """Counted from the raw text, independently of the parser."""
-    lines = open(REAL, encoding="utf-8").read().splitlines()
+    lines = Path(REAL).read_text(encoding="utf-8").splitlines()
     return {
         "lines": len(lines),
         "B": sum(";ph: B;" in ln for ln in lines),

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -56,7 +57,7 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_write_path_has_its_own_categories_and_validates(traced):
     tmp, log, env = traced
-    events = [dict(p.split(": ", 1) for p in ln.split("; ") if ": " in p) for ln in open(log).read().splitlines()]
+    events = [dict(p.split(": ", 1) for p in ln.split("; ") if ": " in p) for ln in Path(log).read_text().splitlines()]
     cats = {(e["name"], e["cat"]) for e in events}
     assert ("upload", "upload") in cats and ("chunk_write", "write") in cats
     assert ("download", "download") in cats  # the loader's chunk downloads into its cache
@@ -106,7 +107,9 @@ def test_the_timeline_of_the_run_starts_at_its_first_event(traced):
     from trace_tools.summary import summarize
 
     tmp, log, _ = traced
-    first = min(float(ln.split(";", 1)[0].split(":", 1)[1]) for ln in open(log) if ln.startswith("ts:"))
+    first = min(
+        float(ln.split(";", 1)[0].split(":", 1)[1]) for ln in Path(log).read_text().splitlines() if ln.startswith("ts:")
+    )
     s = summarize(log)
     assert s.timeline is not None
     lay = render_timeline(s.timeline, str(tmp / "t.png"), "trace.log")
