@@ -1,5 +1,5 @@
-"""``complete_dataset`` / ``is_complete_dataset`` (LitData 0.2.76): finish a folder of chunks that has per-writer
-index files but no ``index.json``.
+"""Finishing a folder of per-writer index files: ``complete_dataset`` / ``is_complete_dataset`` (LitData 0.2.76),
+and the merge ``BinaryWriter.merge`` runs (:func:`merge_index_files`, :func:`wait_for_index_files`).
 
 ``optimize`` merges the indexes itself; a folder written by hand (``BinaryWriter``/``Cache`` without
 ``merge()``) or left by an interrupted job holds ``{rank}.index.json`` files (and, from a multi-node job,
@@ -13,13 +13,24 @@ from __future__ import annotations
 
 import os
 import re
+import time
+from typing import Any
 
+from streamscope._core.errors import FormatError
 from streamscope.format.index import INDEX_FILENAME, load_partial_index, merge_indexes, natural_key, write_index
 
-__all__ = ["complete_dataset", "has_index_shards", "is_complete_dataset"]
+__all__ = [
+    "complete_dataset",
+    "has_index_shards",
+    "index_file_names",
+    "is_complete_dataset",
+    "merge_index_files",
+    "wait_for_index_files",
+]
 
 
 _SHARD = re.compile(r"^\d+(\.|-)index\.json$")
+_WORKER_INDEX = re.compile(r"^\d+\.index\.json$")
 
 
 def has_index_shards(input_dir: str) -> bool:
@@ -47,14 +58,70 @@ def complete_dataset(input_dir: str) -> str:
         return input_dir
     if not os.path.isdir(input_dir):
         raise FileNotFoundError(f"dataset folder {input_dir!r} does not exist")
-    shards = sorted((n for n in os.listdir(input_dir) if _SHARD.match(n)), key=natural_key)
-    if not shards:
+    if not has_index_shards(input_dir):
         raise FileNotFoundError(
             f"{input_dir!r} has no {INDEX_FILENAME} and no index shards ({{rank}}.{INDEX_FILENAME}): "
             f"did the writer finish?"
         )
-    chunks, config = merge_indexes(load_partial_index(os.path.join(input_dir, n)) for n in shards)
-    write_index(os.path.join(input_dir, INDEX_FILENAME), chunks, config)
-    for name in shards:
-        os.unlink(os.path.join(input_dir, name))
+    merge_index_files(input_dir)
     return input_dir
+
+
+def index_file_names(input_dir: str, node_rank: int | None = None) -> list[str]:
+    """The index files :func:`merge_index_files` merges, in natural order."""
+    pattern = _SHARD if node_rank is None else _WORKER_INDEX
+    return sorted((n for n in os.listdir(input_dir) if pattern.match(n)), key=natural_key)
+
+
+def merge_index_files(
+    input_dir: str,
+    names: list[str] | None = None,
+    *,
+    node_rank: int | None = None,
+    existing: dict[str, Any] | None = None,
+) -> list[str]:
+    """Merge the index files of ``input_dir`` (after ``existing``, an index appended to), then remove them.
+
+    ``node_rank`` None: every ``{rank}.index.json`` and ``{node}-index.json`` into ``index.json``; else only the
+    ``{rank}.index.json`` files, into ``{node_rank}-index.json`` (no ``updated_at``: a node's share, LitData's
+    multi-node layout). ``names``: :func:`index_file_names` when None. Returns the names merged.
+
+    Raises:
+        FormatError: a file is unreadable, or two configs differ beyond ``types``.
+    """
+    names = index_file_names(input_dir, node_rank) if names is None else names
+    paths = [os.path.join(input_dir, n) for n in names]
+    chunks, config = merge_indexes((load_partial_index(p) for p in paths), existing)
+    if node_rank is None:
+        write_index(os.path.join(input_dir, INDEX_FILENAME), chunks, config)
+    else:
+        write_index(os.path.join(input_dir, f"{node_rank}-{INDEX_FILENAME}"), chunks, config, None)
+    for path in paths:
+        os.unlink(path)
+    return names
+
+
+def wait_for_index_files(input_dir: str, expected: int | None, timeout: float, who: str) -> bool:
+    """Poll ``input_dir`` every 10 ms until it holds ``index.json`` (False: merged already) or, ``expected`` given,
+    that many ``{rank}.index.json`` files (True: merge them).
+
+    Raises:
+        FormatError: neither within ``timeout`` seconds (naming what is missing; ``who`` says which writer waited).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        names = os.listdir(input_dir)
+        if INDEX_FILENAME in names:
+            return False
+        parts = [n for n in names if _WORKER_INDEX.match(n)]
+        if expected is not None and len(parts) >= expected:
+            return True
+        if time.monotonic() > deadline:
+            if expected is None:
+                final = os.path.join(input_dir, INDEX_FILENAME)
+                raise FormatError(f"{who}: {final!r} did not appear within {timeout:.0f} s")
+            raise FormatError(
+                f"{input_dir!r}: {len(parts)} of {expected} per-rank index files after {timeout:.0f} s "
+                f"(found {sorted(parts)}); a rank that wrote no chunk writes none"
+            )
+        time.sleep(0.01)

@@ -6,43 +6,29 @@ This class adds LitData's bookkeeping around it: the writer's rank (``DATA_OPTIM
 ``global_rank * num_dataloader_workers + worker_id``), the per-rank ``{rank}.index.json`` written by
 :meth:`BinaryWriter.done`, and :meth:`BinaryWriter.merge` into ``index.json``.
 
-Indexes may come in any order, as in LitData: each sample is encoded as it comes and held until the
-consecutive run from the lowest index held fills a chunk; that chunk is then written (a chunk holds consecutive
-indexes). The chunks are LitData's wherever LitData's are right. Differences from LitData 0.2.68: an index
-below the chunks already written, or a gap left at :meth:`BinaryWriter.done`, raises
-:class:`~streamscope._core.errors.FormatError` naming the index (LitData writes the late index into a later
-chunk, and fails an ``assert`` on a gap); the indexes still held at ``done()`` are split at the chunk limit
-(LitData writes them as one chunk, over the limit); ``merge`` waits at most ``timeout`` seconds for the other
-ranks' index files (LitData waits forever) and raises :class:`~streamscope._core.errors.FormatError` naming
-what is missing; ``follow_tensor_dimension`` and ``msg_queue`` are accepted and unused; no ``save_checkpoint``.
+Indexes may come in any order, as in LitData (:mod:`streamscope.format.ordered_chunks` holds them until they
+fill a chunk of consecutive indexes, and says where it differs from LitData 0.2.68); ``merge`` is
+:func:`streamscope.format.complete.merge_index_files` after waiting at most ``timeout`` seconds for the other
+ranks' index files (LitData waits forever; streamscope raises :class:`~streamscope._core.errors.FormatError`
+naming what is missing). ``follow_tensor_dimension`` and ``msg_queue`` are accepted and unused; no
+``save_checkpoint``.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import time
 from typing import Any
 
 from streamscope import events as ev
-from streamscope._core.errors import FormatError
 from streamscope.engine.distributed import DistEnv, WorkerEnv
 from streamscope.engine.parquet import index_parquet_dataset  # LitData defines it in this module
+from streamscope.format.complete import index_file_names, merge_index_files, wait_for_index_files
 from streamscope.format.compression import parse_compression
-from streamscope.format.index import (
-    INDEX_FILENAME,
-    load_partial_index,
-    merge_indexes,
-    natural_key,
-    write_index,
-    write_partial_index,
-)
-from streamscope.format.writer import ChunkWriter, PendingItem, convert_chunk_bytes, resolve_write_format
+from streamscope.format.index import INDEX_FILENAME, write_partial_index
+from streamscope.format.ordered_chunks import OrderedChunks
+from streamscope.format.writer import ChunkWriter, convert_chunk_bytes, resolve_write_format
 
 __all__ = ["BinaryWriter", "index_parquet_dataset"]
-
-_WORKER_INDEX = re.compile(r"^\d+\.index\.json$")
-_NODE_INDEX = re.compile(r"^\d+-index\.json$")
 
 
 class BinaryWriter:
@@ -105,10 +91,7 @@ class BinaryWriter:
         self._rank: int | None = None
         self._writer: ChunkWriter | None = None
         self._is_done = False
-        # samples not yet in a chunk, by index: encoded bytes and dim (see the module docstring)
-        self._held: dict[int, PendingItem] = {}
-        self._run: list[int] = []  # [first index, next index to scan, bytes, count] of the run being scanned
-        self._written_below: int | None = None  # every index below this one is in a chunk already
+        self._ordered = OrderedChunks()  # the samples not yet in a chunk (see the module docstring)
         # validate the arguments now (LitData raises in its constructor too)
         self._make_writer(rank=0)
         self._writer = None
@@ -184,50 +167,8 @@ class BinaryWriter:
             ValueError: ``index`` was added already (LitData's message).
             FormatError: ``index`` is below a chunk already written, or the sample does not fit the first one.
         """
-        if index in self._held:
-            raise ValueError(f"The provided index {index} already exists in the cache.")
-        if self._written_below is not None and index < self._written_below:
-            raise FormatError(
-                f"sample index {index} came after the chunks holding every index below {self._written_below} were "
-                "written (a chunk holds consecutive indexes; add each index before the run it belongs to fills a chunk)"
-            )
-        writer = self.writer
-        self._held[index] = writer.encode(index, items)
-        if self._run and index < self._run[0]:
-            self._run = []  # a lower index: the run starts there now
-        # at most one chunk per call, as LitData: the item that crossed the limit waits for the next call (or
-        # done()), so a lower index still missing can come before a chunk of it is written
-        end = self._full_run()
-        return None if end is None else self._write_run(end)
-
-    def _full_run(self) -> int | None:
-        """The end (exclusive) of the chunk the consecutive run from the lowest held index fills, if it does."""
-        if not self._held:
-            return None
-        if not self._run:
-            first = min(self._held)
-            self._run = [first, first, 0, 0]
-        first, nxt, nbytes, count = self._run
-        while nxt in self._held:
-            item = self._held[nxt]
-            nbytes += self.writer.account_bytes(item)
-            count += item.dim if item.dim else 1
-            nxt += 1
-            if self.writer.over_limit(nbytes, count):
-                self._run = []
-                return max(nxt - 1, first + 1)  # without the item that crossed the limit, unless it is alone
-        self._run = [first, nxt, nbytes, count]
-        return None
-
-    def _write_run(self, end: int) -> str:
-        first = min(self._held)
-        writer = self.writer
-        closed: list[dict[str, Any]] = []
-        for i in range(first, end):
-            closed += writer.add_encoded(self._held.pop(i))
-        closed += writer.close_chunk()
-        self._written_below = end
-        return os.path.join(self._cache_dir, closed[-1]["filename"])
+        entry = self._ordered.add(self.writer, index, items)
+        return None if entry is None else os.path.join(self._cache_dir, entry["filename"])
 
     def write_chunks_index(self) -> str:
         """Write ``{rank}.index.json`` (nothing, and ``""``, when no chunk was written)."""
@@ -241,29 +182,11 @@ class BinaryWriter:
         if self.filled:
             return []
         with ev.span("chunk_write", "write", rank=self.rank):
-            closed = self._flush_held()
+            closed = self._ordered.flush(self.writer)
             closed += self.writer.done()
         self.write_chunks_index()
         self._is_done = True
         return [os.path.join(self._cache_dir, c["filename"]) for c in closed]
-
-    def _flush_held(self) -> list[dict[str, Any]]:
-        """Hand the samples still held to the chunk writer, in index order (they must be consecutive)."""
-        if not self._held:
-            return []
-        indexes = sorted(self._held)
-        gaps = [i + 1 for i, j in zip(indexes, indexes[1:]) if j != i + 1]
-        if gaps:
-            raise FormatError(
-                f"done(): index {gaps[0]} was never added, but indexes after it were ({len(self._held)} samples "
-                "held); a chunk holds consecutive indexes"
-            )
-        writer = self.writer
-        closed: list[dict[str, Any]] = []
-        for i in indexes:
-            closed += writer.add_encoded(self._held.pop(i))
-        self._run = []
-        return closed
 
     def merge(self, num_workers: int = 1, node_rank: int | None = None, timeout: float = 600.0) -> None:
         """Merge every rank's index file into ``index.json`` (rank 0), or wait for it (other ranks).
@@ -276,41 +199,14 @@ class BinaryWriter:
         Raises:
             FormatError: the index files did not all appear in time, or their configs differ.
         """
-        num_workers = num_workers or 1
-        final = os.path.join(self._cache_dir, INDEX_FILENAME)
-        deadline = time.monotonic() + timeout
         if self.rank != 0:
-            while not os.path.exists(final):
-                if time.monotonic() > deadline:
-                    raise FormatError(f"rank {self.rank}: {final!r} did not appear within {timeout:.0f} s")
-                time.sleep(0.01)
+            wait_for_index_files(self._cache_dir, None, timeout, f"rank {self.rank}")
             return
-        world_size = DistEnv.detect().world_size
-        expected = world_size * num_workers
-        while True:
-            names = os.listdir(self._cache_dir)
-            if INDEX_FILENAME in names:
-                return
-            parts = [n for n in names if _WORKER_INDEX.match(n)]
-            if len(parts) >= expected:
-                break
-            if time.monotonic() > deadline:
-                raise FormatError(
-                    f"{self._cache_dir!r}: {len(parts)} of {expected} per-rank index files after {timeout:.0f} s "
-                    f"(found {sorted(parts)}); a rank that wrote no chunk writes none"
-                )
-            time.sleep(0.01)
-        self._merge_no_wait(node_rank=node_rank)
+        expected = DistEnv.detect().world_size * (num_workers or 1)
+        if wait_for_index_files(self._cache_dir, expected, timeout, "rank 0"):
+            self._merge_no_wait(node_rank=node_rank)
 
     def _merge_no_wait(self, node_rank: int | None = None, existing_index: dict[str, Any] | None = None) -> None:
-        listed = os.listdir(self._cache_dir)
-        names = [n for n in listed if _WORKER_INDEX.match(n) or (node_rank is None and _NODE_INDEX.match(n))]
-        paths = [os.path.join(self._cache_dir, n) for n in sorted(names, key=natural_key)]
+        names = index_file_names(self._cache_dir, node_rank)
         with ev.span("index_merge", "read", files=len(names)):
-            chunks, config = merge_indexes((load_partial_index(p) for p in paths), existing_index)
-            if node_rank is None:
-                write_index(os.path.join(self._cache_dir, INDEX_FILENAME), chunks, config)
-            else:
-                write_index(os.path.join(self._cache_dir, f"{node_rank}-{INDEX_FILENAME}"), chunks, config, None)
-            for path in paths:
-                os.remove(path)
+            merge_index_files(self._cache_dir, names, node_rank=node_rank, existing=existing_index)
