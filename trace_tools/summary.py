@@ -224,6 +224,13 @@ def _ms(v: str | None) -> str:
     return "?" if v in (None, "") else f"{float(v):.2f}"
 
 
+def _pct(v: object) -> str:
+    try:
+        return f"{float(v):+.1%}"  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "?"
+
+
 def format_tuner(s: Summary) -> list[str]:
     """The tuner section: per rank, its budgets, every decision with the wait before and after, its states."""
     out = ["Tuner (tune events: the auto-tuner's decisions and the loop's wait per batch before and after each)"]
@@ -256,7 +263,13 @@ def format_tuner(s: Summary) -> list[str]:
             out.append(
                 f"    {at}  #{a.get('decision', '?'):<3} {a.get('knob', '?')} {a.get('old', '?')} -> {a.get('new', '?')}"
                 f"  {outcome:<11} wait {_ms(a.get('wait_before_ms'))} -> {_ms(a.get('wait_after_ms'))} ms/batch"
-                f"  [{a.get('cause', '?')}] {a.get('reason', '')}"
+                + (  # the model's prediction and the paired check (tune/README.md)
+                    f"  model {_pct(a.get('predicted_gain'))}, {a['check']} {_pct(a.get('gain'))}"
+                    f" ({_pct(a.get('gain_lo'))} .. {_pct(a.get('gain_hi'))}, {a.get('blocks', '?')} blocks)"
+                    if a.get("check")
+                    else ""
+                )
+                + f"  [{a.get('cause', '?')}] {a.get('reason', '')}"
             )
         if t.more:
             out.append(f"    ... and {t.more} more decision rows")

@@ -17,14 +17,20 @@ SCRIPT = textwrap.dedent(
     from streamscope.api.tracing import enable_tracer, flush_tracer
     from streamscope.cache.knobs import tune_event
     from streamscope.tune.runner import record
-    from tests.tune._sim import Pipeline, make_sim
+    from tests.tune.sim import world
 
     enable_tracer(categories=["tune"], log_file=sys.argv[1], flush_interval=0.2)
     record("started", {"ram_budget": 4e9, "ram_from": "test", "cpus": 4, "max_workers": 4, "workers": 2})
-    sim = make_sim(Pipeline(latency=0.1), workers=2)
-    sim.target.board_._listener = tune_event
-    sim.controller.emit = record
-    sim.run(120)
+    make = world.make
+
+    def traced(w, **kw):  # the simulated loader's board and controller write to the tracer
+        target, c, events = make(w, **kw)
+        target.board_._listener = tune_event
+        c.emit = record
+        return target, c, events
+
+    world.make = traced
+    world.run_tuned(world.World(w0=0.1, seconds=120.0), 1)
     flush_tracer()
     """
 )
@@ -44,6 +50,7 @@ def test_summary_has_a_tuner_section_with_every_decision(tmp_path, capsys):
     section = text[text.index("Tuner (tune events") : text.index("Stall report")]
     assert "RAM budget 4.00 GB (test), 4 cores" in section
     assert "download_concurrency 4 -> " in section and "kept" in section and "ms/batch" in section
+    assert "A-B-B-A windows +" in section and "model +" in section  # the paired check and the model's prediction
     assert "settled: the loop waits" in section
     assert "knob value changes: download_concurrency" in section and "by the tuner" in section
     first = next(a for _, a in t.decisions)
