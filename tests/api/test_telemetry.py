@@ -193,8 +193,10 @@ def test_a_hanging_endpoint_holds_up_exit_at_most_the_exit_timeout():
             },
         )
         exit_s = time.time() - got["t"]
-        assert got["loop_s"] < 2.0  # recording never waited for the endpoint
-        assert exit_s < 1.5 + 2.0, exit_s  # the exit timeout, not the 30 s export timeout
+        # bounds with room for a busy machine, far below what a wait for the hanging endpoint would take (its
+        # export timeout is 30 s)
+        assert got["loop_s"] < 10.0  # recording never waited for the endpoint
+        assert exit_s < 1.5 + 8.0, exit_s  # the exit timeout, not the 30 s export timeout
         rx.clear_fault()
 
 
