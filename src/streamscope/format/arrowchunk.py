@@ -30,6 +30,7 @@ import numpy as np
 
 from streamscope._core.errors import CorruptChunkError, FormatError
 from streamscope._core.optional import require
+from streamscope.format.header import parse_header
 
 __all__ = ["ARROW_MAGIC", "FOOTER_ROWS", "ArrowChunk", "arrow_footer_start", "check_footer_magic", "require_arrow"]
 
@@ -87,8 +88,6 @@ class ArrowChunk:
     kind = "arrow"
 
     def __init__(self, buf: Any, name: str, expected_items: int | None = None, owner: Any = None) -> None:
-        from streamscope.format.chunk import parse_header  # noqa: PLC0415 (chunk.py imports this module)
-
         self.path = name
         self._owner = owner
         self._view: memoryview | None = memoryview(buf).cast("B")

@@ -18,56 +18,12 @@ import numpy as np
 
 from streamscope import events as ev
 from streamscope._core.errors import CorruptChunkError, FormatError
+from streamscope.format.arrowchunk import ArrowChunk, check_footer_magic
+from streamscope.format.header import parse_header
+from streamscope.format.v076 import V076Chunk, prepare_chunk_file
+from streamscope.format.v076 import open_chunk_bytes as _open_chunk_bytes
 
 __all__ = ["ChunkFile", "decompress_file", "open_chunk", "open_chunk_bytes", "open_chunk_file", "parse_header"]
-
-
-def parse_header(buf: Any, name: str, size: int | None = None, expected_items: int | None = None) -> np.ndarray:
-    """Validate the classic header of chunk bytes ``buf``; returns the ``N+1`` offsets (int64 array).
-
-    Args:
-        buf: the chunk's bytes (any buffer).
-        name: file name used in error messages.
-        size: bytes that belong to the chunk (default ``len(buf)``).
-        expected_items: ``chunk_size`` from index.json, checked against the header when given.
-    """
-    size = len(buf) if size is None else size
-    if size < 4:
-        raise CorruptChunkError(f"chunk {name!r} is {size} bytes: too short for a header (offset 0)")
-    n = int(np.frombuffer(buf, dtype="<u4", count=1, offset=0)[0])
-    head = 4 * (n + 2)
-    if head > size:
-        magic = bytes(buf[:8])
-        hint = ""
-        if magic[:4] == b"\x28\xb5\x2f\xfd":
-            hint = "; it starts with the zstd magic: decompress it first (decompress_file)"
-        elif magic == b"LDFZ01\0\0":
-            hint = "; it is a LitData 0.2.76 framed-zstd chunk: open it with open_chunk"
-        raise CorruptChunkError(
-            f"chunk {name!r} header says {n} items, needing a {head}-byte header, but the file has {size} bytes "
-            f"(truncated at offset {size}){hint}"
-        )
-    if expected_items is not None and n != expected_items:
-        raise CorruptChunkError(
-            f"chunk {name!r} header says {n} items but index.json says chunk_size={expected_items} (offset 0)"
-        )
-    offsets = np.frombuffer(buf, dtype="<u4", count=n + 1, offset=4).astype(np.int64)
-    if offsets[0] != head:
-        raise CorruptChunkError(f"chunk {name!r}: first item offset {offsets[0]} != header size {head} (offset 4)")
-    if n:
-        steps = np.diff(offsets)
-        bad = np.flatnonzero(steps < 0)
-        if bad.size:
-            i = int(bad[0])
-            raise CorruptChunkError(
-                f"chunk {name!r}: offsets not monotonic, item {i + 1} starts at {offsets[i + 1]} before item {i} "
-                f"at {offsets[i]} (header offset {4 * (i + 2)})"
-            )
-    if offsets[-1] > size:
-        raise CorruptChunkError(
-            f"chunk {name!r}: items end at offset {offsets[-1]} but the file has {size} bytes (truncated at {size})"
-        )
-    return offsets
 
 
 class ChunkFile:
@@ -102,8 +58,6 @@ class ChunkFile:
             self._offsets = parse_header(self._view, path, size, expected_items) if offsets is None else offsets
             end = int(self._offsets[-1])
             if not allow_trailing and end != size:
-                from streamscope.format.arrowchunk import check_footer_magic  # noqa: PLC0415
-
                 check_footer_magic(bytes(self._view[-8:]), path)
                 raise CorruptChunkError(f"chunk {path!r}: items end at offset {end} but the file has {size} bytes")
         except BaseException:
@@ -205,8 +159,6 @@ def decompress_file(
         expected_bytes: the entry's ``chunk_bytes``; a different whole-file inflated size raises CorruptChunkError.
         config: the index ``config`` (its ``compression_level`` tells per-sample zstd apart).
     """
-    from streamscope.format.v076 import prepare_chunk_file  # noqa: PLC0415 (v076 imports this module)
-
     cfg = dict(config or {})
     cfg.setdefault("compression", compression)
     prepare_chunk_file(src, dst, cfg, expected_bytes)
@@ -233,13 +185,9 @@ def open_chunk_file(path: str, expected_items: int | None = None) -> Any:
     try:
         size = len(mm)
         if size >= 4 and mm[:4] == b"LDFZ":  # framed zstd (or a newer version of it, which V076Chunk names)
-            from streamscope.format.v076 import V076Chunk  # noqa: PLC0415
-
             return V076Chunk(mm, path, None, expected_items)
         offsets = parse_header(mm, path, size, expected_items)
         if int(offsets[-1]) != size and size >= 12 and mm[size - 8 :] == b"LDARW01\0":
-            from streamscope.format.arrowchunk import ArrowChunk  # noqa: PLC0415
-
             return ArrowChunk(mm, path, expected_items, owner=mm)
     except BaseException:
         try:
@@ -258,6 +206,4 @@ def open_chunk(path: str, config: dict[str, Any] | None = None, expected_items: 
 
 def open_chunk_bytes(*args: Any, **kwargs: Any) -> Any:
     """Read a chunk of any layout from its bytes or path; see :func:`streamscope.format.v076.open_chunk_bytes`."""
-    from streamscope.format.v076 import open_chunk_bytes as impl  # noqa: PLC0415
-
-    return impl(*args, **kwargs)
+    return _open_chunk_bytes(*args, **kwargs)

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from streamscope._core.errors import EncryptionError
 from streamscope._core.optional import require
+from streamscope.format.header import parse_header
 
 __all__ = [
     "Encryption",
@@ -368,8 +369,6 @@ def decrypt_chunk(data: bytes, encryption: Any, level: str, name: str) -> bytes:
 
 def decrypt_chunk_items(data: bytes, encryption: Any, name: str) -> list[bytes]:
     """A sample-level encrypted chunk re-assembled plain: ``[header, item_0, ..., item_{N-1}]``."""
-    from streamscope.format.chunk import parse_header  # noqa: PLC0415
-
     offsets = parse_header(data, name).tolist()
     n = len(offsets) - 1
     items = [_decrypt(encryption, data[offsets[i] : offsets[i + 1]], f"chunk {name!r} item {i}") for i in range(n)]

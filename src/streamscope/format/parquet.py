@@ -29,7 +29,7 @@ from streamscope import events as ev
 from streamscope._core import config as cfg
 from streamscope._core.errors import CorruptChunkError, FormatError
 from streamscope._core.optional import require
-from streamscope.format.item_loader import BaseItemLoader
+from streamscope.format.loader_base import BaseItemLoader
 from streamscope.format.serializers import Serializer
 
 __all__ = [

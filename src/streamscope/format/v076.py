@@ -36,8 +36,10 @@ import numpy as np
 
 from streamscope import events as ev
 from streamscope._core.errors import CorruptChunkError, FormatError
-from streamscope.format.arrowchunk import ARROW_MAGIC, ArrowChunk, check_footer_magic
-from streamscope.format.chunk import parse_header
+from streamscope.format.arrowchunk import ARROW_MAGIC, ArrowChunk, arrow_footer_start, check_footer_magic
+from streamscope.format.compression import decompress_to
+from streamscope.format.encryption import decrypt_chunk
+from streamscope.format.header import parse_header
 
 __all__ = [
     "FRAMED_MAGIC",
@@ -259,8 +261,6 @@ def prepare_chunk_file(
         CorruptChunkError: the source is damaged (names the file and the offset).
         FormatError: a layout of a newer LitData.
     """
-    from streamscope.format.compression import decompress_to  # noqa: PLC0415
-
     size, head, tail = _read_ends(src)
     if size == 0:
         raise CorruptChunkError(f"chunk {src!r} is empty (0 bytes, offset 0)")
@@ -334,9 +334,6 @@ def decrypt_to_classic(data: bytes, encryption: Any, level: str, name: str, conf
     is NOT encrypted (LitData writes the rows in the clear; its own reader fails on such chunks): the footer is
     kept as it is and the non-empty items are decrypted.
     """
-    from streamscope.format.arrowchunk import arrow_footer_start  # noqa: PLC0415
-    from streamscope.format.encryption import decrypt_chunk  # noqa: PLC0415
-
     if data[:4] == ZSTD_MAGIC:
         data = to_classic_bytes(data, name, config)
     if level == "chunk":
