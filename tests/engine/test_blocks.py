@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamscope._core.errors import PlanError
-from streamscope.engine import dataset as dataset_module
+from streamscope.engine import blocks as blocks_module
 from streamscope.engine.plan import make_plan
 
 
@@ -57,12 +57,12 @@ def test_blocks_equal_batch_arrays(
         return
     w = data.draw(st.integers(0, workers - 1))
     ids = range(start + w, plan.num_batches, workers)
-    old = dataset_module._BLOCK_POSITIONS
-    dataset_module._BLOCK_POSITIONS = block
+    old = blocks_module.BLOCK_POSITIONS
+    blocks_module.BLOCK_POSITIONS = block
     try:
-        blocks = list(dataset_module._blocks(plan, ids))
+        blocks = list(blocks_module.blocks(plan, ids))
     finally:
-        dataset_module._BLOCK_POSITIONS = old
+        blocks_module.BLOCK_POSITIONS = old
     got_ids: list[int] = []
     for k0, blk in blocks:
         assert k0 == len(got_ids)

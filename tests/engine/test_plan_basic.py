@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from streamscope._core.errors import DatasetError, PlanError, StateDictError
-from streamscope.engine.plan import (
+from streamscope.engine.resume import (
     ResumeState,
     batches_from_samples,
     check_state,
@@ -166,7 +166,7 @@ def test_extreme_seed_and_epoch():
 
 
 def test_split_batches_and_sample_range():
-    from streamscope.engine.plan import split_batches
+    from streamscope.engine.plan_layout import split_batches
 
     assert split_batches(9, 3, 4).tolist() == [0, 4, 8, 9]
     assert split_batches(7, 3, 4).tolist() == [0, 4, 6, 7]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from streamscope._core.errors import PlanError, StateDictError
 from streamscope.engine.combined_plan import make_combined_plan, rank_counts
-from streamscope.engine.plan import ResumeState
+from streamscope.engine.resume import ResumeState
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamscope._core.errors import PlanError, StateDictError
-from streamscope.engine.plan import make_plan, resume_plan
+from streamscope.engine.plan import make_plan
+from streamscope.engine.resume import resume_plan
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

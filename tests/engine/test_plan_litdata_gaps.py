@@ -8,10 +8,11 @@ import warnings
 import pytest
 
 from streamscope._core.errors import PlanError
-from streamscope.engine import plan as plan_mod
+from streamscope.engine import plan_layout
 from streamscope.engine.dataloader import StreamingDataLoader
 from streamscope.engine.dataset import StreamingDataset
-from streamscope.engine.plan import make_plan, resume_plan
+from streamscope.engine.plan import make_plan
+from streamscope.engine.resume import resume_plan
 from streamscope.engine.split import train_test_split
 from tests.engine._data import plan_samples, small_plan, write_dataset
 
@@ -26,7 +27,7 @@ _samples = plan_samples
 @pytest.fixture
 def fresh_uneven_warning(monkeypatch):
     """Forget which uneven splits were already warned about in this process."""
-    monkeypatch.setattr(plan_mod, "_WARNED_UNEVEN", set())
+    monkeypatch.setattr(plan_layout, "WARNED_UNEVEN", set())
 
 
 def _set_rank(monkeypatch, ws: int, rank: int) -> None:

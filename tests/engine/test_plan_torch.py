@@ -9,7 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info  # noqa: E402
 
-from streamscope.engine.plan import ResumeState, make_plan  # noqa: E402
+from streamscope.engine.plan import make_plan  # noqa: E402
+from streamscope.engine.resume import ResumeState  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from streamscope._core.errors import DatasetError, PlanError
 from streamscope.engine.dataset import StreamingDataset
-from streamscope.engine.plan import EpochPlan, make_plan, resume_plan
+from streamscope.engine.plan import EpochPlan, make_plan
+from streamscope.engine.resume import resume_plan
 from tests.engine._data import write_dataset
 
 

@@ -79,7 +79,7 @@ def test_cached_readers_prefetch_in_order_and_release_after_the_last_use():
 
 def test_an_elastic_resumes_schedule_is_what_its_batches_read():
     """A plan continued with another world size (resume_plan) covers the samples left: its schedule too."""
-    from streamscope.engine.plan import resume_plan
+    from streamscope.engine.resume import resume_plan
 
     sizes = [13, 7, 20, 5, 11, 9]
     order = dict(drop_last=False, shuffle=True, seed=3)
@@ -89,5 +89,7 @@ def test_an_elastic_resumes_schedule_is_what_its_batches_read():
         assert plan.resumed_from
         for nw, wid in ((0, 0), (2, 1)):
             batches = plan.batches_for_worker(wid, nw, start)
-            read = schedule_from_uses((n, dict.fromkeys(plan.batch_arrays(j)[0].tolist())) for n, j in enumerate(batches))
+            read = schedule_from_uses(
+                (n, dict.fromkeys(plan.batch_arrays(j)[0].tolist())) for n, j in enumerate(batches)
+            )
             assert read and plan.chunk_schedule_for_worker(wid, nw, start) == read

@@ -33,8 +33,9 @@ from streamscope.engine.batching import worker_items
 from streamscope.engine.combined_plan import BATCHING_METHODS, CombinedPlan, check_batch_size, make_combined_plan
 from streamscope.engine.dataset import StreamingDataset
 from streamscope.engine.distributed import WorkerEnv
+from streamscope.engine.member_plans import member_plan
 from streamscope.engine.members import MemberSetters
-from streamscope.engine.plan import EpochPlan, member_plan
+from streamscope.engine.plan import EpochPlan
 from streamscope.engine.read_schedule import ScheduledReads, schedule_from_uses
 from streamscope.engine.resume import LITDATA_KEYS, Resumable, member_identity_diffs
 

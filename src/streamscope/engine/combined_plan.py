@@ -33,16 +33,15 @@ Equal batches across ranks
 
 from __future__ import annotations
 
-import hashlib
-import json
 import numbers
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 import numpy as np
 
-from streamscope._core.errors import PlanError, StateDictError
-from streamscope.engine.plan import ResumeState, split_batches
+from streamscope._core.errors import PlanError
+from streamscope.engine.plan_layout import split_batches
+from streamscope.engine.plan_protocol import fingerprint_of, position_state, worker_batches
 from streamscope.engine.shuffle import state, uniforms
 
 __all__ = ["BATCHING_METHODS", "CombinedPlan", "check_batch_size", "make_combined_plan", "rank_counts"]
@@ -233,8 +232,7 @@ class CombinedPlan:
         #: the batch size (an int), or one per dataset (a list, ``"per_stream"`` only)
         self.batch_size: int | list[int] = [int(x) for x in bs] if isinstance(bs, list) else int(bs)
         self._config = config
-        blob = json.dumps(config, sort_keys=True).encode()
-        self.fingerprint = hashlib.sha256(blob).hexdigest()[:16]
+        self.fingerprint = fingerprint_of(config)
 
     def describe(self) -> dict[str, Any]:
         """Everything that defines the combined order except epoch and rank."""
@@ -263,10 +261,7 @@ class CombinedPlan:
 
     def batches_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> Iterator[int]:
         """Batches worker ``worker_id`` builds: ``start_batch + worker_id + i * num_workers``."""
-        nw = max(1, int(num_workers))
-        if not 0 <= worker_id < nw:
-            raise PlanError(f"worker_id {worker_id} out of range for num_workers={nw}")
-        return iter(range(int(start_batch) + int(worker_id), self.num_batches, nw))
+        return iter(worker_batches(self.num_batches, worker_id, num_workers, start_batch))
 
     def batches_started(self, num_samples: int) -> int:
         """Batches that begin within the first ``num_samples`` samples of the epoch (a partly yielded batch
@@ -282,11 +277,7 @@ class CombinedPlan:
 
     def state(self, batches_consumed: int) -> dict[str, Any]:
         """JSON-serialisable resume state after ``batches_consumed`` batches."""
-        if not 0 <= batches_consumed <= self.num_batches:
-            raise StateDictError(
-                f"batches_consumed={batches_consumed} outside [0, {self.num_batches}] for combined epoch {self.epoch}"
-            )
-        return ResumeState(self.epoch, int(batches_consumed), self.fingerprint, self.describe()).to_dict()
+        return position_state(self, batches_consumed, "combined")
 
 
 def make_combined_plan(

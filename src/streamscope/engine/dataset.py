@@ -29,7 +29,7 @@ from functools import partial
 from typing import Any, cast
 
 import numpy as np
-from torch.utils.data import IterableDataset, default_collate, get_worker_info
+from torch.utils.data import IterableDataset, get_worker_info
 
 from streamscope import events as ev
 from streamscope._core import config, hooks
@@ -50,6 +50,7 @@ from streamscope.cache.leases import process_leases
 from streamscope.engine.batch_mode import BatchMode, LoaderSettings
 from streamscope.engine.batching import grouped, worker_items
 from streamscope.engine.collate import ArrowCollator, BlockCollator, ColumnCollator
+from streamscope.engine.dataset_decode import BatchDecoding
 from streamscope.engine.dataset_index import (
     filter_parquet_chunks,
     input_path,
@@ -57,25 +58,21 @@ from streamscope.engine.dataset_index import (
     read_index,
     split_parquet_input,
 )
+from streamscope.engine.dataset_state import DatasetIdentity
 from streamscope.engine.decrypted import decrypted_copy
 from streamscope.engine.distributed import WorkerEnv, _DistributedEnv, _WorkerEnv
 from streamscope.engine.keyed import KeyedAccess
 from streamscope.engine.newer_options import check_newer_options
-from streamscope.engine.plan import EpochPlan, make_plan, resume_plan
-from streamscope.engine.read_schedule import ScheduledReads
+from streamscope.engine.plan import EpochPlan, make_plan
 from streamscope.engine.reader import ChunkReader
 from streamscope.engine.resume import Resumable
-from streamscope.engine.run_decoder import RunDecoder
 from streamscope.engine.split import subset_dataset
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
 
 __all__ = ["StreamingDataset"]
 
 
-_NO_COLLATOR = ColumnCollator(["none"], None)  # never supported: the batch is decoded sample by sample
-
-
-class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
+class StreamingDataset(LoaderSettings, DatasetIdentity, Resumable, BatchDecoding, IterableDataset[Any]):
     """Stream samples of an optimized dataset (LitData-compatible arguments and defaults).
 
     Args:
@@ -481,35 +478,6 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
     def max_cache_size(self, value: int | float | str | None) -> None:
         self._knobs.set("max_cache_size", cache_budget(value, self._cache_root), base=True)
 
-    def decode_item(self, oc: Any, item: int) -> Any:
-        # the item loader reads its layout (token blocks, Parquet rows, MDS items, classic or Arrow chunk items)
-        return self._apply_transform(self.item_loader.read_sample(oc.file, item, self.chunks[oc.index]))
-
-    def _apply_transform(self, sample: Any) -> Any:
-        t = self.transform
-        if t is None:
-            return sample
-        if callable(t):
-            return t(sample)
-        for fn in t:
-            sample = fn(sample)
-        return sample
-
-    def global_index(self, chunk: int, item: int) -> int:
-        """The global index of ``item`` of ``chunk`` (the first region holding it): inverse of :meth:`locate`."""
-        table = self._regions_by_chunk
-        if table is None:
-            table = {}
-            begin = 0
-            for c, a, end in zip(self._r_chunk.tolist(), self._r_start.tolist(), self._r_end.tolist()):
-                table.setdefault(c, []).append((a, a + end - begin, begin))
-                begin = end
-            self._regions_by_chunk = table
-        for a, b, begin in table.get(chunk, ()):
-            if a <= item < b:
-                return begin + item - a
-        raise DatasetIndexError(f"item {item} of chunk {chunk} is not part of this dataset")
-
     def _overrides_getitem(self) -> bool:
         """True for a subclass that overrides ``__getitem__`` (LitData's "transform while streaming" recipe)."""
         return type(self).__getitem__ is not StreamingDataset.__getitem__
@@ -558,147 +526,6 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
         chunk, item = self._keyed.locate(key)
         return self.decode_item(self.chunk_reader().open(chunk), item)
 
-    def _collator(self, kind: str = "classic") -> Any:
-        """The batch decoder of chunks of ``kind`` (``supported`` False: decode sample by sample)."""
-        layout = self.item_loader.batch_layout
-        if kind == "arrow" and layout == "tree":
-            if self._arrow_column is None:
-                self._arrow_column = ArrowCollator()
-            return self._arrow_column
-        if self._column is None:
-            if layout == "tokens":
-                self._column = BlockCollator(self.item_loader)
-            elif layout is None:
-                self._column = ColumnCollator(["parquet"], None)  # an unknown kind: never column-decoded
-            else:
-                self._column = ColumnCollator(self.config.get("data_format") or [], self.config.get("data_spec"))
-        if kind != "classic" and layout != "tokens":
-            return _NO_COLLATOR  # e.g. a framed chunk read in memory: sample by sample
-        return self._column
-
-    def _groups_collator(self, groups: list[tuple[Any, np.ndarray, np.ndarray]]) -> Any:
-        """The batch decoder for a batch over these open chunks, or None when they differ in kind."""
-        kind = groups[0][0].kind
-        if any(oc.kind != kind for oc, _, _ in groups[1:]):
-            return None
-        col = self._collator(kind)
-        return col if col.supported else None
-
-    def _batch_ids(self, epoch: int, start_batch: int, worker_id: int, num_workers: int, batch_size: int) -> range:
-        """The numbers of the batches a worker builds in ``epoch`` from ``start_batch`` on (every
-        ``num_workers``-th)."""
-        return range(start_batch + worker_id, self.plan(epoch, batch_size).num_batches, num_workers)
-
-    def iter_batches(
-        self,
-        epoch: int,
-        start_batch: int,
-        worker_id: int,
-        num_workers: int,
-        batch_size: int,
-        collate_fn: Callable[[list[Any]], Any] | None,
-        collate: bool = True,
-    ) -> Iterator[tuple[int, Any]]:
-        """Yield ``(batch_number, batch)`` for the batches this worker builds (see module docstring).
-
-        ``collate=False`` yields the list of samples instead of a collated batch.
-        """
-        plan = self.plan(epoch, batch_size)
-        batch_ids = self._batch_ids(epoch, start_batch, worker_id, num_workers, batch_size)
-        reader = self.chunk_reader()
-        schedule = (
-            plan.chunk_schedule_for_worker(worker_id, num_workers, start_batch) if reader.cache is not None else []
-        )
-        reads = ScheduledReads([reader], [schedule])
-        fast = collate and collate_fn is None and self.transform is None and not self._overrides_getitem()
-        # plain iteration: decode a block's samples chunk run by chunk run (one call per run, not per sample)
-        runs = not collate and not self._overrides_getitem() and "sample" not in ev.ACTIVE
-        # One event per batch at level "chunk" in a DataLoader worker: lets the stall report tell decoding from
-        # idle workers. With num_workers=0 the loop's own stall is the decoding (the loader's epoch event says
-        # ``workers: 0``), so it is recorded there only at level "sample", around the batch's sample events.
-        on = "read" in ev.ACTIVE and (get_worker_info() is not None or "sample" in ev.ACTIVE)
-        decodes = ev.series("decode_batch", "read", ("batch", "items")) if on else ev.NULL_SERIES
-        now, mark, put = ev.now, decodes.mark, decodes.put
-        try:
-            for k0, block in _blocks(plan, batch_ids):
-                # a run of one chunk is decoded when the batch reading its first sample comes, not before: the
-                # chunk is opened (fetched, leased) no earlier than the release schedule expects (run_decoder.py)
-                decoded = RunDecoder(block.ci, block.ii, partial(self._decode_run, reader)) if runs and not on else None
-                for m, j in enumerate(block.ids):
-                    k = k0 + m
-                    a, b = block.bounds[m]
-                    if decoded is not None:
-                        yield j, decoded.take(b - a)
-                        reads.batch_done(k)
-                        continue
-                    ci, ii = block.ci[a:b], block.ii[a:b]
-                    if on:
-                        mark(now())
-                    batch: Any = None
-                    if fast:
-                        groups = self._groups(reader, ci, ii)
-                        collator = self._groups_collator(groups)
-                        if collator is not None:
-                            t0 = ev.now()  # the chunks are open: the interval is the samples' decoding
-                            batch = collator.collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
-                            if batch is not None and "sample" in ev.ACTIVE:  # decoded together: one bulk entry
-                                ev.bulk("sample", "sample", t0, chunk=ci, item=ii, batch=j)
-                    if batch is None:
-                        samples = self._samples(reader, ci, ii)
-                        batch = samples if not collate else (collate_fn or default_collate)(samples)
-                    if on:
-                        mark(now())
-                        put(j)
-                        put(len(ci))
-                    yield j, batch
-                    reads.batch_done(k)
-        finally:
-            decodes.finish()
-            reads.stop()
-
-    def _decode_run(self, reader: Any, chunk: int, items: np.ndarray) -> list[Any]:
-        """The samples ``items`` of ``chunk``, decoded together where the item loader can."""
-        oc = reader.open(chunk)
-        got = self.item_loader.read_samples(oc.file, items)
-        if got is not None:
-            return got if self.transform is None else [self._apply_transform(x) for x in got]
-        return [self.decode_item(oc, i) for i in items.tolist()]
-
-    def _groups(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[tuple[Any, np.ndarray, np.ndarray]]:
-        n = len(ci)
-        c0 = int(ci[0])
-        if ci[-1] == c0 and (ci == c0).all():
-            return [(reader.open(c0), np.arange(n), ii)]
-        uniq, inv = np.unique(ci, return_inverse=True)
-        out = []
-        for k, c in enumerate(uniq.tolist()):
-            pos = np.flatnonzero(inv == k)
-            out.append((reader.open(c), pos, ii[pos]))
-        return out
-
-    # --- reading, for the datasets built over this one (Combined, Parallel) ---------------------------
-
-    def chunk_reader(self) -> Any:
-        """This process's chunk reader of the dataset (made at first use, one per process)."""
-        return self._get_reader()
-
-    def samples_at(self, reader: Any, chunks: np.ndarray, items: np.ndarray) -> list[Any]:
-        """The samples at ``(chunks[k], items[k])`` read through ``reader``, decoded and transformed as iteration
-        yields them (a subclass's ``__getitem__`` included)."""
-        return self._samples(reader, chunks, items)
-
-    def _samples(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[Any]:
-        if self._overrides_getitem():  # the subclass's __getitem__ sees every sample, as in LitData
-            if "sample" in ev.ACTIVE:
-                return ev.each("sample", "sample", lambda c, i: self[self.global_index(c, i)], ci, ii)
-            return [self[self.global_index(c, i)] for c, i in zip(ci.tolist(), ii.tolist())]
-        if "sample" in ev.ACTIVE:  # each sample timed, all recorded in one bulk entry
-            return ev.each("sample", "sample", self.decode_item, ci, ii, prepare=reader.open)
-        out = []
-        for c, i in zip(ci.tolist(), ii.tolist()):
-            out.append(self.decode_item(reader.open(c), i))
-        return out
-
     def __iter__(self) -> Iterator[Any]:
         """Samples of this worker's batches (plain ``torch.utils.data.DataLoader`` use; ``len()`` works on the
         iterator, as on LitData's).
@@ -734,21 +561,6 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
 
     # --- state -------------------------------------------------------------------------------------
 
-    @property
-    def on_demand_bytes(self) -> bool:
-        """LitData's switch for ranged item reads on random access (``ds[i]``) of remote datasets.
-
-        Accepted and validated for compatibility; streamscope's reader always fetches whole chunks into the
-        cache (then serves later reads of the same chunk from it), so the value does not change what is read.
-        """
-        return bool(self.__dict__.get("_on_demand_bytes", True))
-
-    @on_demand_bytes.setter
-    def on_demand_bytes(self, value: bool) -> None:
-        if not isinstance(value, bool):
-            raise DatasetError(f"on_demand_bytes should be a boolean, got {value!r}")
-        self._on_demand_bytes = value
-
     def reset(self) -> None:
         """Forget per-iteration state (reader, cached plans, a loaded state, epoch, batch settings), as LitData's
         ``reset()``: the dataset iterates again from epoch 1 with ``batch_size=1``."""
@@ -767,93 +579,6 @@ class StreamingDataset(LoaderSettings, Resumable, IterableDataset[Any]):
         self.num_workers = 1
         self.batch_size = 1
 
-    @property
-    def subsampled_files(self) -> list[str]:
-        """LitData's attribute: the chunk file of each region this dataset reads (after ``subsample`` or
-        ``train_test_split``; every chunk file otherwise), in the order of :attr:`region_of_interest`."""
-        return list(self.litdata_state()["subsampled_files"])
-
-    @property
-    def region_of_interest(self) -> list[tuple[int, int]]:
-        """LitData's attribute: the ``[start, end)`` item range read from each file of :attr:`subsampled_files`."""
-        return list(self.litdata_state()["region_of_interest"])
-
-    def litdata_state(self) -> dict[str, Any]:
-        """LitData's ``subsampled_files`` and ``region_of_interest``: the (chunk file, [start, end)) list this
-        dataset runs over, as LitData computes it (every chunk whole unless subsampled or split)."""
-        names = [c["filename"] for c in self.chunks]
-        if self.regions is None:
-            return {
-                "subsampled_files": names,
-                "region_of_interest": [(0, int(n)) for n in self.chunk_sizes],
-            }
-        return {
-            "subsampled_files": [names[c] for c, _, _ in self.regions],
-            "region_of_interest": [(int(a), int(b)) for _, a, b in self.regions],
-        }
-
-    def _elastic_state(self, num_samples_yielded: int, num_workers: int, batch_size: Any) -> dict[str, Any]:
-        from streamscope.engine.newer_options import elastic_state
-
-        return elastic_state(self, num_samples_yielded, num_workers, batch_size)
-
-    def checkpoint_identity(self) -> dict[str, Any]:
-        return {
-            "input_dir_path": None if self.remote else self.input_dir,
-            "input_dir_url": self.input_dir if self.remote else None,
-            "cache_dir_path": self._cache_root,
-            "item_loader": self.item_loader.state_dict() if self.is_tokens else None,
-            "drop_last": self.drop_last,
-            "seed": self.seed,
-            "world_size": self.world_size,
-            "shuffle": self.shuffle,
-            "subsample": self.subsample,
-            "shuffle_buffer": self.shuffle_buffer,
-        }
-
-    def check_checkpoint_identity(self, state: dict[str, Any], skip: tuple[str, ...] = ()) -> list[str]:
-        mine = self.checkpoint_identity()
-        diffs = []
-        for key in (
-            "input_dir_path",
-            "input_dir_url",
-            "item_loader",
-            "drop_last",
-            "seed",
-            "world_size",
-            "shuffle",
-            "subsample",
-            "shuffle_buffer",
-        ):
-            if key in state and key not in skip and state[key] != mine[key]:
-                diffs.append(f"{key}: saved {state[key]!r}, now {mine[key]!r}")
-        return diffs
-
-    def _resume_diffs(self, state: dict[str, Any]) -> list[str]:
-        # another world size is an elastic resume (_plan_position), not a mismatch
-        return self.check_checkpoint_identity(state, skip=("world_size",))
-
-    def _plan_position(self, state: dict[str, Any], epoch: int, batch_size: int) -> tuple[int, int]:
-        """Continue ``state``'s epoch, also with another world size than it was saved with (elastic resume): the
-        epoch's plan then covers exactly the samples no rank consumed before the save, cut into this world
-        size's rank slices and batches (``resume_plan``); the ``resumed_from`` history travels in the states
-        saved from here on."""
-        self._elastic = None
-        plan, start = resume_plan(
-            state["plan_state"],
-            self.chunk_sizes,
-            world_size=self.world_size,
-            rank=self.rank,
-            batch_size=batch_size,
-            drop_last=self.drop_last,
-            shuffle=self.shuffle,
-            seed=self.seed,
-            shuffle_buffer=self.shuffle_buffer,
-            regions=self.regions,
-        )
-        self._elastic = (plan.epoch, tuple(plan.resumed_from)) if plan.resumed_from else None
-        return plan.epoch, start
-
 
 def _as_dir(value: Any) -> Dir:
     """``value`` as a ``Dir`` (LitData's own ``Dir`` objects too); a value of no directory kind gives an empty one
@@ -862,48 +587,3 @@ def _as_dir(value: Any) -> Dir:
         return as_dir(value)
     except ConfigError:
         return Dir(path=getattr(value, "path", None), url=getattr(value, "url", None))
-
-
-# --- batches of one worker, located a block at a time ------------------------------------------------------
-
-_BLOCK_POSITIONS = 1 << 16  # epoch positions located per plan call (bounds the arrays' memory)
-
-
-class _Block:
-    """Consecutive batches of one worker: their ids, the chunk/item arrays of their samples (in order) and each
-    batch's ``[a, b)`` in those arrays."""
-
-    __slots__ = ("bounds", "ci", "ids", "ii")
-
-    def __init__(self, ids: list[int], ci: np.ndarray, ii: np.ndarray, bounds: list[tuple[int, int]]) -> None:
-        self.ids, self.ci, self.ii, self.bounds = ids, ci, ii, bounds
-
-
-def _blocks(plan: EpochPlan, batch_ids: range) -> Iterator[tuple[int, _Block]]:
-    """``(k0, block)`` over ``batch_ids`` (``k0``: the position of the block's first batch in ``batch_ids``).
-
-    A worker's batches are every ``num_workers``-th of the epoch: a block locates the epoch positions from its
-    first batch to its last in one plan call and keeps this worker's.
-    """
-    n = len(batch_ids)
-    k0 = 0
-    while k0 < n:
-        ranges = [plan.batch_range(batch_ids[k0])]
-        a0 = ranges[0][0]
-        k1 = k0 + 1
-        while k1 < n:
-            r = plan.batch_range(batch_ids[k1])
-            if r[1] - a0 > _BLOCK_POSITIONS:
-                break
-            ranges.append(r)
-            k1 += 1
-        ci, ii = plan.range_arrays(a0, ranges[-1][1])
-        lens = np.fromiter((b - a for a, b in ranges), dtype=np.int64, count=len(ranges))
-        ends = np.cumsum(lens)
-        if int(ends[-1]) != len(ci):  # other workers' batches in between: keep this worker's positions
-            starts = np.fromiter((a - a0 for a, _ in ranges), dtype=np.int64, count=len(ranges))
-            sel = np.repeat(starts - (ends - lens), lens) + np.arange(int(ends[-1]))
-            ci, ii = ci[sel], ii[sel]
-        bounds = list(zip((ends - lens).tolist(), ends.tolist()))
-        yield k0, _Block(list(batch_ids[k0:k1]), ci, ii, bounds)
-        k0 = k1

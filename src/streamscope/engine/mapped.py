@@ -12,7 +12,7 @@ will ask for next (``expect``, when the dataset has it), so its look-ahead fetch
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from streamscope._core.errors import DatasetError, StateDictError
 from streamscope.engine.batch_mode import BatchMode, LoaderSettings
 from streamscope.engine.batching import worker_items
 from streamscope.engine.distributed import DistEnv, WorkerEnv
+from streamscope.engine.plan_protocol import fingerprint_of, position_state, worker_batches
 
 __all__ = ["MappedBatches", "MappedPlan", "fetches_batches"]
 
@@ -42,12 +43,31 @@ def fetches_batches(dataset: Any) -> bool:
 
 @dataclass(frozen=True)
 class MappedPlan:
-    """One epoch of one rank: the dataset indices in order, cut into batches."""
+    """One epoch of one rank: the dataset indices in order, cut into batches (a
+    :class:`~streamscope.engine.plan_protocol.Plan`; ``config`` is what defines the order besides epoch and rank)."""
 
     order: np.ndarray
     batch_size: int
     num_batches: int
     rank: int = 0
+    epoch: int = 1
+    config: dict[str, Any] = field(default_factory=dict)
+    fingerprint: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fingerprint", fingerprint_of(self.describe()))
+
+    def describe(self) -> dict[str, Any]:
+        """Everything that defines the order except epoch and rank."""
+        return {**self.config, "batch_size": self.batch_size}
+
+    def batches_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> range:
+        """The batches worker ``worker_id`` builds (the rule of every plan: ``worker_batches``)."""
+        return worker_batches(self.num_batches, worker_id, num_workers, start_batch)
+
+    def state(self, batches_consumed: int) -> dict[str, Any]:
+        """JSON-serialisable state after ``batches_consumed`` batches."""
+        return position_state(self, batches_consumed, "mapped")
 
     @property
     def num_samples(self) -> int:
@@ -137,7 +157,9 @@ class MappedBatches(LoaderSettings, IterableDataset[Any]):
             raise DatasetError(
                 f"{type(self.dataset).__name__} has {n} items: rank {self.rank} of {w} gets no batch of {b}"
             )
-        plan = MappedPlan(order=order, batch_size=b, num_batches=batches, rank=self.rank)
+        plan = MappedPlan(
+            order=order, batch_size=b, num_batches=batches, rank=self.rank, epoch=epoch, config=self._order_state()
+        )
         if len(self._plans) > 4:
             self._plans.clear()
         self._plans[key] = plan  # type: ignore[index]
@@ -160,7 +182,7 @@ class MappedBatches(LoaderSettings, IterableDataset[Any]):
     ) -> Iterator[tuple[int, Any]]:
         """``(batch_number, batch)`` for the batches worker ``worker_id`` of ``num_workers`` builds."""
         plan = self.plan(epoch, batch_size)
-        ids = range(start_batch + worker_id, plan.num_batches, max(1, num_workers))
+        ids = plan.batches_for_worker(worker_id, num_workers, start_batch)
         expect = getattr(self.dataset, "expect", None)
         fetch = self.dataset.__getitems__
         join = collate_fn or default_collate

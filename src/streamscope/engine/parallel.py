@@ -45,13 +45,15 @@ import torch
 from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
-from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, PlanError, StateDictError
+from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, PlanError
 from streamscope.engine.batch_mode import BatchMode
 from streamscope.engine.batching import worker_items
 from streamscope.engine.dataset import StreamingDataset
 from streamscope.engine.distributed import WorkerEnv
+from streamscope.engine.member_plans import member_plan
 from streamscope.engine.members import MemberSetters
-from streamscope.engine.plan import EpochPlan, ResumeState, member_plan
+from streamscope.engine.plan import EpochPlan
+from streamscope.engine.plan_protocol import fingerprint_of, position_state, worker_batches
 from streamscope.engine.read_schedule import Schedule, ScheduledReads, schedule_from_uses
 from streamscope.engine.resume import Resumable, member_identity_diffs
 
@@ -78,8 +80,7 @@ class ParallelPlan:
         b = self.batch_size
         self.num_batches = n // b if config["drop_last"] else -(-n // b)
         self._config = config
-        blob = json.dumps(config, sort_keys=True).encode()
-        self.fingerprint = hashlib.sha256(blob).hexdigest()[:16]
+        self.fingerprint = fingerprint_of(config)
 
     def describe(self) -> dict[str, Any]:
         """Everything that defines the parallel order except epoch and rank."""
@@ -103,18 +104,11 @@ class ParallelPlan:
 
     def batches_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> range:
         """Batches worker ``worker_id`` builds: ``start_batch + worker_id + i * num_workers``."""
-        nw = max(1, int(num_workers))
-        if not 0 <= worker_id < nw:
-            raise PlanError(f"worker_id {worker_id} out of range for num_workers={nw}")
-        return range(int(start_batch) + int(worker_id), self.num_batches, nw)
+        return worker_batches(self.num_batches, worker_id, num_workers, start_batch)
 
     def state(self, batches_consumed: int) -> dict[str, Any]:
         """JSON-serialisable resume state after ``batches_consumed`` batches."""
-        if not 0 <= batches_consumed <= self.num_batches:
-            raise StateDictError(
-                f"batches_consumed={batches_consumed} outside [0, {self.num_batches}] for parallel epoch {self.epoch}"
-            )
-        return ResumeState(self.epoch, int(batches_consumed), self.fingerprint, self.describe()).to_dict()
+        return position_state(self, batches_consumed, "parallel")
 
 
 def _transform_nargs(transform: Callable[..., Any]) -> int:

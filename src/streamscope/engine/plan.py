@@ -58,11 +58,12 @@ Workers
 
 Resume
     A rank that has handed ``j`` batches to the training loop resumes at batch ``j`` with any number of
-    workers. ``j == num_batches`` means the epoch is complete: the next epoch starts at batch 0
-    (:func:`resume_point`). :meth:`EpochPlan.state` and :func:`check_state` record and verify everything
-    that defines the order. All ranks of a DDP job consume batches in lock step, so one ``j`` serves all.
-    :func:`resume_plan` also resumes with another world size or batch size (elastic resume): the rest of
-    the epoch, i.e. the samples no rank consumed, is cut into new rank slices and batches by the same rules.
+    workers. ``j == num_batches`` means the epoch is complete: the next epoch starts at batch 0.
+    :meth:`EpochPlan.state` records everything that defines the order; :mod:`streamscope.engine.resume` checks
+    a state and resumes it (``resume_point``, ``check_state``), also with another world size or batch size
+    (``resume_plan``, elastic resume: the rest of the epoch, i.e. the samples no rank consumed, is cut into new
+    rank slices and batches by the same rules). All ranks of a DDP job consume batches in lock step, so one
+    ``j`` serves all.
 
 Differences from LitData 0.2.68 (deliberate)
     The same seed gives a different order than LitData (its order depends on the number of workers, on the
@@ -74,32 +75,29 @@ Differences from LitData 0.2.68 (deliberate)
 
 from __future__ import annotations
 
-import hashlib
-import json
-import warnings
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypedDict
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from streamscope import events as ev
 from streamscope._core.errors import PlanError, StateDictError
+from streamscope.engine.plan_layout import (
+    as_int,
+    digest,
+    layout,
+    map_virtual,
+    occurrences,
+    uneven_ranks,
+    unique_in_order,
+    validate_regions,
+    warn_uneven,
+)
+from streamscope.engine.plan_protocol import fingerprint_of, position_state, worker_batches
 from streamscope.engine.shuffle import ArrayPermutation, IndexPermutation, WindowShuffle, chunk_order, item_permutation
 
-__all__ = [
-    "PLAN_VERSION",
-    "EpochPlan",
-    "batches_from_samples",
-    "ResumeState",
-    "check_state",
-    "make_plan",
-    "resume_plan",
-    "resume_point",
-    "split_batches",
-    "member_plan",
-]
+__all__ = ["PLAN_VERSION", "EpochPlan", "make_plan"]
 
 #: Version of the order rules. A state written under another version cannot resume exactly.
 PLAN_VERSION = 1
@@ -107,162 +105,6 @@ PLAN_VERSION = 1
 _MAX_SEED = 2**63 - 1
 _PERM_CACHE = 64  # in-region permutations kept; materialised ones total at most _PERM_CACHE_BYTES
 _PERM_CACHE_BYTES = 64 << 20
-
-
-def _as_int(name: str, value: Any, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise PlanError(f"{name} must be an int, got {value!r}")
-    v = int(value)
-    if v < low or (high is not None and v > high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise PlanError(f"{name} must be {bound}, got {v}")
-    return v
-
-
-def _digest(a: np.ndarray) -> str:
-    """Short content hash of an int array (as int32 when the values fit, for speed)."""
-    if len(a) == 0 or (a.min() >= -(2**31) and a.max() < 2**31):
-        data = np.ascontiguousarray(a, dtype=np.int32)
-    else:
-        data = np.ascontiguousarray(a, dtype=np.int64)
-    h = hashlib.blake2b(digest_size=8)
-    h.update(str(a.shape).encode())
-    h.update(data.tobytes())
-    return h.hexdigest()
-
-
-def _validate_regions(chunk_sizes: np.ndarray, regions: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
-    n_chunks = len(chunk_sizes)
-    try:
-        out = np.asarray(regions, dtype=np.int64).reshape(-1, 3) if len(regions) else np.zeros((0, 3), np.int64)
-    except (TypeError, ValueError) as exc:
-        raise PlanError(f"regions must be a list of (chunk_index, start, end) int triples: {exc}") from None
-    if len(out) != len(regions):
-        raise PlanError("regions must be a list of (chunk_index, start, end) int triples")
-    c, s, e = out[:, 0], out[:, 1], out[:, 2]
-    bad = np.flatnonzero((c < 0) | (c >= n_chunks))
-    if len(bad):
-        i = int(bad[0])
-        raise PlanError(f"region {i} {tuple(out[i].tolist())}: chunk index out of range for {n_chunks} chunks")
-    bad = np.flatnonzero((s < 0) | (s > e) | (e > chunk_sizes[c]))
-    if len(bad):
-        i = int(bad[0])
-        raise PlanError(
-            f"region {i} {tuple(out[i].tolist())}: item range must satisfy 0 <= start <= end <= "
-            f"{int(chunk_sizes[out[i, 0]])} (size of chunk {int(out[i, 0])})"
-        )
-    return out
-
-
-def _occurrences(chunks: np.ndarray) -> np.ndarray:
-    """For each entry, how many earlier entries hold the same chunk index."""
-    if len(chunks) == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.argsort(chunks, kind="stable")
-    sc = chunks[order]
-    new_group = np.ones(len(sc), dtype=bool)
-    new_group[1:] = sc[1:] != sc[:-1]
-    group_start = np.maximum.accumulate(np.where(new_group, np.arange(len(sc)), 0))
-    occ = np.empty(len(chunks), dtype=np.int64)
-    occ[order] = np.arange(len(sc)) - group_start
-    return occ
-
-
-def _unique_in_order(values: np.ndarray) -> list[int]:
-    if len(values) == 0:
-        return []
-    _, first = np.unique(values, return_index=True)
-    unique: list[int] = values[np.sort(first)].tolist()
-    return unique
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """Rank slice and batch cut of ``n`` ordered samples for one rank (positions in that order)."""
-
-    used: int
-    lo: int
-    hi: int
-    k: int
-    full: int
-    q: int
-    rem: int
-    b: int
-
-    def start(self, j: int) -> int:
-        """Offset of batch ``j`` (``0 <= j <= k``) from ``lo``."""
-        if j <= self.full:
-            return j * self.b
-        t = j - self.full
-        return self.full * self.b + t * self.q + min(t, self.rem)
-
-
-def _uneven_ranks(n: int, ws: int, b: int, drop_last: bool, equal_batches: bool) -> bool:
-    """True in the one case whose ranks get LitData's unequal sample counts (see the module docstring)."""
-    return not drop_last and equal_batches and b == 1 and n % ws != 0
-
-
-_WARNED_UNEVEN: set[tuple[int, int]] = set()
-
-
-def _warn_uneven(n: int, ws: int) -> None:
-    if (n, ws) in _WARNED_UNEVEN:
-        return
-    _WARNED_UNEVEN.add((n, ws))
-    base = n // ws
-    first = "rank 0 gets" if ws == 2 else f"ranks 0..{ws - 2} get"
-    warnings.warn(
-        f"drop_last=False with batch_size=1: {n} samples do not split evenly over world_size={ws} ranks, so the "
-        f"ranks get different numbers of samples ({first} {base}, rank {ws - 1} gets "
-        f"{n - (ws - 1) * base}, as in LitData). A DDP training loop can then wait at the end of the epoch for "
-        f"the rank with more batches; drop_last=True evens them ({base} per rank, {n - ws * base} skipped).",
-        UserWarning,
-        stacklevel=4,
-    )
-
-
-def _layout(n: int, ws: int, rank: int, b: int, drop_last: bool, equal_batches: bool) -> _Layout:
-    if n == 0:  # an empty selection (e.g. a 0.0 split): nothing to read on any rank
-        return _Layout(0, 0, 0, 0, 0, 0, 0, b)
-    if n < ws:
-        raise PlanError(
-            f"{n} samples cannot feed world_size={ws} ranks: every rank needs at least one sample "
-            f"(use fewer ranks or more data)"
-        )
-    if drop_last:
-        used = (n // (ws * b)) * ws * b
-        if used == 0:
-            raise PlanError(
-                f"drop_last=True with {n} samples, world_size={ws} and batch_size={b} leaves no batch: "
-                f"at least {ws * b} samples are needed (or set drop_last=False)"
-            )
-    else:
-        used = n
-        if _uneven_ranks(n, ws, b, drop_last, equal_batches):
-            # Equal non-empty batch counts are impossible: LitData's split, the last rank takes the remainder.
-            base = n // ws
-            lo = rank * base
-            hi = n if rank == ws - 1 else lo + base
-            return _Layout(used, lo, hi, hi - lo, hi - lo, 0, 0, b)
-    lo = rank * used // ws
-    hi = (rank + 1) * used // ws
-    local = hi - lo
-    if drop_last:
-        k = local // b
-        full = k
-    elif not equal_batches:
-        k = -(-local // b)
-        full = local // b
-    else:
-        largest = -(-used // ws)  # ceil(used / ws): samples of the largest rank
-        k = -(-largest // b)
-        full = k if local == k * b else min(k - 1, (local - k) // (b - 1))
-    if local < k:  # pragma: no cover - excluded by the checks above
-        raise PlanError(f"rank {rank} has {local} samples for {k} batches")
-    rest = local - full * b
-    tail = k - full
-    q, rem = (rest // tail, rest % tail) if tail else (0, 0)
-    return _Layout(used, lo, hi, k, full, q, rem, b)
 
 
 class EpochPlan:
@@ -294,7 +136,7 @@ class EpochPlan:
         self.epoch = epoch
         self.shuffle_buffer = shuffle_buffer
         self.num_chunks = len(chunk_sizes)
-        self._dataset_digest = _digest(chunk_sizes)
+        self._dataset_digest = digest(chunk_sizes)
         n_regions = len(chunk_sizes) if regions is None else len(regions)
         order = chunk_order(n_regions, seed, epoch) if shuffle else np.arange(n_regions)
         if regions is None:  # one region per whole chunk
@@ -304,11 +146,11 @@ class EpochPlan:
             self._r_size = chunk_sizes[order] if shuffle else chunk_sizes
             self._r_occ = np.zeros(n_regions, dtype=np.int64)
         else:
-            self._regions_digest = _digest(regions)
+            self._regions_digest = digest(regions)
             self._r_chunk = regions[order, 0]
             self._r_start = regions[order, 1]
             self._r_size = regions[order, 2] - self._r_start
-            self._r_occ = _occurrences(regions[:, 0])[order]
+            self._r_occ = occurrences(regions[:, 0])[order]
         self._r_end = np.cumsum(self._r_size)
         self._r_begin = self._r_end - self._r_size
 
@@ -328,13 +170,13 @@ class EpochPlan:
             virtual = int(seg_v[-1])
             pieces = []
             for r in range(ws_e):
-                lay = _layout(virtual, ws_e, r, b_e, drop_last, equal_batches)
+                lay = layout(virtual, ws_e, r, b_e, drop_last, equal_batches)
                 if not 0 <= j_e <= lay.k:
                     raise StateDictError(
                         f"resumed_from: {j_e} batches consumed, but world_size={ws_e}, batch_size={b_e} gives "
                         f"{lay.k} batches per rank"
                     )
-                pieces += self._map_virtual(seg_g, seg_v, lay.lo + lay.start(j_e), lay.hi)
+                pieces += map_virtual(seg_g, seg_v, lay.lo + lay.start(j_e), lay.hi)
             pieces = [(g0, g1) for g0, g1 in pieces if g1 > g0]
             if not pieces:
                 raise PlanError(f"nothing of epoch {epoch} is left after resuming from {self.resumed_from}")
@@ -343,14 +185,14 @@ class EpochPlan:
             np.cumsum([g1 - g0 for g0, g1 in pieces], out=seg_v[1:])
         self._segments = (seg_g, seg_v) if self.resumed_from else None
         self.remaining_samples = int(seg_v[-1])
-        lay = _layout(self.remaining_samples, ws, rank, b, drop_last, equal_batches)
+        lay = layout(self.remaining_samples, ws, rank, b, drop_last, equal_batches)
         self.used_samples = lay.used
         self._lo, self._hi = lay.lo, lay.hi
         self.num_samples = lay.hi - lay.lo
         self.num_batches = lay.k
         self._full, self._q, self._rem = lay.full, lay.q, lay.rem
-        if ws > 1 and _uneven_ranks(self.remaining_samples, ws, b, drop_last, equal_batches):
-            _warn_uneven(self.remaining_samples, ws)
+        if ws > 1 and uneven_ranks(self.remaining_samples, ws, b, drop_last, equal_batches):
+            warn_uneven(self.remaining_samples, ws)
 
         self._window = WindowShuffle(n, shuffle_buffer, seed, epoch) if shuffle_buffer > 0 and n > 0 else None
         self._perms: OrderedDict[int, ArrayPermutation | IndexPermutation] = OrderedDict()
@@ -385,8 +227,7 @@ class EpochPlan:
         }
 
     def _fingerprint(self) -> str:
-        blob = json.dumps(self.describe(), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        return fingerprint_of(self.describe())
 
     def __repr__(self) -> str:
         return (
@@ -397,28 +238,11 @@ class EpochPlan:
 
     # -- batches ----------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _map_virtual(seg_g: np.ndarray, seg_v: np.ndarray, a: int, b: int) -> list[tuple[int, int]]:
-        """Global position intervals of virtual positions ``[a, b)``."""
-        if len(seg_g) == 1 and seg_v[0] == 0:
-            g = int(seg_g[0])
-            return [(g + a, g + b)] if b > a else []
-        out = []
-        s = int(np.searchsorted(seg_v, a, side="right")) - 1
-        while a < b and s < len(seg_g):
-            end = min(b, int(seg_v[s + 1]))
-            if end > a:
-                g = int(seg_g[s]) + a - int(seg_v[s])
-                out.append((g, g + end - a))
-                a = end
-            s += 1
-        return out
-
     def _pieces(self, a: int, b: int) -> list[tuple[int, int]]:
         """Global intervals of this plan's positions ``[a, b)``."""
         if self._segments is None:
             return [(a, b)]
-        return self._map_virtual(self._segments[0], self._segments[1], a, b)
+        return map_virtual(self._segments[0], self._segments[1], a, b)
 
     def _check_batch(self, j: int) -> int:
         j = int(j)
@@ -567,12 +391,7 @@ class EpochPlan:
     # -- workers ----------------------------------------------------------------------------------------
 
     def _worker_range(self, worker_id: int, num_workers: int, start_batch: int) -> range:
-        num_workers = max(1, int(num_workers))
-        if not 0 <= worker_id < num_workers:
-            raise PlanError(f"worker_id {worker_id} out of range for num_workers={num_workers}")
-        if start_batch < 0:
-            raise PlanError(f"start_batch must be >= 0, got {start_batch}")
-        return range(int(start_batch) + int(worker_id), self.num_batches, num_workers)
+        return worker_batches(self.num_batches, worker_id, num_workers, start_batch)
 
     def batches_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> Iterator[int]:
         """Batch indexes worker ``worker_id`` builds: ``start_batch + worker_id + k * num_workers``, k = 0, 1, ...
@@ -630,7 +449,7 @@ class EpochPlan:
     def chunk_order_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> list[int]:
         """Distinct chunk indexes worker ``worker_id`` reads from ``start_batch`` on, in order of first use."""
         chunks, _ = self._worker_chunk_uses(self._worker_range(worker_id, num_workers, start_batch))
-        return _unique_in_order(chunks)
+        return unique_in_order(chunks)
 
     def chunk_schedule_for_worker(
         self, worker_id: int, num_workers: int, start_batch: int = 0
@@ -694,38 +513,13 @@ class EpochPlan:
 
     def state(self, batches_consumed: int) -> dict[str, Any]:
         """A JSON-serialisable resume state after ``batches_consumed`` batches of this epoch."""
-        batches_consumed = _as_int("batches_consumed", batches_consumed, 0)
+        batches_consumed = as_int("batches_consumed", batches_consumed, 0)
         if batches_consumed > self.num_batches:
             raise StateDictError(
                 f"batches_consumed={batches_consumed} exceeds the {self.num_batches} batches of epoch "
                 f"{self.epoch} on rank {self.rank}"
             )
-        return ResumeState(self.epoch, batches_consumed, self.fingerprint, self.describe()).to_dict()
-
-
-def split_batches(num_samples: int, num_batches: int, batch_size: int) -> np.ndarray:
-    """Bounds (``num_batches + 1`` offsets) cutting ``num_samples`` into ``num_batches`` non-empty batches.
-
-    The rule of the epoch plan: as many full batches as possible while every later batch keeps at least
-    one sample, the rest spread evenly (sizes differ by at most one).
-
-    Raises:
-        PlanError: ``num_samples`` is not in ``[num_batches, num_batches * batch_size]``.
-    """
-    n, k, b = int(num_samples), int(num_batches), int(batch_size)
-    if not k <= n <= k * b:
-        raise PlanError(f"{n} samples cannot fill {k} non-empty batches of at most {b}")
-    full = k if n == k * b else min(k - 1, (n - k) // (b - 1))
-    tail = k - full
-    rest = n - full * b
-    sizes = np.full(k, b, dtype=np.int64)
-    if tail:
-        q, rem = divmod(rest, tail)
-        sizes[full:] = q
-        sizes[full : full + rem] += 1
-    bounds = np.zeros(k + 1, dtype=np.int64)
-    np.cumsum(sizes, out=bounds[1:])
-    return bounds
+        return position_state(self, batches_consumed, "plan")
 
 
 def make_plan(
@@ -763,7 +557,7 @@ def make_plan(
             may differ by one batch; for plans whose batches are not training steps (e.g. a plain DataLoader
             batching samples itself).
         resumed_from: ``(world_size, batch_size, batches_consumed)`` of earlier runs of this same epoch, oldest
-            first: the plan then covers only the samples they did not consume (see :func:`resume_plan`).
+            first: the plan then covers only the samples they did not consume (see :func:`~streamscope.engine.resume.resume_plan`).
 
     Returns:
         The :class:`EpochPlan`; an empty one (0 samples, 0 batches) when ``regions`` select no item.
@@ -772,19 +566,19 @@ def make_plan(
         PlanError: Bad arguments, no chunks, chunks that are all empty, or (with at least one sample) a rank
             that would get no data or no batch.
     """
-    world_size = _as_int("world_size", world_size, 1)
-    rank = _as_int("rank", rank, 0, world_size - 1)
-    batch_size = _as_int("batch_size", batch_size, 1)
-    seed = _as_int("seed", seed, 0, _MAX_SEED)
-    epoch = _as_int("epoch", epoch, 0, _MAX_SEED)
-    shuffle_buffer = _as_int("shuffle_buffer", shuffle_buffer, 0)
+    world_size = as_int("world_size", world_size, 1)
+    rank = as_int("rank", rank, 0, world_size - 1)
+    batch_size = as_int("batch_size", batch_size, 1)
+    seed = as_int("seed", seed, 0, _MAX_SEED)
+    epoch = as_int("epoch", epoch, 0, _MAX_SEED)
+    shuffle_buffer = as_int("shuffle_buffer", shuffle_buffer, 0)
     sizes = np.asarray(chunk_sizes, dtype=np.int64).reshape(-1)
     if len(sizes) == 0:
         raise PlanError("the dataset has no chunks (chunk_sizes is empty)")
     if (sizes < 0).any():
         i = int(np.flatnonzero(sizes < 0)[0])
         raise PlanError(f"chunk {i} has a negative size {int(sizes[i])}")
-    regs = None if regions is None else _validate_regions(sizes, regions)
+    regs = None if regions is None else validate_regions(sizes, regions)
     with ev.span("plan", "epoch", epoch=epoch, rank=rank, world_size=world_size, chunks=len(sizes)) as f:
         plan = EpochPlan(
             chunk_sizes=sizes,
@@ -802,206 +596,4 @@ def make_plan(
         )
         f["batches"] = plan.num_batches
         f["samples"] = plan.num_samples
-    return plan
-
-
-# -- resume helpers -------------------------------------------------------------------------------------
-
-
-def resume_point(epoch: int, batches_consumed: int, num_batches: int) -> tuple[int, int]:
-    """Where to continue after ``batches_consumed`` batches of ``epoch``: ``(epoch, start_batch)``.
-
-    A complete epoch (``batches_consumed == num_batches``) continues at batch 0 of ``epoch + 1``.
-
-    Raises:
-        StateDictError: ``batches_consumed`` is negative or larger than the epoch.
-    """
-    if batches_consumed < 0 or batches_consumed > num_batches:
-        raise StateDictError(
-            f"batches_consumed={batches_consumed} is outside [0, {num_batches}] for epoch {epoch}: the state "
-            f"does not belong to this plan"
-        )
-    if batches_consumed == num_batches:
-        return epoch + 1, 0
-    return epoch, batches_consumed
-
-
-def batches_from_samples(num_samples_yielded: int, batch_size: int) -> int:
-    """Batches consumed from a LitData-style ``num_samples_yielded`` (``batch_size`` counted per batch)."""
-    return -(-int(num_samples_yielded) // int(batch_size))
-
-
-@dataclass(frozen=True)
-class ResumeState:
-    """Position in the plan sequence: ``batches_consumed`` batches of ``epoch`` handed to the training loop."""
-
-    epoch: int
-    batches_consumed: int
-    fingerprint: str
-    config: Mapping[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form."""
-        return {
-            "epoch": self.epoch,
-            "batches_consumed": self.batches_consumed,
-            "fingerprint": self.fingerprint,
-            "plan": dict(self.config),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ResumeState:
-        """Parse :meth:`to_dict` output.
-
-        Raises:
-            StateDictError: A key is missing or has the wrong type.
-        """
-        try:
-            return cls(
-                epoch=int(data["epoch"]),
-                batches_consumed=int(data["batches_consumed"]),
-                fingerprint=str(data["fingerprint"]),
-                config=dict(data["plan"]),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StateDictError(f"not a plan resume state (missing or bad key {exc})") from None
-
-    def start(self, plan: EpochPlan) -> tuple[int, int]:
-        """Check this state against ``plan`` (a plan of the same configuration) and return ``(epoch, start)``."""
-        check_state(self, plan)
-        return resume_point(self.epoch, self.batches_consumed, plan.num_batches)
-
-
-class _OrderSettings(TypedDict):
-    """The arguments of :func:`make_plan` a resumed plan shares with the saved one."""
-
-    drop_last: bool
-    shuffle: bool
-    seed: int
-    shuffle_buffer: int
-    regions: Sequence[Sequence[int]] | np.ndarray | None
-    equal_batches: bool
-
-
-def resume_plan(
-    state: ResumeState | Mapping[str, Any],
-    chunk_sizes: Sequence[int] | np.ndarray,
-    *,
-    world_size: int,
-    rank: int,
-    batch_size: int,
-    drop_last: bool,
-    shuffle: bool,
-    seed: int,
-    shuffle_buffer: int = 0,
-    regions: Sequence[Sequence[int]] | np.ndarray | None = None,
-    equal_batches: bool = True,
-) -> tuple[EpochPlan, int]:
-    """The plan and start batch that continue ``state``, also with another world size or batch size.
-
-    The order settings (dataset, regions, seed, shuffle, shuffle_buffer, drop_last) must match the saved
-    ones. With the saved world size and batch size this is ``(plan, batches_consumed)``. With another world
-    size or batch size (elastic resume), the rest of the saved epoch is re-partitioned: the returned plan
-    covers exactly the samples no rank has consumed yet (``resumed_from`` records the history) and starts at
-    batch 0. A completed epoch continues with a fresh plan of the next epoch.
-
-    Raises:
-        StateDictError: an order setting differs (named) or the position is outside the saved epoch.
-        PlanError: the remaining samples cannot feed the new world size.
-    """
-    st = state if isinstance(state, ResumeState) else ResumeState.from_dict(state)
-    cfg = st.config
-    common: _OrderSettings = {
-        "drop_last": drop_last,
-        "shuffle": shuffle,
-        "seed": seed,
-        "shuffle_buffer": shuffle_buffer,
-        "regions": regions,
-        "equal_batches": equal_batches,
-    }
-    try:
-        saved_ws, saved_b = int(cfg["world_size"]), int(cfg["batch_size"])
-        history = [tuple(int(x) for x in h) for h in cfg.get("resumed_from", [])]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StateDictError(f"not a plan resume state (bad 'plan' entry: {exc})") from None
-    saved = make_plan(
-        chunk_sizes, world_size=saved_ws, rank=0, batch_size=saved_b, epoch=st.epoch, resumed_from=history, **common
-    )
-    check_state(st, saved)
-    epoch, start = resume_point(st.epoch, st.batches_consumed, saved.num_batches)
-    if epoch != st.epoch:
-        fresh = make_plan(chunk_sizes, world_size=world_size, rank=rank, batch_size=batch_size, epoch=epoch, **common)
-        return fresh, 0
-    if world_size == saved_ws and batch_size == saved_b:
-        plan = make_plan(
-            chunk_sizes,
-            world_size=world_size,
-            rank=rank,
-            batch_size=batch_size,
-            epoch=epoch,
-            resumed_from=history,
-            **common,
-        )
-        return plan, start
-    history.append((saved_ws, saved_b, start))
-    plan = make_plan(
-        chunk_sizes,
-        world_size=world_size,
-        rank=rank,
-        batch_size=batch_size,
-        epoch=epoch,
-        resumed_from=history,
-        **common,
-    )
-    return plan, 0
-
-
-_LABELS = {
-    "dataset": "dataset (chunk sizes)",
-    "regions": "subsample regions",
-    "total_samples": "number of samples",
-}
-
-
-def check_state(state: ResumeState | Mapping[str, Any], plan: EpochPlan) -> None:
-    """Raise :class:`StateDictError` naming every setting in which ``state`` and ``plan`` differ."""
-    st = state if isinstance(state, ResumeState) else ResumeState.from_dict(state)
-    if st.fingerprint == plan.fingerprint:
-        return
-    mine = plan.describe()
-    diffs = []
-    for key in sorted(set(mine) | set(st.config)):
-        old, new = st.config.get(key), mine.get(key)
-        if old != new:
-            diffs.append(f"{_LABELS.get(key, key)}: saved {old!r}, now {new!r}")
-    if not diffs:
-        diffs.append(f"fingerprint: saved {st.fingerprint!r}, now {plan.fingerprint!r}")
-    raise StateDictError("the saved state does not match this dataset configuration: " + "; ".join(diffs))
-
-
-def member_plan(
-    cache: dict[tuple[int, int], EpochPlan], datasets: Sequence[Any], i: int, epoch: int, world_size: int, rank: int
-) -> EpochPlan:
-    """Member dataset ``i``'s own order of ``epoch`` on this rank (every sample once, rank slices as in its own
-    plan), cached in ``cache`` by ``(i, epoch)``: how Combined and Parallel datasets walk their members."""
-    key = (i, epoch)
-    plan = cache.get(key)
-    if plan is None:
-        d = datasets[i]
-        if len(cache) > 4 * len(datasets):
-            cache.clear()
-        plan = make_plan(
-            d.chunk_sizes,
-            world_size=world_size,
-            rank=rank,
-            batch_size=1,
-            drop_last=False,
-            shuffle=d.shuffle,
-            seed=d.seed,
-            epoch=epoch,
-            shuffle_buffer=d.shuffle_buffer,
-            regions=d.regions,
-            equal_batches=False,
-        )
-        cache[key] = plan
     return plan

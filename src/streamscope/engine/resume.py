@@ -1,9 +1,15 @@
-"""Resume bookkeeping shared by StreamingDataset and CombinedStreamingDataset.
+"""Resume, in one place: the state of a plan position, its checks, where a run continues, and the datasets' side.
 
-A state holds ``current_epoch``, the dataset's identity (what defines the order) and the plan's exact position
-``plan_state``. Resuming checks all three and continues at the first batch not yet consumed. A StreamingDataset
-state also resumes in another world size (elastic resume, :func:`~streamscope.engine.plan.resume_plan`): the
-rest of the saved epoch, the samples no rank consumed, is cut into the new ranks' slices and batches.
+Plan side (any :class:`~streamscope.engine.plan_protocol.Plan`): a plan's :meth:`state` is a :class:`ResumeState`
+(epoch, ``batches_consumed``, fingerprint and the plan's ``describe()``); :func:`check_state` names every setting
+in which a state and a plan differ; :func:`resume_point` says where to continue (a complete epoch continues at
+batch 0 of the next one); :func:`resume_plan` continues an EpochPlan's epoch also with another world size or
+batch size (elastic resume): the rest of the saved epoch, the samples no rank consumed, is cut into the new
+ranks' slices and batches.
+
+Dataset side (:class:`Resumable`, mixed into StreamingDataset, Combined and Parallel): a state holds
+``current_epoch``, the dataset's identity (what defines the order) and the plan's exact position ``plan_state``.
+Resuming checks all three and continues at the first batch not yet consumed.
 
 States written by LitData (a StreamingDataset state has no ``plan_state``) are accepted too: the identity is
 checked on LitData's own keys (input dir, seed, shuffle, drop_last, item loader, world size and the
@@ -20,16 +26,29 @@ epoch continues with a full next epoch (see ``_litdata_resume_position`` for how
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
+import numpy as np
 from torch.utils.data import get_worker_info
 
 from streamscope import events as ev
 from streamscope._core.errors import StateDictError
-from streamscope.engine.plan import batches_from_samples, check_state, resume_point
+from streamscope.engine.plan import EpochPlan, make_plan
+from streamscope.engine.plan_protocol import Plan
 
-__all__ = ["LITDATA_KEYS", "PassIterator", "Resumable", "member_identity_diffs"]
+__all__ = [
+    "LITDATA_KEYS",
+    "PassIterator",
+    "ResumeState",
+    "Resumable",
+    "batches_from_samples",
+    "check_state",
+    "member_identity_diffs",
+    "resume_plan",
+    "resume_point",
+]
 
 
 #: Keys of a StreamingDataset state_dict written by LitData 0.2.68 (enough to tell it from other dicts).
@@ -292,3 +311,177 @@ def member_identity_diffs(
             for i, d in enumerate(datasets):
                 diffs += [f"dataset {i} {x}" for x in d.check_checkpoint_identity(saved.get(str(i), {}))]
     return diffs
+
+
+# -- plan positions -------------------------------------------------------------------------------------
+
+
+def resume_point(epoch: int, batches_consumed: int, num_batches: int) -> tuple[int, int]:
+    """Where to continue after ``batches_consumed`` batches of ``epoch``: ``(epoch, start_batch)``.
+
+    A complete epoch (``batches_consumed == num_batches``) continues at batch 0 of ``epoch + 1``.
+
+    Raises:
+        StateDictError: ``batches_consumed`` is negative or larger than the epoch.
+    """
+    if batches_consumed < 0 or batches_consumed > num_batches:
+        raise StateDictError(
+            f"batches_consumed={batches_consumed} is outside [0, {num_batches}] for epoch {epoch}: the state "
+            f"does not belong to this plan"
+        )
+    if batches_consumed == num_batches:
+        return epoch + 1, 0
+    return epoch, batches_consumed
+
+
+def batches_from_samples(num_samples_yielded: int, batch_size: int) -> int:
+    """Batches consumed from a LitData-style ``num_samples_yielded`` (``batch_size`` counted per batch)."""
+    return -(-int(num_samples_yielded) // int(batch_size))
+
+
+@dataclass(frozen=True)
+class ResumeState:
+    """Position in the plan sequence: ``batches_consumed`` batches of ``epoch`` handed to the training loop."""
+
+    epoch: int
+    batches_consumed: int
+    fingerprint: str
+    config: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form (what :meth:`Plan.state` returns)."""
+        return {
+            "epoch": self.epoch,
+            "batches_consumed": self.batches_consumed,
+            "fingerprint": self.fingerprint,
+            "plan": dict(self.config),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ResumeState:
+        """Parse :meth:`to_dict` output.
+
+        Raises:
+            StateDictError: A key is missing or has the wrong type.
+        """
+        try:
+            return cls(
+                epoch=int(data["epoch"]),
+                batches_consumed=int(data["batches_consumed"]),
+                fingerprint=str(data["fingerprint"]),
+                config=dict(data["plan"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateDictError(f"not a plan resume state (missing or bad key {exc})") from None
+
+    def start(self, plan: Plan) -> tuple[int, int]:
+        """Check this state against ``plan`` (a plan of the same configuration) and return ``(epoch, start)``."""
+        check_state(self, plan)
+        return resume_point(self.epoch, self.batches_consumed, plan.num_batches)
+
+
+class _OrderSettings(TypedDict):
+    """The arguments of :func:`make_plan` a resumed plan shares with the saved one."""
+
+    drop_last: bool
+    shuffle: bool
+    seed: int
+    shuffle_buffer: int
+    regions: Sequence[Sequence[int]] | np.ndarray | None
+    equal_batches: bool
+
+
+def resume_plan(
+    state: ResumeState | Mapping[str, Any],
+    chunk_sizes: Sequence[int] | np.ndarray,
+    *,
+    world_size: int,
+    rank: int,
+    batch_size: int,
+    drop_last: bool,
+    shuffle: bool,
+    seed: int,
+    shuffle_buffer: int = 0,
+    regions: Sequence[Sequence[int]] | np.ndarray | None = None,
+    equal_batches: bool = True,
+) -> tuple[EpochPlan, int]:
+    """The plan and start batch that continue ``state``, also with another world size or batch size.
+
+    The order settings (dataset, regions, seed, shuffle, shuffle_buffer, drop_last) must match the saved
+    ones. With the saved world size and batch size this is ``(plan, batches_consumed)``. With another world
+    size or batch size (elastic resume), the rest of the saved epoch is re-partitioned: the returned plan
+    covers exactly the samples no rank has consumed yet (``resumed_from`` records the history) and starts at
+    batch 0. A completed epoch continues with a fresh plan of the next epoch.
+
+    Raises:
+        StateDictError: an order setting differs (named) or the position is outside the saved epoch.
+        PlanError: the remaining samples cannot feed the new world size.
+    """
+    st = state if isinstance(state, ResumeState) else ResumeState.from_dict(state)
+    cfg = st.config
+    common: _OrderSettings = {
+        "drop_last": drop_last,
+        "shuffle": shuffle,
+        "seed": seed,
+        "shuffle_buffer": shuffle_buffer,
+        "regions": regions,
+        "equal_batches": equal_batches,
+    }
+    try:
+        saved_ws, saved_b = int(cfg["world_size"]), int(cfg["batch_size"])
+        history = [tuple(int(x) for x in h) for h in cfg.get("resumed_from", [])]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StateDictError(f"not a plan resume state (bad 'plan' entry: {exc})") from None
+    saved = make_plan(
+        chunk_sizes, world_size=saved_ws, rank=0, batch_size=saved_b, epoch=st.epoch, resumed_from=history, **common
+    )
+    check_state(st, saved)
+    epoch, start = resume_point(st.epoch, st.batches_consumed, saved.num_batches)
+    if epoch != st.epoch:
+        fresh = make_plan(chunk_sizes, world_size=world_size, rank=rank, batch_size=batch_size, epoch=epoch, **common)
+        return fresh, 0
+    if world_size == saved_ws and batch_size == saved_b:
+        plan = make_plan(
+            chunk_sizes,
+            world_size=world_size,
+            rank=rank,
+            batch_size=batch_size,
+            epoch=epoch,
+            resumed_from=history,
+            **common,
+        )
+        return plan, start
+    history.append((saved_ws, saved_b, start))
+    plan = make_plan(
+        chunk_sizes,
+        world_size=world_size,
+        rank=rank,
+        batch_size=batch_size,
+        epoch=epoch,
+        resumed_from=history,
+        **common,
+    )
+    return plan, 0
+
+
+_LABELS = {
+    "dataset": "dataset (chunk sizes)",
+    "regions": "subsample regions",
+    "total_samples": "number of samples",
+}
+
+
+def check_state(state: ResumeState | Mapping[str, Any], plan: Plan) -> None:
+    """Raise :class:`StateDictError` naming every setting in which ``state`` and ``plan`` differ."""
+    st = state if isinstance(state, ResumeState) else ResumeState.from_dict(state)
+    if st.fingerprint == plan.fingerprint:
+        return
+    mine = plan.describe()
+    diffs = []
+    for key in sorted(set(mine) | set(st.config)):
+        old, new = st.config.get(key), mine.get(key)
+        if old != new:
+            diffs.append(f"{_LABELS.get(key, key)}: saved {old!r}, now {new!r}")
+    if not diffs:
+        diffs.append(f"fingerprint: saved {st.fingerprint!r}, now {plan.fingerprint!r}")
+    raise StateDictError("the saved state does not match this dataset configuration: " + "; ".join(diffs))
