@@ -37,7 +37,7 @@ from tests.support.litdata_version import LITDATA_076, LITDATA_VERSION
 from tests.support.s3server import S3Endpoint, S3Server
 from tests.support.servers import emulator_unavailable
 
-pytest_plugins = ["tests.support.interop_plugin"]
+pytest_plugins = ["tests.support.interop_plugin", "tests.tune.gate_report"]  # gate_report: the tuner gate's table
 
 # Property tests judge results, not speed: on a shared 2-core machine a wall-clock deadline fails examples that
 # only waited for a core. Tests that set their own settings keep them.

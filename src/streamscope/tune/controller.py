@@ -44,6 +44,7 @@ from streamscope.tune.signals import Reading, Window, merge, window
 from streamscope.tune.target import Target
 
 __all__ = [
+    "BISECT",
     "EPOCH_NOISE",
     "INPUT_BOUND",
     "MIN_PREDICTED",
@@ -63,7 +64,7 @@ OBSERVE = 3
 #: Windows skipped after each switch of a live trial (the prefetch refills, the downloads under way finish).
 SETTLE = 1
 #: Windows each arm of a live trial measures.
-WINDOW = 2
+WINDOW = 1
 #: The loop counts as waiting for data above this share of its time (TF's profiler calls a step input-bound
 #: "moderately" above 5%): below it the most a tuner could gain is under 5%, less than a trial costs to show.
 INPUT_BOUND = 0.05
@@ -76,6 +77,8 @@ PROBE_ALLOWANCE = 3.0
 #: A step or latency that moves by this much (relative; the latency twice this) for three windows at the same
 #: configuration is a new regime.
 REGIME = 0.3
+#: A bisection of the in-flight ends when the bracket around the incumbent is narrower than this (relative).
+BISECT = 0.15
 #: Relative spread assumed of an epoch's period before two epochs of one configuration were measured.
 EPOCH_NOISE = 0.03
 
@@ -318,7 +321,9 @@ class Controller:
             gain = 1 - p1 / p0 if p0 > 0 else 0.0
             if plan.bound == "untimed":
                 gain = e.wait_share * e.download_share / 2  # no latency to model: half the download wait, a guess
-            if gain >= MIN_PREDICTED or (m.cause == "saturated" and gain >= 0):
+            # a saturated store's move down: whatever the model predicts when the store pushes back (it asks for
+            # fewer requests, and its latency then holds no unloaded W0 to predict from), else no loss predicted
+            if gain >= MIN_PREDICTED or (m.cause == "saturated" and (gain >= 0 or e.retries > 0)):
                 return m, gain
         return None
 
@@ -330,21 +335,21 @@ class Controller:
         if plan.in_flight is None or now_k is None:
             return plan
         k_now, k = now_k * readers, plan.in_flight * readers
-        if k > k_now and self._ceil is not None and k >= self._ceil:
+        if k > k_now and self._ceil is not None and k * (1 + BISECT) >= self._ceil:
             k = int(math.sqrt(k_now * self._ceil))
-            k = k if k > k_now else k_now
-        elif k < k_now and self._floor is not None and k <= self._floor:
+            k = k if k >= k_now * (1 + BISECT) else k_now  # the bracket is narrow: the search ends
+        elif k < k_now and self._floor is not None and k <= self._floor * (1 + BISECT):
             k = math.ceil(math.sqrt(k_now * self._floor))
-            k = k if k < k_now else k_now
+            k = k if k <= k_now / (1 + BISECT) else k_now
         if k == plan.in_flight * readers:
             return plan
         c = max(1, math.ceil(k / readers))
         return dc_replace(plan, in_flight=c, depth=depth_for(c), why=plan.why + f"; bisected to {k} in flight")
 
-    def _bound(self, move: Move, adopted: bool, gain: float = 0.0) -> None:
-        """What a verdict on a downloads move teaches: a bound on the in-flight worth trying in this regime. A
-        candidate that measured no better and no clearly worse says the downloads do not bind that way: nothing
-        between it and the incumbent is tried either; one that measured clearly worse went too far: half-way next."""
+    def _bound(self, move: Move, adopted: bool) -> None:
+        """What a verdict on a downloads move teaches: a bound on the in-flight worth trying in this regime (a
+        candidate that measured no better went too far or not in a useful direction: half-way next, until the
+        bracket is narrower than :data:`BISECT`)."""
         if move.workers is not None:
             return
         values, _pinned = self._values()
@@ -355,8 +360,6 @@ class Controller:
         if old is None or new is None or old == new:
             return
         k_old, k_new = old * readers, new * readers
-        if not adopted and gain > -CUT / 2:
-            k_new = k_old + 1 if k_new > k_old else k_old - 1
         if k_new > k_old and not adopted:
             self._ceil = k_new if self._ceil is None else min(self._ceil, k_new)
         elif k_new < k_old and adopted:
@@ -496,7 +499,7 @@ class Controller:
         d = t.decision
         self._trial = None
         m = d.move
-        self._bound(m, adopt, float(d.check.get("gain", 0.0)))
+        self._bound(m, adopt)
         if adopt and m.workers is not None:
             self._ceil = self._floor = None  # other readers: the bounds on their in-flight start over
         if adopt:
@@ -630,7 +633,7 @@ class Controller:
                 r = e.latency / ref.latency
                 moved = moved or r > 1 + 2 * REGIME or r < 1 / (1 + 2 * REGIME)
             # a loop that did not wait and now does (a loop that waited is judged by its step and latency)
-            moved = moved or (ref.wait_share < self.wait_share and e.wait_share >= 2 * self.wait_share)
+            moved = moved or (ref.wait_share < self.wait_share and e.wait_share >= 3 * self.wait_share)
             self._drift = self._drift + 1 if moved else 0
             if self._drift >= OBSERVE:
                 self._rejected.clear()  # a new regime: what failed before may work now

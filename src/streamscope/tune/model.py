@@ -28,11 +28,11 @@ __all__ = ["FILTER_S", "MARGIN", "SATURATED", "Estimates", "Model", "Plan", "dep
 #: of aggregated downloads, so a longer span).
 FILTER_S = 30.0
 #: In flight is planned at demand x W0 times this (room for latency variance and demand peaks).
-MARGIN = 1.5
+MARGIN = 1.25
 #: Latency above this multiple of W0 with the in-flight above the BDP: the store is saturated.
 SATURATED = 1.5
 #: The in-flight cap of a saturated store, as a multiple of the BDP (BBR's cwnd gain is 2; ours is a hard cap).
-BDP_GAIN = 1.25
+BDP_GAIN = 1.0
 #: Share of the wait on downloads (the wait split) above which downloads the histogram does not time are planned.
 UNTIMED = 0.5
 #: A window counts for the latency filters with at least this many downloads.

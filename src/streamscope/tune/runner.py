@@ -36,7 +36,10 @@ from streamscope.tune.policy import Policy, Resources
 from streamscope.tune.signals import Reading, cpu_pressure, read_view
 from streamscope.tune.target import Target
 
-__all__ = ["Sensors", "Tuner", "record"]
+__all__ = ["RSS_EVERY", "Sensors", "Tuner", "record"]
+
+#: Seconds between two reads of the process tree's resident memory.
+RSS_EVERY = 5.0
 
 
 class Sensors:
@@ -47,6 +50,8 @@ class Sensors:
     def __init__(self, pid: int | None = None, pressure: str = "/proc/pressure/cpu") -> None:
         self.pid = pid or os.getpid()
         self.pressure = pressure
+        self._res: Resources | None = None
+        self._res_t = 0.0
 
     def read(self, now: float, target: Target) -> Reading:
         batches, wait_s = target.progress()
@@ -68,8 +73,13 @@ class Sensors:
         )
 
     def resources(self) -> Resources:
-        tree, own, n = tree_rss(self.pid)
-        return Resources(tree, own, n)
+        """The rank's resident memory, read at most every :data:`RSS_EVERY` seconds (a walk of the process tree
+        costs about a millisecond, most of a tick; the RAM budget does not need it every second)."""
+        t = time.monotonic()
+        if self._res is None or t - self._res_t >= RSS_EVERY:
+            tree, own, n = tree_rss(self.pid)
+            self._res, self._res_t = Resources(tree, own, n), t
+        return self._res
 
     def cache_free(self, cache_dir: str | None) -> int | None:
         return disk_free(cache_dir) if cache_dir else None

@@ -1,4 +1,8 @@
-"""The simulator's scenarios: where nothing can be gained, and where latency or decoding bounds the loop."""
+"""The simulator's scenarios: where nothing can be gained, and where latency or decoding bounds the loop.
+
+Runs last 5 simulated minutes where nothing can be gained, 10 where something can: a search takes about a minute
+(the knee's bisection, the epochs of a num_workers check), which a training run of hours does not notice and a
+5-minute run would count against the tuner four times over."""
 
 from __future__ import annotations
 
@@ -11,12 +15,15 @@ SCENARIOS: dict[str, tuple[World, str]] = {
     # the loop waits on a store at its bandwidth cap already: more in flight cannot help (noise and drift)
     "bandwidth-capped": (World(step=0.005, noise=0.1, drift=0.1, w0=0.02, x_bw=200.0, nb=1500), "flat"),
     # S3 with +100 ms: far below the store's knee, too few downloads in flight
-    "latency-bound": (World(step=0.005, noise=0.05, drift=0.05, w0=0.1, nb=3000), "bound"),
+    "latency-bound": (World(step=0.005, noise=0.05, drift=0.05, w0=0.1, nb=3000, seconds=600.0), "bound"),
     # a store with a knee at 24 in flight, past which it loses throughput (noise and drift)
-    "at-the-knee": (World(step=0.005, noise=0.05, drift=0.1, w0=0.04, knee=24.0, pen=0.5, nb=3000), "bound"),
+    "at-the-knee": (
+        World(step=0.005, noise=0.05, drift=0.1, w0=0.04, knee=24.0, pen=0.5, nb=3000, seconds=600.0),
+        "bound",
+    ),
     # local, decode-heavy, num_workers=0: workers must come (at an epoch's start)
     "decode-bound-w0": (
-        World(step=0.005, noise=0.05, drift=0.05, u=0.012, cores=4, dpb=0.0, workers=0, nb=1000),
+        World(step=0.005, noise=0.05, drift=0.05, u=0.012, cores=4, dpb=0.0, workers=0, nb=1000, seconds=600.0),
         "bound",
     ),
 }

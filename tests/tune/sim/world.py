@@ -7,8 +7,8 @@ batch. What it models:
   grows with ``k`` (queueing) and worse (``pen``: the store loses throughput past its knee), so the delivery rate
   is ``k / W0`` below the knee, ``K / W0 / (1 + pen (k/K - 1))`` past it, capped by a bandwidth (``x_bw``
   downloads per second). A store in ``slowdown`` mode answers the excess with 503s: retried requests counted;
-  the latency of one download is log-normal (``sigma_w``): a window's mean latency carries that noise, and a shallow
-  prefetch stalls on the slow ones (``1 + sigma_w^2 / (1 + depth)``);
+  the latency of one download is log-normal (``sigma_w``): a window's mean latency carries that noise (over the
+  downloads it averages), and a shallow prefetch stalls on the slow ones (``1 + sigma_w^2 / (1 + depth)``);
 * **decoding**: ``u`` CPU seconds per batch, on ``min(workers, cores x share)`` cores; without workers, in series
   with the step in the loop's process;
 * the **training step** ``step`` per batch, with log-normal noise per step (``noise``) and a sine drift
@@ -78,12 +78,12 @@ def _draws(w: World, seed: int) -> tuple[list[float], list[float]]:
 
 
 def _step_lat(w: World, i: int, z: list[float], y: list[float]) -> tuple[float, float, float]:
-    """(step, W0, latency noise factor) in time step ``i``."""
+    """(step, W0, the standard normal draw of the step's mean latency) in time step ``i``."""
     t = i * DT
     d = 1.0 + w.drift * math.sin(2 * math.pi * t / w.drift_period)
     s = w.step * d * math.exp(w.noise * z[i] - w.noise * w.noise / 2)
     lat = w.w0 * d * (w.jump if t >= w.jump_t else 1.0)
-    return s, lat, math.exp(0.15 * y[i] - 0.0225 / 2)
+    return s, lat, y[i]
 
 
 def _period(w: World, s: float, lat: float, c: Any, d: Any, wk: Any, miss: float, xp: Any) -> tuple[Any, Any, Any]:
@@ -223,7 +223,9 @@ def run_tuned(w: World, seed: int, *, history: bool = False, **kw: Any) -> Run:
             target.wait_s += nb * (p - s)
         d = nb * w.dpb * miss
         dl += d
-        dls += d * lat_act * ln
+        # the mean of d log-normal latencies: its spread shrinks with the downloads it averages
+        sd = w.sigma_w / math.sqrt(max(d, 1.0))
+        dls += d * lat_act * math.exp(sd * ln - sd * sd / 2)
         if w.slowdown and k_act > w.knee:
             retries += d * (k_act / w.knee - 1.0)
         cpu += nb * w.u
@@ -290,9 +292,10 @@ def static_grid(w: World, seeds: list[int], conc: np.ndarray, depth: np.ndarray,
 
 
 def grid(w: World) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The tuner's reachable space, coarsely: concurrency 1-32, depth a little above it, workers 0 to the cores."""
+    """The tuner's reachable space, coarsely: concurrency 1-32, depth a little above it, workers from the given
+    number to the cores (the tuner adds workers, it never takes the user's away)."""
     cs, ds, ws = [], [], []
-    for wk in range(0, w.cores + 1):
+    for wk in range(w.workers, max(w.cores, w.workers) + 1):
         for c in (1, 2, 4, 6, 8, 12, 16, 24, 32):
             for d in {c + 1, c + max(2, math.ceil(0.5 * c)), 2 * c}:
                 cs.append(c)
