@@ -15,8 +15,9 @@ from typing import Any
 from streamscope._core import hooks as _hooks
 from streamscope._core.dirs import Dir  # noqa: F401
 from streamscope._core.errors import ChunkWaitTimeoutError, StreamscopeError  # noqa: F401
+from streamscope._core.version import VERSION
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 # public name -> module that defines it
 _LAZY: dict[str, str] = {
@@ -81,8 +82,41 @@ def _first_use() -> None:
     start_from_env(warn=True)
 
 
-# provided here, not by a dotted path the engine would import: this module runs before any other of the package
+def _autotuner(loader: Any) -> Any:
+    """The ``autotuner`` hook: ``streamscope.api.autotune.attach`` (imported when a loader asks for tuning; importing
+    it provides itself in place of this function)."""
+    from streamscope.api.autotune import attach
+
+    return attach(loader)
+
+
+def _litracer_sink() -> Any:
+    """The ``litracer`` exporter of the event bus (the default when tracing is on and no sink is named)."""
+    from streamscope.trace.exporters import LitracerFileSink
+
+    return LitracerFileSink()
+
+
+def _otel_entry() -> None:
+    """The ``otel_entry`` hook: run once per process when OpenTelemetry's API is loaded (see
+    ``streamscope.events.setup``)."""
+    from streamscope.telemetry.otel import on_entry
+
+    on_entry()
+
+
+# The runtime pieces the lower layers call (the engine, the event bus) are installed here, once, as OpenTelemetry's
+# set_tracer_provider installs a provider: a lower layer never names a higher one (tests/test_import_graph.py).
+# Python imports a package before any of its submodules, so every process that imports any streamscope module has
+# run this first: a DataLoader worker started with "spawn" that imports only streamscope.engine.dataset (to unpickle
+# its dataset) gets its sinks and hooks too (tests/_core/test_hooks.py checks it). The functions import what they
+# install when first called: ``import streamscope`` stays cheap.
 _hooks.provide(_hooks.FIRST_USE, _first_use)
+_hooks.provide(_hooks.AUTOTUNER, _autotuner)
+_hooks.provide(_hooks.OTEL_ENTRY, _otel_entry)
+_hooks.provide(_hooks.sink("litracer"), _litracer_sink)
+# the value STREAMSCOPE_TRACE_SINKS carried before the sink got its name (a job's environment may still hold it)
+_hooks.provide(_hooks.sink("streamscope.trace.litracer:LitracerFileSink"), _litracer_sink)
 
 
 def __dir__() -> list[str]:

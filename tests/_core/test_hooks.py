@@ -1,26 +1,39 @@
-"""The hook registry: a lower layer asks, a higher layer provides (or its default provider is imported)."""
+"""The hook registry: a lower layer asks, the package root provides (when it is imported, before any submodule)."""
 
 from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
 
 import pytest
 
 from streamscope._core import hooks
 
 
-def test_unknown_hook_names_the_known_ones():
+def test_unknown_hook_names_the_provided_ones():
     with pytest.raises(KeyError, match="autotuner"):
         hooks.get("nope")
+    assert hooks.find("nope") is None
 
 
-def test_provided_hook_wins_and_the_default_is_imported_lazily(monkeypatch):
+def test_provided_hook_wins(monkeypatch):
     monkeypatch.setattr(hooks, "_provided", {})
-    fn = hooks.get("autotuner")
-    from streamscope.api.autotune import attach
+    with pytest.raises(KeyError, match="provided: none"):
+        hooks.get(hooks.AUTOTUNER)  # no default imported from a dotted path any more
+    hooks.provide(hooks.AUTOTUNER, len)
+    assert hooks.get(hooks.AUTOTUNER) is len
 
-    assert fn is attach
-    monkeypatch.setattr(hooks, "_provided", {})
-    hooks.provide("autotuner", len)
-    assert hooks.get("autotuner") is len
+
+def test_the_root_provides_the_autotuner_and_imports_it_when_asked(monkeypatch):
+    import streamscope
+    import streamscope.api.autotune as autotune
+
+    assert hooks.get(hooks.AUTOTUNER) in (streamscope._autotuner, autotune.attach)  # attach provides itself
+    attached = []
+    monkeypatch.setattr(autotune, "attach", lambda loader: attached.append(loader) or "tuner")
+    assert streamscope._autotuner("loader") == "tuner" and attached == ["loader"]
 
 
 def test_first_use_runs_the_provided_hook_once_per_process(monkeypatch):
@@ -56,3 +69,50 @@ def test_streamscope_provides_first_use_and_it_is_cheap_without_the_variable(mon
     monkeypatch.delitem(sys.modules, "streamscope.telemetry.prometheus", raising=False)
     streamscope._first_use()
     assert "streamscope.telemetry.prometheus" not in sys.modules  # unset: one lookup, nothing imported
+
+
+_PROBE = """
+import sys
+import streamscope.engine.dataset  # what a spawned DataLoader worker imports to unpickle its dataset
+from streamscope._core import hooks
+from streamscope.events.processor import factory_of
+names = [hooks.AUTOTUNER, hooks.FIRST_USE, hooks.OTEL_ENTRY, hooks.sink("litracer")]
+print("streamscope" in sys.modules, [hooks.find(n) is not None for n in names], factory_of("litracer").__name__)
+"""
+
+
+def _spawned_probe(queue):
+    import streamscope.engine.dataset  # noqa: F401  (the one import a spawned worker makes before unpickling)
+
+    queue.put(
+        [n for n in (hooks.AUTOTUNER, hooks.FIRST_USE, hooks.OTEL_ENTRY, hooks.sink("litracer")) if hooks.find(n)]
+    )
+
+
+def test_a_process_that_imports_only_a_submodule_has_every_hook():
+    """Python imports ``streamscope/__init__.py`` before any submodule, so a process that imports only the engine
+    (a spawned DataLoader worker unpickling its dataset) has the hooks the root provides: the Litracer sink too."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
+    r = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[0] == "True [True, True, True, True] _litracer_sink", r.stdout
+
+
+def test_the_litracer_sink_has_one_name():
+    from streamscope.events.processor import DEFAULT_SINK
+    from streamscope.trace import LITRACER_SINK
+
+    assert LITRACER_SINK == DEFAULT_SINK == "litracer"
+
+
+def test_a_spawned_multiprocessing_child_has_every_hook():
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    p = ctx.Process(target=_spawned_probe, args=(queue,))
+    p.start()
+    try:
+        got = queue.get(timeout=120)
+    finally:
+        p.join(timeout=60)
+    assert got == [hooks.AUTOTUNER, hooks.FIRST_USE, hooks.OTEL_ENTRY, hooks.sink("litracer")]
+    assert p.exitcode == 0

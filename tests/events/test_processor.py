@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
+import pytest
+
 from streamscope.events import ExportResult
 from streamscope.events.processor import BatchProcessor
 from streamscope.events.report import Reporter
@@ -47,3 +53,35 @@ def test_failures_are_counted_and_reported_once_and_old_sinks_still_work(capsys,
     assert p.errors == 3  # the failing flush; the legacy sink's None counts as done
     p.shutdown_sinks()
     assert p.sinks is None
+
+
+_NAMED = """
+import sys
+import streamscope.events as ev  # only the event bus: the package root is imported first, and provides the sink
+ev.configure_from_env()
+ev.instant("probe", "batch", n=1)
+ev.flush()
+print([spec for spec, _ in ev.RECORDER.sinks], type(ev.RECORDER.sinks[0][1]).__name__)
+"""
+
+
+@pytest.mark.parametrize(
+    ("sinks", "built"),
+    [
+        ("litracer", ["litracer"]),  # what enable_tracer gives a spawned worker
+        ("streamscope.trace.litracer:LitracerFileSink", ["streamscope.trace.litracer:LitracerFileSink"]),  # old value
+        ("litracer,streamscope.trace.litracer:LitracerFileSink", ["litracer"]),  # one file, written once
+        ("", ["litracer"]),  # tracing on by the environment alone: the default sink
+    ],
+)
+def test_a_fresh_process_builds_the_litracer_sink_by_its_names(tmp_path, sinks, built):
+    """A process configured from the environment alone (a spawned worker) builds the Litracer sink from the name
+    the environment gives, through the hook the package root provides (``events`` does not name ``trace``)."""
+    log = tmp_path / "t.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "LITDATA_"))}
+    env.update(STREAMSCOPE_TRACE_LEVEL="batch", STREAMSCOPE_LOG_FILE=str(log), STREAMSCOPE_TRACE_SINKS=sinks)
+    env["STREAMSCOPE_METRICS_DIR"] = str(tmp_path / "m")
+    r = subprocess.run([sys.executable, "-c", _NAMED], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "could not be created" not in r.stderr, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == f"{built} LitracerFileSink"
+    assert sum("name: probe;" in line for line in log.read_text().splitlines()) == 1

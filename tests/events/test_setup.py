@@ -66,9 +66,9 @@ def test_importing_events_alone_configures_nothing(tmp_path):
 
 def test_configure_from_env_reads_once_and_leaves_an_explicit_configuration_alone(monkeypatch):
     from streamscope import events as ev
-    from streamscope.events import setup
+    from streamscope.events import process_hooks
 
-    monkeypatch.setattr(setup, "_configured", False)
+    monkeypatch.setattr(process_hooks, "_configured", False)
     monkeypatch.setenv("STREAMSCOPE_METRICS_LEVEL", "batch")
     monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "60")
     try:

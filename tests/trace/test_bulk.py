@@ -300,7 +300,7 @@ _FSIZE_CHILD = textwrap.dedent(
     resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
     from streamscope import events as ev
     from streamscope.api.tracing import enable_tracer, flush_tracer
-    from streamscope.trace.litracer import LitracerFileSink
+    from streamscope.trace.exporters import LitracerFileSink
     enable_tracer("sample", log_file=sys.argv[1], flush_interval=60)
     for j in range(4):
         ev.bulk("sample", "sample", ev.now(), chunk=np.zeros(64, np.int64), item=np.arange(64), batch=j)

@@ -428,8 +428,8 @@ knob(
     "",
     "comma list",
     ("STREAMSCOPE_TRACE_SINKS",),
-    "Sink factories as 'package.module:Factory' dotted paths, resolved lazily in every process "
-    "(enable_tracer adds streamscope.trace.litracer:LitracerFileSink).",
+    "Sink factories as 'package.module:Factory' dotted paths or names streamscope installs, resolved lazily in "
+    "every process (enable_tracer adds litracer, the Litracer log).",
 )
 knob(
     "trace_clock_anchor",

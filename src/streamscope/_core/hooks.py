@@ -1,36 +1,53 @@
-"""Hooks that a lower layer calls and a higher layer provides.
+"""Hooks that a lower layer calls and the application-facing layer provides.
 
-The layers of ARCHITECTURE.md import downwards only, yet the loader (``engine``) must start an auto-tuner
-(``tune``, its sibling) that ``api`` wires to it. The loader asks this registry for the ``autotuner`` hook; ``api``
-provides it when imported, and a hook not provided yet is imported lazily from its default dotted path (as the
-event bus resolves its sinks), so the loader works whichever module the application imported first.
+The layers of ARCHITECTURE.md import downwards only, yet the lower layers need pieces of the higher ones at run
+time: the loader (``engine``) starts an auto-tuner (``tune``, its sibling, which ``api`` wires to it); the event
+bus (``events``) writes the Litracer log by default (``trace``) and hands its metrics and spans to OpenTelemetry
+once the application has loaded it (``telemetry``). A lower layer asks this registry by name; the package root,
+``streamscope/__init__.py``, provides every hook when it is imported, as OpenTelemetry's ``set_tracer_provider``
+installs a provider once, and no module names a higher layer in a dotted string.
 
-``first_use`` has no default: ``streamscope/__init__.py`` (imported before any module of the package) provides it,
-and the engine calls :func:`first_use` when a dataset or loader is built. It switches on what the environment asks
-for with no call in the training script (``STREAMSCOPE_PROMETHEUS_PORT``: the rank's Prometheus endpoint).
+Python imports a package before any of its submodules, so ``import streamscope.engine.dataset`` (what a
+DataLoader worker started with "spawn" does when it unpickles its dataset) runs ``streamscope/__init__.py`` first:
+every process that imports any module of streamscope has the hooks. A lower layer may import a higher one only
+through a function the root provides here, called when it is needed (so ``import streamscope`` stays cheap).
+
+* ``autotuner`` (:data:`AUTOTUNER`): ``hook(loader) -> LoaderTuner``, what ``StreamingDataLoader(tune=...)`` starts.
+* ``first_use`` (:data:`FIRST_USE`): run by :func:`first_use` when a dataset or loader is built. It switches on
+  what the environment asks for with no call in the training script (``STREAMSCOPE_PROMETHEUS_PORT``: the rank's
+  Prometheus endpoint).
+* ``otel_entry`` (:data:`OTEL_ENTRY`): run once per process by the event bus's entry points once OpenTelemetry's
+  API is loaded (``streamscope.telemetry.otel.on_entry``).
+* ``sink:<name>`` (:func:`sink`): an exporter factory of the event bus by the name ``STREAMSCOPE_TRACE_SINKS`` may
+  give instead of a dotted path (``sink:litracer``: the Litracer log).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["DEFAULTS", "FIRST_USE", "LoaderTuner", "first_use", "get", "provide"]
+__all__ = ["AUTOTUNER", "FIRST_USE", "OTEL_ENTRY", "LoaderTuner", "find", "first_use", "get", "provide", "sink"]
 
 
-#: Hook name -> the dotted path of its default provider (``module:attribute``).
-DEFAULTS: dict[str, str] = {"autotuner": "streamscope.api.autotune:attach"}
-
-#: The hook :func:`first_use` runs (provided by ``streamscope/__init__.py``; none: nothing to run).
+#: The hook that attaches an auto-tuner to a loader.
+AUTOTUNER = "autotuner"
+#: The hook :func:`first_use` runs (none provided: nothing to run).
 FIRST_USE = "first_use"
+#: The hook the event bus runs once OpenTelemetry's API is loaded.
+OTEL_ENTRY = "otel_entry"
 
 _provided: dict[str, Callable[..., Any]] = {}
 _lock = threading.Lock()
 _first_use_pid = 0  # the process where first_use ran (a forked child runs it again, as its own process)
+
+
+def sink(name: str) -> str:
+    """The hook name of the event bus's exporter factory called ``name`` in ``STREAMSCOPE_TRACE_SINKS``."""
+    return f"sink:{name}"
 
 
 class LoaderTuner(Protocol):
@@ -60,19 +77,24 @@ def provide(name: str, fn: Callable[..., Any]) -> None:
         _provided[name] = fn
 
 
+def find(name: str) -> Callable[..., Any] | None:
+    """The hook ``name``, or None when nothing provided it."""
+    return _provided.get(name)
+
+
 def get(name: str) -> Callable[..., Any]:
-    """The hook ``name``: the one provided, else its default provider, imported now."""
+    """The hook ``name``.
+
+    Raises:
+        KeyError: nothing provided it (naming the hooks provided).
+    """
     fn = _provided.get(name)
-    if fn is not None:
-        return fn
-    try:
-        path = DEFAULTS[name]
-    except KeyError:
-        raise KeyError(f"no hook {name!r}; hooks: {', '.join(sorted(DEFAULTS))}") from None
-    module, _, attr = path.partition(":")
-    fn = getattr(importlib.import_module(module), attr)
-    with _lock:
-        return _provided.setdefault(name, fn)
+    if fn is None:
+        known = ", ".join(sorted(_provided)) or "none"
+        raise KeyError(
+            f"no hook {name!r} provided (streamscope/__init__.py provides them when imported); provided: {known}"
+        )
+    return fn
 
 
 def first_use() -> None:

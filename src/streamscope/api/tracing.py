@@ -6,8 +6,8 @@ raises ``ValueError`` (:class:`~streamscope._core.errors.TraceConfigError`), an 
 
 * ``STREAMSCOPE_TRACE_LEVEL``, ``STREAMSCOPE_TRACE_CATEGORIES`` (sorted), ``STREAMSCOPE_LOG_FILE`` (absolute),
   ``STREAMSCOPE_TRACE_FLUSH_INTERVAL``;
-* ``STREAMSCOPE_TRACE_SINKS`` gains ``streamscope.trace.litracer:LitracerFileSink``, so a spawned worker that
-  imports streamscope builds its own sink; forked workers rebuild theirs after fork;
+* ``STREAMSCOPE_TRACE_SINKS`` gains ``litracer`` (the Litracer log), so a spawned worker that imports streamscope
+  builds its own sink; forked workers rebuild theirs after fork;
 * ``STREAMSCOPE_METRICS_DIR`` and ``STREAMSCOPE_TRACE_CLOCK_ANCHOR`` (set by the recorder) give the run one
   metrics directory and one time axis.
 

@@ -24,15 +24,54 @@ import pickle
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from streamscope.events import context, instruments
 from streamscope.events.bus import OPEN, STATE, Event, close_open_spans, events_represented
+from streamscope.events.report import Reporter
 
-if TYPE_CHECKING:
-    from streamscope.events.recorder import Recorder
+__all__ = ["Parcel", "Relay", "Sender", "drop_spool", "spool_path", "spooled", "take_spool", "write_spool"]
 
-__all__ = ["Parcel", "Relay", "drop_spool", "spool_path", "spooled", "take_spool", "write_spool"]
+
+class _Counting(Protocol):
+    @property
+    def events(self) -> int:
+        """Events folded in so far."""
+        ...
+
+
+class Sender(Protocol):
+    """What the relay uses of the process's recorder (:class:`~streamscope.events.recorder.Recorder`, which owns
+    the relay and passes itself in): this module stays below the recorder."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def metrics_dir(self) -> str | None: ...
+    @property
+    def trace_cats(self) -> frozenset[str]: ...
+    @property
+    def handover_max(self) -> float: ...
+    @property
+    def handover_wait(self) -> float: ...
+    @property
+    def report(self) -> Reporter: ...
+    @property
+    def agg(self) -> _Counting: ...
+    @property
+    def sink_errors(self) -> int: ...
+
+    def _take(self, hold: bool) -> list[Event]:
+        """Take the buffered events (``hold``: keep those behind a complete event still open)."""
+        ...
+
+    def _export(self, events: list[Event], env: dict[str, int] | None = None) -> None:
+        """Hand ``events`` (of the process with fields ``env``) to the exporters."""
+        ...
+
+    def _snapshot(self, open_now: dict[int, Any], final: bool) -> dict[str, Any]:
+        """This process's metrics snapshot (published)."""
+        ...
 
 
 class Parcel:
@@ -153,7 +192,7 @@ class Relay:
         self.unconfirmed: tuple[Parcel, Callable[[], bool | None], int] | None = None
         self.handed: tuple[int, int, int, int] | None = None
 
-    def hand_over(self, rec: Recorder, tag: int, received: Callable[[], bool | None] | None) -> Parcel:
+    def hand_over(self, rec: Sender, tag: int, received: Callable[[], bool | None] | None) -> Parcel:
         """Take ``rec``'s buffered events for another process of the run (see :meth:`Recorder.hand_over`)."""
         traced = rec._take(hold=True)
         if traced and events_represented(traced) > rec.handover_max:
@@ -169,7 +208,7 @@ class Relay:
             self.unconfirmed = (parcel, received, os.getppid())
         return parcel
 
-    def reclaim(self, rec: Recorder) -> None:
+    def reclaim(self, rec: Sender) -> None:
         """At exit: the last parcel handed over, unless its receiver has taken it.
 
         * Abandoned (e.g. a loop that left its epoch early): its events are written here, and the final snapshot.
@@ -214,7 +253,7 @@ class Relay:
         if not got:
             self.handed = None  # its snapshot did not arrive either: the final one is written
 
-    def _complete(self, rec: Recorder, parcel: Parcel) -> Parcel:
+    def _complete(self, rec: Sender, parcel: Parcel) -> Parcel:
         """At exit, the parcel to leave for the receiver: ``parcel`` followed by this process's last events.
 
         A thread may have begun a span before the hand-over (its ``B`` in the parcel) and still be in it, or have

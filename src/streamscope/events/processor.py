@@ -4,15 +4,15 @@ OpenTelemetry's ``BatchSpanProcessor`` for our event tuples. At every flush it t
 series) in one batch, holds back what must wait for a complete event still open on its thread (so each thread's
 events reach the exporters in begin order), and exports: one :class:`~streamscope.events.exporters.EventBatch`
 per process whose events it writes, or one mixed batch for an exporter that takes them (``mixed_batches``).
-Exporters are built lazily from their factories (a dotted path in ``STREAMSCOPE_TRACE_SINKS`` or a factory
-added in this process) and rebuilt after fork. Their failures are counted and reported once, never raised.
+Exporters are built lazily from their factories (in ``STREAMSCOPE_TRACE_SINKS``, a name the package root
+installs, :data:`DEFAULT_SINK`, or a dotted path; or a factory added in this process) and rebuilt after fork. Their failures are counted and reported once, never raised.
 """
 
 from __future__ import annotations
 
 import time
 
-from streamscope._core import config
+from streamscope._core import config, hooks
 from streamscope.events import context
 from streamscope.events.bus import Event, open_horizons, take, take_series
 from streamscope.events.exporters import (
@@ -27,11 +27,23 @@ from streamscope.events.exporters import (
 )
 from streamscope.events.report import Reporter
 
-__all__ = ["BatchProcessor", "DEFAULT_SINK", "mixed_batch"]
+__all__ = ["BatchProcessor", "DEFAULT_SINK", "factory_of", "mixed_batch"]
 
 
-#: Sink used when tracing is on and no sink is named (a dotted path: ``events`` does not import ``trace``).
-DEFAULT_SINK = "streamscope.trace.litracer:LitracerFileSink"
+#: Sink used when tracing is on and no sink is named: the Litracer log, by the name ``streamscope/__init__.py``
+#: provides its factory under (``hooks.sink("litracer")``: ``events`` does not import ``trace``).
+DEFAULT_SINK = "litracer"
+
+
+def factory_of(spec: str) -> SinkFactory:
+    """The exporter factory ``spec`` of ``STREAMSCOPE_TRACE_SINKS`` names: one the package root provided under
+    that name (:func:`streamscope._core.hooks.sink`), else the ``module:attr`` dotted path, imported now.
+
+    Raises:
+        ImportError, AttributeError, TypeError: when the path does not resolve to a callable.
+    """
+    provided = hooks.find(hooks.sink(spec))
+    return provided if provided is not None else resolve(spec)
 
 
 class BatchProcessor:
@@ -169,9 +181,14 @@ class BatchProcessor:
             names = [DEFAULT_SINK]  # tracing switched on by the environment alone (e.g. LITDATA_TRACE_LEVEL)
         specs: list[tuple[str, SinkFactory | None]] = [(s, None) for s in names]
         specs += [(getattr(f, "__qualname__", repr(f)), f) for f in self.factories]
+        built: list[SinkFactory] = []
         for spec, factory in specs:
             try:
-                sinks.append((spec, (factory or resolve(spec))()))
+                make = factory or factory_of(spec)
+                if make in built:  # two names of one factory (``litracer`` and its old dotted path): one exporter
+                    continue
+                built.append(make)
+                sinks.append((spec, make()))
             except Exception as exc:
                 self.errors += 1
                 self.report(f"create:{spec}", f"sink {spec} could not be created: {type(exc).__name__}: {exc}")

@@ -11,7 +11,8 @@ The roles live in modules named for them; the recorder owns one of each and runs
 Lifecycle of one process:
 
 * :meth:`Recorder.configure` (``events.configure``, called by ``enable_tracer`` or
-  :func:`~streamscope.events.setup.configure_from_env`; never at import) sets the active categories, makes sure
+  :func:`~streamscope.events.setup.configure_from_env`; never at import) installs the process hooks
+  (:mod:`.process_hooks`), sets the active categories, makes sure
   the run has a clock anchor and a metrics directory (both passed to child processes through the environment)
   and starts the flusher thread.
 * Every ``metrics_interval`` (or ``flush_interval`` if shorter) the flusher takes all buffered events, folds
@@ -38,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streamscope._core import config
-from streamscope.events import attribution, context, instruments
+from streamscope.events import attribution, context, instruments, process_hooks
 from streamscope.events.bus import (
     ACTIVE,
     COMPACT,
@@ -51,6 +52,7 @@ from streamscope.events.bus import (
     defer_flusher,
 )
 from streamscope.events.bus import after_fork_in_child as _bus_after_fork
+from streamscope.events.category_knobs import compact_categories
 from streamscope.events.collect import RunCollector
 from streamscope.events.exporters import FLUSH_TIMEOUT_MILLIS, Sink, SinkFactory
 from streamscope.events.flusher import Flusher
@@ -155,10 +157,8 @@ class Recorder:
         flush_interval: float | None = None,
     ) -> None:
         """Set what is recorded and start (or keep) the flusher. Never raises for exporter problems."""
-        from streamscope.events import setup  # the knobs' parsing and the process hooks
-
-        setup.install_hooks()
-        setup.mark_configured()
+        process_hooks.install(self)
+        process_hooks.mark_configured()
         if self.pid != os.getpid():  # a child forked before the hooks were installed: it starts afresh
             self.after_fork_in_child()
         with self.lock:
@@ -178,7 +178,7 @@ class Recorder:
             self.handover_wait = self._knob("trace_handover_wait")
             self.tick = self._tick()
             wanted = self.trace_cats | self.metric_cats
-            compact = setup.compact_categories()
+            compact = compact_categories()
             COMPACT.difference_update(COMPACT - compact)
             COMPACT.update(compact)
             ACTIVE.difference_update(ACTIVE - wanted)

@@ -34,9 +34,9 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from streamscope import __version__
 from streamscope import events as ev
 from streamscope._core import config
+from streamscope._core.version import VERSION as __version__
 from streamscope.events.exporters import FLUSH_TIMEOUT_MILLIS, EventBatch, ExportResult, parse_specs
 from streamscope.events.processor import DEFAULT_SINK
 from streamscope.events.recorder import RECORDER

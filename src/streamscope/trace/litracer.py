@@ -1,8 +1,8 @@
 """Litracer-compatible log lines (LitData's tracer format): the encoder, a pure function of an event batch.
 
 The exporter that appends them to a file is :class:`streamscope.trace.exporters.LitracerFileSink` (this encoder
-over the :mod:`streamscope.trace.files` transport); ``streamscope.trace.litracer:LitracerFileSink``, the path
-``STREAMSCOPE_TRACE_SINKS`` has always named, still resolves to it.
+over the :mod:`streamscope.trace.files` transport), which ``STREAMSCOPE_TRACE_SINKS`` names ``litracer`` (its old
+value ``streamscope.trace.litracer:LitracerFileSink`` too: both are installed by ``streamscope/__init__.py``).
 
 Every line is one event as ``key: value;`` pairs that Litracer's parser accepts (split on ``;``, then on the
 first ``:``, keys lower-cased, values trimmed, lines without ``ph`` skipped, one reused struct per parser
@@ -789,16 +789,3 @@ def _render_few(n: int, segs: list[Any]) -> bytes:
         lines.append("".join(parts))
     return "".join(lines).encode("utf-8", "replace")
 
-
-def __getattr__(name: str) -> Any:
-    """The exporter and the log opener by their old paths here (``STREAMSCOPE_TRACE_SINKS`` values name
-    ``streamscope.trace.litracer:LitracerFileSink``); imported on first use: they import this encoder."""
-    if name == "LitracerFileSink":
-        from streamscope.trace.exporters import LitracerFileSink
-
-        return LitracerFileSink
-    if name == "open_log":
-        from streamscope.trace.files import open_log
-
-        return open_log
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
