@@ -406,7 +406,7 @@ class Controller:
             self._begin("epochs")
             self._on_epochs(now, Resources())
             return
-        self._trial = _Trial(d, test=Paired(self.noise))
+        self._trial = _Trial(d, test=Paired(self.noise, self.min_gain))
         self._next_arm()
         self._begin("trial")
 

@@ -61,6 +61,7 @@ class Paired:
     """One candidate's sequential test (see the module docstring)."""
 
     noise: Noise
+    min_gain: float = MIN_GAIN  # the knob autotune_min_gain
     ratios: list[float] = field(default_factory=list)  # per block: log(B / A) of the period
 
     def add(self, a: float, b: float) -> None:
@@ -86,9 +87,9 @@ class Paired:
         gain, lo, hi = self.interval()
         if n == 1 and gain < -CUT:
             return "reject"
-        if n >= 2 and lo > MIN_GAIN:
+        if n >= 2 and lo > self.min_gain:
             return "adopt"
-        if hi < MIN_GAIN:
+        if hi < self.min_gain:
             return "reject"
         if n >= MAX_BLOCKS:
             return "reject"
