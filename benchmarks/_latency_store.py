@@ -453,6 +453,8 @@ class LatencyStore:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()  # the pipe of its first line (a ResourceWarning when left to the collector)
 
     def __enter__(self) -> LatencyStore:
         return self

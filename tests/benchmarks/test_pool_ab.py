@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -41,7 +42,7 @@ def test_the_interval_widens_with_the_spread_between_runs():
 def test_runs_of_different_kinds_are_not_pooled(tmp_path):
     a = _run(tmp_path / "a.json", 1.01, 10, 0)
     b = tmp_path / "b.json"
-    b.write_text(json.dumps({"in_process_ab_w0_chunk": json.loads(open(a).read())["in_process_ab_w2_chunk"]}))
+    b.write_text(json.dumps({"in_process_ab_w0_chunk": json.loads(Path(a).read_text())["in_process_ab_w2_chunk"]}))
     with pytest.raises(SystemExit, match="different A/B kinds"):
         pool([a, str(b)])
 
@@ -49,7 +50,7 @@ def test_runs_of_different_kinds_are_not_pooled(tmp_path):
 def test_runs_are_grouped_by_kind_and_read_inside_the_result_envelope(tmp_path):
     a = _run(tmp_path / "a.json", 1.01, 10, 0)
     b = tmp_path / "b.json"
-    body = json.loads(open(a).read())["in_process_ab_w2_chunk"]
+    body = json.loads(Path(a).read_text())["in_process_ab_w2_chunk"]
     b.write_text(json.dumps({"meta": {"commit": "c" * 40}, "result": {"in_process_ab_w0_chunk": body}}))
     pools = pool_by_kind([a, str(b)])
     assert list(pools) == ["in_process_ab_w0_chunk", "in_process_ab_w2_chunk"]

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -33,7 +34,7 @@ def test_a_written_result_describes_itself(tmp_path):
     args = argparse.Namespace(rounds=3, workers=[0, 2], out=None)
     run = _results.start("bench_example", args)
     path = run.write({"rate": 12.5}, summary=[{"case": "a", "ratio": 1.5}], out=str(tmp_path / "r.json"))
-    doc = json.loads(open(path).read())
+    doc = json.loads(Path(path).read_text())
     assert doc["benchmark"] == "bench_example"
     assert doc["result"] == {"rate": 12.5} and doc["summary"] == [{"case": "a", "ratio": 1.5}]
     meta = doc["meta"]
@@ -52,7 +53,7 @@ def test_a_written_result_describes_itself(tmp_path):
 @pytest.mark.interop
 def test_versions_the_script_knows_better_override_this_process(tmp_path):
     run = _results.start("b", {})
-    doc = json.loads(open(run.write({}, out=str(tmp_path / "r.json"), versions={"litdata": "9.9"})).read())
+    doc = json.loads(Path(run.write({}, out=str(tmp_path / "r.json"), versions={"litdata": "9.9"})).read_text())
     assert doc["meta"]["versions"]["litdata"] == "9.9"
 
 
