@@ -28,6 +28,7 @@ from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
 from streamscope._core.errors import DatasetError, StateDictError
+from streamscope.engine import batch_loop
 from streamscope.engine.batch_mode import BatchMode
 from streamscope.engine.batching import worker_items
 from streamscope.engine.combined_plan import BATCHING_METHODS, CombinedPlan, check_batch_size, make_combined_plan
@@ -36,7 +37,7 @@ from streamscope.engine.distributed import WorkerEnv
 from streamscope.engine.member_plans import member_plan
 from streamscope.engine.members import MemberSetters
 from streamscope.engine.plan import EpochPlan
-from streamscope.engine.read_schedule import ScheduledReads, schedule_from_uses
+from streamscope.engine.read_schedule import Schedule, schedule_from_uses
 from streamscope.engine.resume import LITDATA_KEYS, Resumable, member_identity_diffs
 
 __all__ = ["CombinedStreamingDataset"]
@@ -245,28 +246,27 @@ class CombinedStreamingDataset(MemberSetters, Resumable, IterableDataset[Any]):
     ) -> Iterator[tuple[int, Any]]:
         """Yield ``(batch_number, batch)`` for the batches this worker builds."""
         plan = self.plan(epoch, batch_size)
-        batch_ids = list(plan.batches_for_worker(worker_id, max(1, num_workers), start_batch))
         readers = [d.chunk_reader() for d in self._datasets]
-        # per dataset: the chunks each of this worker's batches reads there
-        uses: list[list[tuple[int, list[int]]]] = [[] for _ in self._datasets]
-        if any(r.cache is not None for r in readers):
-            for n, j in enumerate(batch_ids):
-                for i, _, ci, _ in self._locations(epoch, *plan.batch_arrays(j)):
-                    if readers[i].cache is not None:
-                        uses[i].append((n, np.unique(ci).tolist()))
-        reads = ScheduledReads(readers, [schedule_from_uses(u) for u in uses])
-        try:
-            for n, j in enumerate(batch_ids):
-                d, k = plan.batch_arrays(j)
-                samples: list[Any] = [None] * len(d)
-                for i, pos, ci, ii in self._locations(epoch, d, k):
-                    for p, s in zip(pos.tolist(), self._datasets[i].samples_at(readers[i], ci, ii)):
-                        samples[p] = s
-                batch = samples if not collate else (collate_fn or default_collate)(samples)
-                yield j, batch
-                reads.batch_done(n)
-        finally:
-            reads.stop()
+
+        def schedules(batch_ids: Sequence[int]) -> list[Schedule]:
+            # per dataset: the chunks each of this worker's batches reads there
+            uses: list[list[tuple[int, list[int]]]] = [[] for _ in self._datasets]
+            if any(r.cache is not None for r in readers):
+                for n, j in enumerate(batch_ids):
+                    for i, _, ci, _ in self._locations(epoch, *plan.batch_arrays(j)):
+                        if readers[i].cache is not None:
+                            uses[i].append((n, np.unique(ci).tolist()))
+            return [schedule_from_uses(u) for u in uses]
+
+        def build(n: int, j: int) -> Any:
+            d, k = plan.batch_arrays(j)
+            samples: list[Any] = [None] * len(d)
+            for i, pos, ci, ii in self._locations(epoch, d, k):
+                for p, s in zip(pos.tolist(), self._datasets[i].samples_at(readers[i], ci, ii)):
+                    samples[p] = s
+            return samples if not collate else (collate_fn or default_collate)(samples)
+
+        yield from batch_loop.iter_batches(plan, worker_id, num_workers, start_batch, build, readers, schedules)
 
     def __iter__(self) -> Iterator[Any]:
         """Samples of this worker's batches (plain DataLoader), or ``(batch_number, batch)`` in batch mode.

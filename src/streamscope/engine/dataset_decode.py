@@ -8,7 +8,7 @@ datasets built over one (Combined, Parallel) read through ``chunk_reader`` and `
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -17,10 +17,11 @@ from torch.utils.data import default_collate, get_worker_info
 
 from streamscope import events as ev
 from streamscope._core.errors import DatasetIndexError
-from streamscope.engine.blocks import blocks
+from streamscope.engine import batch_loop
+from streamscope.engine.blocks import Block, blocks
 from streamscope.engine.collate import ArrowCollator, BlockCollator, ColumnCollator
 from streamscope.engine.plan import EpochPlan
-from streamscope.engine.read_schedule import ScheduledReads
+from streamscope.engine.read_schedule import Schedule
 from streamscope.engine.run_decoder import RunDecoder
 from streamscope.format.item_loader import BaseItemLoader
 
@@ -133,10 +134,6 @@ class BatchDecoding:
         plan = self.plan(epoch, batch_size)
         batch_ids = self._batch_ids(epoch, start_batch, worker_id, num_workers, batch_size)
         reader = self.chunk_reader()
-        schedule = (
-            plan.chunk_schedule_for_worker(worker_id, num_workers, start_batch) if reader.cache is not None else []
-        )
-        reads = ScheduledReads([reader], [schedule])
         fast = collate and collate_fn is None and self.transform is None and not self._overrides_getitem()
         # plain iteration: decode a block's samples chunk run by chunk run (one call per run, not per sample)
         runs = not collate and not self._overrides_getitem() and "sample" not in ev.ACTIVE
@@ -146,42 +143,53 @@ class BatchDecoding:
         on = "read" in ev.ACTIVE and (get_worker_info() is not None or "sample" in ev.ACTIVE)
         decodes = ev.series("decode_batch", "read", ("batch", "items")) if on else ev.NULL_SERIES
         now, mark, put = ev.now, decodes.mark, decodes.put
-        try:
-            for k0, block in blocks(plan, batch_ids):
+        located = blocks(plan, batch_ids)
+        block: Block | None = None
+        k0 = end = 0
+        decoded: RunDecoder | None = None
+
+        def build(k: int, j: int) -> Any:
+            nonlocal block, k0, end, decoded
+            if k >= end:  # this worker's next block of batches, located in one plan call
+                k0, block = next(located)
+                end = k0 + len(block.ids)
                 # a run of one chunk is decoded when the batch reading its first sample comes, not before: the
                 # chunk is opened (fetched, leased) no earlier than the release schedule expects (run_decoder.py)
                 decoded = RunDecoder(block.ci, block.ii, partial(self._decode_run, reader)) if runs and not on else None
-                for m, j in enumerate(block.ids):
-                    k = k0 + m
-                    a, b = block.bounds[m]
-                    if decoded is not None:
-                        yield j, decoded.take(b - a)
-                        reads.batch_done(k)
-                        continue
-                    ci, ii = block.ci[a:b], block.ii[a:b]
-                    if on:
-                        mark(now())
-                    batch: Any = None
-                    if fast:
-                        groups = self._groups(reader, ci, ii)
-                        collator = self._groups_collator(groups)
-                        if collator is not None:
-                            t0 = ev.now()  # the chunks are open: the interval is the samples' decoding
-                            batch = collator.collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
-                            if batch is not None and "sample" in ev.ACTIVE:  # decoded together: one bulk entry
-                                ev.bulk("sample", "sample", t0, chunk=ci, item=ii, batch=j)
-                    if batch is None:
-                        samples = self._samples(reader, ci, ii)
-                        batch = samples if not collate else (collate_fn or default_collate)(samples)
-                    if on:
-                        mark(now())
-                        put(j)
-                        put(len(ci))
-                    yield j, batch
-                    reads.batch_done(k)
+            assert block is not None
+            a, b = block.bounds[k - k0]
+            if decoded is not None:
+                return decoded.take(b - a)
+            ci, ii = block.ci[a:b], block.ii[a:b]
+            if on:
+                mark(now())
+            batch: Any = None
+            if fast:
+                groups = self._groups(reader, ci, ii)
+                collator = self._groups_collator(groups)
+                if collator is not None:
+                    t0 = ev.now()  # the chunks are open: the interval is the samples' decoding
+                    batch = collator.collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
+                    if batch is not None and "sample" in ev.ACTIVE:  # decoded together: one bulk entry
+                        ev.bulk("sample", "sample", t0, chunk=ci, item=ii, batch=j)
+            if batch is None:
+                samples = self._samples(reader, ci, ii)
+                batch = samples if not collate else (collate_fn or default_collate)(samples)
+            if on:
+                mark(now())
+                put(j)
+                put(len(ci))
+            return batch
+
+        def schedules(_: Sequence[int]) -> list[Schedule]:
+            if reader.cache is None:
+                return [[]]
+            return [plan.chunk_schedule_for_worker(worker_id, num_workers, start_batch)]
+
+        try:
+            yield from batch_loop.iter_batches(plan, worker_id, num_workers, start_batch, build, [reader], schedules)
         finally:
             decodes.finish()
-            reads.stop()
 
     def _decode_run(self, reader: Any, chunk: int, items: np.ndarray) -> list[Any]:
         """The samples ``items`` of ``chunk``, decoded together where the item loader can."""

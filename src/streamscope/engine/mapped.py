@@ -20,6 +20,7 @@ from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
 from streamscope._core.errors import DatasetError, StateDictError
+from streamscope.engine import batch_loop
 from streamscope.engine.batch_mode import BatchMode, LoaderSettings
 from streamscope.engine.batching import worker_items
 from streamscope.engine.distributed import DistEnv, WorkerEnv
@@ -186,13 +187,18 @@ class MappedBatches(LoaderSettings, IterableDataset[Any]):
         expect = getattr(self.dataset, "expect", None)
         fetch = self.dataset.__getitems__
         join = collate_fn or default_collate
-        for k, j in enumerate(ids):
-            if expect is not None:
+
+        def build(k: int, j: int) -> Any:
+            if expect is not None:  # the look-ahead fetches exactly this worker's next items
                 expect(_upcoming(plan, ids[k + 1 :]))
             samples = fetch(plan.indices(j))
-            yield j, (join(samples) if collate else samples)
-        if expect is not None:
-            expect(())
+            return join(samples) if collate else samples
+
+        def done() -> None:
+            if expect is not None:
+                expect(())
+
+        yield from batch_loop.iter_batches(plan, worker_id, num_workers, start_batch, build, done=done)
 
     def __iter__(self) -> Iterator[Any]:
         w = WorkerEnv.detect()

@@ -46,6 +46,7 @@ from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, PlanError
+from streamscope.engine import batch_loop
 from streamscope.engine.batch_mode import BatchMode
 from streamscope.engine.batching import worker_items
 from streamscope.engine.dataset import StreamingDataset
@@ -54,7 +55,7 @@ from streamscope.engine.member_plans import member_plan
 from streamscope.engine.members import MemberSetters
 from streamscope.engine.plan import EpochPlan
 from streamscope.engine.plan_protocol import fingerprint_of, position_state, worker_batches
-from streamscope.engine.read_schedule import Schedule, ScheduledReads, schedule_from_uses
+from streamscope.engine.read_schedule import Schedule, schedule_from_uses
 from streamscope.engine.resume import Resumable, member_identity_diffs
 
 __all__ = ["ParallelPlan", "ParallelStreamingDataset"]
@@ -325,38 +326,37 @@ class ParallelStreamingDataset(MemberSetters, Resumable, IterableDataset):
     ) -> Iterator[tuple[int, Any]]:
         """Yield ``(batch_number, batch)`` for the batches this worker builds."""
         plan = self.plan(epoch, batch_size)
-        batch_ids = plan.batches_for_worker(worker_id, max(1, num_workers), start_batch)
         readers = [d.chunk_reader() for d in self._datasets]
-        # finite epochs with cached datasets: prefetch each dataset's chunks in first-use order (an infinite one
-        # has no end to schedule to: its readers fetch on demand)
-        schedules: list[Schedule] = [[] for _ in readers]
-        if not self.is_infinite():
-            for i, r in enumerate(readers):
-                if r.cache is not None:
-                    schedules[i] = schedule_from_uses(
-                        (n, np.unique(self._locations(i, epoch, *plan.positions(j))[0]).tolist())
-                        for n, j in enumerate(batch_ids)
-                    )
-        reads = ScheduledReads(readers, schedules)
-        try:
-            for n, j in enumerate(batch_ids):
-                a, b = plan.positions(j)
-                columns = []
-                for i, d in enumerate(self._datasets):
-                    ci, ii = self._locations(i, epoch, a, b)
-                    columns.append(d.samples_at(readers[i], ci, ii))
-                items: list[Any] = list(zip(*columns))
-                if self._transform is not None:
-                    if self._transform_nargs == 2:
-                        rngs = _rngs(self._seed, self.rank, self._rng_key(plan, j))
-                        items = [self._transform(t, rngs) for t in items]
-                    else:
-                        items = [self._transform(t) for t in items]
-                batch = items if not collate else (collate_fn or default_collate)(items)
-                yield j, batch
-                reads.batch_done(n)
-        finally:
-            reads.stop()
+
+        def schedules(batch_ids: Sequence[int]) -> list[Schedule]:
+            # finite epochs with cached datasets: prefetch each dataset's chunks in first-use order (an infinite
+            # one has no end to schedule to: its readers fetch on demand)
+            out: list[Schedule] = [[] for _ in readers]
+            if not self.is_infinite():
+                for i, r in enumerate(readers):
+                    if r.cache is not None:
+                        out[i] = schedule_from_uses(
+                            (n, np.unique(self._locations(i, epoch, *plan.positions(j))[0]).tolist())
+                            for n, j in enumerate(batch_ids)
+                        )
+            return out
+
+        def build(n: int, j: int) -> Any:
+            a, b = plan.positions(j)
+            columns = []
+            for i, d in enumerate(self._datasets):
+                ci, ii = self._locations(i, epoch, a, b)
+                columns.append(d.samples_at(readers[i], ci, ii))
+            items: list[Any] = list(zip(*columns))
+            if self._transform is not None:
+                if self._transform_nargs == 2:
+                    rngs = _rngs(self._seed, self.rank, self._rng_key(plan, j))
+                    items = [self._transform(t, rngs) for t in items]
+                else:
+                    items = [self._transform(t) for t in items]
+            return items if not collate else (collate_fn or default_collate)(items)
+
+        yield from batch_loop.iter_batches(plan, worker_id, num_workers, start_batch, build, readers, schedules)
 
     def set_batch_mode(self, mode: BatchMode | None) -> None:
         """Yield ``(batch_number, batch)`` per ``mode`` from the next ``iter()`` on (None: plain samples again)."""
