@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +30,7 @@ def parts(tmp_path: Any) -> list[str]:
 
 
 def _files(d: str) -> dict[str, bytes]:
-    return {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d)) if f != "index.json"}
+    return {f: Path(os.path.join(d, f)).read_bytes() for f in sorted(os.listdir(d)) if f != "index.json"}
 
 
 @pytest.mark.interop
@@ -37,7 +38,7 @@ def test_merge_matches_litdata(parts: list[str], tmp_path: Any) -> None:
     def scenario(ld: Any) -> Any:
         out = str(tmp_path / f"merged-{ld.__name__}")
         ld.merge_datasets(parts, out)
-        index = json.load(open(os.path.join(out, "index.json")))
+        index = json.loads(Path(os.path.join(out, "index.json")).read_text())
         return _files(out), index["chunks"], index["config"]
 
     a, b = both(scenario)

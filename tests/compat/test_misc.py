@@ -7,6 +7,7 @@ import json
 import os
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,7 +34,7 @@ def test_map_writes_files(tmp_path: Any) -> None:
     def scenario(ld: Any) -> Any:
         out = str(tmp_path / f"map-{ld.__name__}")
         ld.map(fn=_fns.write_text, inputs=list(range(5)), output_dir=out, num_workers=1)
-        return sorted(os.listdir(out)), open(os.path.join(out, "item-3.txt")).read()
+        return sorted(os.listdir(out)), Path(os.path.join(out, "item-3.txt")).read_text()
 
     a, b = both(scenario)
     assert a == b == ([f"item-{i}.txt" for i in range(5)], "content 3\n")
@@ -355,7 +356,7 @@ def test_enable_tracer_writes_litdata_log(tmp_path: Any, data_dir: str) -> None:
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline and not (os.path.exists(log) and os.path.getsize(log)):
                 time.sleep(0.1)
-            lines = open(log).read().splitlines()
+            lines = Path(log).read_text().splitlines()
         finally:
             os.environ.clear()  # enable_tracer exports its settings (for workers): undo for later tests
             os.environ.update(saved_env)

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -73,7 +74,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], s
         try:
             for key, (proc, out, log) in procs.items():
                 rc = proc.wait(timeout=600)
-                assert rc == 0, f"{key} writer failed: {open(log.name).read()[-2000:]}"
+                assert rc == 0, f"{key} writer failed: {Path(log.name).read_text()[-2000:]}"
                 result[key] = out
         finally:
             for proc, _, log in procs.values():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -55,7 +56,7 @@ def test_both_engines_write_the_same_parquet_index(tmp_path: Any) -> None:
     indexes = []
     for name in ("litdata", "streamscope"):
         engine(name).index_parquet_dataset(d)
-        indexes.append(json.load(open(os.path.join(d, "index.json"))))
+        indexes.append(json.loads(Path(os.path.join(d, "index.json")).read_text()))
     assert _canonical(indexes[0]) == _canonical(indexes[1])
     assert set(indexes[1]) == set(indexes[0]) == {"chunks", "config", "updated_at"}
 
@@ -110,7 +111,7 @@ def test_keys_sidecar_is_the_same_file_content(tmp_path: Any, num_shards: int, k
         theirs, ours = (pq.read_table(os.path.join(dirs[n], "keys", f"shard-{s:05d}.parquet")) for n in dirs)
         assert ours.schema == theirs.schema
         assert ours.to_pylist() == theirs.to_pylist()
-    idx = [json.load(open(os.path.join(dirs[n], "index.json")))["keys"] for n in dirs]
+    idx = [json.loads(Path(os.path.join(dirs[n], "index.json")).read_text())["keys"] for n in dirs]
     assert idx[0] == idx[1]
 
 

@@ -33,6 +33,7 @@ import os
 import time
 from functools import partial
 from multiprocessing import Process, Queue
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -265,7 +266,7 @@ def test_raw_quick_start_default_bytes_and_storage_options(tmp_path: Any) -> Non
     a, b = both(scenario)
     assert a == b
     assert a[0] == 5 and a[1] == "bytes"
-    assert a[2] == sorted(open(p, "rb").read() for p in paths)
+    assert a[2] == sorted(Path(p).read_bytes() for p in paths)
 
 
 def test_raw_setup_groups_image_and_mask(tmp_path: Any) -> None:
@@ -437,7 +438,7 @@ def test_optimize_images_as_jpeg(tmp_path: Any) -> None:
     ds = ld.StreamingDataset(out)
     assert [s["path"] for s in ds] == list_of_paths
     assert {tuple(s["image"].shape) for s in ds} == {(3, 10, 12)}  # JPEG decoded to a CHW tensor
-    index = json.loads(open(os.path.join(out, "index.json")).read())
+    index = json.loads(Path(os.path.join(out, "index.json")).read_text())
     assert "jpeg" in index["config"]["data_format"] and "pil" not in index["config"]["data_format"]
 
 
@@ -967,7 +968,7 @@ def test_parquet_reader_reshards_for_map(tmp_path: Any) -> None:
     ld.map(fn=count_rows, inputs=list_of_parquet_paths, output_dir=out, reader=reader, num_workers=2)
     shards = sorted(os.listdir(tmp_path / "pq-shards" / "4"))
     assert shards == ["0_3_part-1.parquet", "0_4_part-0.parquet", "4_8_part-0.parquet", "8_10_part-0.parquet"]
-    results = [json.load(open(os.path.join(out, f))) for f in sorted(os.listdir(out))]
+    results = [json.loads(Path(os.path.join(out, f)).read_text()) for f in sorted(os.listdir(out))]
     assert [r["rows"] for r in results] == [4, 4, 2, 3]
     assert [i for r in results for i in r["ids"]] == list(range(13))
 
@@ -1172,7 +1173,7 @@ def test_enable_tracer_writes_log(compress_dir: str, tmp_path: Any) -> None:
         enable_tracer(level="off")
     assert n == 100
     assert os.path.getsize(log) > 0
-    assert "read" in open(log).read()
+    assert "read" in Path(log).read_text()
 
 
 # --- Resolve paths: date templates ------------------------------------------------------------------

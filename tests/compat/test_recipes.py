@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.interop
 
 
 def _files(d: str) -> dict[str, bytes]:
-    return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d)) if n != "index.json"}
+    return {n: Path(os.path.join(d, n)).read_bytes() for n in sorted(os.listdir(d)) if n != "index.json"}
 
 
 def test_chunk_recipe_writes_litdata_chunks(tmp_path: Any) -> None:

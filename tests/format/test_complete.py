@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,7 +37,7 @@ def test_complete_dataset_merges_the_shards_in_rank_order(tmp_path: Any) -> None
     assert complete_dataset(out) == out
     assert is_complete_dataset(out)
     assert [n for n in os.listdir(out) if n.endswith("index.json")] == ["index.json"]
-    index = json.load(open(os.path.join(out, "index.json")))
+    index = json.loads(Path(os.path.join(out, "index.json")).read_text())
     assert "updated_at" in index and [c["chunk_size"] for c in index["chunks"]] == [2, 2, 1, 2, 2, 1]
     ds = StreamingDataset(out)
     assert [(s["rank"], s["i"]) for s in ds] == [(r, i) for r in range(2) for i in range(5)]
@@ -62,7 +63,7 @@ def test_shards_of_different_configs_are_refused_naming_both(tmp_path: Any) -> N
     out = str(tmp_path / "chunks")
     _write_shards(out)
     path = os.path.join(out, "1.index.json")
-    part = json.load(open(path))
+    part = json.loads(Path(path).read_text())
     part["config"]["chunk_size"] = 3
     json.dump(part, open(path, "w"))
     with pytest.raises(FormatError, match=r"'1\.index\.json' differs from '0\.index\.json' in \['chunk_size'\]"):

@@ -12,6 +12,7 @@ import os
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -136,7 +137,7 @@ def _write_litdata(out: str, samples: list[Any], **kw: Any) -> dict[str, Any]:
 
 
 def _plain_bytes(path: str, enc: Any, level: str, compression: str | None) -> bytes:
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     if compression:
         data = decompress_bytes(data, compression)
     return decrypt_chunk(data, enc, level, os.path.basename(path))
@@ -164,7 +165,7 @@ def test_writer_matches_litdata_after_decryption(
         assert a == b  # decrypted with one key: both engines encrypted the same plaintext
     if level == "chunk":
         for c, p in zip(chunks, plain_chunks):
-            plain = open(tmp_path / "plain" / p["filename"], "rb").read()
+            plain = Path(tmp_path / "plain" / p["filename"]).read_bytes()
             assert _plain_bytes(str(tmp_path / "ours" / c["filename"]), ours_key, level, compression) == plain
 
 
@@ -182,7 +183,7 @@ def test_sample_level_items_decrypt_to_the_plain_chunk(
     assert [c["chunk_size"] for c in enc_chunks] == [c["chunk_size"] for c in plain_chunks]
     for e, p in zip(enc_chunks, plain_chunks):
         got = _plain_bytes(str(d / "enc" / e["filename"]), keys["sample"][0], "sample", None)
-        assert got == open(d / "plain" / p["filename"], "rb").read()
+        assert got == Path(d / "plain" / p["filename"]).read_bytes()
 
 
 def test_tampered_sample_names_chunk_and_item(keys: dict[str, tuple[Any, Any]], tmp_path: Any) -> None:

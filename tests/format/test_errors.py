@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -136,7 +137,7 @@ def test_empty_chunk_file(tmp_path):
 @pytest.mark.parametrize("keep", [2, 10, 30, 60])
 def test_truncated_chunk(tmp_path, keep):
     path = _good_chunk(tmp_path)
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     assert keep < len(data)
     with open(path, "wb") as f:
         f.write(data[:keep])
@@ -153,7 +154,7 @@ def test_header_claims_more_items_than_fit(tmp_path):
 
 def test_offsets_not_monotonic(tmp_path):
     path = _good_chunk(tmp_path)
-    data = bytearray(open(path, "rb").read())
+    data = bytearray(Path(path).read_bytes())
     o1, o2 = struct.unpack_from("<II", data, 8)
     struct.pack_into("<II", data, 8, o2, o1)  # swap the starts of items 1 and 2
     open(path, "wb").write(bytes(data))

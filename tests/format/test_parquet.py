@@ -6,6 +6,7 @@ import datetime as dt
 import io
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -88,7 +89,7 @@ def test_row_count_mismatch_and_bad_files_raise_naming_the_file(tmp_path: Any) -
     with pytest.raises(CorruptChunkError, match="bad.parquet"):
         ParquetChunk(str(bad))
     trunc = tmp_path / "trunc.parquet"
-    trunc.write_bytes(open(path, "rb").read()[:-20])
+    trunc.write_bytes(Path(path).read_bytes()[:-20])
     with pytest.raises(CorruptChunkError, match="trunc.parquet"):
         ParquetChunk(str(trunc))
     with pytest.raises(FormatError, match="row 5 is outside"):
@@ -98,7 +99,7 @@ def test_row_count_mismatch_and_bad_files_raise_naming_the_file(tmp_path: Any) -
 def test_footer_parsing_matches_the_file(tmp_path: Any) -> None:
     path = str(tmp_path / "a.parquet")
     pq.write_table(_table(17), path, row_group_size=4)
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     start, end = parquet_footer_range(len(data), data[-8:], "a.parquet")
     rows, types = parquet_info_from_footer(data[start:end], "a.parquet")
     assert rows == 17
@@ -166,7 +167,7 @@ def test_write_store_updates_index_json_and_resolves(tmp_path: Any) -> None:
     keys = [f"k{i}" for i in range(50)]
     out = write_keys_store(d, keys, list(range(50)), [i // 10 for i in range(50)], list(range(50)), num_shards=4)
     assert sorted(os.listdir(out)) == [shard_filename(s) for s in range(4)]
-    saved = json.load(open(os.path.join(d, "index.json")))
+    saved = json.loads(Path(os.path.join(d, "index.json")).read_text())
     assert saved["keys"] == keys_config(4) == {"num_shards": 4, "sharding": "hash", "version": 1}
     assert saved["updated_at"] == "1.5"
     for s in range(4):

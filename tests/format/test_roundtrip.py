@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections import OrderedDict, deque
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -253,8 +254,8 @@ def test_none_after_a_pickled_value_076(tmp_path: Any) -> None:
     assert bw._chunks_info == w.chunks
     for entry in w.chunks:
         assert (
-            open(os.path.join(ours, entry["filename"]), "rb").read()
-            == open(os.path.join(theirs, entry["filename"]), "rb").read()
+            Path(os.path.join(ours, entry["filename"])).read_bytes()
+            == Path(os.path.join(theirs, entry["filename"])).read_bytes()
         )
 
 
@@ -273,7 +274,7 @@ def test_corrupted_chunks_fail_cleanly(flips: list[tuple[int, int]], cut: int) -
             w.add_item(i, {"i": i, "s": "x" * i, "a": np.arange(i, dtype=np.int16), "t": torch.ones(2, i)})
         w.done()
         path = os.path.join(d, "chunk-0-0.bin")
-        raw = bytearray(open(path, "rb").read())
+        raw = bytearray(Path(path).read_bytes())
         for pos, val in flips:
             raw[pos % len(raw)] = val
         raw = raw[: max(0, len(raw) - cut)]
@@ -337,7 +338,7 @@ def test_tokens_chunking_matches_litdata(lengths: list[int], limit: int, by_byte
             bw.done()
         for ours, theirs in zip(w.chunks, bw._chunks_info):
             assert theirs == ours
-            a = open(os.path.join(root, "ours", ours["filename"]), "rb").read()
-            b = open(os.path.join(root, "theirs", ours["filename"]), "rb").read()
+            a = Path(os.path.join(root, "ours", ours["filename"])).read_bytes()
+            b = Path(os.path.join(root, "theirs", ours["filename"])).read_bytes()
             assert a == b
         assert len(w.chunks) == len(bw._chunks_info)

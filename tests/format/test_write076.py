@@ -8,6 +8,7 @@ import json
 import os
 import struct
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -65,7 +66,7 @@ def _read(out: str) -> list[Any]:
 
 def _files(out: str) -> dict[str, bytes]:
     index = load_index(out)
-    return {c["filename"]: open(os.path.join(out, c["filename"]), "rb").read() for c in index["chunks"]}
+    return {c["filename"]: Path(os.path.join(out, c["filename"])).read_bytes() for c in index["chunks"]}
 
 
 def _rows(i: int) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -81,7 +82,7 @@ def test_every_executor_writes_the_same_dataset_and_files(tmp_path, reference, m
     functions.map(fns.write_files, list(range(N)), mapped, num_workers=3, executor=make())
     assert visible_files(mapped) == visible_files(reference["map"])
     for rel in visible_files(mapped):
-        assert open(f"{mapped}/{rel}").read() == open(f"{reference['map']}/{rel}").read()
+        assert Path(f"{mapped}/{rel}").read_text() == Path(f"{reference['map']}/{rel}").read_text()
 
 
 @pytest.mark.parametrize("make", EXECUTORS.values(), ids=list(EXECUTORS))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +38,7 @@ def test_map_exception_names_input(tmp_path):
 def test_map_passes_device_and_is_last_to_a_callable_that_names_them(tmp_path, ordered):
     out = str(tmp_path / "out")
     ss_map(_fns.RecordArgs(), list(range(6)), out, num_workers=2, keep_data_ordered=ordered)
-    got = {int(n[:-4]): open(os.path.join(out, n)).read() for n in os.listdir(out)}
+    got = {int(n[:-4]): Path(os.path.join(out, n)).read_text() for n in os.listdir(out)}
     last = {2, 5} if ordered else set()  # each worker's last input; none from the shared queue
     assert got == {i: f"None {i in last}" for i in range(6)}  # no CUDA here: device None, as LitData
 

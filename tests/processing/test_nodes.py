@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -93,7 +94,7 @@ def _wait_for(path: str, proc: subprocess.Popen, timeout: float = 60) -> None:
 
 def _keys(path: str) -> dict[str, bytes]:
     folder = os.path.join(path, "keys")
-    return {n: open(os.path.join(folder, n), "rb").read() for n in sorted(os.listdir(folder))}
+    return {n: Path(os.path.join(folder, n)).read_bytes() for n in sorted(os.listdir(folder))}
 
 
 # --- the node variables -------------------------------------------------------------------------------
@@ -227,7 +228,7 @@ def test_two_map_nodes_publish_what_one_machine_does(tmp_path):
     assert [n.outcome() for n in nodes] == [{"ok": True}, {"ok": True}]
     assert visible_files(out) == visible_files(ref)
     for rel in visible_files(ref):  # the same files, written by the same global worker
-        assert open(os.path.join(out, rel)).read() == open(os.path.join(ref, rel)).read()
+        assert Path(os.path.join(out, rel)).read_text() == Path(os.path.join(ref, rel)).read_text()
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +32,7 @@ def test_every_sample_is_found_by_its_key(tmp_path, compression):
         _sample, list(range(37)), out, chunk_size=5, num_workers=2, compression=compression, key_fn=_key, verbose=False
     )
     assert os.path.isfile(os.path.join(out, "keys", "shard-00000.parquet"))
-    assert json.load(open(os.path.join(out, "index.json")))["keys"]["num_shards"] == 1
+    assert json.loads(Path(os.path.join(out, "index.json")).read_text())["keys"]["num_shards"] == 1
     ds = StreamingDataset(out)
     for i in range(37):
         assert ds[f"entity-{i}"]["x"] == i

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -138,7 +139,7 @@ def test_ray_output_is_byte_identical_to_worker_processes(ray_run):
         k: {a: str(b)[:1500] for a, b in v.items() if a != "stderr"} for k, v in r.items()
     }
     assert read_dataset(d["ray"]) == read_dataset(d["ref"])
-    keys = lambda p: {n: open(os.path.join(p, "keys", n), "rb").read() for n in os.listdir(os.path.join(p, "keys"))}  # noqa: E731
+    keys = lambda p: {n: Path(os.path.join(p, "keys", n)).read_bytes() for n in os.listdir(os.path.join(p, "keys"))}  # noqa: E731
     assert keys(d["ray"]) == keys(d["ref"])
     assert visible_files(d["ray"]) == visible_files(d["ref"])  # no staging or probe left behind
 
@@ -194,7 +195,7 @@ def test_map_on_ray_publishes_what_worker_processes_do(ray_run):
     assert r["ray_map"].get("ok") and r["ref_map"].get("ok"), r
     assert visible_files(d["ray_map"]) == visible_files(d["ref_map"])
     for rel in visible_files(d["ref_map"]):
-        assert open(os.path.join(d["ray_map"], rel)).read() == open(os.path.join(d["ref_map"], rel)).read()
+        assert Path(os.path.join(d["ray_map"], rel)).read_text() == Path(os.path.join(d["ref_map"], rel)).read_text()
 
 
 def test_an_error_in_fn_on_ray_names_the_input_and_leaves_nothing(ray_run):

@@ -89,7 +89,7 @@ def test_index_cached_reused_and_recomputed(tmp_path: Path, cache_root: str):
     idx = local_index_path(cache_root, data)
     assert os.path.isfile(idx)
     assert listing(data) == before  # nothing written into the source folder
-    assert [f.path for f in decode_index(open(idx, "rb").read(), idx)] == [f.path for f in ds.files]
+    assert [f.path for f in decode_index(Path(idx).read_bytes(), idx)] == [f.path for f in ds.files]
     (data / "f99999.bin").write_bytes(b"new")
     assert len(StreamingRawDataset(str(data), cache_dir=cache_root)) == 5  # index reused
     ds2 = StreamingRawDataset(str(data), cache_dir=cache_root, recompute_index=True)
@@ -115,7 +115,7 @@ def test_corrupt_local_index_is_rebuilt(tmp_path: Path, cache_root: str):
     idx = local_index_path(cache_root, data)
     Path(idx).write_bytes(b"garbage")
     assert len(StreamingRawDataset(str(data), cache_dir=cache_root)) == 4
-    assert decode_index(open(idx, "rb").read(), idx)
+    assert decode_index(Path(idx).read_bytes(), idx)
 
 
 def test_missing_folder(tmp_path: Path, cache_root: str):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -71,7 +72,7 @@ def test_https_without_the_ca_fails_clearly(tmp_path) -> None:
         # ... and SSL_CERT_FILE is honoured
         os.environ["SSL_CERT_FILE"] = ca
         try:
-            assert open_store(url).get("ca.pem") == open(ca, "rb").read()
+            assert open_store(url).get("ca.pem") == Path(ca).read_bytes()
         finally:
             del os.environ["SSL_CERT_FILE"]
     finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -84,7 +85,7 @@ def test_binary_reader_with_remote_input_dir(dataset_url: str, tmp_path: Any) ->
 
 def test_store_is_read_only_and_reports_missing(dataset_url: str) -> None:
     store = open_store(dataset_url)
-    assert store.get("chunk-0-0.bin") == open(os.path.join(SOURCE["b1"], "chunk-0-0.bin"), "rb").read()
+    assert store.get("chunk-0-0.bin") == Path(os.path.join(SOURCE["b1"], "chunk-0-0.bin")).read_bytes()
     assert store.get_range("chunk-0-0.bin", 4, 8) == store.get("chunk-0-0.bin")[4:8]
     assert store.exists("index.json") and not store.exists("nope.bin")
     with pytest.raises(ObjectNotFoundError, match="nope.bin"):

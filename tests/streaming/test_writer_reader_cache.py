@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,7 @@ def _sample(i: int) -> dict[str, Any]:
 
 
 def _files(d: str) -> dict[str, bytes]:
-    return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d)) if n != "index.json"}
+    return {n: Path(os.path.join(d, n)).read_bytes() for n in sorted(os.listdir(d)) if n != "index.json"}
 
 
 def _index(d: str) -> dict[str, Any]:
@@ -120,7 +121,7 @@ def _any_over_limit(d: str, kw: dict[str, Any], first: int) -> bool:
     LitData 0.2.76 stores these samples as Arrow rows, which count toward chunk_bytes for their payload (8 bytes
     for the int, the string's length) until a chunk is written, then for that chunk's bytes per row."""
     chunks = _index(d)["chunks"]
-    arrow = [open(os.path.join(d, c["filename"]), "rb").read().endswith(b"LDARW01\0") for c in chunks]
+    arrow = [Path(os.path.join(d, c["filename"])).read_bytes().endswith(b"LDARW01\0") for c in chunks]
     if "chunk_bytes" not in kw or not any(arrow):
         return any(_over_limit(c, kw) for c in chunks)
     per_row: float | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ ENV = {"dist_world_size": 1, "dist_global_rank": 0, "dist_num_nodes": 1, "worker
 
 def _litracer(tmp_path: Any) -> tuple[Any, Callable[[], int]]:
     path = str(tmp_path / "t.log")
-    return LitracerFileSink(path), lambda: len(check_log(open(path).read()))
+    return LitracerFileSink(path), lambda: len(check_log(Path(path).read_text()))
 
 
 EXPORTERS = {"litracer-file": _litracer}
