@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -192,7 +193,7 @@ def test_a_worker_freezes_its_inherited_heap_once(tmp_path, monkeypatch, workers
         assert sum(1 for _ in loader) == 10
     if workers:
         loader._iterator._shutdown_workers()
-    pids = open(_FreezeLog.path).read().split() if os.path.exists(_FreezeLog.path) else []
+    pids = Path(_FreezeLog.path).read_text().split() if os.path.exists(_FreezeLog.path) else []
     assert len(pids) == workers and len(set(pids)) == workers and str(os.getpid()) not in pids
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -34,10 +35,10 @@ def _index(sample: dict[str, Any]) -> int:
 @pytest.mark.parametrize("compression", [None, "zstd"])
 def test_build_then_get_by_key(tmp_path: Any, compression: str | None) -> None:
     d = write_dataset(str(tmp_path / "ds"), 47, chunk_size=10, compression=compression)
-    before = json.load(open(os.path.join(d, "index.json")))
+    before = json.loads(Path(os.path.join(d, "index.json")).read_text())
     out = build_keys_index(d, _name, verbose=False)
     assert out == os.path.join(d, "keys")
-    after = json.load(open(os.path.join(d, "index.json")))
+    after = json.loads(Path(os.path.join(d, "index.json")).read_text())
     assert after["keys"] == {"num_shards": 1, "sharding": "none", "version": 1}
     assert {k: v for k, v in after.items() if k != "keys"} == before  # nothing else changes (updated_at too)
     t = pq.read_table(os.path.join(out, "shard-00000.parquet"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -55,7 +56,7 @@ def test_index_json_describes_every_file(tmp_path: Any, monkeypatch: pytest.Monk
     pq.write_table(pa.table({"x": [1]}), os.path.join(d, "sub", "nested.parquet"))  # not top level: ignored
     open(os.path.join(d, "notes.txt"), "w").write("ignored")
     index_parquet_dataset(d)
-    index = json.load(open(os.path.join(d, "index.json")))
+    index = json.loads(Path(os.path.join(d, "index.json")).read_text())
     assert index["config"] == {
         "chunk_bytes": None,
         "chunk_size": None,
@@ -76,7 +77,7 @@ def test_index_json_describes_every_file(tmp_path: Any, monkeypatch: pytest.Monk
         for k, n in enumerate(SIZES)
     ]
     assert float(index["updated_at"]) > 0
-    text = open(os.path.join(d, "index.json")).read()
+    text = Path(os.path.join(d, "index.json")).read_text()
     assert text == json.dumps(index, sort_keys=True)  # one line, sorted keys, like LitData
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,7 @@ class _CountingSink:
 
 
 def _sink_pids(path: str) -> set[int]:
-    return {int(x) for x in open(path).read().split()} if os.path.exists(path) else set()
+    return {int(x) for x in Path(path).read_text().split()} if os.path.exists(path) else set()
 
 
 def _traced_epochs(
@@ -368,7 +369,7 @@ def test_one_epoch_workers_start_a_flusher_only_when_their_epoch_runs_past_a_tic
     decodes = [e for e in evs if e["name"] == "decode_batch"]
     assert sorted(int(e["args"]["batch"]) for e in decodes) == list(range(10))  # each once, none lost
     workers = {e["pid"] for e in decodes}
-    started = [int(x) for x in open(_StartLog.path).read().split()] if os.path.exists(_StartLog.path) else []
+    started = [int(x) for x in Path(_StartLog.path).read_text().split()] if os.path.exists(_StartLog.path) else []
     assert len(workers) == 2 and sorted(started) == sorted(workers) * starts
 
 

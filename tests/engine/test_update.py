@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,13 +25,13 @@ def _keyed(tmp_path: Any, compression: str | None = None, n: int = 25) -> str:
 @pytest.mark.parametrize("compression", [None, "zstd"])
 def test_commit_replaces_samples_and_bumps_updated_at(tmp_path: Any, compression: str | None) -> None:
     d = _keyed(tmp_path, compression)
-    before = json.load(open(os.path.join(d, "index.json")))
+    before = json.loads(Path(os.path.join(d, "index.json")).read_text())
     with dataset_update(d) as update:
         update["s3"] = {"index": 300, "name": "s3"}
         update.replace("s20", {"index": 2000, "name": "s20"})
         update["s21"] = {"index": 2100, "name": "s21-new-longer-name"}
         update.commit()
-    after = json.load(open(os.path.join(d, "index.json")))
+    after = json.loads(Path(os.path.join(d, "index.json")).read_text())
     assert float(after["updated_at"]) > float(before["updated_at"])
     assert after["keys"] == before["keys"] and after["config"] == before["config"]
     assert [c["filename"] for c in after["chunks"]] == [c["filename"] for c in before["chunks"]]
@@ -48,16 +49,16 @@ def test_commit_replaces_samples_and_bumps_updated_at(tmp_path: Any, compression
 
 def test_exit_without_commit_discards(tmp_path: Any) -> None:
     d = _keyed(tmp_path)
-    text = open(os.path.join(d, "index.json")).read()
+    text = Path(os.path.join(d, "index.json")).read_text()
     with dataset_update(d) as update:
         update["s1"] = {"index": -1, "name": "s1"}
-    assert open(os.path.join(d, "index.json")).read() == text
+    assert Path(os.path.join(d, "index.json")).read_text() == text
     assert StreamingDataset(d)[1]["index"] == 1
 
 
 def test_bad_updates_change_nothing(tmp_path: Any) -> None:
     d = _keyed(tmp_path)
-    snapshot = {n: open(os.path.join(d, n), "rb").read() for n in os.listdir(d) if os.path.isfile(os.path.join(d, n))}
+    snapshot = {n: Path(os.path.join(d, n)).read_bytes() for n in os.listdir(d) if os.path.isfile(os.path.join(d, n))}
     with dataset_update(d) as update:
         update["s2"] = {"index": 5, "name": "ok"}
         update["nope"] = {"index": 1, "name": "x"}
@@ -72,7 +73,7 @@ def test_bad_updates_change_nothing(tmp_path: Any) -> None:
         update["s4"] = {"index": "not an int", "name": "s4"}
         with pytest.raises(SchemaMismatchError):
             update.commit()
-    after = {n: open(os.path.join(d, n), "rb").read() for n in os.listdir(d) if os.path.isfile(os.path.join(d, n))}
+    after = {n: Path(os.path.join(d, n)).read_bytes() for n in os.listdir(d) if os.path.isfile(os.path.join(d, n))}
     assert after == snapshot
     assert not [n for n in os.listdir(d) if n.startswith(".update-")]
 

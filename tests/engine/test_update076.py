@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,8 +49,8 @@ def _chunk_kind(data: bytes, name: str) -> str:
 
 
 def _kinds(d: str) -> list[str]:
-    index = json.load(open(os.path.join(d, "index.json")))
-    return [_chunk_kind(open(os.path.join(d, c["filename"]), "rb").read(), c["filename"]) for c in index["chunks"]]
+    index = json.loads(Path(os.path.join(d, "index.json")).read_text())
+    return [_chunk_kind(Path(os.path.join(d, c["filename"])).read_bytes(), c["filename"]) for c in index["chunks"]]
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -58,14 +59,14 @@ def test_update_keeps_the_0_2_76_layout(tmp_path: Any, monkeypatch: pytest.Monke
     fn, kw = CASES[case]
     d = str(tmp_path / "ds")
     optimize(fn, list(range(12)), d, chunk_size=5, num_workers=1, key_fn=_key, verbose=False, **kw)
-    before = json.load(open(os.path.join(d, "index.json")))
+    before = json.loads(Path(os.path.join(d, "index.json")).read_text())
     kinds = _kinds(d)
     new = {3: {**fn(103), "name": "s3"}, 11: {**fn(111), "name": "s11"}}  # same keys, other values
     with dataset_update(d) as update:
         for i, s in new.items():
             update[f"s{i}"] = s
         update.commit()
-    after = json.load(open(os.path.join(d, "index.json")))
+    after = json.loads(Path(os.path.join(d, "index.json")).read_text())
     assert after["config"] == before["config"]
     assert _kinds(d) == kinds and len(set(kinds)) == 1
     for entry in after["chunks"]:
@@ -79,12 +80,12 @@ def test_update_of_rows_with_other_fields_is_refused(tmp_path: Any, monkeypatch:
     monkeypatch.setenv("STREAMSCOPE_WRITE_FORMAT", "0.2.76")
     d = str(tmp_path / "ds")
     optimize(_row, list(range(6)), d, chunk_size=5, num_workers=1, key_fn=_key, verbose=False)
-    files = {n: open(os.path.join(d, n), "rb").read() for n in os.listdir(d) if n.endswith(".bin")}
+    files = {n: Path(os.path.join(d, n)).read_bytes() for n in os.listdir(d) if n.endswith(".bin")}
     with dataset_update(d) as update:
         update["s1"] = {"name": "s1", "n": "not an int", "text": ""}
         with pytest.raises(SchemaMismatchError):
             update.commit()
-    assert files == {n: open(os.path.join(d, n), "rb").read() for n in files}
+    assert files == {n: Path(os.path.join(d, n)).read_bytes() for n in files}
 
 
 @pytest.mark.interop
