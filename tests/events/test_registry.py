@@ -11,8 +11,8 @@ from streamscope.events import registry
 from streamscope.events.registry import ATTRIBUTES, BUCKETS_S, METRICS, Instrument, M, Metric
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-#: UCUM units the convention uses: seconds, bytes, dimensionless, and annotations in braces.
-_UNIT = re.compile(r"^(s|By|1|\{[a-z_]+\})$")
+#: UCUM units the convention uses: seconds, bytes, bytes per second, dimensionless, and annotations in braces.
+_UNIT = re.compile(r"^(s|By|By/s|1|\{[a-z_]+\})$")
 
 
 def test_every_metric_is_named_and_typed_the_opentelemetry_way():

@@ -196,6 +196,61 @@ class M:
         "The value of each live knob (what the tuner moves).",
         ("rank", "node", "knob"),
     )
+    MODEL_SPEEDUP = Metric(
+        "streamscope.model.speedup",
+        G,
+        "1",
+        "The speed-up the loop would get if it never waited for data: (step + wait) / step per batch over the last "
+        "window (1: the loop does not wait; 2: half its time is waiting). The capacity model's (tune/README.md), "
+        "measured whether or not the tuner runs.",
+        _LOADER,
+    )
+    STORAGE_IN_FLIGHT = Metric(
+        "streamscope.storage.in_flight",
+        G,
+        "{request}",
+        "Storage requests (chunk downloads) under way on average over the last window: Little's law, completions "
+        "per second x their mean latency (all the rank's readers).",
+        _LOADER,
+    )
+    STORAGE_LATENCY = Metric(
+        "streamscope.storage.latency",
+        G,
+        "s",
+        "Mean latency of the storage requests completed in the last window (the loaded latency).",
+        _LOADER,
+    )
+    STORAGE_UNLOADED_LATENCY = Metric(
+        "streamscope.storage.unloaded_latency",
+        G,
+        "s",
+        "W0, the storage's unloaded latency: the lowest window-mean latency of the last 30 s (a min filter, as "
+        "TCP BBR's min RTT).",
+        _LOADER,
+    )
+    STORAGE_DELIVERED = Metric(
+        "streamscope.storage.delivered",
+        G,
+        "By/s",
+        "Bytes per second the storage delivered to the rank over the last window.",
+        _LOADER,
+    )
+    STORAGE_SATURATION = Metric(
+        "streamscope.storage.saturation",
+        G,
+        "{request}",
+        "The saturation point: the bandwidth-delay product, max requests/s of the last 30 s x W0. In flight beyond "
+        "it only raises the latency.",
+        _LOADER,
+    )
+    STORAGE_SATURATED = Metric(
+        "streamscope.storage.saturated",
+        G,
+        "1",
+        "1 when the storage is saturated (latency over 1.5 x W0 with more in flight than the saturation point, or "
+        "requests retried), else 0.",
+        _LOADER,
+    )
 
 
 #: Every metric, in declaration order.
