@@ -44,7 +44,9 @@ from streamscope.tune.signals import Reading, Window, merge, window
 from streamscope.tune.target import Target
 
 __all__ = [
+    "ARM_S",
     "BISECT",
+    "CUT_BATCHES",
     "EPOCH_NOISE",
     "INPUT_BOUND",
     "MIN_PREDICTED",
@@ -63,6 +65,10 @@ __all__ = [
 OBSERVE = 3
 #: Windows skipped after each switch of a live trial (the prefetch refills, the downloads under way finish).
 SETTLE = 1
+#: At least this many seconds are skipped after a switch, and measured by an arm (short metrics intervals).
+ARM_S = 0.5
+#: A candidate's first arm rejects it at once only when it holds this many batches (a short window is noise).
+CUT_BATCHES = 50
 #: Windows each arm of a live trial measures.
 WINDOW = 1
 #: The loop counts as waiting for data above this share of its time (TF's profiler calls a step input-bound
@@ -129,8 +135,9 @@ Emit = Callable[[str, dict[str, Any]], None]
 @dataclass
 class _Arm:
     name: str  # "A" (incumbent) or "B" (candidate)
-    skip: int
+    skip: int  # windows to skip (after a switch)
     parts: list[Window] = field(default_factory=list)
+    skipped_s: float = 0.0
 
 
 @dataclass
@@ -442,15 +449,17 @@ class Controller:
         t = self._trial
         assert t is not None and t.test is not None
         arm = t.arms[-1]
-        if arm.skip > 0:
+        if arm.skip > 0 or 0 < arm.skipped_s < ARM_S:
             arm.skip -= 1
+            arm.skipped_s += w.seconds
             return
         if span:
             arm.skip = SETTLE  # an epoch's start inside the arm: start the arm over
+            arm.skipped_s = 0.0
             arm.parts.clear()
             return
         arm.parts.append(w)
-        if len(arm.parts) < WINDOW:
+        if len(arm.parts) < WINDOW or sum(p.seconds for p in arm.parts) < ARM_S:
             return
         if arm.name == "B":
             a = next((x for x in reversed(t.arms[:-1]) if x.name == "A" and x.parts), None)
@@ -458,7 +467,7 @@ class Controller:
             pb = merge(arm.parts).period
             if pa > 0 and pb > pa:
                 self._loss += (pb / pa - 1) * merge(arm.parts).seconds
-            if pa > 0 and pb > pa * (1 + 3 * CUT) and not t.test.ratios:
+            if pa > 0 and pb > pa * (1 + 3 * CUT) and not t.test.ratios and merge(arm.parts).batches >= CUT_BATCHES:
                 # far worse at once: no block is needed to tell (the probing cost stays small)
                 gain = 1 - pb / pa
                 d = t.decision
