@@ -155,8 +155,10 @@ def _produced(items: Iterator[Any], clock: attribution.StageClock) -> Iterator[A
             except StopIteration:
                 return
             finally:
-                instruments.add(M.LOADER_DECODE_CPU, (cpu() - c0) * 1e-9)
                 clock.exit(attribution.DECODE)
+            # Counted with the item it produced, so it rides with that item's parcel; a count after the last item
+            # (the search for the end) would be left for the worker's exit to write as a snapshot file.
+            instruments.add(M.LOADER_DECODE_CPU, (cpu() - c0) * 1e-9)
             yield item
     finally:
         close = getattr(it, "close", None)
