@@ -32,6 +32,7 @@ from streamscope import events as ev
 from streamscope._core import config
 from streamscope.tune.budgets import Budgets, disk_free, resolve, tree_rss
 from streamscope.tune.controller import Controller, Decision
+from streamscope.tune.gauges import ModelGauges, dataset_of
 from streamscope.tune.policy import Policy, Resources
 from streamscope.tune.signals import Reading, cpu_pressure, read_view
 from streamscope.tune.target import Target
@@ -131,6 +132,7 @@ class Tuner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
+        self.gauges = ModelGauges(dataset_of(target), self.controller.model)  # the model, as metrics
 
     def _emit(self, name: str, fields: dict[str, Any]) -> None:
         self.events.append((name, fields))
@@ -182,6 +184,7 @@ class Tuner:
                     if self._stop.is_set():
                         break
                     c.step(now, reading, res)
+                    self.gauges.update(reading, self.target.iterating())  # the model, as metrics
         except Exception as exc:  # noqa: BLE001 - tuning stops; the loader must go on
             self.error = exc
             try:
