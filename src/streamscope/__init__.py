@@ -90,6 +90,14 @@ def _autotuner(loader: Any) -> Any:
     return attach(loader)
 
 
+def _observer(loader: Any) -> Any:
+    """The ``observer`` hook: the capacity model's gauges of a loader the tuner does not tune, metrics on
+    (``streamscope.api.observe.before_epoch``, imported at the first epoch that asks)."""
+    from streamscope.api.observe import before_epoch
+
+    return before_epoch(loader)
+
+
 def _litracer_sink() -> Any:
     """The ``litracer`` exporter of the event bus (the default when tracing is on and no sink is named)."""
     from streamscope.trace.exporters import LitracerFileSink
@@ -113,6 +121,7 @@ def _otel_entry() -> None:
 # install when first called: ``import streamscope`` stays cheap.
 _hooks.provide(_hooks.FIRST_USE, _first_use)
 _hooks.provide(_hooks.AUTOTUNER, _autotuner)
+_hooks.provide("observer", _observer)
 _hooks.provide(_hooks.OTEL_ENTRY, _otel_entry)
 _hooks.provide(_hooks.sink("litracer"), _litracer_sink)
 # the value STREAMSCOPE_TRACE_SINKS carried before the sink got its name (a job's environment may still hold it)

@@ -257,6 +257,8 @@ class StreamingDataLoader(DataLoader[Any]):
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         if self._tuner is not None:
             self._tuner.before_epoch()  # may change num_workers; the first epoch checks the tuner's budgets
+        elif ev.RECORDER.metric_cats:
+            hooks.get("observer")(self)  # the capacity model's gauges without the tuner (tune/observe.py)
         self._iter_t0 = ev.now()
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]
         knobs = self.knobs
