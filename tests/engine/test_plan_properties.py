@@ -12,6 +12,10 @@ from hypothesis import strategies as st
 from streamscope._core.errors import PlanError
 from streamscope.engine.plan import make_plan
 
+# plans of every shape on purpose, uneven ones included: LitData's uneven-ranks UserWarning (engine/plan_layout.py,
+# once per (samples, world size) and process, so under hypothesis it would fail one example and not its replay)
+pytestmark = pytest.mark.filterwarnings("ignore:drop_last=False with batch_size=1:UserWarning")
+
 SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 sizes_st = st.lists(st.integers(0, 40), min_size=1, max_size=16)
