@@ -118,6 +118,12 @@ def hit_ratio() -> str:
     return f"{hits}{RATIO}({hits} + {misses})"
 
 
+def model_max(metric: Metric, labels: Sequence[str]) -> str:
+    """A gauge of the capacity model (one series per rank and loader), its max over the loaders of each group of
+    ``labels``: per rank (``RANK``), or the slowest rank (``("job",)``)."""
+    return sum_by(labels, series(metric), op="max")
+
+
 #: Knob units drawn on the bytes axis; every other live knob counts something (chunks, requests, items) or is a
 #: flag (0/1), and is drawn on the counts axis: 2.5e10 bytes beside a depth of 2 on one linear axis flattens the 2.
 BYTE_UNITS = ("bytes",)
@@ -271,6 +277,67 @@ def rows() -> tuple[RowSpec, ...]:
                     unit="cps",
                     width=12,
                     height=5,
+                ),
+            ),
+        ),
+        RowSpec(
+            "Is the wait the loader's or the storage's?",
+            (
+                ts(
+                    "Speed-up if the loop never waited, per rank and the slowest rank",
+                    "The capacity model's (step + wait) / step per batch over its last window "
+                    "(streamscope.model.speedup): what each rank's loop would gain if it never waited for data (1: "
+                    "it does not wait). In synchronous training every rank goes at the slowest rank's pace: its "
+                    "speed-up is the job's. Beside the storage panels: in flight below the saturation point with "
+                    "the latency near W0, the wait is the loader's to fix (more in flight, more workers: what the "
+                    "tuner does); at the saturation point with the latency above W0, it is the storage's.",
+                    (
+                        q(model_max(M.MODEL_SPEEDUP, RANK), PER_RANK),
+                        q(model_max(M.MODEL_SPEEDUP, ("job",)), "slowest rank ({{job}})"),
+                    ),
+                    unit="short",
+                    width=12,
+                    min=1,
+                    axis_label="x (step + wait) / step",
+                ),
+                ts(
+                    "Storage: requests in flight vs the saturation point",
+                    "Storage requests under way per rank (Little's law: completions/s x mean latency) against the "
+                    "saturation point the model measured (the bandwidth-delay product: max requests/s of the last "
+                    "30 s x W0): in flight beyond it only raises the latency.",
+                    (
+                        q(model_max(M.STORAGE_IN_FLIGHT, RANK), f"in flight, {PER_RANK}"),
+                        q(model_max(M.STORAGE_SATURATION, RANK), f"saturates at, {PER_RANK}"),
+                    ),
+                    unit="short",
+                    width=12,
+                ),
+                ts(
+                    "Storage latency: unloaded (W0) vs now",
+                    "W0, the storage's unloaded latency (the lowest window-mean latency of the last 30 s), against "
+                    "the mean latency of the last window: far above W0 the storage queues.",
+                    (
+                        q(model_max(M.STORAGE_UNLOADED_LATENCY, RANK), f"W0, {PER_RANK}"),
+                        q(model_max(M.STORAGE_LATENCY, RANK), f"now, {PER_RANK}"),
+                    ),
+                    unit="s",
+                    width=8,
+                ),
+                ts(
+                    "Storage delivered",
+                    "Bytes per second the storage delivered to each rank over the model's last window.",
+                    (q(model_max(M.STORAGE_DELIVERED, RANK), PER_RANK),),
+                    unit="Bps",
+                    width=8,
+                ),
+                ts(
+                    "Storage saturated",
+                    "1 while the model finds the storage saturated (latency over 1.5 x W0 with more in flight than "
+                    "the saturation point, or requests retried), per rank.",
+                    (q(model_max(M.STORAGE_SATURATED, RANK), PER_RANK),),
+                    unit="short",
+                    width=8,
+                    max=1,
                 ),
             ),
         ),

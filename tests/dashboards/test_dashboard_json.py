@@ -25,7 +25,15 @@ from tests.dashboards.dashboard_json import (
     variables,
 )
 
-ROWS = ["Overview", "Wait attribution", "Throughput", "Storage", "Cache", "Tuner"]
+ROWS = [
+    "Overview",
+    "Is the wait the loader's or the storage's?",
+    "Wait attribution",
+    "Throughput",
+    "Storage",
+    "Cache",
+    "Tuner",
+]
 VARIABLES = ("job", "rank", "dataset")
 GRAFANA_BUILTINS = {"__rate_interval", "__range", "__interval"}
 _NAME = re.compile(r"\bstreamscope_[a-z0-9_]+")

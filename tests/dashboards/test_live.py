@@ -4,7 +4,9 @@ The run: a StreamingDataLoader with two forked workers reading an S3 dataset (th
 download metrics exist, this process serving its Prometheus endpoint, Prometheus 2.42 scraping it every second.
 The S3 is reached through the fault proxy (every request 50 ms slower, 5% of GETs answered 503 SlowDown) and the
 cache holds four chunks, so every epoch downloads, retries and evicts: the workers' gauges (downloads in flight,
-prefetch depth) are served whenever a scrape comes, not only in the first epoch. Halfway, a live knob moves as
+prefetch depth) are served whenever a scrape comes, not only in the first epoch. The metrics being on, the loader
+starts the capacity model's observer (tune/observe.py), whose gauges the "Is the wait the loader's or the
+storage's?" row draws. Halfway, a live knob moves as
 the tuner would move it, so the "Tuner decisions" annotation has a change to find.
 Then each panel's and annotation's expression, with Grafana's variables as the dashboard's "All" (``.*``) and
 ``$__rate_interval``/``$__range`` as 1m, must return at least one series, and each variable at least one value.
@@ -72,6 +74,10 @@ def test_every_dashboard_expression_returns_data_from_a_scraped_run(tmp_path, s3
             feeder.start()
             batches = prometheus_name(M.LOADER_BATCHES)
             prom.wait_for_series(f"{batches} > 0", timeout=30)
+            # the capacity model's gauges (tune/observe.py: the observer a loader starts with metrics on) come
+            # after its first windows: the "Is the wait the loader's or the storage's?" row's panels read them
+            prom.wait_for_series(prometheus_name(M.MODEL_SPEEDUP), timeout=60)
+            prom.wait_for_series(f"{prometheus_name(M.STORAGE_UNLOADED_LATENCY)} > 0", timeout=60)
             before = config.get(KNOB)
             time.sleep(1.5)  # the old value in at least one more scrape
             config.set_value(KNOB, int(before or 0) + 3)
