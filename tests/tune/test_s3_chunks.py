@@ -28,7 +28,13 @@ def _order(dl: StreamingDataLoader) -> list[int]:
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
-def test_a_latency_bound_s3_dataset_gets_more_downloads_in_flight(tmp_path, s3_server, fault_proxy, monkeypatch):
+def test_a_latency_bound_s3_dataset_gets_more_downloads_in_flight(
+    tmp_path,
+    s3_server,
+    fault_proxy,
+    monkeypatch,
+    clean_tracer,  # noqa: F811
+):
     local = write_dataset(str(tmp_path / "ds"), 6000, chunk_size=10)
     client = s3_server.boto3_client()
     for name in os.listdir(local):
