@@ -6,7 +6,8 @@ transform of ~2 ms a sample) until ``WORKDIR/stop`` exists or SECONDS (default 1
 the workers are the fast side instead: larger samples (:data:`STEP_SAMPLE_BYTES` of tensors each), no transform,
 and a training step of 10 ms a batch, so the batches of a group reach the loop long before it takes them. While
 ``WORKDIR/pause`` exists the training loop holds its batch and asks for no other (no batch, no wait); the job
-writes ``WORKDIR/paused`` once it holds.
+writes ``WORKDIR/paused`` once it holds. With ``store`` the dataset is read from a store 20 ms away
+(``benchmarks/_latency_store.py``: one worker, no transform, no step): the loop waits on the downloads.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def main() -> int:
     work = sys.argv[1]
     limit = float(sys.argv[2]) if len(sys.argv) > 2 else 120.0
     step = len(sys.argv) > 3 and sys.argv[3] == "step"
+    store = len(sys.argv) > 3 and sys.argv[3] == "store"
     os.environ.setdefault("STREAMSCOPE_METRICS_INTERVAL", "0.2")
     sys.path.insert(0, ROOT)
     from streamscope.engine.dataloader import StreamingDataLoader
@@ -48,12 +50,25 @@ def main() -> int:
         data = write_dataset(os.path.join(work, "images"), 2000, _large, chunk_size=50)
     else:
         data = write_dataset(os.path.join(work, "images"), 400, image_sample, chunk_size=20)
+    latency = None
+    if store:
+        from benchmarks._latency_store import LatencyStore, Profile
+
+        latency = LatencyStore({data: "bench/images"}, [Profile(latency_ms=20)])
     port = start_endpoint(0)
     with open(os.path.join(work, "port.tmp"), "w") as f:
         f.write(str(port))
     os.replace(os.path.join(work, "port.tmp"), os.path.join(work, "port"))
-    dataset = StreamingDataset(data) if step else StreamingDataset(data, transform=_slow)
-    loader = StreamingDataLoader(dataset, batch_size=8, num_workers=2)
+    if latency is not None:
+        dataset = StreamingDataset(
+            "s3://bench/images",
+            cache_dir=os.path.join(work, "cache"),
+            storage_options=latency.storage_options(),
+            max_cache_size=4 * max(os.path.getsize(os.path.join(data, n)) for n in os.listdir(data)),
+        )  # a cache of four chunks: every epoch downloads
+    else:
+        dataset = StreamingDataset(data) if step else StreamingDataset(data, transform=_slow)
+    loader = StreamingDataLoader(dataset, batch_size=8, num_workers=1 if store else 2)
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline and not os.path.exists(os.path.join(work, "stop")):
         for _ in loader:
@@ -66,6 +81,8 @@ def main() -> int:
                 while os.path.exists(os.path.join(work, "pause")) and not os.path.exists(os.path.join(work, "stop")):
                     time.sleep(0.05)
                 os.remove(os.path.join(work, "paused"))
+    if latency is not None:
+        latency.close()
     return 0
 
 

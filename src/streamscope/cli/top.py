@@ -11,7 +11,14 @@ rank, what the loop waited for and why, and what the loader delivers:
 * ``flow``: samples/s, MB/s and batches/s handed to the loop; workers alive, results queued, chunks prefetched;
 * ``download``: chunks in flight, MB/s, latency p50/p99 over the interval, retries, errors; ``cache``: bytes, hit
   ratio, evictions;
-* ``knobs``: the live knobs' values; a change between two scrapes is listed under "recent tuner decisions".
+* ``knobs``: the live knobs' values; a change between two scrapes is listed under "recent tuner decisions";
+* ``model``: the capacity model's view (``tune/gauges.py``, served whenever metrics are on): ``x1.42 if no wait``,
+  the speed-up the loop would get if it never waited ((step + wait) / step); the storage's requests in flight
+  over its saturation point (``12/16 in flight``: beyond 16 the latency only rises), W0 (the unloaded latency)
+  and the latency now, MB/s delivered, ``SATURATED`` while the model finds the store saturated; ``no downloads``
+  when the window read nothing from storage. With several ranks the header names the slowest rank's speed-up
+  (in synchronous training the job goes at its pace). Side by side they say whose the wait is: in flight below
+  the saturation point with the latency near W0, the loader's; at it with the latency above W0, the storage's.
 
 Every rate is a difference between the same two scrapes of the endpoint (the last two), over the time between
 their answers, so the first screen shows totals only. The screen fits the terminal's width (80 columns and up):
@@ -48,6 +55,7 @@ __all__ = [
     "Series",
     "Top",
     "fetch",
+    "model_items",
     "normalize_url",
     "parse_exposition",
     "rank_lines",
@@ -174,6 +182,11 @@ def _total(s: Scrape, name: str, rank: str, **match: str) -> float | None:
     return sum(vals) if vals else None
 
 
+def _max(s: Scrape, name: str, rank: str) -> float | None:
+    vals = [v for labels, v in s.series.get(name, ()) if labels.get("rank", "0") == rank]
+    return max(vals) if vals else None
+
+
 def _quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
     """The upper bound where a fraction ``q`` of the counts is reached (cumulative ``(le, count)`` pairs)."""
     if not buckets or buckets[-1][1] <= 0:
@@ -224,6 +237,14 @@ class RankView:
     hit_pct: float | None = None
     evictions: float | None = None
     knobs: dict[str, float] = field(default_factory=dict)
+    #: the capacity model's gauges (the max over the rank's loaders; None: not served yet)
+    speedup: float | None = None
+    st_in_flight: float | None = None
+    st_saturation: float | None = None
+    st_w0: float | None = None
+    st_latency: float | None = None
+    st_delivered: float | None = None
+    st_saturated: float | None = None
 
 
 def ranks_of(s: Scrape) -> list[str]:
@@ -246,6 +267,10 @@ def rank_view(cur: Scrape, prev: Scrape | None, rank: str) -> RankView:
     for labels, value in cur.series.get(_name(M.KNOB_VALUE), ()):
         if labels.get("rank", "0") == rank and "knob" in labels:
             v.knobs[labels["knob"]] = value
+    mx = lambda metric: _max(cur, _name(metric), rank)  # noqa: E731
+    v.speedup, v.st_in_flight, v.st_saturation = mx(M.MODEL_SPEEDUP), mx(M.STORAGE_IN_FLIGHT), mx(M.STORAGE_SATURATION)
+    v.st_w0, v.st_latency = mx(M.STORAGE_UNLOADED_LATENCY), mx(M.STORAGE_LATENCY)
+    v.st_delivered, v.st_saturated = mx(M.STORAGE_DELIVERED), mx(M.STORAGE_SATURATED)
     hist = _name(M.DOWNLOAD_DURATION)
     now_b = _buckets(cur, hist, rank)
     if prev is None or prev.error is not None or cur.time <= prev.time:
@@ -375,6 +400,30 @@ def _bytes(x: float | None) -> str:
     return f"{x:.1f} TB"
 
 
+def _count(x: float) -> str:
+    return f"{x:.1f}" if x < 10 else f"{x:.0f}"
+
+
+def _speedup(x: float) -> str:
+    return f"x{x:.2f}" if x < 10 else f"x{x:.1f}" if x < 100 else f"x{x:,.0f}"
+
+
+def model_items(v: RankView) -> list[str]:
+    """The ``model`` line's items: the speed-up if the loop never waited, then the storage's side."""
+    if v.speedup is None:
+        return ["…"]
+    out = [f"{_speedup(v.speedup)} if no wait"]
+    if not v.st_delivered and not v.st_in_flight:
+        return [*out, "no downloads"]
+    ms = lambda x: "-" if not x else f"{x * 1000:.3g}"  # noqa: E731
+    out += [
+        f"{_count(v.st_in_flight or 0.0)}/{_count(v.st_saturation or 0.0)} in flight",
+        f"W0 {ms(v.st_w0)} now {ms(v.st_latency)} ms",
+        f"{(v.st_delivered or 0.0) / 1e6:.2f} MB/s",
+    ]
+    return out + (["SATURATED"] if v.st_saturated else [])
+
+
 def rank_lines(v: RankView, width: int = WIDTH) -> list[str]:
     """One rank's part of the screen, no line longer than ``width`` (laid out for at least 40 columns)."""
     width = max(40, width)
@@ -430,6 +479,7 @@ def rank_lines(v: RankView, width: int = WIDTH) -> list[str]:
             width,
         ),
         *_fit("knobs", knobs, width),
+        *_fit("model", model_items(v), width),
     ]
 
 
@@ -478,18 +528,28 @@ class Top:
         def wrap(text: str) -> list[str]:
             return textwrap.wrap(text, width, subsequent_indent=_INDENT, break_on_hyphens=False) or [""]
 
-        out = [*wrap(head), ""]
+        body: list[str] = []
+        slowest: tuple[float, str] | None = None
+        ranks = 0
         for url in self.urls:
             s = self.last.get(url)
             if s is None:
-                out += [*wrap(f"{redact(url)}: connecting…"), ""]
+                body += [*wrap(f"{redact(url)}: connecting…"), ""]
                 continue
             if s.error is not None:
-                out += [*wrap(f"{redact(url)}: unreachable: {s.error}"), ""]
+                body += [*wrap(f"{redact(url)}: unreachable: {s.error}"), ""]
                 continue
             prev = self.prev.get(url)
             for rank in ranks_of(s):
-                out += rank_lines(rank_view(s, prev, rank), width) + [""]
+                v = rank_view(s, prev, rank)
+                ranks += 1
+                if v.speedup is not None and (slowest is None or v.speedup > slowest[0]):
+                    slowest = (v.speedup, rank)
+                body += rank_lines(v, width) + [""]
+        out = wrap(head)
+        if ranks > 1 and slowest is not None:  # in synchronous training the job goes at the slowest rank's pace
+            out += wrap(f"slowest rank {slowest[1]}: {_speedup(slowest[0])} if its loop never waited")
+        out += ["", *body]
         out.append("recent tuner decisions (knob changes):")
         out += [ln for d in self.decisions for ln in wrap(f"  {d}")] or ["  none yet"]
         return out
