@@ -54,7 +54,7 @@ def test_index_json_describes_every_file(tmp_path: Any, monkeypatch: pytest.Monk
     write_parquet_dir(d)
     os.makedirs(os.path.join(d, "sub"))
     pq.write_table(pa.table({"x": [1]}), os.path.join(d, "sub", "nested.parquet"))  # not top level: ignored
-    open(os.path.join(d, "notes.txt"), "w").write("ignored")
+    Path(os.path.join(d, "notes.txt")).write_text("ignored")
     index_parquet_dataset(d)
     index = json.loads(Path(os.path.join(d, "index.json")).read_text())
     assert index["config"] == {

@@ -65,7 +65,7 @@ def test_shards_of_different_configs_are_refused_naming_both(tmp_path: Any) -> N
     path = os.path.join(out, "1.index.json")
     part = json.loads(Path(path).read_text())
     part["config"]["chunk_size"] = 3
-    json.dump(part, open(path, "w"))
+    Path(path).write_text(json.dumps(part))
     with pytest.raises(FormatError, match=r"'1\.index\.json' differs from '0\.index\.json' in \['chunk_size'\]"):
         complete_dataset(out)
     assert not is_complete_dataset(out)

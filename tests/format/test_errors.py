@@ -157,7 +157,7 @@ def test_offsets_not_monotonic(tmp_path):
     data = bytearray(Path(path).read_bytes())
     o1, o2 = struct.unpack_from("<II", data, 8)
     struct.pack_into("<II", data, 8, o2, o1)  # swap the starts of items 1 and 2
-    open(path, "wb").write(bytes(data))
+    Path(path).write_bytes(bytes(data))
     with pytest.raises(CorruptChunkError, match="not monotonic"):
         ChunkFile(path)
 
