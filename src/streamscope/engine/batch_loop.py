@@ -30,6 +30,7 @@ def iter_batches(
     readers: Sequence[Any] = (),
     schedules: Callable[[Sequence[int]], Sequence[Schedule]] | None = None,
     done: Callable[[], None] | None = None,
+    stop: Callable[[], None] | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """``(batch_number, batch)`` for the batches worker ``worker_id`` of ``num_workers`` builds from ``start_batch``.
 
@@ -40,9 +41,10 @@ def iter_batches(
         schedules: this worker's batch numbers -> one schedule per reader (``[]``: read on demand); None: no
             schedule.
         done: called once after the last batch (not when the consumer stops early).
+        stop: called once when the loop ends, however (after the reads stopped), if it started.
     """
     ids = plan.batches_for_worker(worker_id, max(1, num_workers), start_batch)
-    if not isinstance(ids, (range, list)):
+    if not isinstance(ids, (range, list)):  # a plan that hands out an iterator: the schedules need a sequence
         ids = list(ids)
     reads = ScheduledReads(readers, schedules(ids) if schedules is not None else [[] for _ in readers])
     try:
@@ -53,3 +55,5 @@ def iter_batches(
             done()
     finally:
         reads.stop()
+        if stop is not None:
+            stop()

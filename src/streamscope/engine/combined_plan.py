@@ -34,7 +34,7 @@ Equal batches across ranks
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, overload
 
 import numpy as np
@@ -259,9 +259,9 @@ class CombinedPlan:
         d, k = self.batch_arrays(j)
         return list(zip(d.tolist(), k.tolist()))
 
-    def batches_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> Iterator[int]:
+    def batches_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> range:
         """Batches worker ``worker_id`` builds: ``start_batch + worker_id + i * num_workers``."""
-        return iter(worker_batches(self.num_batches, worker_id, num_workers, start_batch))
+        return worker_batches(self.num_batches, worker_id, num_workers, start_batch)
 
     def batches_started(self, num_samples: int) -> int:
         """Batches that begin within the first ``num_samples`` samples of the epoch (a partly yielded batch

@@ -186,10 +186,10 @@ class BatchDecoding:
                 return [[]]
             return [plan.chunk_schedule_for_worker(worker_id, num_workers, start_batch)]
 
-        try:
-            yield from batch_loop.iter_batches(plan, worker_id, num_workers, start_batch, build, [reader], schedules)
-        finally:
-            decodes.finish()
+        # returned, not re-yielded: no generator layer of its own per batch (plain iteration's batches are samples)
+        return batch_loop.iter_batches(
+            plan, worker_id, num_workers, start_batch, build, [reader], schedules, stop=decodes.finish
+        )
 
     def _decode_run(self, reader: Any, chunk: int, items: np.ndarray) -> list[Any]:
         """The samples ``items`` of ``chunk``, decoded together where the item loader can."""

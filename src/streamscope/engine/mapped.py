@@ -19,12 +19,13 @@ import numpy as np
 from torch.utils.data import IterableDataset
 from torch.utils.data._utils.collate import default_collate
 
-from streamscope._core.errors import DatasetError, StateDictError
+from streamscope._core.errors import DatasetError
 from streamscope.engine import batch_loop
 from streamscope.engine.batch_mode import BatchMode, LoaderSettings
 from streamscope.engine.batching import worker_items
 from streamscope.engine.distributed import DistEnv, WorkerEnv
 from streamscope.engine.plan_protocol import fingerprint_of, position_state, worker_batches
+from streamscope.engine.resume import mapped_position
 
 __all__ = ["MappedBatches", "MappedPlan", "fetches_batches"]
 
@@ -253,13 +254,7 @@ class MappedBatches(LoaderSettings, IterableDataset[Any]):
             StateDictError: the state is not one of this view, or its order differs (another dataset length,
                 shuffle, seed, drop_last or world).
         """
-        if not isinstance(state, dict) or state.get("kind") != "mapped":
-            raise StateDictError(f"not a state of a {type(self.dataset).__name__} loader (no kind 'mapped')")
-        mine = self._order_state()
-        differ = [f"{k}: saved {state.get(k)!r}, now {mine[k]!r}" for k in _ORDER_KEYS if state.get(k) != mine[k]]
-        if differ:
-            raise StateDictError("the state was saved with another order: " + "; ".join(differ))
-        return int(state["epoch"]), int(state["batches_consumed"])
+        return mapped_position(state, self._order_state(), _ORDER_KEYS, type(self.dataset).__name__)
 
 
 def _upcoming(plan: MappedPlan, ids: Sequence[int]) -> list[int]:

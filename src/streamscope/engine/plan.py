@@ -76,7 +76,7 @@ Differences from LitData 0.2.68 (deliberate)
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -393,12 +393,12 @@ class EpochPlan:
     def _worker_range(self, worker_id: int, num_workers: int, start_batch: int) -> range:
         return worker_batches(self.num_batches, worker_id, num_workers, start_batch)
 
-    def batches_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> Iterator[int]:
+    def batches_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> range:
         """Batch indexes worker ``worker_id`` builds: ``start_batch + worker_id + k * num_workers``, k = 0, 1, ...
 
         ``num_workers=0`` (iteration in the main process) counts as one worker.
         """
-        return iter(self._worker_range(worker_id, num_workers, start_batch))
+        return self._worker_range(worker_id, num_workers, start_batch)
 
     def num_batches_for_worker(self, worker_id: int, num_workers: int, start_batch: int = 0) -> int:
         """How many batches :meth:`batches_for_worker` yields."""

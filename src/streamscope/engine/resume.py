@@ -9,7 +9,9 @@ ranks' slices and batches.
 
 Dataset side (:class:`Resumable`, mixed into StreamingDataset, Combined and Parallel): a state holds
 ``current_epoch``, the dataset's identity (what defines the order) and the plan's exact position ``plan_state``.
-Resuming checks all three and continues at the first batch not yet consumed.
+Resuming checks all three and continues at the first batch not yet consumed. The loader of a map-style dataset
+(StreamingRawDataset through ``engine/mapped.py``) records its epoch and ``batches_consumed`` with the settings that
+fix its order: :func:`mapped_position` checks them and says where it continues.
 
 States written by LitData (a StreamingDataset state has no ``plan_state``) are accepted too: the identity is
 checked on LitData's own keys (input dir, seed, shuffle, drop_last, item loader, world size and the
@@ -45,6 +47,7 @@ __all__ = [
     "Resumable",
     "batches_from_samples",
     "check_state",
+    "mapped_position",
     "member_identity_diffs",
     "resume_plan",
     "resume_point",
@@ -485,3 +488,20 @@ def check_state(state: ResumeState | Mapping[str, Any], plan: Plan) -> None:
     if not diffs:
         diffs.append(f"fingerprint: saved {st.fingerprint!r}, now {plan.fingerprint!r}")
     raise StateDictError("the saved state does not match this dataset configuration: " + "; ".join(diffs))
+
+
+def mapped_position(state: Any, mine: Mapping[str, Any], keys: Sequence[str], what: str) -> tuple[int, int]:
+    """``(epoch, first batch)`` to resume a map-style dataset's loader (``engine/mapped.py``) from ``state``.
+
+    Its state records the epoch, ``batches_consumed`` and the settings ``keys`` that fix the order (``mine``: this
+    loader's), each of which must match; ``what`` names the dataset in errors.
+
+    Raises:
+        StateDictError: the state is not one of such a loader (no ``kind`` "mapped"), or its order differs.
+    """
+    if not isinstance(state, dict) or state.get("kind") != "mapped":
+        raise StateDictError(f"not a state of a {what} loader (no kind 'mapped')")
+    differ = [f"{k}: saved {state.get(k)!r}, now {mine[k]!r}" for k in keys if state.get(k) != mine[k]]
+    if differ:
+        raise StateDictError("the state was saved with another order: " + "; ".join(differ))
+    return int(state["epoch"]), int(state["batches_consumed"])
