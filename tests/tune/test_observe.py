@@ -150,3 +150,20 @@ def test_metrics_off_start_no_observer(tmp_path):
     assert sum(1 for _ in loader) == 10
     assert observer_of(loader) is None
     assert not any(t.name == "streamscope-model" for t in threading.enumerate())
+
+
+def test_no_observer_in_a_dataloader_worker(tmp_path, endpoint, monkeypatch):
+    """The hook refuses where torch says this is a DataLoader worker (a loader iterated inside a worker's dataset):
+    only a rank's main process publishes the model's gauges."""
+    import torch.utils.data
+
+    from streamscope.api import observe
+
+    ds = StreamingDataset(write_dataset(str(tmp_path / "ds"), 40, image_sample, chunk_size=10))
+    loader = StreamingDataLoader(ds, batch_size=4, num_workers=0)
+    monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: object())
+    assert observe.before_epoch(loader) is None and observer_of(loader) is None
+    monkeypatch.undo()
+    obs = observe.before_epoch(loader)  # the main process: started (metrics are on: the endpoint)
+    assert obs is not None and obs.running and observer_of(loader) is obs
+    obs.stop()
