@@ -68,16 +68,17 @@ class RayCluster:
             "--disable-usage-stats",
             "--include-log-monitor=false",  # one Python process less per node; tasks' output is not needed
         ]
-        log = open(os.path.join(self.temp_dir, f"start-{len(self.procs)}.log"), "wb")
-        self.procs.append(
-            subprocess.Popen(
-                [ray, "start", *args, *common],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+        # the child writes its own copy of the descriptor: the parent's is closed once the child has it
+        with open(os.path.join(self.temp_dir, f"start-{len(self.procs)}.log"), "wb") as log:
+            self.procs.append(
+                subprocess.Popen(
+                    [ray, "start", *args, *common],
+                    env=self.env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             )
-        )
 
     def start(self) -> RayCluster:
         self._start(["--head", "--port", str(self.port), "--include-dashboard=false", "--temp-dir", self.temp_dir])
