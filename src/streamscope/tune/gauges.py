@@ -45,10 +45,14 @@ class ModelGauges:
         dataset: the ``dataset`` attribute of the gauges.
         model: the model whose filters (W0, max rate) the gauges read; the tuner passes its controller's, which
             it feeds itself; the observer's own is fed here (``feed=True`` in :meth:`update`).
+
+    The gauges also feed a model of their own with every window: read where the given one has seen no download
+    yet (its warm-up, a rank that follows another's plan and runs no controller, ``tune/ranks.py``).
     """
 
     def __init__(self, dataset: str = "", model: Model | None = None) -> None:
-        self.model = model if model is not None else Model()
+        self._own = Model()
+        self.model = model if model is not None else self._own
         self.attrs = {"dataset": dataset}
         self.estimates: Estimates | None = None  # of the last window
         self.speedup = 0.0  # of the last window with a step (0: none yet)
@@ -78,6 +82,10 @@ class ModelGauges:
         self._last = reading
         if feed:
             m.observe(w, w.retries)
+        if m is not self._own:
+            self._own.observe(w, w.retries)
+            if not m._lat:  # the given model has no latency sample (same package: its filters are ours to read)
+                m = self._own
         e = m.estimates(w, w.retries, w.workers)
         if e.step > 0:
             self.speedup = (e.step + e.wait) / e.step
