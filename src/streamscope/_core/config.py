@@ -949,6 +949,16 @@ knob(
     bounds=(0.0, 1.0),
 )
 knob(
+    "autotune_rank_every",
+    5,
+    "readings",
+    ("STREAMSCOPE_AUTOTUNE_RANK_EVERY",),
+    "Under torch.distributed (more than one rank), tuner readings between two publications of a rank's model "
+    "inputs in the process group's store (a side channel, never a collective); the rank that waits most per batch "
+    "decides, and every rank applies its values at one published step. 0 = each rank tunes alone.",
+    bounds=(0, 10_000),
+)
+knob(
     "autotune_probe_share",
     0.02,
     "fraction",

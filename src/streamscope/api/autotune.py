@@ -14,10 +14,11 @@ import weakref
 from typing import Any
 
 from streamscope import events as ev
-from streamscope._core import hooks
+from streamscope._core import config, hooks
 from streamscope.events import vocab
 from streamscope.events.registry import M
 from streamscope.tune import WORKERS, Tuner
+from streamscope.tune.ranks import RankShare, default_store
 from streamscope.tune.target import TargetInfo
 
 #: The categories the tuner reads metrics of (the wait, its split, downloads and the cache).
@@ -141,7 +142,7 @@ class LoaderAutotune:
 
     def __init__(self, loader: Any) -> None:
         self.target = LoaderTarget(loader)
-        self.tuner = Tuner(self.target)
+        self.tuner = Tuner(self.target, ranks=rank_share())
         self._finalizer = weakref.finalize(loader, self.tuner.stop, 0.0)
 
     def before_epoch(self) -> None:
@@ -179,6 +180,20 @@ class LoaderAutotune:
         return self.tuner.values()
 
 
+def rank_share(store: Any = None) -> RankShare | None:
+    """The ranks' sharing (``tune/ranks.py``) when ``torch.distributed`` runs more than one rank (or ``store`` is
+    given) and ``autotune_rank_every`` is not 0; None: this rank tunes alone."""
+    every = int(config.get("autotune_rank_every"))
+    store = store if store is not None else default_store()
+    if every <= 0 or store is None:
+        return None
+    import torch.distributed as dist
+
+    return RankShare(
+        store, dist.get_rank(), dist.get_world_size(), every=every, tick=float(config.get("metrics_interval"))
+    )
+
+
 def ensure_metrics() -> None:
     """Metrics on for the categories the tuner reads, in this process and the workers it starts."""
     need = vocab.categories_for_level(METRIC_LEVEL)
@@ -198,4 +213,4 @@ def attach(loader: Any) -> LoaderAutotune:
 
 hooks.provide("autotuner", attach)
 
-__all__ = ["WORKERS", "LoaderAutotune", "LoaderTarget", "attach", "ensure_metrics", "target_info"]
+__all__ = ["WORKERS", "LoaderAutotune", "LoaderTarget", "attach", "ensure_metrics", "rank_share", "target_info"]

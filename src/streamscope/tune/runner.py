@@ -34,6 +34,7 @@ from streamscope.tune.budgets import Budgets, disk_free, resolve, tree_rss
 from streamscope.tune.controller import Controller, Decision
 from streamscope.tune.gauges import ModelGauges, dataset_of
 from streamscope.tune.policy import Policy, Resources
+from streamscope.tune.ranks import Plan, RankShare
 from streamscope.tune.signals import Reading, cpu_pressure, read_view
 from streamscope.tune.target import Target
 
@@ -100,6 +101,7 @@ class Tuner:
         sensors: what is read (default: the metrics view and psutil).
         tick: seconds between two readings while searching (default: ``metrics_interval``).
         clock: the monotonic clock.
+        ranks: share the model inputs with the other ranks and follow the slowest's plan (``tune/ranks.py``).
     """
 
     def __init__(
@@ -110,6 +112,7 @@ class Tuner:
         tick: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         emit: Callable[[str, dict[str, Any]], None] = record,
+        ranks: RankShare | None = None,
     ) -> None:
         self.target = target
         self.budgets = budgets or resolve()
@@ -133,6 +136,11 @@ class Tuner:
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self.gauges = ModelGauges(dataset_of(target), self.controller.model)  # the model, as metrics
+        self.ranks = ranks
+        if ranks is not None:
+            ranks.emit = self._emit
+        self._follow_next = 0.0  # a follower's next reading (its controller does not run)
+        self._paused = False  # the controller stopped because another rank decides
 
     def _emit(self, name: str, fields: dict[str, Any]) -> None:
         self.events.append((name, fields))
@@ -173,17 +181,31 @@ class Tuner:
         self._thread = threading.Thread(target=self._run, name="streamscope-tuner", daemon=True)
         self._thread.start()
 
+    def _wake(self) -> float:
+        share = self.ranks
+        if share is None:
+            return self.controller.next_wake()
+        wake = self.controller.next_wake() if share.leads() else self._follow_next
+        return share.next_wake(wake, self.clock())
+
     def _run(self) -> None:
         c = self.controller
         try:
-            while not self._stop.wait(max(0.0, c.next_wake() - self.clock())):
+            while not self._stop.wait(max(0.0, self._wake() - self.clock())):
                 now = self.clock()
+                share = self.ranks
+                if share is not None and now < (c.next_wake() if share.leads() else self._follow_next):
+                    self._follow(share, self.target.progress()[0])  # a poll for a pending plan's step only
+                    continue
                 reading = self.sensors.read(now, self.target)
                 res = self.sensors.resources()
                 with self._lock:
                     if self._stop.is_set():
                         break
-                    c.step(now, reading, res)
+                    if share is None:
+                        c.step(now, reading, res)
+                    else:
+                        self._shared_step(share, now, reading, res)
                     self.gauges.update(reading, self.target.iterating())  # the model, as metrics
         except Exception as exc:  # noqa: BLE001 - tuning stops; the loader must go on
             self.error = exc
@@ -199,6 +221,35 @@ class Tuner:
                 RuntimeWarning,
                 stacklevel=1,
             )
+
+    def _shared_step(self, share: RankShare, now: float, reading: Reading, res: Resources) -> None:
+        """One reading with ranks sharing (the lock held): the controller runs on the deciding rank only."""
+        c = self.controller
+        if share.leads():
+            if self._paused:  # this rank decides again: its controller starts over from a warm-up
+                self._paused = False
+                c.phase = "warmup"
+            c.step(now, reading, res)
+        else:
+            self._follow_next = now + c.tick
+            if not self._paused:
+                self._paused = True
+                if c.phase != "stopped":
+                    c.abort(f"rank {share.plan.decider if share.plan else '?'} decides for every rank")
+        share.on_reading(reading, lambda w: c.model.estimates(w, w.retries, w.workers).fields(), dict(c.good))
+        self._apply(share.due(reading.batches), reading.batches)
+
+    def _follow(self, share: RankShare, batches: int) -> None:
+        with self._lock:
+            if not self._stop.is_set():
+                self._apply(share.due(batches), batches)
+
+    def _apply(self, plan: Plan | None, batches: int) -> None:
+        """A plan whose step this rank reached: its values, now (the lock held)."""
+        if plan is None:
+            return
+        done = self.controller.restore(plan.values)
+        self._emit("ranks", {**plan.fields(), "applied": plan.seq, "at_batch": batches, "set": len(done)})
 
     def stop(self, timeout: float = 2.0) -> None:
         """Stop the thread (a move on trial goes back to the last good values)."""
