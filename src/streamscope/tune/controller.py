@@ -184,6 +184,7 @@ class Controller:
     _steps: deque[float] = field(default_factory=lambda: deque(maxlen=30))  # log step of stable windows
     _ceil: int | None = None  # in-flight (all readers) no better going up, in this regime
     _floor: int | None = None  # in-flight no better going down
+    _queued: bool = False  # the store was seen saturated in this regime
     _since_epoch: int = 2  # windows since the epoch count last moved
     _epoch_len: int = 1_000_000  # windows the last epoch lasted
     _moved_epoch: int = 0  # the last epoch in which the tuner moved a knob
@@ -317,7 +318,9 @@ class Controller:
         readers = max(1, workers)
         now_k = self.policy.in_flight(values, workers)
         plan = self.model.plan(e, readers, workers, self.budgets.cpus, now_k)
-        plan = self._bracket(plan, now_k, readers)
+        self._queued = self._queued or e.saturated
+        drain = self._drain(e, plan, now_k, readers)
+        plan = drain or self._bracket(plan, now_k, readers)
         for m in self.policy.move(plan, values, pinned, workers, res):
             if m.key in self._rejected:
                 continue
@@ -330,9 +333,32 @@ class Controller:
                 gain = e.wait_share * e.download_share / 2  # no latency to model: half the download wait, a guess
             # a saturated store's move down: whatever the model predicts when the store pushes back (it asks for
             # fewer requests, and its latency then holds no unloaded W0 to predict from), else no loss predicted
-            if gain >= MIN_PREDICTED or (m.cause == "saturated" and (gain >= 0 or e.retries > 0)):
+            # a drain to the BDP: the model, blind to the queue below its saturation threshold, predicts the loss
+            # of fewer in flight at W0; what decides is the check
+            if gain >= MIN_PREDICTED or (m.cause == "saturated" and (gain >= 0 or e.retries > 0 or drain)):
                 return m, gain
         return None
+
+    def _drain(self, e: Estimates, plan: Plan, now_k: int | None, readers: int) -> Plan | None:
+        """BBR's probe down: once this regime saw the store saturated and a move up measured no better, an
+        in-flight above the BDP (max rate x W0) only queues, whatever the model's plan says (a store losing
+        throughput past its knee makes the BDP measured there too low, so the move down that capped in-flight
+        at it may have failed, and the bisection that followed may have stopped above the knee): drain to the
+        BDP, on the readers' grid, above the floor of this regime's checks."""
+        if not self._queued or self._ceil is None or plan.in_flight is None or now_k is None:
+            return None
+        if plan.in_flight < now_k or e.w0 <= 0 or e.latency <= e.w0 or e.in_flight <= e.bdp:
+            return None  # the model moves down already, or no queue
+        c = math.floor(e.bdp / readers)
+        if self._floor is not None:
+            c = max(c, self._floor // readers + 1)
+        if c < 1 or c >= now_k:
+            return None
+        why = (
+            f"in flight {e.in_flight:.1f} above the BDP {e.bdp:.1f} at latency {e.latency * 1e3:.0f} ms vs W0 "
+            f"{e.w0 * 1e3:.0f} ms, a store seen saturated: drained to {c * readers} in flight"
+        )
+        return dc_replace(plan, in_flight=c, depth=depth_for(c), why=why)
 
     def _bracket(self, plan: Plan, now_k: int | None, readers: int) -> Plan:
         """Keep the plan's in-flight inside what this regime's checks left open: below the lowest total that
@@ -342,16 +368,24 @@ class Controller:
         if plan.in_flight is None or now_k is None:
             return plan
         k_now, k = now_k * readers, plan.in_flight * readers
+        c = plan.in_flight
         if k > k_now and self._ceil is not None and k * (1 + BISECT) >= self._ceil:
-            k = int(math.sqrt(k_now * self._ceil))
-            k = k if k >= k_now * (1 + BISECT) else k_now  # the bracket is narrow: the search ends
+            # the bracket (incumbent, ceiling) is narrower than BISECT: the search ends; else its geometric middle,
+            # on the readers' grid (a total the knobs can set) and strictly inside it
+            c = round(math.sqrt(k_now * self._ceil) / readers)
+            c = min(c, math.ceil(self._ceil / readers) - 1)
+            if self._ceil < k_now * (1 + BISECT) or c * readers <= k_now:
+                c = now_k
         elif k < k_now and self._floor is not None and k <= self._floor * (1 + BISECT):
-            k = math.ceil(math.sqrt(k_now * self._floor))
-            k = k if k <= k_now / (1 + BISECT) else k_now
-        if k == plan.in_flight * readers:
+            c = round(math.sqrt(k_now * self._floor) / readers)
+            c = max(c, self._floor // readers + 1)
+            if k_now < self._floor * (1 + BISECT) or c * readers >= k_now:
+                c = now_k
+        if c == plan.in_flight:
             return plan
-        c = max(1, math.ceil(k / readers))
-        return dc_replace(plan, in_flight=c, depth=depth_for(c), why=plan.why + f"; bisected to {k} in flight")
+        c = max(1, c)
+        why = plan.why + f"; bisected to {c * readers} in flight"
+        return dc_replace(plan, in_flight=c, depth=depth_for(c), why=why)
 
     def _bound(self, move: Move, adopted: bool) -> None:
         """What a verdict on a downloads move teaches: a bound on the in-flight worth trying in this regime (a
@@ -647,6 +681,7 @@ class Controller:
             if self._drift >= OBSERVE:
                 self._rejected.clear()  # a new regime: what failed before may work now
                 self._ceil = self._floor = None
+                self._queued = False
                 self.model.reset()
                 self.emit(
                     "resumed",

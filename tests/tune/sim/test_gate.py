@@ -18,9 +18,7 @@ from tests.tune.sim.world import grid, run_tuned, static_grid, untuned
 SEEDS = range(1000)
 #: Scenarios whose gate the tuner does not meet yet (the measured value is in the table): strict, so that meeting
 #: it fails the test until the mark goes.
-NOT_MET = {
-    "at-the-knee": "median tuned / best static 0.948 (seeds 0-999): the bisection ends a few downloads above the knee"
-}
+NOT_MET: dict[str, str] = {}
 
 
 def _ratios(name: str) -> tuple[np.ndarray, str]:
