@@ -59,6 +59,7 @@ def main() -> None:
         out["values"] = dl.state_dict()["autotune"]["values"]
         share = tuner.ranks
         out["readings"] = share.readings if share is not None else 0
+        out["paused"] = tuner._paused  # its controller stopped: another rank decides
     # the tuner's keys in the store: one per rank and epoch, and the plan
     keys = [f"{PREFIX}/{e}/{r}" for e in range(args["epochs"] + 2) for r in range(world)] + [PLAN_KEY]
     out["store_keys"] = [k for k in keys if store.check([k])]

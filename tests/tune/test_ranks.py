@@ -81,6 +81,7 @@ def test_the_slow_rank_decides_and_every_rank_switches_at_the_same_step(src, tmp
     plans = _applied(fast)
     assert plans and plans == _applied(slow)
     assert {d for _, _, d, _ in plans} == {1}
+    assert fast["paused"] and not slow["paused"]  # one controller moves knobs: the decider's
     assert "prefetch_depth=7" in plans[-1][3]
     for out in outs:
         for f in out["ranks"]:
@@ -105,3 +106,88 @@ def test_a_rank_whose_loader_is_not_tuned_still_trains(src, tmp_path):
     assert "ranks" not in untuned
     assert {d for _, _, d, _ in _applied(tuned)} <= {0}
     assert not any(k.endswith("/1") for k in tuned["store_keys"])
+
+
+# --- the protocol on a real store (a TCPStore of this process), ranks driven by hand --------------------------------
+
+
+def _store():
+    from torch.distributed import TCPStore
+
+    return TCPStore("127.0.0.1", 0, 2, True, wait_for_workers=False, use_libuv=False)
+
+
+def _reading(t: float, batches: int, wait_s: float, epoch: int = 1):
+    from streamscope.tune.signals import Reading
+
+    return Reading(t, batches, wait_s, epoch=epoch)
+
+
+def _est(w):
+    return {"step_ms": round(w.step * 1e3, 3)}
+
+
+def test_a_rank_that_stops_writing_is_left_out_and_ties_go_to_the_lowest_rank():
+    from streamscope.tune.ranks import STALE_ROUNDS, RankShare
+
+    store = _store()
+    r0 = RankShare(store, 0, 2, every=1, tick=0.1)
+    r1 = RankShare(store, 1, 2, every=1, tick=0.1)
+    # two rounds: both wait 5 ms per batch (a tie: rank 0 decides), rank 1 keeps prefetch_depth 9
+    for i in range(2):
+        r1.on_reading(_reading(i, 100 * i, 0.5 * i), _est, {"prefetch_depth": 9})
+        r0.on_reading(_reading(i, 100 * i, 0.5 * i), _est, {})
+    r1.read_plan()
+    assert r0.plan is not None and r0.plan.decider == 0 and r1.plan == r0.plan
+    assert r0.due(r0.plan.step - 1) is None and r0.due(r0.plan.step) is not None
+    assert r1.due(r1.plan.step + 5) == r0.plan  # a rank past the step applies at once
+    # rank 1 waits more: it decides
+    r1.on_reading(_reading(2, 200, 2.0), _est, {"prefetch_depth": 9})
+    r0.on_reading(_reading(2, 200, 1.0), _est, {})
+    r1.read_plan()
+    assert r0.plan.decider == 1 and r0.plan.values == {"prefetch_depth": 9} and r1.plan == r0.plan
+    r0.due(10**9), r1.due(10**9)
+    # rank 1 dies: its last entry stays the same; after STALE_ROUNDS rounds rank 0 decides alone
+    for i in range(3, 3 + STALE_ROUNDS + 1):
+        r0.on_reading(_reading(i, 100 * i, 0.1 * i), _est, {"prefetch_depth": 4})
+        r0.due(10**9)
+    assert r0.plan.decider == 0 and r0.plan.values == {"prefetch_depth": 4}
+
+
+def test_a_plan_is_not_overwritten_before_its_step():
+    from streamscope.tune.ranks import PLAN_KEY, RankShare
+
+    store = _store()
+    r0 = RankShare(store, 0, 1, every=1, tick=0.1)
+    for i in range(2):
+        r0.on_reading(_reading(i, 10 * i, 0.05 * i), _est, {"prefetch_depth": 3})
+    first = r0.plan
+    assert first is not None and r0.pending == first
+    r0.on_reading(_reading(2, 20, 0.1), _est, {"prefetch_depth": 5})  # a new value, the step not reached
+    assert r0.plan == first and r0.published == 1
+    assert r0.due(first.step) == first
+    r0.on_reading(_reading(3, max(first.step, 20) + 10, 0.2), _est, {"prefetch_depth": 5})
+    assert r0.plan.seq == 2 and r0.plan.values == {"prefetch_depth": 5} and r0.plan.step > first.step
+    assert store.check([PLAN_KEY])
+
+
+def test_without_a_process_group_there_is_no_sharing():
+    from streamscope.api.autotune import rank_share
+    from streamscope.tune.ranks import default_store
+
+    assert default_store() is None and rank_share() is None
+
+
+def test_a_rank_a_round_behind_is_waited_for_not_left_out():
+    from streamscope.tune.ranks import RankShare
+
+    store = _store()
+    r0 = RankShare(store, 0, 2, every=1, tick=0.1)
+    r1 = RankShare(store, 1, 2, every=1, tick=0.1)
+    r1.on_reading(_reading(0, 0, 0.0), _est, {"prefetch_depth": 9})  # its first entry: no window yet
+    r0.on_reading(_reading(0, 0, 0.0), _est, {})
+    r0.on_reading(_reading(1, 100, 0.1), _est, {})  # rank 0 has inputs, rank 1 none yet: no plan
+    assert r0.plan is None
+    r1.on_reading(_reading(1, 100, 1.0), _est, {"prefetch_depth": 9})
+    r0.on_reading(_reading(2, 200, 0.2), _est, {})
+    assert r0.plan is not None and r0.plan.decider == 1 and r0.plan.values == {"prefetch_depth": 9}

@@ -125,7 +125,7 @@ class RankShare:
             self._publish(reading, estimate, kept)
             if self.rank == 0:
                 self._decide()
-        self._read_plan()
+        self.read_plan()
 
     def due(self, batches: int) -> Plan | None:
         """The pending plan once ``batches`` reached its step (then it is no longer pending)."""
@@ -159,33 +159,38 @@ class RankShare:
         self.store.set(f"{PREFIX}/{reading.epoch}/{self.rank}", json.dumps(entry, default=str))
         self._epoch = reading.epoch
 
-    def _entries(self) -> list[dict[str, Any]]:
+    def _entries(self) -> list[dict[str, Any]] | None:
         """The ranks' newest entries with inputs (this epoch's, else the last one's: a rank a round behind at an
-        epoch's start still counts), stale ones left out."""
+        epoch's start still counts); None while a rank's entry is missing or unchanged for fewer than
+        :data:`STALE_ROUNDS` rounds (a rank a little behind is waited for, a slow or dead one is left out)."""
         got = []
+        wait = False
         for r in range(self.world):
+            entry = None
             for epoch in (self._epoch, self._epoch - 1):
                 key = f"{PREFIX}/{epoch}/{r}"
                 if epoch < 0 or not self.store.check([key]):  # not blocking: a rank that has not written is left out
                     continue
                 e = json.loads(self.store.get(key))
-                if "wait_per_batch_ms" not in e["inputs"]:
-                    continue  # an epoch's first entry: no window yet
-                seq = int(e["seq"])
-                prev = self._seen.get(r)
-                if prev is None or prev[0] != seq:
-                    self._seen[r] = (seq, self.rounds)
-                elif self.rounds - prev[1] >= STALE_ROUNDS:
-                    break  # the same entry for STALE_ROUNDS rounds: a slow or dead rank, left out
-                got.append(e)
-                break
-        return got
+                if "wait_per_batch_ms" in e["inputs"]:  # else an epoch's first entry: no window yet
+                    entry = e
+                    break
+            seq = int(entry["seq"]) if entry is not None else -1
+            prev = self._seen.get(r)
+            if prev is None or prev[0] != seq:
+                self._seen[r] = prev = (seq, self.rounds)
+            fresh = entry is not None and (prev[1] == self.rounds or self.rounds - prev[1] < STALE_ROUNDS)
+            if fresh and entry is not None:
+                got.append(entry)
+            elif self.rounds - prev[1] < STALE_ROUNDS:
+                wait = True  # missing or unchanged for a round or two: waited for, a few rounds at most
+        return None if wait else got
 
     def _decide(self) -> None:
         if self.pending is not None:
             return  # the last plan's step not reached yet: it is not overwritten before every rank can apply it
         entries = self._entries()
-        if not entries:
+        if not entries:  # None: a rank to wait for; []: nobody wrote
             return
         slow = max(entries, key=lambda e: (float(e["inputs"]["wait_per_batch_ms"]), -int(e["rank"])))
         values = dict(slow["values"])
@@ -199,7 +204,8 @@ class RankShare:
         self.store.set(PLAN_KEY, json.dumps(plan, default=str))
         self.emit("ranks", {"published": self.published, "ranks_seen": len(entries), "decider": plan["decider"]})
 
-    def _read_plan(self) -> None:
+    def read_plan(self) -> None:
+        """Read the published plan (not blocking); a newer one becomes pending."""
         if not self.store.check([PLAN_KEY]):
             return
         raw = bytes(self.store.get(PLAN_KEY))
