@@ -4,8 +4,9 @@ kept values applied by every rank at one published step (see ``README.md``, "Ran
 A side channel, never a collective: every ``autotune_rank_every`` tuner readings each rank writes its inputs (its
 batch count, wait per batch, step, demand, W0, ... and the values its controller kept) under
 ``streamscope/tune/<epoch>/<rank>`` (one key per rank and epoch, overwritten: the store holds O(epochs x ranks)
-keys, never one per batch). Rank 0 reads the others' without blocking (``check`` before ``get``), ignores an entry
-whose sequence number has not moved for :data:`STALE_ROUNDS` of its rounds (a slow or dead rank), picks the rank
+keys, never one per batch). Rank 0 reads the others' without blocking (``check`` before ``get``), waits at most
+:data:`STALE_ROUNDS` of its rounds for a rank with no entry, leaves out an entry whose sequence number has not moved
+for that long (a slow or dead rank), picks the rank
 that waits most per batch (lowest rank on ties) and, when that rank's kept values differ from the last plan's,
 publishes a plan under ``streamscope/tune/plan``: the values, the decider and the step (the batch count) at which
 they apply, a few rounds ahead of every rank's count. Each rank reads the plan key at every reading and, while a

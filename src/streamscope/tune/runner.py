@@ -13,7 +13,10 @@ Every event is a ``tune`` instant (Litracer log, Perfetto, OTLP as a zero-length
   value change, the paired check's switches included;
 * ``budget``   a value lowered at the start to fit the cache or its disk;
 * ``settled`` / ``resumed``: the tuner found nothing to improve (and why), or looks again (and why);
-* ``restored`` the tuned values a resumed run started from.
+* ``restored`` the tuned values a resumed run started from;
+* ``ranks``    ranks tuning together (``ranks.py``): a plan rank 0 published (``published``, ``ranks_seen``,
+  ``decider``), or applied on this rank (``applied``, ``step``, ``at_batch``, ``decider``, ``values``, the
+  decider's inputs as ``decider_*``).
 
 A controller that raises stops tuning: a move on trial goes back to the last good values, a ``crash`` instant
 (name ``tuner``) is recorded and a RuntimeWarning says so; the loader goes on.
