@@ -262,7 +262,12 @@ class Tuner:
             t.join(timeout)
         with self._lock:
             if self.controller.phase != "stopped" and self.controller.trying:
-                self.controller.abort("the tuner stopped")
+                try:
+                    self.controller.abort("the tuner stopped")
+                except ReferenceError:
+                    # the loader was collected first (stop runs from its finalizer): its knob board and workers are
+                    # gone with it, so there is nothing left to roll back
+                    self.controller.phase = "stopped"
 
     def values(self) -> dict[str, Any]:
         """The values the tuner set and kept."""
