@@ -13,6 +13,8 @@ every process that imports any module of streamscope has the hooks. A lower laye
 through a function the root provides here, called when it is needed (so ``import streamscope`` stays cheap).
 
 * ``autotuner`` (:data:`AUTOTUNER`): ``hook(loader) -> LoaderTuner``, what ``StreamingDataLoader(tune=...)`` starts.
+* ``observer``: ``hook(loader)``, called at each epoch when metrics are on and the tuner is off: publishes the
+  tuner's model as gauges (``streamscope.tune.observe``) without moving a knob.
 * ``first_use`` (:data:`FIRST_USE`): run by :func:`first_use` when a dataset or loader is built. It switches on
   what the environment asks for with no call in the training script (``STREAMSCOPE_PROMETHEUS_PORT``: the rank's
   Prometheus endpoint).
