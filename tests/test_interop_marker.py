@@ -112,6 +112,9 @@ RUNS_NO_LITDATA = {
     "tests/processing/test_ray.py": "Ray workers run streamscope's optimize from this checkout; no LitData",
     "tests/telemetry/test_otel.py": "the OpenTelemetry wiring in a fresh interpreter with our sources; no LitData",
     "tests/trace_tools/test_tuner_summary.py": "a tuned streamscope loader writes a trace; no LitData",
+    "tests/trace_tools/test_traced_run.py": "a traced optimize and loader of streamscope, then trace_tools; no LitData",
+    "tests/cli/test_top_model.py": "`streamscope top` on a streamscope job reading the latency store; no LitData",
+    "tests/telemetry/test_prometheus_env.py": "plain training scripts of streamscope with the variable set; no LitData",
 }
 
 

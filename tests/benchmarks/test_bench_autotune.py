@@ -14,9 +14,13 @@ import pytest
 from benchmarks import _ab, _autotune_loop, _autotune_report, bench_autotune
 from benchmarks._latency_store import LatencyStore, Profile, _range
 from tests.engine._data import image_sample, write_dataset
+from tests.support.litdata_version import litdata_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 report = _autotune_report
+
+# The tiny end-to-end run has a LitData arm: every test here is marked so the 0.2.76 pass runs it too.
+pytestmark = pytest.mark.interop
 
 
 # --- _ab: the protocol's pieces ------------------------------------------------------------------------------
@@ -211,7 +215,9 @@ def test_latency_store_rate_limit_answers_slowdown(tmp_path) -> None:
 def test_a_tiny_run_end_to_end(tmp_path) -> None:
     """The script itself on a toy dataset: one S3 scenario through the latency store and the local one, two
     rounds of 2-second windows; the result file is self-describing and carries every arm of every round."""
-    env = {**os.environ, "STREAMSCOPE_WRITE_FORMAT": "0.2.68", "PYTHONPATH": f"{ROOT}/src:{ROOT}"}
+    # our sources first, then the LitData under test (the 0.2.76 pass's folder, where it is not site-packages)
+    path = os.pathsep.join(p for p in (f"{ROOT}/src", str(ROOT), litdata_env().get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "STREAMSCOPE_WRITE_FORMAT": "0.2.68", "PYTHONPATH": path}
     data = write_dataset(str(tmp_path / "ds"), 400, image_sample, chunk_size=40)
     out = tmp_path / "result.json"
     cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_autotune.py"), "--scenarios", "s3-20ms", "local",
