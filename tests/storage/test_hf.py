@@ -333,11 +333,13 @@ def test_server_errors_are_retried_a_bounded_number_of_times(hf_hub: HFHub, quic
     hf_hub.fail_next(50, 503)
     hf_hub.clear_requests()
     t0 = time.monotonic()
-    with pytest.raises(TransientStorageError, match=r"HTTP 503"):
-        store.get("train-00000.parquet")
-    assert time.monotonic() - t0 < 30
-    assert len(hf_hub.requests) == 3  # storage_max_attempts, then a clear error
-    hf_hub.clear_failures()
+    try:
+        with pytest.raises(TransientStorageError, match=r"HTTP 503"):
+            store.get("train-00000.parquet")
+        assert time.monotonic() - t0 < 30
+        assert len(hf_hub.requests) == 3  # storage_max_attempts, then a clear error
+    finally:
+        hf_hub.clear_failures()  # the session's hub: what is left must not fail the next test's requests
 
 
 def test_unreachable_endpoint_fails_without_hanging(quick_retries, monkeypatch) -> None:

@@ -115,6 +115,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(
         self, status: int, body: bytes = b"", headers: dict[str, str] | None = None, send_body: bool = True
     ) -> None:
+        self._status = status
+        # Recorded before a byte of the answer leaves: a client that has its answer finds its request recorded
+        # (recording after the write let a test count the requests before the server thread had added the last).
+        self._record_once()
         self.send_response(status)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -123,7 +127,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if send_body and body:
             self.wfile.write(body)
-        self._status = status
 
     def _error(self, status: int, code: str | None, message: str, send_body: bool = True) -> None:
         headers = {"Content-Type": "application/json", "X-Error-Message": message}
@@ -134,8 +137,16 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(self, obj: Any, headers: dict[str, str] | None = None) -> None:
         self._send(200, json.dumps(obj).encode(), {"Content-Type": "application/json", **(headers or {})})
 
+    def _record_once(self) -> None:
+        if not self._recorded:
+            self._recorded = True
+            auth = self.headers.get("Authorization")
+            req = HubRequest(self.command, unquote(self.path), self.headers.get("Range"), auth is not None, self._status)
+            self.hub._record(req)
+
     def _handle(self, method: str) -> None:
         self._status = 0
+        self._recorded = False
         auth = self.headers.get("Authorization")
         length = int(self.headers.get("Content-Length") or 0)
         self._body = self.rfile.read(length) if length else b""  # read first: the connection is kept alive
@@ -144,9 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self._route(method, auth)
         finally:
-            self.hub._record(
-                HubRequest(method, unquote(self.path), self.headers.get("Range"), auth is not None, self._status)
-            )
+            self._record_once()  # a request that got no answer is recorded too (status 0)
 
     def do_GET(self) -> None:  # noqa: N802
         self._handle("GET")
