@@ -282,13 +282,13 @@ class StreamingDataLoader(DataLoader[Any]):
         if arenas is not None and not self.persistent_workers:
             arenas = ArenaFlags(self.num_workers)  # this iteration's fresh workers (an older iterator keeps its own)
         # Non-persistent workers end their share with a parcel of trace events, which this process writes
-        # (see stream.handover); persistent ones write their own (their flusher runs on, and their next epoch's
+        # (see engine.handover); persistent ones write their own (their flusher runs on, and their next epoch's
         # events must not reach the log before this parcel). Decided when the workers start.
         if not (self.persistent_workers and getattr(self, "_iterator", None) is not None):
             self._parcels = self.num_workers if ev.ACTIVE and not self.persistent_workers else 0
         # one flag per worker, set when its parcel arrives (a worker whose parcel was lost writes its own events)
         acks = ParcelAcks(self.num_workers) if self._parcels else None
-        # the wait split (metrics on): the loop's waits go to a ring its workers read (stream.handover); each
+        # the wait split (metrics on): the loop's waits go to a ring its workers read (engine.handover); each
         # iteration is a generation of the ring, begun before its workers start (events.attribution)
         split = bool(ev.RECORDER.metric_cats) and "stall" in ev.ACTIVE
         if split:
