@@ -121,7 +121,10 @@ def test_perfetto_matches_chrome(tmp_path, log):
     assert native == chrome
     # every slice sits on a lane track under a thread track under a process track named by rank/worker
     labels = {v.process_of(s["track"]) for s in v.slices}
-    assert labels <= {"rank 0 · main", "rank 0 · loader worker 0", "rank 0 · loader worker 1"} and "rank 0 · main" in labels
+    assert (
+        labels <= {"rank 0 · main", "rank 0 · loader worker 0", "rank 0 · loader worker 1"}
+        and "rank 0 · main" in labels
+    )
     assert len(v.instants) == sum(1 for e in doc["traceEvents"] if e["ph"] == "i")
     # flows: a download carries an id that the read of the same chunk carries too
     for s in v.slices:
