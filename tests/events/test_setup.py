@@ -100,11 +100,12 @@ def test_ensure_metrics_adds_what_is_missing_and_keeps_what_is_recorded(monkeypa
         assert ev.RECORDER.trace_cats == {"epoch"}  # the trace level stands
         assert set(os.environ["STREAMSCOPE_METRICS_LEVEL"].split(",")) == set(ev.RECORDER.metric_cats)
         calls: list[tuple] = []
-        monkeypatch.setattr(ev, "configure", lambda *a, **k: calls.append((a, k)))
-        monkeypatch.setenv("STREAMSCOPE_METRICS_LEVEL", "untouched")
-        ev.ensure_metrics("batch")  # covered: no reconfiguration
-        ev.ensure_metrics("chunk")
-        assert calls == [] and os.environ["STREAMSCOPE_METRICS_LEVEL"] == "untouched"
-        monkeypatch.undo()
+        # a context of its own: monkeypatch.undo() would also undo the interop guard's PYTHONPATH (same monkeypatch)
+        with monkeypatch.context() as m:
+            m.setattr(ev, "configure", lambda *a, **k: calls.append((a, k)))
+            m.setenv("STREAMSCOPE_METRICS_LEVEL", "untouched")
+            ev.ensure_metrics("batch")  # covered: no reconfiguration
+            ev.ensure_metrics("chunk")
+            assert calls == [] and os.environ["STREAMSCOPE_METRICS_LEVEL"] == "untouched"
     finally:
         ev.configure()

@@ -161,9 +161,11 @@ def test_no_observer_in_a_dataloader_worker(tmp_path, endpoint, monkeypatch):
 
     ds = StreamingDataset(write_dataset(str(tmp_path / "ds"), 40, image_sample, chunk_size=10))
     loader = StreamingDataLoader(ds, batch_size=4, num_workers=0)
-    monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: object())
-    assert observe.before_epoch(loader) is None and observer_of(loader) is None
-    monkeypatch.undo()
+    # a context of its own: monkeypatch.undo() would also undo the interop guard's PYTHONPATH (the same
+    # monkeypatch), and clean_tracer's restore would then leave the LitData stub on every later test's path
+    with monkeypatch.context() as m:
+        m.setattr(torch.utils.data, "get_worker_info", lambda: object())
+        assert observe.before_epoch(loader) is None and observer_of(loader) is None
     obs = observe.before_epoch(loader)  # the main process: started (metrics are on: the endpoint)
     assert obs is not None and obs.running and observer_of(loader) is obs
     obs.stop()
