@@ -39,15 +39,17 @@ GAUGES = (
 )
 
 
-def _scrape(port: int) -> dict[str, float]:
-    """Each gauge of this rank's loader from the endpoint's text exposition (absent ones left out)."""
+def _scrape(port: int, dataset: str) -> dict[str, float]:
+    """Each gauge of this rank's loader of ``dataset`` from the endpoint's text exposition (absent ones left out):
+    the gauges of loaders that earlier tests of this process ran stay in the registry under their own names."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
         series = parse_exposition(r.read().decode())
     out: dict[str, float] = {}
     for m in GAUGES:
         for labels, value in series.get(prometheus_name(m), ()):
             assert labels["rank"] == "0" and labels["dataset"], labels
-            out[m.name] = value
+            if labels["dataset"] == dataset:
+                out[m.name] = value
     return out
 
 
@@ -72,7 +74,7 @@ def _run(loader: StreamingDataLoader, step_s: float, port: int, want: Metric, se
     try:
         while time.monotonic() < deadline and seen < 4:
             time.sleep(0.5)
-            got = _scrape(port)
+            got = _scrape(port, loader._dataset_name)
             seen += want.name in got
     finally:
         stop.set()
@@ -97,7 +99,7 @@ def endpoint():
 
 
 def test_a_step_bound_loop_would_gain_nothing(tmp_path, endpoint):
-    ds = StreamingDataset(write_dataset(str(tmp_path / "ds"), 400, image_sample, chunk_size=20))
+    ds = StreamingDataset(write_dataset(str(tmp_path / "steps"), 400, image_sample, chunk_size=20))
     loader = StreamingDataLoader(ds, batch_size=4, num_workers=1)
     got = _run(loader, 0.05, endpoint, M.MODEL_SPEEDUP, 120)
     assert M.MODEL_SPEEDUP.name in got, got
@@ -118,9 +120,9 @@ def test_a_step_bound_loop_would_gain_nothing(tmp_path, endpoint):
     assert not obs.running
 
 
-def _slow_store_loader(tmp_path, store: LatencyStore, **kw) -> StreamingDataLoader:
+def _slow_store_loader(tmp_path, store: LatencyStore, name: str, **kw) -> StreamingDataLoader:
     ds = StreamingDataset(
-        "s3://bench/ds",
+        f"s3://bench/{name}",
         cache_dir=str(tmp_path / "cache"),
         storage_options=store.storage_options(),
         max_cache_size=1 << 20,
@@ -131,8 +133,9 @@ def _slow_store_loader(tmp_path, store: LatencyStore, **kw) -> StreamingDataLoad
 @pytest.mark.parametrize("autotune", [False, True], ids=["observer", "tuner"])
 def test_a_loop_waiting_on_a_slow_store_would_gain_and_w0_is_its_latency(tmp_path, endpoint, autotune):
     local = write_dataset(str(tmp_path / "ds"), 600, image_sample, chunk_size=10)
-    with LatencyStore({local: "bench/ds"}, [Profile(latency_ms=LATENCY * 1e3)]) as store:
-        loader = _slow_store_loader(tmp_path, store, autotune=autotune)
+    name = f"slow-{'tuner' if autotune else 'observer'}"  # its own gauges' dataset label
+    with LatencyStore({local: f"bench/{name}"}, [Profile(latency_ms=LATENCY * 1e3)]) as store:
+        loader = _slow_store_loader(tmp_path, store, name, autotune=autotune)
         got = _run(loader, 0.002, endpoint, M.STORAGE_UNLOADED_LATENCY, 180)
     # the loop waits for chunks 100 ms away, a batch needs most of one: it would run several times faster
     assert got.get(M.MODEL_SPEEDUP.name, 0) > 1.5, got
