@@ -166,7 +166,11 @@ def test_prometheus_scrapes_a_streaming_run(tmp_path, s3_server, fault_proxy):
             for s in series:
                 assert set(s.labels) <= allowed, s.labels
                 assert s.labels.get("worker", "0") in ("0", "1")
-                assert s.labels.get("dataset", "images") in ("images", "shards")
+                if not s.labels["__name__"].startswith(("streamscope_model_", "streamscope_storage_")):
+                    assert s.labels.get("dataset", "images") in ("images", "shards"), s.labels
+                # the model's gauges are per live loader of the process: an earlier test's loader on this xdist
+                # worker that is not collected yet still has its own (e.g. dataset "raw"); bounded all the same
+                assert len(s.labels.get("dataset", "")) <= 64, s.labels
                 for v in s.labels.values():
                     assert s3_server.secret_key not in v and s3_server.access_key not in v, s.labels
                 per_metric[s.labels["__name__"]] = per_metric.get(s.labels["__name__"], 0) + 1
