@@ -33,13 +33,14 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["RESULTS_DIR", "Run", "describe_machine", "package_version", "result_path", "source_state", "start"]
+__all__ = ["RESULTS_DIR", "Run", "describe_machine", "package_version", "result_path", "source_state", "start", "time_calls"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
@@ -217,3 +218,13 @@ class Run:
 def start(name: str, args: argparse.Namespace | Mapping[str, Any] | None = None) -> Run:
     """Begin a run of benchmark ``name``: call at the start of ``main``, ``.write(result)`` at the end."""
     return Run(name, args)
+
+
+def time_calls(fn: Callable[[], object], reads: int) -> dict[str, float]:
+    """``fn()`` called ``reads`` times, each timed alone: the best and the median in µs (what one call costs)."""
+    ts = []
+    for _ in range(reads):
+        t0 = time.perf_counter_ns()
+        fn()
+        ts.append(time.perf_counter_ns() - t0)
+    return {"best_us": min(ts) / 1e3, "median_us": statistics.median(ts) / 1e3}

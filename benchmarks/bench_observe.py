@@ -22,26 +22,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import statistics
 import sys
 import tempfile
 import time
 from typing import Any
 
-from _results import start
+from _results import start, time_calls
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
-
-
-def _time(fn: Any, reads: int) -> dict[str, float]:
-    ts = []
-    for _ in range(reads):
-        t0 = time.perf_counter_ns()
-        fn()
-        ts.append(time.perf_counter_ns() - t0)
-    return {"best_us": min(ts) / 1e3, "median_us": statistics.median(ts) / 1e3}
 
 
 def main() -> None:
@@ -88,7 +78,7 @@ def main() -> None:
         "gauges": gauges,
         "whole tick": obs.step,
     }
-    result: dict[str, Any] = {name: _time(fn, args.reads) for name, fn in parts.items()}
+    result: dict[str, Any] = {name: time_calls(fn, args.reads) for name, fn in parts.items()}
     del it
     print(f"{'part':<12} {'best µs':>9} {'median µs':>10}")
     for name, r in result.items():

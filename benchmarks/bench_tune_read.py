@@ -26,26 +26,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
 from typing import Any
 
-from _results import start
+from _results import start, time_calls
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
-
-
-def _time(fn: Any, reads: int) -> dict[str, float]:
-    ts = []
-    for _ in range(reads):
-        t0 = time.perf_counter_ns()
-        fn()
-        ts.append(time.perf_counter_ns() - t0)
-    return {"best_us": min(ts) / 1e3, "median_us": statistics.median(ts) / 1e3}
 
 
 def main() -> None:
@@ -93,7 +83,7 @@ def main() -> None:
     }
     result: dict[str, Any] = {}
     for name, fn in parts.items():
-        result[name] = _time(fn, args.reads)
+        result[name] = time_calls(fn, args.reads)
     del it
     pressure_file = os.path.exists("/proc/pressure/cpu")
     print(f"{'part':<18} {'best µs':>9} {'median µs':>10}")
