@@ -83,7 +83,10 @@ def test_weights_of_another_length(tmp_path: Any) -> None:
         return refused, [s["index"] for s in ld.StreamingDataset(out)], warned
 
     a, b = both(scenario)
-    assert a[:2] == b[:2] == ("The provided weights length should match the inputs' length", list(range(5)))
+    refusal = "The provided weights length should match the inputs' length"
+    # LitData's optimize writes its workers' chunks in the order they finish ([0, 1, 3, 4, 2] seen under load),
+    # so only its set of samples is compared; streamscope's index keeps the input order
+    assert (a[0], sorted(a[1])) == (b[0], b[1]) == (refusal, list(range(5)))
     assert b[2]
 
 
