@@ -314,6 +314,9 @@ class StreamingDataLoader(DataLoader[Any]):
                 workers=self.num_workers,
             )
         )
+        # the epoch's span begins here, as its workers are told (persistent ones start on their share at once,
+        # before the loop asks for a first batch): their spans fall inside it in a trace
+        told = ev.now()
         try:
             # workers that hand their events over need no flusher thread unless their epoch runs long
             with ev.deferred_flusher_in_children(self._parcels > 0):
@@ -323,8 +326,8 @@ class StreamingDataLoader(DataLoader[Any]):
             ds.set_batch_mode(None)
         if self.profile_cprofile:
             # started once the workers exist, so that a forked worker does not inherit a running profiler
-            return self._profiled(self._run(it, plan, epoch, arenas, acks, ring, gen))
-        return self._run(it, plan, epoch, arenas, acks, ring, gen)
+            return self._profiled(self._run(it, plan, epoch, arenas, acks, ring, gen, told))
+        return self._run(it, plan, epoch, arenas, acks, ring, gen, told)
 
     def _profiled(self, batches: Iterator[Any]) -> Iterator[Any]:
         profiler = cProfile.Profile()
@@ -343,6 +346,7 @@ class StreamingDataLoader(DataLoader[Any]):
         acks: ParcelAcks | None,
         ring: attribution.WaitRing | None,
         gen: int,
+        told: int,
     ) -> Iterator[Any]:
         workers = max(1, self.num_workers)
         reorder = Reorder(self.batches_consumed, arenas, count_bytes=bool(ev.RECORDER.metric_cats))
@@ -354,8 +358,8 @@ class StreamingDataLoader(DataLoader[Any]):
         if waits is not None and self.num_workers == 0:
             own = attribution.start(waits, 0)  # the loop's own process decodes: it splits its waits
         try:
-            with ev.span(
-                "epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches, workers=self.num_workers
+            with ev.span_since(
+                told, "epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches, workers=self.num_workers
             ):
                 # One event per batch each, back to back: the time the loop held the batch, and its wait for
                 # the next one (a stall's value is the batch it waited for). One clock read per boundary.

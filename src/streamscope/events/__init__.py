@@ -7,7 +7,9 @@ Contract for call sites (stable; the recorder and sinks behind it may change):
 * ``span(name, cat, **fields)`` is a context manager that records a begin/end pair (``B``/``E``) when
   ``cat`` is active; the end is recorded on normal exit, on exceptions (with field ``exception``) and on
   generator close; a span still open when its process exits gets an ``E`` with ``aborted: 1``. The yielded
-  dict may be updated inside the body and the ``E`` carries it. Spans of the categories in ``COMPACT``
+  dict may be updated inside the body and the ``E`` carries it. ``span_since(t0, name, cat, **fields)`` is the
+  same with its begin at ``t0 = now()`` taken earlier (a loader's epoch begins when its workers are told, before
+  the loop asks for the first batch: their spans must fall inside it). Spans of the categories in ``COMPACT``
   (knob ``trace_compact_categories``, default ``sample``) are recorded as one complete ``X`` event with
   ``dur`` at exit instead (same name and meaning; half the events).
 * ``instant(name, cat, **fields)`` records a point event (``I``), e.g. a retry; ``crash(exc)`` records
@@ -143,6 +145,7 @@ __all__ = [
     "shutdown",
     "series",
     "span",
+    "span_since",
     "vocab",
     "deferred_flusher_in_children",
     "timeline",
@@ -168,6 +171,14 @@ def span(name: str, cat: str, **fields: Any) -> Span | Any:
     if cat in COMPACT:
         return CompleteSpan(name, cat, fields)
     return Span(name, cat, fields)
+
+
+def span_since(t0: int, name: str, cat: str, **fields: Any) -> Span | Any:
+    """:func:`span` whose begin is at ``t0`` (an earlier :func:`now`); a plain begin/end pair, never staged or
+    compacted (for spans that contain others, such as an epoch)."""
+    if cat not in ACTIVE:
+        return NULL_SPAN
+    return Span(name, cat, fields, t0)
 
 
 def _discard(_value: Any) -> None:

@@ -514,12 +514,13 @@ def record(ph: str, name: str, cat: str, fields: dict[str, Any], tid: int | None
 class Span:
     """Context manager recording ``B`` on enter and ``E`` on exit (also on exceptions and generator close)."""
 
-    __slots__ = ("name", "cat", "fields", "tid", "__weakref__")
+    __slots__ = ("name", "cat", "fields", "tid", "since", "__weakref__")
 
-    def __init__(self, name: str, cat: str, fields: dict[str, Any]) -> None:
+    def __init__(self, name: str, cat: str, fields: dict[str, Any], since: int = 0) -> None:
         self.name = name
         self.cat = cat
         self.fields = fields  # tid is set on enter (exit and the recorder only read it after an enter)
+        self.since = since  # the begin's time when it is earlier than the enter (0: the enter's)
 
     def __enter__(self) -> dict[str, Any]:
         if STATE.due:
@@ -527,7 +528,7 @@ class Span:
         self.tid = tid = _ident()
         begin = self.fields
         if len(BUF) < STATE.cap:
-            BUF.append(("B", self.name, self.cat, _mono(), STATE.pid, tid, begin))
+            BUF.append(("B", self.name, self.cat, self.since or _mono(), STATE.pid, tid, begin))
         else:
             _drop()
         OPEN[id(self)] = self
