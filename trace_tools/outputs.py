@@ -253,6 +253,8 @@ class PerfettoWriter:
         self.builder = proto_builder.StreamingTraceProtoBuilder(out)
         self.n = 0
         self._declared: set[int] = set()
+        #: each counter track's category, as its descriptor declares it
+        self._counter_cats: dict[int, str] = {}
         self._proc_versions: dict[int, int] = {}
         self._synthetic_tid = 1 << 30
 
@@ -355,6 +357,11 @@ class PerfettoWriter:
                 td.uuid = pt.counter_uuid
                 td.parent_uuid = pt.proc.uuid
                 td.name = pt.name
+                # A counter's category belongs to its track (CounterDescriptor.categories), as a slice's is on its
+                # event: without it Perfetto shows the counter under no category while Chrome's C event has one.
+                if pt.cat:
+                    td.counter.categories.append(pt.cat)
+                self._counter_cats[pt.counter_uuid] = pt.cat
                 if "bytes" in pt.name:
                     td.counter.unit = pb.CounterDescriptor.UNIT_SIZE_BYTES
                 else:
@@ -364,6 +371,9 @@ class PerfettoWriter:
             e = p.track_event
             e.type = pb.TrackEvent.TYPE_COUNTER
             e.track_uuid = pt.counter_uuid
+            if pt.cat != self._counter_cats[pt.counter_uuid]:
+                # the track is keyed by name: a sample under another category says its own (rare, a few bytes)
+                e.categories.append(pt.cat)
             if pt.value == int(pt.value) and abs(pt.value) < (1 << 62):
                 e.counter_value = int(pt.value)
             else:

@@ -305,8 +305,7 @@ def _wanted(out: Output, pid: int) -> list[Expected]:
 def _key(x: Expected | Record, out: str) -> tuple[Any, ...]:
     counter = x.kind == "counter"
     tid = None if counter and out != "litracer" else x.tid  # Chrome and Perfetto draw counters per process
-    cat = None if counter and out == "perfetto" else x.cat  # see test_perfetto_counters_keep_their_category
-    return (x.kind, x.name, cat, x.start_ns, x.end_ns, tid)
+    return (x.kind, x.name, x.cat, x.start_ns, x.end_ns, tid)
 
 
 # --- common checks ------------------------------------------------------------------------------------------------
@@ -364,16 +363,22 @@ def test_no_credential_reaches_the_output(output):
     assert url is not None and "bucket/ds/chunk-0-3.bin" in url and "***" in url, url  # masked, not dropped
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trace_tools/outputs.py's PerfettoWriter declares counter tracks by name only (no "
-    "CounterDescriptor.categories, no category on the counter events), so a Perfetto counter loses its "
-    "category; Chrome's C events keep it. trace_tools is another area's (being changed for new categories)",
-)
 def test_perfetto_counters_keep_their_category(litracer_log, tmp_path):
-    out = _read_perfetto(_convert(litracer_log, str(tmp_path / "run.pftrace")))
+    """A Perfetto counter's category is its track's (``CounterDescriptor.categories``), as Chrome's C event has one;
+    the sample itself repeats none (the category is read from the track, not from each sample)."""
+    path = _convert(litracer_log, str(tmp_path / "run.pftrace"))
+    out = _read_perfetto(path)
     (counter,) = [r for r in out.records if r.kind == "counter"]
     assert (counter.name, counter.cat) == ("cache_bytes", "cache")
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    trace = pb.Trace()
+    with open(path, "rb") as f:
+        trace.ParseFromString(f.read())
+    (td,) = [p.track_descriptor for p in trace.packet if p.track_descriptor.HasField("counter")]
+    assert (td.name, list(td.counter.categories)) == ("cache_bytes", ["cache"])
+    samples = [p.track_event for p in trace.packet if p.track_event.type == pb.TrackEvent.TYPE_COUNTER]
+    assert [(e.track_uuid, list(e.categories)) for e in samples] == [(td.uuid, [])]
 
 
 # --- OpenTelemetry's exporter contract ----------------------------------------------------------------------------
