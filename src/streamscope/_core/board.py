@@ -362,4 +362,4 @@ def _config_changed(name: str, value: Any) -> None:
             board.restore(name)
 
 
-config._HOOKS.append(_config_changed)
+config.on_change(_config_changed)
