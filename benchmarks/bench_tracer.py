@@ -424,7 +424,7 @@ ATTR_CHILD = r"""
 import json, statistics, sys, tempfile, time
 import streamscope as S
 from streamscope import events as ev
-from streamscope.events import bus
+from streamscope.events import bus, series
 data_dir, rounds, level = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 log = tempfile.mktemp(suffix=".log")
 pc = time.perf_counter_ns
@@ -441,7 +441,7 @@ def wrap(owner, name):
     setattr(owner, name, timed)
 # every entry point of the recorder a read epoch reaches, and the final flush (encoding and writing); none of
 # them calls another (Series.seal runs inside end, finish and the flush, so it is not wrapped itself)
-for owner, name in ((bus.Series, "begin"), (bus.Series, "end"), (bus.Series, "finish"),
+for owner, name in ((series.Series, "begin"), (series.Series, "end"), (series.Series, "finish"),
                     (bus.CompleteSpan, "__enter__"), (bus.CompleteSpan, "__exit__"), (bus.Span, "__enter__"),
                     (bus.Span, "__exit__"), (ev, "bulk"), (ev, "each"), (S, "flush_tracer")):
     wrap(owner, name)

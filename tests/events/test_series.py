@@ -12,8 +12,9 @@ import pytest
 from streamscope import events as ev
 from streamscope.api.tracing import enable_tracer, flush_tracer
 from streamscope.events import bus
-from streamscope.events.bus import BULK, SERIES, open_horizons
+from streamscope.events.bus import BULK
 from streamscope.events.metrics import Aggregator
+from streamscope.events.series import SERIES, open_horizons
 from tests.support.litracer_parser import check_log
 from tests.support.tracing import clean_tracer  # noqa: F401
 

@@ -38,8 +38,8 @@ from streamscope.engine.dataset import StreamingDataset
 from streamscope.engine.handover import ParcelAcks
 from streamscope.engine.mapped import MappedBatches, fetches_batches
 from streamscope.events import attribution, instruments
-from streamscope.events.bus import Timeline
 from streamscope.events.registry import M
+from streamscope.events.series import Timeline
 
 __all__ = ["StreamingDataLoader", "join_worker_shutdowns", "pending_worker_shutdowns"]
 

@@ -21,12 +21,12 @@ Contract for call sites (stable; the recorder and sinks behind it may change):
   ``decode_batch``): ``s.mark(now())`` when an event begins, and
   ``s.mark(now()); s.put(value)`` when it ends (one ``put`` of an int per name in ``keys``, in order); or
   ``s.begin()`` / ``s.end(*values)``, a call each. The loop pays clock reads and list appends, nothing
-  else (see :class:`~streamscope.events.bus.Series`); the recorder takes the complete events at every flush
+  else (see :class:`~streamscope.events.series.Series`); the recorder takes the complete events at every flush
   and hands them on as one bulk entry when ``cat`` is in ``COMPACT``, else as ``B``/``E`` pairs. An
   inactive category returns a series that records nothing.
 * ``timeline(first, second)`` is for back-to-back events of two kinds (the loader's ``stall`` and
   ``batch``: each begins where the other ended): ONE ``mark(now())`` per boundary and a ``put`` of the
-  ended event's value, ``~value`` for the second kind (see :class:`~streamscope.events.bus.Timeline`).
+  ended event's value, ``~value`` for the second kind (see :class:`~streamscope.events.series.Timeline`).
 * ``bulk(name, cat, t0, chunk=..., item=..., **fields)`` records, in ONE buffer entry, one complete event
   per element of the integer columns for things done together in one call that began at ``t0 = now()``
   (e.g. the samples of a batch collated column-wise): each event gets an even share of the measured
@@ -70,10 +70,7 @@ from streamscope.events.bus import (
     Bulk,
     CompleteSpan,
     Event,
-    Kind,
-    Series,
     Span,
-    Timeline,
     as_list,
     expand,
     poll,
@@ -89,6 +86,7 @@ from streamscope.events.instruments import observe
 from streamscope.events.metrics import SpanStats
 from streamscope.events.recorder import RECORDER
 from streamscope.events.registry import METRICS, M, Metric
+from streamscope.events.series import Kind, Series, Timeline
 from streamscope.events.setup import configure_from_env
 from streamscope.events.snapshots import MetricsSnapshot
 from streamscope.events.view import MetricsView, build, node_rank

@@ -14,7 +14,7 @@ import time
 
 from streamscope._core import config, hooks
 from streamscope.events import context
-from streamscope.events.bus import Event, open_horizons, take, take_series
+from streamscope.events.bus import Event, take
 from streamscope.events.exporters import (
     FLUSH_TIMEOUT_MILLIS,
     EventBatch,
@@ -26,6 +26,7 @@ from streamscope.events.exporters import (
     resolve,
 )
 from streamscope.events.report import Reporter
+from streamscope.events.series import open_horizons, take_series
 
 __all__ = ["BatchProcessor", "DEFAULT_SINK", "factory_of", "mixed_batch"]
 

@@ -60,6 +60,7 @@ from streamscope.events.handover import Parcel, Relay, spooled
 from streamscope.events.metrics import Aggregator
 from streamscope.events.processor import DEFAULT_SINK, BatchProcessor
 from streamscope.events.report import Reporter
+from streamscope.events.series import after_fork_in_child as _series_after_fork
 from streamscope.events.snapshots import MetricsSnapshot, write_snapshot
 
 METRICS_DIR_ENV = "STREAMSCOPE_METRICS_DIR"
@@ -481,6 +482,7 @@ class Recorder:
         never started (tracing and metrics never on in this process) only takes the new pid.
         """
         _bus_after_fork()
+        _series_after_fork()
         context.after_fork_in_child()
         instruments.after_fork_in_child()
         attribution.after_fork_in_child()
