@@ -25,7 +25,8 @@ from streamscope.format.compression import uncompressed_name
 from streamscope.format.framed_write import pack_framed_zstd
 from streamscope.format.index import load_index
 from streamscope.format.item_loader import PyTreeLoader, TokensLoader
-from streamscope.format.writer import PendingItem, fuse_configs, layout_of
+from streamscope.format.layout import layout_of
+from streamscope.format.writer import PendingItem
 from streamscope.streaming.writer import BinaryWriter
 from streamscope.utilities.encryption import FernetEncryption
 from tests.format.conftest import same
@@ -128,17 +129,6 @@ def test_0_2_68_layout_has_none_of_the_new_keys(tmp_path: Any) -> None:
     config = _write(out, [_rows(i) for i in range(6)], write_format="0.2.68", chunk_size=4)["config"]
     assert not V076_KEYS & set(config) and layout_of(config) == "0.2.68"
     assert not any(d.endswith(b"LDARW01\0") for d in _files(out).values())
-
-
-def test_fuse_configs_ignores_types_and_fuses_them() -> None:
-    a = {"data_format": ["int"], "compression": None, "types": {"a": "int"}}
-    b = {"data_format": ["int"], "compression": None, "types": {"a": "int", "b": "str"}}
-    assert fuse_configs(a, b) == {**a, "types": {"a": "int", "b": {"optional": True, "type": "str"}}}
-    assert fuse_configs(a, {**b, "compression": "zstd"}) is None
-    plain = {"data_format": ["int"], "compression": None}
-    assert fuse_configs(plain, dict(plain)) == plain  # 0.2.68 configs stay without types
-    new = {**a, "compression_level": None, "compression_batch_size": None, "ipc_compression": None}
-    assert fuse_configs(plain, new) is None  # another layout
 
 
 # --- the schema -------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """ChunkWriter: samples -> chunk files, byte-identical to LitData's ``BinaryWriter`` (0.2.68 or 0.2.76).
 
 Each sample is flattened (:mod:`.pytree`), its leaves serialized with the serializers picked on the FIRST
-sample, and encoded by the item loader. Items are packed greedily: a chunk is closed, without the item
+sample (:mod:`.sample_encoder`), and encoded by the item loader. Items are packed greedily: a chunk is closed, without the item
 that crosses a limit, when the pending bytes exceed ``chunk_bytes`` (strict) or the pending count (tokens
 for TokensLoader) exceeds ``chunk_size``; an item over the limit on its own forms its own chunk. Unlike
 LitData, every later sample is checked against the first one's structure and leaf types
@@ -9,7 +9,7 @@ LitData, every later sample is checked against the first one's structure and lea
 refused (:class:`~streamscope._core.errors.ChunkOverflowError`).
 
 ``write_format`` picks the layout (the format layer writes what it is told; ``optimize()`` and ``BinaryWriter``
-resolve the ``write_format`` knob):
+resolve the ``write_format`` knob; :mod:`.layout` tells a dataset's layout from its index):
 
 * ``"0.2.68"`` (the default here): LitData 0.2.68's chunks and config, byte for byte.
 * ``"0.2.76"``: LitData 0.2.76's. Every sample's type is inferred and fused into ``config.types``
@@ -41,8 +41,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from streamscope._core import config as cfg
-from streamscope._core.errors import ChunkOverflowError, ConfigError, FormatError, SchemaMismatchError, short_repr
+from streamscope._core.errors import ChunkOverflowError, ConfigError, FormatError, SchemaMismatchError
 from streamscope._core.units import parse_bytes
 from streamscope.format import schema as sch
 from streamscope.format.arrow_write import arrow_footer, slim_chunk
@@ -55,9 +54,18 @@ from streamscope.format.framed_write import (
     resolve_compression_level,
 )
 from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader
-from streamscope.format.pytree import TreeSpec, leaf_paths, spec_difference, tree_flatten, treespec_dumps
-from streamscope.format.serializers import Serializer, key_for_format, merge_serializers
+from streamscope.format.layout import (
+    V076_CONFIG_KEYS,
+    config_body,
+    fuse_configs,
+    layout_of,
+    resolve_write_format,
+)
+from streamscope.format.pytree import treespec_dumps
+from streamscope.format.sample_encoder import SampleEncoder
+from streamscope.format.serializers import Serializer
 
+# the layout rules (.layout) are re-exported: the write path imports them from here too
 __all__ = [
     "ChunkWriter",
     "PendingItem",
@@ -71,44 +79,6 @@ __all__ = [
 
 
 _U32_LIMIT = 1 << 32
-#: the keys a LitData 0.2.76 writer adds to ``config`` (their presence tells the layout of a dataset)
-V076_CONFIG_KEYS = ("compression_batch_size", "compression_level", "ipc_compression", "types")
-
-
-def resolve_write_format(value: str | None = None) -> str:
-    """``value`` checked, or the ``write_format`` knob when None.
-
-    Raises:
-        ConfigError: not a known layout (the knob's environment variable is named when it is the source).
-    """
-    raw = cfg.get("write_format") if value is None else value
-    try:
-        return cfg.parse_write_format(raw)
-    except ValueError as exc:
-        where = "write_format" if value is not None else "the write_format knob (STREAMSCOPE_WRITE_FORMAT)"
-        raise ConfigError(f"{where}: {exc}") from None
-
-
-def layout_of(config: dict[str, Any] | None) -> str:
-    """The ``write_format`` a dataset's index ``config`` was written in: "0.2.76" when it has any of 0.2.76's keys."""
-    return "0.2.76" if config and any(k in config for k in V076_CONFIG_KEYS) else "0.2.68"
-
-
-def config_body(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` without ``types``: what the workers of one dataset (and an append) must agree on."""
-    return {k: v for k, v in config.items() if k != "types"}
-
-
-def fuse_configs(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any] | None:
-    """``base`` with ``other``'s ``types`` fused in, or None when their bodies differ (LitData 0.2.76's merge).
-
-    Configs without ``types`` (LitData 0.2.68's) must be equal, and stay without it.
-    """
-    if config_body(base) != config_body(other):
-        return None
-    if "types" not in base and "types" not in other:
-        return base
-    return {**base, "types": sch.fuse_schema_json(base.get("types"), other.get("types"))}
 
 
 def convert_chunk_bytes(value: int | float | str | None) -> int | None:
@@ -218,7 +188,7 @@ class ChunkWriter:
         self.compression = compression
         self.out_dir = out_dir
         os.makedirs(out_dir, exist_ok=True)
-        self._serializers = merge_serializers(serializers)
+        self._encoder = SampleEncoder(serializers)
         self.rank = rank
         self.chunk_index = chunk_index
         self.encryption = encryption
@@ -228,11 +198,6 @@ class ChunkWriter:
                 "TokensLoader datasets cannot be encrypted (token blocks are read straight from the file)"
             )
         self.chunks: list[dict[str, Any]] = []
-        self._data_format: list[str] | None = None
-        self._spec: TreeSpec | None = None
-        self._leaf_sers: list[Serializer] = []
-        self._matchers: list[Any] = []
-        self._paths: list[str] = []
         # LitData 0.2.76 state: fused schema, first sample's keys, what the chunks written so far used
         self._types: sch.JsonType | None = None
         self._keys: list[str] | None = None
@@ -242,7 +207,6 @@ class ChunkWriter:
         self._skip_ipc = False
         self._ipc_decided = False
         self._row_bytes: float | None = None  # bytes per row of the last Arrow chunk
-        self._resume_format: tuple[list[str], str] | None = None  # leaf formats of the writer this one continues
         if state:
             self._load_state(state)
         # pending items of the open chunk
@@ -257,15 +221,15 @@ class ChunkWriter:
     @property
     def config(self) -> dict[str, Any] | None:
         """The index ``config`` of what was written (None before the first sample)."""
-        if self._data_format is None:
+        if self._encoder.data_format is None:
             return None
-        assert self._spec is not None
+        assert self._encoder.spec is not None
         out: dict[str, Any] = {
             "chunk_bytes": self.chunk_bytes_limit,
             "chunk_size": self.chunk_size_limit,
             "compression": self.compression,
-            "data_format": list(self._data_format),
-            "data_spec": treespec_dumps(self._spec),
+            "data_format": list(self._encoder.data_format),
+            "data_spec": treespec_dumps(self._encoder.spec),
             "encryption": self.encryption.state_dict() if self.encryption is not None else None,
             "item_loader": self.item_loader.name,
         }
@@ -284,8 +248,8 @@ class ChunkWriter:
         """What a writer continuing this one's chunks needs to write what this one would have (JSON): the
         first sample's leaf formats and, for "0.2.76", the fused schema and what the chunks so far used."""
         out: dict[str, Any] = {
-            "data_format": self._data_format,
-            "data_spec": None if self._spec is None else treespec_dumps(self._spec),
+            "data_format": self._encoder.data_format,
+            "data_spec": None if self._encoder.spec is None else treespec_dumps(self._encoder.spec),
         }
         if not self._v076:
             return out
@@ -303,7 +267,7 @@ class ChunkWriter:
 
     def _load_state(self, state: dict[str, Any]) -> None:
         if state.get("data_format") is not None and state.get("data_spec") is not None:
-            self._resume_format = (list(state["data_format"]), str(state["data_spec"]))
+            self._encoder.resume_format = (list(state["data_format"]), str(state["data_spec"]))
         if not self._v076:
             return
         self._types = sch.schema_from_state(state.get("types"))
@@ -329,96 +293,20 @@ class ChunkWriter:
 
     def _arrow_rows(self) -> bool:
         """Whether, as fused so far, samples go into an Arrow footer."""
-        return self._v076 and sch.is_arrow_footer_type(self._types) and sch.data_format_is_arrow_safe(self._data_format)
+        return (
+            self._v076
+            and sch.is_arrow_footer_type(self._types)
+            and sch.data_format_is_arrow_safe(self._encoder.data_format)
+        )
 
     # --- serialisation ---------------------------------------------------------------------------
-
-    def _first_sample(self, index: int, leaves: list[Any], spec: TreeSpec) -> tuple[list[bytes], list[int]]:
-        data: list[bytes] = []
-        sizes: list[int] = []
-        fmts: list[str] = []
-        sers: list[Serializer] = []
-        paths = leaf_paths(spec)
-        for path, leaf in zip(paths, leaves):
-            for key, ser in self._serializers.items():
-                if ser.can_serialize(leaf):
-                    blob, name = self._run(ser, leaf, index, path)
-                    fmts.append(name or key)
-                    sers.append(ser)
-                    data.append(blob)
-                    sizes.append(getattr(ser, "size", len(blob)))
-                    break
-            else:  # pragma: no cover (pickle accepts everything unless replaced)
-                raise FormatError(f"sample {index} field {path}: no serializer accepts {type(leaf).__name__}")
-        self._data_format = fmts
-        self._spec = spec
-        self._leaf_sers = sers
-        # LitData-style user serializers have no ``matches``: their ``can_serialize`` checks the type then
-        self._matchers = [getattr(ser, "matches", None) or ser.can_serialize for ser in sers]
-        self._paths = paths
-        return data, sizes
-
-    @staticmethod
-    def _run(ser: Serializer, leaf: Any, index: int, path: str) -> tuple[bytes, str | None]:
-        try:
-            return ser.serialize(leaf)
-        except FormatError as exc:
-            raise type(exc)(f"sample {index} field {path}: {exc}") from None
-        except (OverflowError, ValueError, TypeError, KeyError, RuntimeError) as exc:
-            raise FormatError(f"sample {index} field {path}: cannot serialize {type(leaf).__name__}: {exc}") from exc
-
-    def _adopt(self, spec: TreeSpec, formats: list[str], spec_text: str) -> None:
-        """Take the leaf formats of the writer this one continues when ``spec`` is its structure (a first sample
-        of its own could pick other serializers, e.g. ``str`` where the dataset has ``pickle``)."""
-        self._resume_format = None
-        if treespec_dumps(spec) != spec_text or len(formats) != spec.num_leaves:
-            return  # another structure: detected afresh, and the merge then names the difference
-        try:
-            sers = [self._serializers[key_for_format(f, self._serializers)] for f in formats]
-        except KeyError:
-            return
-        self._data_format = formats
-        self._spec = spec
-        self._leaf_sers = sers
-        self._matchers = [getattr(ser, "matches", None) or ser.can_serialize for ser in sers]
-        self._paths = leaf_paths(spec)
-
-    def _next_sample(self, index: int, leaves: list[Any], spec: TreeSpec) -> tuple[list[bytes], list[int]]:
-        assert self._spec is not None and self._data_format is not None
-        if spec != self._spec:
-            path, why = spec_difference(self._spec, spec)
-            raise SchemaMismatchError(f"sample {index} field {path} does not match the first sample's structure: {why}")
-        data: list[bytes] = []
-        sizes: list[int] = []
-        for j, (leaf, ser, fmt, matches) in enumerate(zip(leaves, self._leaf_sers, self._data_format, self._matchers)):
-            if not matches(leaf):
-                lead = getattr(ser, "litdata_mismatch", "")
-                raise SchemaMismatchError(
-                    (lead.format(item=short_repr(_leaf_value(leaf), 80)) + " " if lead else "")
-                    + f"sample {index} field {self._paths[j]}: {_leaf_type(leaf)} does not fit the field's "
-                    f"data_format {fmt!r} set by the first sample"
-                )
-            blob, name = self._run(ser, leaf, index, self._paths[j])
-            if name is not None and name != fmt:
-                raise SchemaMismatchError(
-                    f"sample {index} field {self._paths[j]}: encodes as {name!r} but the first sample set {fmt!r}"
-                )
-            data.append(blob)
-            sizes.append(getattr(ser, "size", len(blob)))
-        return data, sizes
 
     def serialize(self, index: int, sample: Any) -> tuple[bytes, int | None]:
         """The item bytes of ``sample`` (and its ``dim``), checking it against the first sample.
 
         The sample is taken as given: a "0.2.76" writer wraps dict samples first (:meth:`encode` does).
         """
-        leaves, spec = tree_flatten(sample)
-        if self._data_format is None and self._resume_format is not None:
-            self._adopt(spec, *self._resume_format)
-        if self._data_format is None:
-            data, sizes = self._first_sample(index, leaves, spec)
-        else:
-            data, sizes = self._next_sample(index, leaves, spec)
+        leaves, data, sizes = self._encoder.serialize(index, sample)
         return self.item_loader.encode_data(data, sizes, leaves)
 
     def encode(self, index: int, sample: Any) -> PendingItem:
@@ -437,7 +325,7 @@ class ChunkWriter:
         self._types = inferred if self._types is None else sch.fuse_type(self._types, inferred)
         if isinstance(sample, dict):
             sample = sch.wrap_for_pytree(sample, self._types, keys=self._keys, wrap_leaf=_json_leaf)
-        first = self._data_format is None and self._resume_format is None
+        first = self._encoder.data_format is None and self._encoder.resume_format is None
         exact, error = True, ""
         try:
             blob, dim = self.serialize(index, sample)
@@ -453,7 +341,7 @@ class ChunkWriter:
         keep = (
             isinstance(original, dict)
             and self._encrypt_level != "sample"  # never a plaintext copy of encrypted samples
-            and sch.data_format_is_arrow_safe(self._data_format)
+            and sch.data_format_is_arrow_safe(self._encoder.data_format)
             and (sch.is_arrow_footer_type(self._types) or sch.is_json_row(original))
         )
         if keep and not self._ipc_decided:
@@ -592,17 +480,6 @@ class ChunkWriter:
         self._pending_bytes = 0
         self._pending_count = 0
         return entry
-
-
-def _leaf_value(leaf: Any) -> Any:
-    return leaf.value if type(leaf).__name__ == "JsonLeaf" and hasattr(leaf, "value") else leaf
-
-
-def _leaf_type(leaf: Any) -> str:
-    """The type name of a leaf; for a ``json`` leaf, of the value it wraps (a field whose type changed)."""
-    if type(leaf).__name__ == "JsonLeaf" and hasattr(leaf, "value"):
-        return f"{type(leaf.value).__name__} (a json leaf: the field's type changed from the earlier samples')"
-    return type(leaf).__name__
 
 
 def _json_leaf(value: Any) -> Any:
