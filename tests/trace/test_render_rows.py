@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamscope.trace import litracer
-from streamscope.trace.litracer import _render_rows
+from streamscope.trace import render_rows as render_rows_module
+from streamscope.trace.render_rows import render_rows
 
 _MAGNITUDES = st.sampled_from([1, 10, 999, 10**4, 10**5, 10**8, 10**12, 10**15, 2**62])
 
@@ -34,15 +34,15 @@ def _expected(v: int, dec3: bool) -> str:
 @given(_columns(), st.sampled_from([1, 3, 1024]))
 def test_numbers_read_back_exactly_and_lines_have_one_width(case, rows):
     n, cols = case
-    old = litracer._ROWS
-    litracer._ROWS = rows  # blocks of rows: the block boundaries must not show
+    old = render_rows_module._ROWS
+    render_rows_module._ROWS = rows  # blocks of rows: the block boundaries must not show
     try:
         segs: list = []
         for i, (values, dec3) in enumerate(cols):
             segs += [f"k{i}: ", (np.array(values, dtype=np.int64), dec3), "; "]
-        m = _render_rows(n, [*segs, "end\n"])
+        m = render_rows(n, [*segs, "end\n"])
     finally:
-        litracer._ROWS = old
+        render_rows_module._ROWS = old
     assert m.shape[0] == n  # one width: a uint8 matrix
     for r, line in enumerate(bytes(m.tobytes()).decode().splitlines()):
         fields = [p.split(": ", 1)[1] for p in line.split("; ")[:-1]]
@@ -52,7 +52,7 @@ def test_numbers_read_back_exactly_and_lines_have_one_width(case, rows):
 
 def test_a_negative_value_is_refused():
     try:
-        _render_rows(2, ["x: ", (np.array([1, -1], dtype=np.int64), False), "\n"])
+        render_rows(2, ["x: ", (np.array([1, -1], dtype=np.int64), False), "\n"])
     except ValueError:
         return
     raise AssertionError("a negative value was rendered")

@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamscope.trace.litracer import _ordered_pieces
+from streamscope.trace.line_order import ordered_pieces
 
 
 def _joined(runs):
-    return b"".join(_ordered_pieces(runs))
+    return b"".join(ordered_pieces(runs))
 
 
 @st.composite
