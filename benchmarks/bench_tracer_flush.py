@@ -11,7 +11,7 @@ and the write). Writes ``results/bench_tracer_flush.json`` (``--out``).
 
 Not an A/B: it says where the flush's cost lies, not what the tracer costs an epoch (``bench_tracer.py`` does).
 
-Internals used, because they are what is measured: the flush's steps (``streamscope.events.recorder``,
+Internals used, because they are what is measured: the flush's steps (``streamscope.recording.recorder``,
 ``collect``, ``processor``, ``streamscope.trace.litracer``) are wrapped in place to time each.
 """
 
@@ -34,11 +34,11 @@ from _results import start  # noqa: E402
 from bench_tracer import make_dataset  # noqa: E402
 
 import streamscope as S  # noqa: E402
-from streamscope.events import recorder as R  # noqa: E402
+from streamscope.recording import recorder as R  # noqa: E402
 
 try:  # the batch processor and the run collector have modules of their own since the recorder's split
-    from streamscope.events import collect as C  # noqa: E402
-    from streamscope.events import processor as P  # noqa: E402
+    from streamscope.recording import collect as C  # noqa: E402
+    from streamscope.recording import processor as P  # noqa: E402
 except ImportError:
     P = C = None  # type: ignore[assignment]
 from streamscope.trace import litracer as L  # noqa: E402

@@ -313,7 +313,7 @@ def test_the_graph_sees_what_it_must() -> None:
         ("streamscope.trace", 4, "string"),
     ]
     order = layers()
-    up, low = layer_of("streamscope.trace.litracer", order), layer_of("streamscope.events.processor", order)
+    up, low = layer_of("streamscope.trace.litracer", order), layer_of("streamscope.recording.processor", order)
     assert up is not None and low is not None and up < low  # what upward_strings() reports
     root_src = "from streamscope._core import hooks\ndef f():\n    from streamscope.trace import exporters\n"
     assert list(imports_of(ROOT, root_src, True, all_modules())) == [("streamscope._core.hooks", 1, "import")]

@@ -59,7 +59,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'streamscope' has no attribute {name!r}")
-    from streamscope.events.setup import configure_from_env
+    from streamscope.events import configure_from_env
 
     configure_from_env()  # a public entry point: tracing switched on by the environment starts here (once)
     try:
@@ -105,9 +105,18 @@ def _litracer_sink() -> Any:
     return LitracerFileSink()
 
 
+def _runtime() -> None:
+    """The ``runtime`` hook: the event bus's runtime (``streamscope.recording``: recorder, flusher, metrics, the
+    wait split) installed into the event API (``streamscope.events.set_runtime``). The API runs it the first time
+    it needs the runtime (a configuration, a flush, a staged span), so ``import streamscope`` imports neither."""
+    from streamscope.recording import install
+
+    install()
+
+
 def _otel_entry() -> None:
     """The ``otel_entry`` hook: run once per process when OpenTelemetry's API is loaded (see
-    ``streamscope.events.setup``)."""
+    ``streamscope.recording.setup``)."""
     from streamscope.telemetry.otel import on_entry
 
     on_entry()
@@ -119,6 +128,7 @@ def _otel_entry() -> None:
 # run this first: a DataLoader worker started with "spawn" that imports only streamscope.engine.dataset (to unpickle
 # its dataset) gets its sinks and hooks too (tests/_core/test_hooks.py checks it). The functions import what they
 # install when first called: ``import streamscope`` stays cheap.
+_hooks.provide(_hooks.RUNTIME, _runtime)
 _hooks.provide(_hooks.FIRST_USE, _first_use)
 _hooks.provide(_hooks.AUTOTUNER, _autotuner)
 _hooks.provide("observer", _observer)

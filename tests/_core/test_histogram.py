@@ -1,5 +1,5 @@
 """The latency histogram's two layouts: a quantile is the true order statistic within its bucket's error, and a
-merged histogram is the histogram of the concatenated values (the fixed layout's merge: tests/events/test_metrics.py,
+merged histogram is the histogram of the concatenated values (the fixed layout's merge: tests/recording/test_metrics.py,
 where SpanStats keeps its counts)."""
 
 from __future__ import annotations

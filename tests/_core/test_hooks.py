@@ -75,7 +75,7 @@ _PROBE = """
 import sys
 import streamscope.engine.dataset  # what a spawned DataLoader worker imports to unpickle its dataset
 from streamscope._core import hooks
-from streamscope.events.processor import factory_of
+from streamscope.recording.processor import factory_of
 names = [hooks.AUTOTUNER, hooks.FIRST_USE, hooks.OTEL_ENTRY, hooks.sink("litracer")]
 print("streamscope" in sys.modules, [hooks.find(n) is not None for n in names], factory_of("litracer").__name__)
 """
@@ -99,7 +99,7 @@ def test_a_process_that_imports_only_a_submodule_has_every_hook():
 
 
 def test_the_litracer_sink_has_one_name():
-    from streamscope.events.processor import DEFAULT_SINK
+    from streamscope.recording.processor import DEFAULT_SINK
     from streamscope.trace import LITRACER_SINK
 
     assert LITRACER_SINK == DEFAULT_SINK == "litracer"

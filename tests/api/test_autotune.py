@@ -9,6 +9,7 @@ import time
 import pytest
 
 from streamscope import events as ev
+from streamscope import recording
 from streamscope._core.errors import ConfigError, TuneBudgetError
 from streamscope.engine.dataloader import StreamingDataLoader
 from streamscope.engine.dataset import StreamingDataset
@@ -42,7 +43,7 @@ def test_off_nothing_changes(src, tmp_path, clean_tracer, monkeypatch):  # noqa:
     assert dl.tuner is None and "autotune" not in dl.state_dict()
     assert len(_order(dl)) == 800
     assert "streamscope.api.autotune" not in sys.modules  # nothing of the tuner was even imported
-    assert not ev.RECORDER.metric_cats  # nor were metrics switched on
+    assert not recording.RECORDER.metric_cats  # nor were metrics switched on
 
 
 def test_the_environment_switches_it_on_and_the_argument_wins(src, tmp_path, clean_tracer, monkeypatch):  # noqa: F811

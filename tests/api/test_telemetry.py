@@ -15,6 +15,7 @@ import pytest
 
 import streamscope
 from streamscope import events as ev
+from streamscope import recording
 from streamscope._core.errors import TelemetryConfigError, TraceConfigError
 from streamscope.api import telemetry as api
 from tests.support.otlp_receiver import OTLPReceiver
@@ -67,7 +68,7 @@ def test_bad_input_is_an_error_before_anything_is_set_up(monkeypatch, env, kw, e
     with pytest.raises(err, match=words):
         streamscope.enable_telemetry(**kw)
     assert os.environ.get("STREAMSCOPE_TRACE_SINKS") == sinks and not (
-        ev.RECORDER.trace_cats or ev.RECORDER.metric_cats
+        recording.RECORDER.trace_cats or recording.RECORDER.metric_cats
     )
     assert api._HANDLE is None or api._HANDLE_PID != os.getpid()
 
@@ -78,7 +79,11 @@ def test_a_worker_sets_nothing_up(monkeypatch):
 
     monkeypatch.setattr(otel, "is_rank_main", lambda: False)
     handle = streamscope.enable_telemetry(endpoint="http://127.0.0.1:9")
-    assert handle.disabled and handle.pipeline is None and not (ev.RECORDER.trace_cats or ev.RECORDER.metric_cats)
+    assert (
+        handle.disabled
+        and handle.pipeline is None
+        and not (recording.RECORDER.trace_cats or recording.RECORDER.metric_cats)
+    )
 
 
 def test_otel_sdk_disabled_sets_up_no_provider():
@@ -110,6 +115,7 @@ def test_the_applications_providers_are_kept_and_receive_streamscope():
             trace.set_tracer_provider(tp)
             h = streamscope.enable_telemetry(trace_level="batch")
             from streamscope import events as ev
+            from streamscope import recording
             with ev.span("epoch", "epoch", epoch=1):
                 pass
             ev.flush()
@@ -132,6 +138,7 @@ def test_one_trace_level_for_every_sink(tmp_path):
             f"""
             import json, streamscope
             from streamscope import events as ev
+            from streamscope import recording
             streamscope.enable_tracer("batch", log_file={str(log)!r})
             h = streamscope.enable_telemetry()  # no level: the tracer's
             with ev.span("epoch", "epoch", epoch=1):
@@ -156,6 +163,7 @@ def test_spans_without_a_trace_log(tmp_path):
             """
             import json, os, streamscope
             from streamscope import events as ev
+            from streamscope import recording
             h = streamscope.enable_telemetry(trace_level="chunk")
             with ev.span("download", "download", chunk=1, url="s3://b/chunk-0-1.bin"):
                 pass
@@ -178,6 +186,7 @@ def test_a_hanging_endpoint_holds_up_exit_at_most_the_exit_timeout():
             """
             import json, time, streamscope
             from streamscope import events as ev
+            from streamscope import recording
             h = streamscope.enable_telemetry(trace_level="chunk", timeout=30)
             t0 = time.monotonic()
             for i in range(300):

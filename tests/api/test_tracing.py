@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 import streamscope.debugger
 from streamscope import events as ev
+from streamscope import recording
 from streamscope._core.errors import TraceConfigError
 from streamscope.api.tracing import enable_metrics, enable_tracer, flush_tracer, metrics
 from tests.support.litracer_parser import check_log, unmatched
@@ -66,14 +67,14 @@ def test_unwritable_log_file_is_refused_at_enable_time(tmp_path):
 def test_enable_tracer_opens_the_log_once_for_the_run(tmp_path):
     log = tmp_path / "t.log"
     enable_tracer("chunk", log_file=str(log))
-    ((_, sink),) = ev.RECORDER.sinks
+    ((_, sink),) = recording.RECORDER.sinks
     assert sink.path == str(log) and sink.fd is not None  # opened here, not by the first flush
     with ev.span("download", "download", chunk=1):
         pass
     flush_tracer()
-    assert ev.RECORDER.sinks[0][1] is sink and [e["ph"] for e in check_log(log.read_text())] == ["B", "E"]
+    assert recording.RECORDER.sinks[0][1] is sink and [e["ph"] for e in check_log(log.read_text())] == ["B", "E"]
     enable_tracer("off", log_file=str(log))
-    assert ev.RECORDER.sinks is None and sink.fd is None  # switched off: the file is closed
+    assert recording.RECORDER.sinks is None and sink.fd is None  # switched off: the file is closed
 
 
 def test_main_process_events_reach_the_log(tmp_path):
@@ -221,7 +222,7 @@ def test_done_workers_are_retired_from_the_run_directory(tmp_path):
     for _ in range(3):
         assert sorted(int(x) for x in _loader(_Spans(10), "fork")) == list(range(10))
     flush_tracer(wait_workers=30)
-    files = [f for f in os.listdir(ev.RECORDER.metrics_dir) if f.endswith(".json")]
+    files = [f for f in os.listdir(recording.RECORDER.metrics_dir) if f.endswith(".json")]
     assert files == []  # the main process writes its own snapshot only at exit
     snap = metrics()
     done = [p for p, s in snap.processes.items() if p != os.getpid()]
@@ -242,7 +243,7 @@ def test_killed_worker_is_retired_with_its_aborted_span(tmp_path):
     os.kill(p.pid, signal.SIGKILL)
     p.join(30)
     flush_tracer()
-    assert not os.path.exists(os.path.join(ev.RECORDER.metrics_dir, f"{p.pid}.json"))
+    assert not os.path.exists(os.path.join(recording.RECORDER.metrics_dir, f"{p.pid}.json"))
     snap = metrics()
     assert snap.processes[p.pid]["final"] and snap.span("download").aborted == 1
 

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 from streamscope import events as ev
+from streamscope import recording
 from streamscope.api.tracing import enable_tracer, flush_tracer
 from streamscope.engine.combined import CombinedStreamingDataset
 from streamscope.engine.dataloader import StreamingDataLoader
 from streamscope.engine.dataset import StreamingDataset
 from streamscope.engine.parallel import ParallelStreamingDataset
 from streamscope.events.bus import Bulk
-from streamscope.events.handover import spool_path
+from streamscope.recording.handover import spool_path
 from tests.engine._data import image_sample, write_dataset
 from tests.support.litracer_parser import check_log, unmatched
 from tests.support.tracing import clean_tracer  # noqa: F401
@@ -65,7 +66,7 @@ def _traced_epochs(
     log = tmp_path / "t.log"
     os.environ["STREAMSCOPE_METRICS_INTERVAL"] = "60"  # no flusher tick in a slow worker (clean_tracer restores)
     enable_tracer("chunk", log_file=str(log), flush_interval=60)
-    ev.add_sink(_CountingSink)
+    recording.add_sink(_CountingSink)
     loader = StreamingDataLoader(ds, batch_size=4, num_workers=2, **loader_kw)
     for _ in range(epochs):
         assert sum(1 for _ in loader) == len(loader)
@@ -147,7 +148,7 @@ def test_an_abandoned_share_is_written_by_its_worker(tmp_path):
     _CountingSink.path = str(tmp_path / "sinks.txt")
     log = tmp_path / "t.log"
     enable_tracer("chunk", log_file=str(log))
-    ev.add_sink(_CountingSink)
+    recording.add_sink(_CountingSink)
     for k, _ in enumerate(StreamingDataLoader(StreamingDataset(d), batch_size=4, num_workers=2)):
         if k == 3:
             break
@@ -168,27 +169,27 @@ def test_hand_over_takes_aggregates_and_adopt_writes_with_the_senders_fields(tmp
         s.begin()
         s.end(j, 4)
     s.finish()
-    parcel = ev.hand_over()
+    parcel = recording.hand_over()
     assert not ev.take() and parcel.pid == os.getpid()
     assert [(e[0], e[1]) for e in parcel.events] == [("B", "download"), ("E", "download"), ("X+", "decode_batch")]
-    assert ev.metrics_snapshot().span("download").bytes == 10  # counted where it was recorded
+    assert recording.metrics_snapshot().span("download").bytes == 10  # counted where it was recorded
     flush_tracer()
     assert log.read_text() == ""  # handed over: not written here
     got = pickle.loads(pickle.dumps(parcel))  # what the DataLoader's queue does
     sender = dict(got.env, worker_rank=7, worker_world_size=8)
-    ev.adopt(ev.Parcel(got.pid, got.events, sender))
+    recording.adopt(recording.Parcel(got.pid, got.events, sender))
     flush_tracer()
     evs = check_log(log.read_text())
     assert [e["name"] for e in evs] == ["download"] * 2 + ["decode_batch"] * 3
     assert {e["args"]["worker_rank"] for e in evs} == {"7"} and not unmatched(evs)
-    assert ev.metrics_snapshot().span("download").count == 1  # adopting does not count them again
+    assert recording.metrics_snapshot().span("download").count == 1  # adopting does not count them again
 
 
 def _hand_over_unanswered_and_exit() -> None:
     """A worker whose parcel nobody has taken (nor abandoned) yet when it exits."""
     with ev.span("download", "download", chunk=5):
         pass
-    ev.hand_over(0, lambda: None)
+    recording.hand_over(0, lambda: None)
 
 
 def test_a_worker_exiting_before_its_parcel_is_taken_leaves_it_and_does_not_wait(tmp_path, monkeypatch):
@@ -202,11 +203,13 @@ def test_a_worker_exiting_before_its_parcel_is_taken_leaves_it_and_does_not_wait
     p.start()
     p.join(60)
     assert p.exitcode == 0  # exited, well within the 600 s it would have waited
-    assert os.path.exists(spool_path(ev.RECORDER.metrics_dir, p.pid))
-    parcel = ev.claim_spool(p.pid)
+    assert os.path.exists(spool_path(recording.RECORDER.metrics_dir, p.pid))
+    parcel = recording.claim_spool(p.pid)
     assert parcel is not None and parcel.pid == p.pid and [e[0] for e in parcel.events] == ["B", "E"]
-    assert ev.claim_spool(p.pid) is None and not os.path.exists(spool_path(ev.RECORDER.metrics_dir, p.pid))
-    ev.adopt(parcel)
+    assert recording.claim_spool(p.pid) is None and not os.path.exists(
+        spool_path(recording.RECORDER.metrics_dir, p.pid)
+    )
+    recording.adopt(parcel)
     flush_tracer()
     evs = check_log(log.read_text())
     assert [(e["name"], e["pid"]) for e in evs] == [("download", p.pid)] * 2  # the worker wrote none itself
@@ -214,22 +217,24 @@ def test_a_worker_exiting_before_its_parcel_is_taken_leaves_it_and_does_not_wait
 
 def test_a_damaged_parcel_file_is_reported_and_removed(tmp_path, capsys):
     enable_tracer("chunk", log_file=str(tmp_path / "t.log"))
-    path = spool_path(ev.RECORDER.metrics_dir, 4242)
+    path = spool_path(recording.RECORDER.metrics_dir, 4242)
     with open(path, "wb") as f:
         f.write(b"not a pickle")
-    assert ev.claim_spool(4242) is None and not os.path.exists(path)
+    assert recording.claim_spool(4242) is None and not os.path.exists(path)
     assert "trace parcel of pid 4242 unreadable" in capsys.readouterr().err
 
 
 def test_a_complete_epoch_leaves_no_parcel_behind(tmp_path):
     evs, _ = _traced_epochs(tmp_path, "single", epochs=2)
-    assert not [n for n in os.listdir(ev.RECORDER.metrics_dir) if n.startswith("parcel-")]
+    assert not [n for n in os.listdir(recording.RECORDER.metrics_dir) if n.startswith("parcel-")]
     assert sorted(int(e["args"]["batch"]) for e in evs if e["name"] == "decode_batch") == sorted(list(range(10)) * 2)
 
 
 def test_parcel_pickles_with_bulk_entries():
     b = Bulk(2, 50, {"batch": np.array([4, 5])}, [10, 30], [20, 40], {"epoch": 1})
-    p = pickle.loads(pickle.dumps(ev.Parcel(12, [("X+", "decode_batch", "read", 10, 12, 99, b)], {"worker_rank": 1})))
+    p = pickle.loads(
+        pickle.dumps(recording.Parcel(12, [("X+", "decode_batch", "read", 10, 12, 99, b)], {"worker_rank": 1}))
+    )
     (e,) = p.events
     assert (p.pid, p.env, e[:6]) == (12, {"worker_rank": 1}, ("X+", "decode_batch", "read", 10, 12, 99))
     assert e[6].cols["batch"].tolist() == [4, 5] and (e[6].starts, e[6].ends, e[6].fields) == (
@@ -245,7 +250,7 @@ def test_over_the_bound_hand_over_writes_here_and_returns_an_empty_parcel(tmp_pa
     enable_tracer("chunk", log_file=str(log))
     with ev.span("download", "download", chunk=3):
         pass
-    parcel = ev.hand_over()
+    parcel = recording.hand_over()
     assert parcel.events == [] and [e["ph"] for e in check_log(log.read_text())] == ["B", "E"]
 
 
@@ -258,7 +263,7 @@ def test_workers_hand_over_their_metrics_and_write_no_snapshot(tmp_path, monkeyp
     enable_metrics("chunk")  # metrics without a log: the parcels carry no events, only the snapshots
     assert sum(1 for _ in StreamingDataLoader(StreamingDataset(d), batch_size=4, num_workers=2)) == 10
     assert join_worker_shutdowns(30)
-    assert os.listdir(ev.RECORDER.metrics_dir) == []  # the workers exited without writing a file
+    assert os.listdir(recording.RECORDER.metrics_dir) == []  # the workers exited without writing a file
     snap = metrics()
     workers = [p for p in snap.processes if p != os.getpid()]
     assert len(workers) == 2 and all(not snap.processes[p]["alive"] for p in workers)
@@ -271,23 +276,27 @@ def test_workers_hand_over_their_metrics_and_write_no_snapshot(tmp_path, monkeyp
 def test_a_newer_file_supersedes_the_handed_snapshot_and_a_reused_pid_is_a_new_process(tmp_path):
     """The recorder keeps one snapshot per process: the newest of its file and the one its parcel brought; a
     file of another process with the same pid (a later start) does not replace the older one's numbers."""
-    from streamscope.events.snapshots import write_snapshot
+    from streamscope.recording.snapshots import write_snapshot
 
     enable_tracer("chunk", log_file=str(tmp_path / "t.log"))
-    d = ev.RECORDER.metrics_dir
+    d = recording.RECORDER.metrics_dir
     dead = 2**22 + 12345  # no such process
     spans = {"read/read": {"count": 1}}
-    ev.adopt(ev.Parcel(dead, [], {}, {"pid": dead, "events": 2, "token": 5, "spans": spans, "final": False}))
+    recording.adopt(
+        recording.Parcel(dead, [], {}, {"pid": dead, "events": 2, "token": 5, "spans": spans, "final": False})
+    )
     write_snapshot(d, {"pid": dead, "events": 3, "token": 5, "spans": {"read/read": {"count": 2}}, "final": True})
-    assert ev.metrics_snapshot().span("read").count == 2  # the file is newer: it stands for the process
+    assert recording.metrics_snapshot().span("read").count == 2  # the file is newer: it stands for the process
     flush_tracer()
-    assert ev.metrics_snapshot().span("read").count == 2 and not ev.RECORDER.parcel_snaps  # retired once
+    assert recording.metrics_snapshot().span("read").count == 2 and not recording.RECORDER.parcel_snaps  # retired once
     other = dead + 1
-    ev.adopt(ev.Parcel(other, [], {}, {"pid": other, "events": 9, "token": 5, "spans": spans, "final": False}))
+    recording.adopt(
+        recording.Parcel(other, [], {}, {"pid": other, "events": 9, "token": 5, "spans": spans, "final": False})
+    )
     write_snapshot(d, {"pid": other, "events": 1, "token": 6, "spans": spans, "final": True})
     flush_tracer()  # both done: the first process and the later one with its pid
-    assert ev.metrics_snapshot().span("read").count == 4
-    assert os.listdir(d) == [] and not ev.RECORDER.parcel_snaps
+    assert recording.metrics_snapshot().span("read").count == 4
+    assert os.listdir(d) == [] and not recording.RECORDER.parcel_snaps
 
 
 @pytest.mark.parametrize("stop_at", [8, 9])
@@ -304,7 +313,7 @@ def test_parcels_lost_in_flight_are_written_by_their_workers(tmp_path, stop_at):
     evs = check_log(log.read_text())
     decoded = sorted(int(e["args"]["batch"]) for e in evs if e["name"] == "decode_batch")
     assert decoded == sorted(set(decoded)) and set(range(stop_at + 1)) <= set(decoded) <= set(range(10))
-    assert ev.metrics_snapshot().span("decode_batch", "read").count == len(decoded)
+    assert recording.metrics_snapshot().span("decode_batch", "read").count == len(decoded)
     assert not unmatched(evs)
 
 
@@ -322,7 +331,7 @@ def test_spawned_workers_hand_over_too(tmp_path):
     decoded = [e for e in evs if e["name"] == "decode_batch"]
     assert sorted(int(e["args"]["batch"]) for e in decoded) == list(range(10))
     assert len({e["pid"] for e in decoded}) == 2 and os.getpid() not in {e["pid"] for e in decoded}
-    assert ev.metrics_snapshot().span("decode_batch", "read").count == 10 and not unmatched(evs)
+    assert recording.metrics_snapshot().span("decode_batch", "read").count == 10 and not unmatched(evs)
 
 
 class _StartLog:
@@ -342,7 +351,7 @@ def _slow(sample: Any) -> Any:
 @pytest.mark.parametrize(("case", "starts"), [("short", 0), ("persistent", 1), ("long", 1)])
 def test_one_epoch_workers_start_a_flusher_only_when_their_epoch_runs_past_a_tick(tmp_path, monkeypatch, case, starts):
     """A worker that lives one short epoch hands its events over without ever starting a flusher thread."""
-    from streamscope.events.recorder import Recorder
+    from streamscope.recording.recorder import Recorder
 
     start = Recorder._start_thread
     _StartLog.path, _StartLog.main = str(tmp_path / "starts.txt"), os.getpid()
@@ -389,7 +398,7 @@ def test_workers_streaming_from_object_storage_hand_their_downloads_over(tmp_pat
     log = tmp_path / "t.log"
     os.environ["STREAMSCOPE_METRICS_INTERVAL"] = "60"  # no tick while the epoch runs (clean_tracer restores)
     enable_tracer("chunk", log_file=str(log), flush_interval=60)
-    ev.add_sink(_CountingSink)
+    recording.add_sink(_CountingSink)
     ds = StreamingDataset(url, storage_options=s3_server.storage_options(), cache_dir=str(tmp_path / "cache"))
     assert sum(1 for _ in StreamingDataLoader(ds, batch_size=4, num_workers=2)) == 10
     flush_tracer(wait_workers=30)

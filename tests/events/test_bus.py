@@ -9,6 +9,7 @@ import weakref
 import pytest
 
 from streamscope import events as ev
+from streamscope import recording
 from streamscope._core.errors import TraceConfigError
 from streamscope.events import context, vocab
 from streamscope.events.bus import OPEN, STATE, close_open_spans
@@ -95,7 +96,7 @@ def test_full_buffer_drops_and_counts(monkeypatch):
     for i in range(25):
         ev.instant("read", "read", i=i)
     assert len(ev.BUF) == 10 and ev.dropped() == 15
-    snap = ev.metrics_snapshot()
+    snap = recording.metrics_snapshot()
     assert snap.dropped == 15 and snap.instants["read/read"] == 10
 
 
@@ -118,7 +119,11 @@ def test_bad_environment_does_not_break_import(tmp_path):
 
 
 def _child_buffer():
-    return len(ev.BUF), STATE.pid == os.getpid(), ev.RECORDER.thread is not None and ev.RECORDER.thread.is_alive()
+    return (
+        len(ev.BUF),
+        STATE.pid == os.getpid(),
+        recording.RECORDER.thread is not None and recording.RECORDER.thread.is_alive(),
+    )
 
 
 def test_fork_child_starts_with_a_fresh_buffer(monkeypatch):
@@ -161,7 +166,7 @@ def test_adopted_events_reach_a_mixed_sink_in_one_batch_and_any_other_per_proces
     monkeypatch.setenv("STREAMSCOPE_TRACE_FLUSH_INTERVAL", "60")
     monkeypatch.setenv("STREAMSCOPE_TRACE_SINKS", "tests.events.test_bus:_ListSink")
     _ListSink.batches, _MixedSink.batches = [], []
-    ev.add_sink(_MixedSink)
+    recording.add_sink(_MixedSink)
     ev.configure(trace={"download"})
     with ev.span("download", "download", chunk=1):
         pass
@@ -173,7 +178,7 @@ def test_adopted_events_reach_a_mixed_sink_in_one_batch_and_any_other_per_proces
         ("B", "download", "download", t, other, 5, {"chunk": 2}),
         ("E", "download", "download", t + 9, other, 5, {}),
     ]
-    ev.adopt(ev.Parcel(other, theirs, theirs_env, None, 1))
+    recording.adopt(recording.Parcel(other, theirs, theirs_env, None, 1))
     ev.flush()
     (mixed,) = _MixedSink.batches
     assert [e[4] for e in mixed.events] == [os.getpid()] * 2 + [other] * 2
@@ -187,7 +192,7 @@ def test_sink_plugins_and_errors_never_reach_the_data_path(capsys, monkeypatch):
     monkeypatch.setenv("STREAMSCOPE_TRACE_FLUSH_INTERVAL", "60")
     monkeypatch.setenv("STREAMSCOPE_TRACE_SINKS", "tests.events.test_bus:_ListSink, nowhere.module:Nope")
     _ListSink.batches = []
-    ev.add_sink(_BadSink)
+    recording.add_sink(_BadSink)
     ev.configure(trace={"download"})
     for _ in range(3):
         with ev.span("download", "download", chunk=1):
@@ -198,7 +203,7 @@ def test_sink_plugins_and_errors_never_reach_the_data_path(capsys, monkeypatch):
     assert _ListSink.batches[0].env["worker_rank"] == 0
     err = capsys.readouterr().err
     assert err.count("sink is broken") == 1 and "nowhere.module:Nope could not be created" in err
-    assert ev.metrics_snapshot().sink_errors >= 2
+    assert recording.metrics_snapshot().sink_errors >= 2
 
 
 def test_compact_spans_are_one_complete_event():
@@ -227,7 +232,7 @@ class _Marker:
 def _child_after_fork(ref):
     from streamscope.events.bus import LEFT_BEHIND
 
-    rec = ev.RECORDER
+    rec = recording.RECORDER
     return (
         ref() is not None,
         rec.parcel_snaps == {},
@@ -241,13 +246,13 @@ def test_a_fork_child_leaves_the_parents_recorder_state_unreleased(monkeypatch):
     monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "60")
     ev.configure(metrics={"read"})
     marker = _Marker()
-    ev.RECORDER.parcel_snaps[-7] = {"marker": marker}  # held by nothing but the recorder's state
+    recording.RECORDER.parcel_snaps[-7] = {"marker": marker}  # held by nothing but the recorder's state
     ref = weakref.ref(marker)
     del marker
     try:
         assert forked_result(_child_after_fork, ref) == (True, True, True, True)
     finally:
-        ev.RECORDER.parcel_snaps.pop(-7)
+        recording.RECORDER.parcel_snaps.pop(-7)
 
 
 def test_a_child_of_a_process_that_never_traced_can_trace(tmp_path):
@@ -255,16 +260,16 @@ def test_a_child_of_a_process_that_never_traced_can_trace(tmp_path):
     log = tmp_path / "child.log"
     code = (
         "import os, shutil, sys\n"
-        "from streamscope import events as ev\n"
+        "from streamscope import events as ev, recording\n"
         "from streamscope.api.tracing import enable_tracer, flush_tracer\n"
-        "assert not ev.RECORDER.started\n"
+        "assert not recording.RECORDER.started\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"
         "    enable_tracer('chunk', log_file=sys.argv[1])\n"
         "    ev.instant('read', 'read', chunk=3)\n"
         "    flush_tracer()\n"
-        "    ok = ev.RECORDER.pid == os.getpid()\n"
-        "    shutil.rmtree(ev.RECORDER.metrics_dir)  # the child's run directory (os._exit runs no exit handler)\n"
+        "    ok = recording.RECORDER.pid == os.getpid()\n"
+        "    shutil.rmtree(recording.RECORDER.metrics_dir)  # the child's run directory (os._exit runs no exit handler)\n"
         "    os._exit(0 if ok else 3)\n"
         "_, status = os.waitpid(pid, 0)\n"
         "print(pid, os.waitstatus_to_exitcode(status))\n"
@@ -279,7 +284,7 @@ def test_a_child_of_a_process_that_never_traced_can_trace(tmp_path):
 
 
 def _flusher_alive() -> bool:
-    t = ev.RECORDER.thread
+    t = recording.RECORDER.thread
     return t is not None and t.is_alive()
 
 
@@ -301,10 +306,10 @@ def _deferred_child(until: str) -> tuple[bool, bool]:
             held = len(ev.BUF)  # started before its tick: it waits for the tick (nothing written meanwhile)
             return first, started and held == 1
     elif until == "exit due":
-        ev.shutdown()  # what process exit does
+        recording.shutdown()  # what process exit does
         time.sleep(0.6)
         ev.instant("read", "read")  # e.g. another exit handler's event, after the tick
-        return first, ev.RECORDER.thread is not None
+        return first, recording.RECORDER.thread is not None
     return first, _flusher_alive()
 
 
@@ -323,10 +328,10 @@ def test_a_child_forked_in_the_deferral_block_starts_its_flusher_when_needed(mon
     """No thread at the fork; one tick later a poll or an event starts it, a B/E span at once; exit never."""
     monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", tick)  # the tick
     ev.configure(trace={"download", "read"}, metrics={"read"})
-    with ev.deferred_flusher_in_children():
+    with recording.deferred_flusher_in_children():
         got = forked_result(_deferred_child, until)
     assert got == (False, started)
-    assert ev.RECORDER.defer_in_children is False
+    assert recording.RECORDER.defer_in_children is False
     assert forked_result(_flusher_alive) is True  # forked outside the block: started at once
 
 
@@ -344,5 +349,5 @@ def test_a_deferred_flusher_flushes_as_it_starts(monkeypatch):
     """It starts a tick late, so it writes what waited at once rather than one more tick later."""
     monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "3")
     ev.configure(metrics={"read"})
-    with ev.deferred_flusher_in_children():
+    with recording.deferred_flusher_in_children():
         assert forked_result(_drained_soon_after_a_late_start) == (True, 0)

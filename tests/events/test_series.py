@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from streamscope import events as ev
+from streamscope import recording
 from streamscope.api.tracing import enable_tracer, flush_tracer
 from streamscope.events import bus
 from streamscope.events.bus import BULK
-from streamscope.events.metrics import Aggregator
 from streamscope.events.series import SERIES, open_horizons
+from streamscope.recording.metrics import Aggregator
 from tests.support.litracer_parser import check_log
 from tests.support.tracing import clean_tracer  # noqa: F401
 
@@ -407,5 +408,5 @@ def test_bad_tracer_knob_values_fall_back_to_their_defaults(tmp_path, monkeypatc
     monkeypatch.setenv("STREAMSCOPE_TRACE_BUFFER_EVENTS", "many")
     monkeypatch.setenv("STREAMSCOPE_TRACE_HOLD_MAX", "0.5")
     enable_tracer("chunk", log_file=str(tmp_path / "t.log"))
-    assert bus.STATE.cap == 200_000 and ev.RECORDER.hold_max_ns == 500_000_000
+    assert bus.STATE.cap == 200_000 and recording.RECORDER.hold_max_ns == 500_000_000
     assert "STREAMSCOPE_TRACE_BUFFER_EVENTS='many'" in capsys.readouterr().err

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from streamscope import events as ev
+from streamscope import recording
 from streamscope._core import config
 from streamscope.events.bus import STATE
 
@@ -35,10 +36,12 @@ def clean_tracer() -> Iterator[None]:
         yield
     finally:
         ev.configure()
-        if ev.RECORDER.owner and ev.RECORDER.metrics_dir:  # this test's run directory: not left in /tmp when
-            shutil.rmtree(ev.RECORDER.metrics_dir, ignore_errors=True)  # the process ends without exit handlers
-            ev.RECORDER.metrics_dir = None
-        ev.RECORDER.factories.clear()
+        if (
+            recording.RECORDER.owner and recording.RECORDER.metrics_dir
+        ):  # this test's run directory: not left in /tmp when
+            shutil.rmtree(recording.RECORDER.metrics_dir, ignore_errors=True)  # the process ends without exit handlers
+            recording.RECORDER.metrics_dir = None
+        recording.RECORDER.factories.clear()
         ev.drain()
         STATE.dropped = 0
         config.reset()

@@ -16,10 +16,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from streamscope import events as ev
-from streamscope.events.metrics import SpanStats
+from streamscope import recording
 from streamscope.events.registry import BUCKETS_S, METRICS, Instrument, M
-from streamscope.events.snapshots import MetricsSnapshot
-from streamscope.events.view import build
+from streamscope.recording.metrics import SpanStats
+from streamscope.recording.snapshots import MetricsSnapshot
+from streamscope.recording.views import build
 from streamscope.telemetry import otel
 from streamscope.telemetry.otel import SAMPLED_OUT, MetricInstruments, SpanWriter, replay
 from streamscope.telemetry.spans import Op
@@ -205,7 +206,7 @@ def test_the_span_sink_joins_the_tracers_sinks_and_env_tracing_keeps_its_log():
     os.environ.pop("STREAMSCOPE_TRACE_SINKS", None)
     ev.configure(trace={"epoch"})
     otel.add_span_sink()
-    assert os.environ["STREAMSCOPE_TRACE_SINKS"] == f"{ev.recorder.DEFAULT_SINK},{otel.SPAN_SINK}"
+    assert os.environ["STREAMSCOPE_TRACE_SINKS"] == f"{recording.DEFAULT_SINK},{otel.SPAN_SINK}"
     otel.add_span_sink()  # once
     assert os.environ["STREAMSCOPE_TRACE_SINKS"].count(otel.SPAN_SINK) == 1
 
@@ -232,10 +233,11 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 reader = InMemoryMetricReader()
 metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
 from streamscope import events as ev
+from streamscope import recording
 ev.configure_from_env()  # what building a dataset or a loader calls
 names = sorted({m.name for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics
                 for m in sm.metrics})
-print(json.dumps([sorted(ev.RECORDER.metric_cats) == sorted(ev.LEVELS["chunk"]), names]))
+print(json.dumps([sorted(recording.RECORDER.metric_cats) == sorted(ev.LEVELS["chunk"]), names]))
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMSCOPE_", "OTEL_"))}
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(root, "src"), root])

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from streamscope import events as ev
+from streamscope import recording
 from streamscope._core.errors import ConfigError, PrometheusPortError
 from streamscope.events import vocab
 from streamscope.events.registry import BUCKETS_S, METRICS, M, prometheus_name
-from streamscope.events.snapshots import MetricsSnapshot
-from streamscope.events.view import Histogram, MetricsView, Point, build
+from streamscope.events.view import Histogram, MetricsView, Point
+from streamscope.recording.snapshots import MetricsSnapshot
+from streamscope.recording.views import build
 from streamscope.telemetry import prometheus as prom
 from tests.support.tracing import clean_tracer  # noqa: F401
 
@@ -148,14 +149,14 @@ def _free_port() -> int:
 
 
 def test_port_zero_serves_on_a_free_port_said_aloud(endpoint, capsys):
-    assert not ev.RECORDER.metric_cats
+    assert not recording.RECORDER.metric_cats
     port = prom.start_endpoint(0)
     assert port and prom.endpoint_port() == port and prom.endpoint_url() == f"http://127.0.0.1:{port}/metrics"
     assert f"Prometheus metrics of rank 0 at http://127.0.0.1:{port}/metrics" in capsys.readouterr().err
     text = _get(prom.endpoint_url())
     assert "streamscope_loader_wait_seconds_total" in text and "streamscope_knob_value" in text
     # serving switched metrics on (metrics only: no trace log), for this process and the workers it starts
-    assert vocab.LEVELS["chunk"] <= ev.RECORDER.metric_cats and not ev.RECORDER.trace_cats
+    assert vocab.LEVELS["chunk"] <= recording.RECORDER.metric_cats and not recording.RECORDER.trace_cats
     assert set(os.environ["STREAMSCOPE_METRICS_LEVEL"].split(",")) >= vocab.LEVELS["chunk"]
     assert prom.start_endpoint(0) == port and prom.start_endpoint(port) == port  # already serving
     prom.stop_endpoint()

@@ -15,9 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamscope import events as ev
+from streamscope import recording
 from streamscope.events import EventBatch
 from streamscope.events.bus import BULK, STATE, Bulk, expand, record_bulk
-from streamscope.events.metrics import Aggregator
+from streamscope.recording.metrics import Aggregator
 from streamscope.trace import files
 from streamscope.trace.exporters import LitracerFileSink
 from streamscope.trace.litracer import _bulk_lines, _bulk_ts, _render_bulks, encode, encode_pieces
@@ -120,7 +121,7 @@ def test_full_buffer_drops_the_whole_bulk_and_counts_each_event(monkeypatch):
     for j in range(4):
         ev.bulk("sample", "sample", ev.now(), chunk=[0] * 64, item=list(range(64)), batch=j)
     assert len(ev.BUF) == 2 and ev.dropped() == 2 * 64 == STATE.dropped
-    snap = ev.metrics_snapshot()
+    snap = recording.metrics_snapshot()
     assert snap.dropped == 128 and snap.span("sample").count == 128 and snap.events == 128
 
 
@@ -299,13 +300,14 @@ _FSIZE_CHILD = textwrap.dedent(
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
     from streamscope import events as ev
+    from streamscope import recording
     from streamscope.api.tracing import enable_tracer, flush_tracer
     from streamscope.trace.exporters import LitracerFileSink
     enable_tracer("sample", log_file=sys.argv[1], flush_interval=60)
     for j in range(4):
         ev.bulk("sample", "sample", ev.now(), chunk=np.zeros(64, np.int64), item=np.arange(64), batch=j)
     flush_tracer()
-    ((_, sink),) = ev.RECORDER.sinks
+    ((_, sink),) = recording.RECORDER.sinks
     print(sink.written_events, sink.dropped_events)
     """
 )

@@ -20,6 +20,8 @@ through a function the root provides here, called when it is needed (so ``import
   Prometheus endpoint).
 * ``otel_entry`` (:data:`OTEL_ENTRY`): run once per process by the event bus's entry points once OpenTelemetry's
   API is loaded (``streamscope.telemetry.otel.on_entry``).
+* ``runtime`` (:data:`RUNTIME`): installs the event bus's runtime (``streamscope.recording.install``) into the event
+  API (``streamscope.events.set_runtime``); the API runs it the first time it needs the runtime.
 * ``sink:<name>`` (:func:`sink`): an exporter factory of the event bus by the name ``STREAMSCOPE_TRACE_SINKS`` may
   give instead of a dotted path (``sink:litracer``: the Litracer log).
 """
@@ -32,7 +34,18 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["AUTOTUNER", "FIRST_USE", "OTEL_ENTRY", "LoaderTuner", "find", "first_use", "get", "provide", "sink"]
+__all__ = [
+    "AUTOTUNER",
+    "FIRST_USE",
+    "OTEL_ENTRY",
+    "RUNTIME",
+    "LoaderTuner",
+    "find",
+    "first_use",
+    "get",
+    "provide",
+    "sink",
+]
 
 
 #: The hook that attaches an auto-tuner to a loader.
@@ -41,6 +54,8 @@ AUTOTUNER = "autotuner"
 FIRST_USE = "first_use"
 #: The hook the event bus runs once OpenTelemetry's API is loaded.
 OTEL_ENTRY = "otel_entry"
+#: The hook that installs the event bus's runtime into the event API.
+RUNTIME = "runtime"
 
 _provided: dict[str, Callable[..., Any]] = {}
 _lock = threading.Lock()

@@ -14,6 +14,7 @@ import weakref
 from typing import Any
 
 from streamscope import events as ev
+from streamscope import recording
 from streamscope._core import config, hooks
 from streamscope.events import vocab
 from streamscope.events.registry import M
@@ -112,7 +113,7 @@ class LoaderTarget:
 
     def progress(self) -> tuple[int, float]:
         """Batches handed to the loop and its total wait, live: the loader's batch count, and the ring of the
-        loop's waits (``events.attribution.WaitRing``: every complete wait, and the one under way so far)."""
+        loop's waits (``recording.waits.WaitRing``: every complete wait, and the one under way so far)."""
         loader = self._get()
         live = getattr(loader, "_live", None)
         if self._seen_epoch != self._epochs:
@@ -197,12 +198,12 @@ def rank_share(store: Any = None) -> RankShare | None:
 def ensure_metrics() -> None:
     """Metrics on for the categories the tuner reads, in this process and the workers it starts."""
     need = vocab.categories_for_level(METRIC_LEVEL)
-    have = frozenset(ev.RECORDER.metric_cats) | frozenset(ev.RECORDER.trace_cats)
+    have = frozenset(recording.RECORDER.metric_cats) | frozenset(recording.RECORDER.trace_cats)
     if need <= have:
         return
     from streamscope.api.tracing import enable_metrics
 
-    enable_metrics(categories=sorted(need | frozenset(ev.RECORDER.metric_cats)))
+    enable_metrics(categories=sorted(need | frozenset(recording.RECORDER.metric_cats)))
 
 
 def attach(loader: Any) -> LoaderAutotune:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from streamscope import events as ev
+from streamscope import recording
 from streamscope.api.autotune import LoaderTarget
 from streamscope.tune.observe import Observer
 
@@ -33,7 +33,7 @@ def _in_worker() -> bool:
 def before_epoch(loader: Any) -> Observer | None:
     """An epoch of ``loader`` is about to start: the observer counts it (started on the first call). None, and
     nothing started, with metrics off or in a DataLoader worker."""
-    if not ev.RECORDER.metric_cats or _in_worker():
+    if not recording.RECORDER.metric_cats or _in_worker():
         return None
     obs = _observers.get(loader)
     if obs is None:

@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamscope import events as ev
+from streamscope import recording
 from streamscope._core import config
 from streamscope._core.errors import TelemetryConfigError
 from streamscope.events import context, vocab
-from streamscope.events.view import node_rank
+from streamscope.recording.views import node_rank
 from streamscope.telemetry import otel, otlp_config, prometheus
 from streamscope.telemetry.otlp_config import OTLPConfig
 
@@ -194,7 +195,7 @@ def enable_telemetry(
         if handle.pipeline is not None:
             handle.trace_categories = _switch_tracing(cats)
         else:  # nothing exports spans: the tracer's level stays as it is (no trace log started for nothing)
-            rec = ev.RECORDER
+            rec = recording.RECORDER
             on = rec.started and rec.pid == os.getpid()
             handle.trace_categories = rec.trace_cats if on else frozenset()
         ev.ensure_metrics("chunk")
@@ -223,7 +224,7 @@ def _trace_categories(level: str | None) -> frozenset[str] | None:
 
 def _switch_tracing(cats: frozenset[str] | None) -> frozenset[str]:
     """Trace ``cats`` (None: keep the tracer's level when it is on, else ``chunk``), for every sink."""
-    rec = ev.RECORDER
+    rec = recording.RECORDER
     on = rec.started and rec.pid == os.getpid() and bool(rec.trace_cats)
     if cats is None:
         if on:

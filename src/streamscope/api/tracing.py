@@ -30,11 +30,12 @@ import time
 from collections.abc import Sequence
 
 from streamscope import events as ev
+from streamscope import recording
 from streamscope._core import config
 from streamscope._core.errors import TraceConfigError
 from streamscope._core.procs import pid_alive
 from streamscope.events import vocab
-from streamscope.events.snapshots import MetricsSnapshot, read_snapshots
+from streamscope.recording.snapshots import MetricsSnapshot, read_snapshots
 from streamscope.trace import LITRACER_SINK
 from streamscope.trace.files import open_log
 
@@ -101,7 +102,7 @@ def enable_tracer(
     os.environ["STREAMSCOPE_TRACE_SINKS"] = ",".join(specs)
 
     ev.configure(cats, _metric_cats(), interval)
-    ev.RECORDER.open_sinks()  # the log is opened once, here, not by the first flush
+    recording.RECORDER.open_sinks()  # the log is opened once, here, not by the first flush
     return logging.getLogger("streamscope.trace")
 
 
@@ -122,7 +123,11 @@ def enable_metrics(level: str = "chunk", *, categories: Sequence[str] | None = N
     """
     cats = vocab.categories_for_level(level) if categories is None else vocab.parse_categories(list(categories))
     os.environ["STREAMSCOPE_METRICS_LEVEL"] = ",".join(sorted(cats)) if cats else ""
-    ev.configure(ev.RECORDER.trace_cats, cats, None if not ev.RECORDER.started else ev.RECORDER.flush_interval)
+    ev.configure(
+        recording.RECORDER.trace_cats,
+        cats,
+        None if not recording.RECORDER.started else recording.RECORDER.flush_interval,
+    )
 
 
 def metrics() -> MetricsSnapshot:
@@ -131,7 +136,7 @@ def metrics() -> MetricsSnapshot:
     Workers publish every ``metrics_interval`` seconds (default 1) and at exit, so their latest second may
     be missing while they run.
     """
-    return ev.metrics_snapshot()
+    return recording.metrics_snapshot()
 
 
 def flush_tracer(wait_workers: float = 0.0) -> None:
@@ -153,7 +158,7 @@ def flush_tracer(wait_workers: float = 0.0) -> None:
     if exiting and loader is not None:
         loader.join_worker_shutdowns()  # the workers of finished epochs have exited (and written their events)
         ev.flush()
-    d = ev.RECORDER.metrics_dir
+    d = recording.RECORDER.metrics_dir
     if wait_workers <= 0 or not d:
         return
     deadline = time.monotonic() + float(wait_workers)

@@ -41,7 +41,7 @@ from streamscope._core import config
 from streamscope._core.errors import ChunkDownloadError, ChunkNotFoundError, ChunkWaitTimeoutError, FormatError
 from streamscope._core.protocols import ObjectStore
 from streamscope.cache.leases import LEASE_MARK, LeaseTable, live_lease_owners
-from streamscope.events import attribution
+from streamscope.events import stages
 from streamscope.events.instruments import add as add_value
 from streamscope.events.registry import M
 from streamscope.storage import redact_url
@@ -186,7 +186,7 @@ class ChunkCache:
         lock = FileLock(path + ".lock")
         start = time.monotonic()
         try:
-            with attribution.stage(attribution.DOWNLOAD):  # another process may be downloading it: this waits
+            with ev.stage(stages.DOWNLOAD):  # another process may be downloading it: this waits
                 lock.acquire(timeout=timeout)
         except FileLockTimeout:
             raise ChunkWaitTimeoutError(path, time.monotonic() - start) from None

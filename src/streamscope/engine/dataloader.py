@@ -27,6 +27,7 @@ import numpy.random  # noqa: F401  torch seeds numpy in every worker: import it 
 from torch.utils.data import DataLoader
 
 from streamscope import events as ev
+from streamscope import recording
 from streamscope._core import config, hooks
 from streamscope._core.board import BoardGroup, KnobBoard
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, StateDictError
@@ -37,9 +38,10 @@ from streamscope.engine.collate_fn import litdata_collate
 from streamscope.engine.dataset import StreamingDataset
 from streamscope.engine.handover import ParcelAcks
 from streamscope.engine.mapped import MappedBatches, fetches_batches
-from streamscope.events import attribution, instruments
+from streamscope.events import instruments
 from streamscope.events.registry import M
 from streamscope.events.series import Timeline
+from streamscope.recording import attribution
 
 __all__ = ["StreamingDataLoader", "join_worker_shutdowns", "pending_worker_shutdowns"]
 
@@ -257,7 +259,7 @@ class StreamingDataLoader(DataLoader[Any]):
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         if self._tuner is not None:
             self._tuner.before_epoch()  # may change num_workers; the first epoch checks the tuner's budgets
-        elif ev.RECORDER.metric_cats:
+        elif recording.RECORDER.metric_cats:
             hooks.get("observer")(self)  # the capacity model's gauges without the tuner (tune/observe.py)
         self._iter_t0 = ev.now()
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]
@@ -289,8 +291,8 @@ class StreamingDataLoader(DataLoader[Any]):
         # one flag per worker, set when its parcel arrives (a worker whose parcel was lost writes its own events)
         acks = ParcelAcks(self.num_workers) if self._parcels else None
         # the wait split (metrics on): the loop's waits go to a ring its workers read (engine.handover); each
-        # iteration is a generation of the ring, begun before its workers start (events.attribution)
-        split = bool(ev.RECORDER.metric_cats) and "stall" in ev.ACTIVE
+        # iteration is a generation of the ring, begun before its workers start (recording.attribution)
+        split = bool(recording.RECORDER.metric_cats) and "stall" in ev.ACTIVE
         if split:
             old, ctx = self._wait_ring, self.multiprocessing_context or multiprocessing.get_context()
             persistent = self.persistent_workers and getattr(self, "_iterator", None) is not None
@@ -319,7 +321,7 @@ class StreamingDataLoader(DataLoader[Any]):
         told = ev.now()
         try:
             # workers that hand their events over need no flusher thread unless their epoch runs long
-            with ev.deferred_flusher_in_children(self._parcels > 0):
+            with recording.deferred_flusher_in_children(self._parcels > 0):
                 it = super().__iter__()  # iter(dataset) runs here (in this process, or in the workers it starts)
         finally:
             # batch mode is the loader's own: the dataset iterated directly still yields plain samples
@@ -349,12 +351,12 @@ class StreamingDataLoader(DataLoader[Any]):
         told: int,
     ) -> Iterator[Any]:
         workers = max(1, self.num_workers)
-        reorder = Reorder(self.batches_consumed, arenas, count_bytes=bool(ev.RECORDER.metric_cats))
+        reorder = Reorder(self.batches_consumed, arenas, count_bytes=bool(recording.RECORDER.metric_cats))
         self._live = (self.batches_consumed, self.num_samples_yielded, reorder, it)
         t_first = self._iter_t0
         done = False
         own = None
-        waits = ring if ring is not None and ev.RECORDER.metric_cats and "stall" in ev.ACTIVE else None
+        waits = ring if ring is not None and recording.RECORDER.metric_cats and "stall" in ev.ACTIVE else None
         if waits is not None and self.num_workers == 0:
             own = attribution.start(waits, 0)  # the loop's own process decodes: it splits its waits
         try:
@@ -368,7 +370,7 @@ class StreamingDataLoader(DataLoader[Any]):
                     ("stall", "stall", "batch", {"epoch": epoch}),
                 )
                 on = "batch" in ev.ACTIVE or "stall" in ev.ACTIVE  # else no clock reads at all
-                now, mark, put, parcel_type = ev.now, loop.mark, loop.put, ev.Parcel
+                now, mark, put, parcel_type = ev.now, loop.mark, loop.put, recording.Parcel
                 # the last boundary begins a wait (waits needs "stall" on: the loop is a Timeline then)
                 marks = loop.marks if waits is not None and isinstance(loop, Timeline) else []
                 if on:

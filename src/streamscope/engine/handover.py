@@ -24,9 +24,11 @@ from typing import Any
 from torch.utils.data import get_worker_info
 
 from streamscope import events as ev
+from streamscope import recording
 from streamscope.engine.batch_mode import BatchMode
-from streamscope.events import attribution, instruments
+from streamscope.events import instruments
 from streamscope.events.registry import M
+from streamscope.recording import attribution
 
 __all__ = ["PARCEL_ABANDONED", "PARCEL_PENDING", "PARCEL_RECEIVED", "ParcelAcks", "worker_share"]
 
@@ -48,9 +50,9 @@ class ParcelAcks:
         self.flags = multiprocessing.RawArray("b", num_workers)
         self.pending = num_workers
 
-    def take(self, parcel: ev.Parcel) -> None:
+    def take(self, parcel: recording.Parcel) -> None:
         """A worker's parcel arrived (with its last group, or alone): mark it received, adopt its events."""
-        ev.adopt(parcel)  # first: the worker may exit as soon as it sees the flag (see events.handover)
+        recording.adopt(parcel)  # first: the worker may exit as soon as it sees the flag (see recording.handover)
         flags = self.flags
         if 0 <= parcel.tag < len(flags):
             flags[parcel.tag] = PARCEL_RECEIVED
@@ -70,16 +72,16 @@ class ParcelAcks:
             if pid is None:
                 continue
             if flags[w] == PARCEL_RECEIVED:
-                ev.drop_spool(pid)
+                recording.drop_spool(pid)
             else:
-                ev.claim_spool(pid, adopt=True)
+                recording.claim_spool(pid, adopt=True)
 
     @staticmethod
     def drop_left(pids: list[int | None]) -> None:
         """A complete epoch: remove the parcels its workers left at exit (the loop took every parcel)."""
         for pid in pids:
             if pid is not None:
-                ev.drop_spool(pid)
+                recording.drop_spool(pid)
 
 
 def worker_share(items: Iterator[Any], mode: BatchMode) -> Iterator[Any]:
@@ -100,7 +102,7 @@ def worker_share(items: Iterator[Any], mode: BatchMode) -> Iterator[Any]:
     is written at exit, final, a moment later.)
 
     With metrics on the loader passes the ring of its loop's waits (``mode.wait_ring``): the worker then
-    counts its share of the wait split (:mod:`streamscope.events.attribution`), its batch production as
+    counts its share of the wait split (:mod:`streamscope.recording.attribution`), its batch production as
     ``decode``, until its share ends.
     """
     parcel = bool(mode.parcel)
@@ -167,11 +169,11 @@ def _produced(items: Iterator[Any], clock: attribution.StageClock) -> Iterator[A
 
 
 def _hand_over(mode: BatchMode) -> Any:
-    """This worker's parcel (``ev.hand_over``), tagged with its worker id and asking the loader's acks."""
+    """This worker's parcel (``recording.hand_over``), tagged with its worker id and asking the loader's acks."""
     if mode.wait_ring is not None:
         attribution.stop()  # its share of the wait split is complete: in the parcel's snapshot
     info = get_worker_info()
     wid = info.id if info is not None else -1
     acks = mode.parcel_acks  # the loader marks each parcel: received or abandoned (pending: not yet)
     received = (lambda: _ACK.get(acks[wid], False)) if acks is not None and 0 <= wid < len(acks) else None
-    return ev.hand_over(wid, received)
+    return recording.hand_over(wid, received)

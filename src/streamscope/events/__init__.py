@@ -1,4 +1,4 @@
-"""The tracing API every stage calls. A no-op until enabled.
+"""The tracing API every stage calls. A no-op until enabled; the runtime behind it is :mod:`streamscope.recording`.
 
 Contract for call sites (stable; the recorder and sinks behind it may change):
 
@@ -34,15 +34,21 @@ Contract for call sites (stable; the recorder and sinks behind it may change):
   ``fn(chunk, item)`` per element, times each call, and records the results in one bulk entry with the
   measured per-element begin/end (the cheap way to trace a per-sample loop).
 
-* ``deferred_flusher_in_children()`` is a context manager around the fork of processes that hand their events
-  over within their first tick (a DataLoader's one-epoch workers): they start their flusher thread only when
-  they need it; their loop calls ``poll()`` (one attribute test) now and then so a long-lived one still does.
+* ``stage(code)`` is a ``with`` block spent in a stage of the wait split without a span (:mod:`.stages`);
+  ``poll()`` (one attribute test) lets a loop that only appends to series start a deferred flusher in time.
+* ``instruments``: ``add_value(metric)`` adds to a counter of this process, ``observe(callback)`` registers an
+  asynchronous gauge (:mod:`.instruments`).
 
 Field values should be ints, floats, bools or short strings; URLs must already have credentials removed.
-See :mod:`streamscope.events.vocab` for categories, levels and field names, :mod:`.recorder` for the
-flusher, fork and exit behaviour, :mod:`.exporters` for the plugin mechanism, :mod:`.metrics` for metrics and
-:mod:`.setup` for configuration: importing this package configures nothing (no environment read, no hook, no
-thread, no file); ``configure(...)`` or ``configure_from_env()`` does.
+See :mod:`.vocab` for categories, levels and field names, :mod:`.exporters` for the exporter protocol,
+:mod:`.registry` for the metrics and :mod:`.view` for what a metrics read returns.
+
+The runtime (:mod:`streamscope.recording`: the recorder, its flusher, the metrics aggregation, the hand-over
+between processes, the wait split) is a higher layer, which this package never imports: it installs itself
+through :func:`set_runtime` (see :mod:`.runtime`). ``configure``, ``configure_from_env``, ``ensure_metrics``,
+``flush`` and ``metrics_view`` here call it. Importing this package configures nothing (no environment read, no
+hook, no thread, no file); ``configure(...)`` or ``configure_from_env()`` does. Fork and exit behaviour, the
+hand-over of a worker's events, ``add_sink`` and the full metrics snapshot are the runtime's.
 
 Cost: an inactive category costs the membership test; an active one appends a tuple to a bounded deque
 (a full buffer drops and counts). Encoding and I/O happen on the flusher thread.
@@ -50,16 +56,14 @@ Cost: an inactive category costs the membership test; an active one appends a tu
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from streamscope.events import context, registry, vocab
-from streamscope.events.attribution import STAGED, staged_span
+from streamscope.events import context, runtime
 from streamscope.events.bus import (
     ACTIVE,
     BUF,
@@ -79,76 +83,67 @@ from streamscope.events.bus import (
     record_bulk,
     take,
 )
-from streamscope.events.exporters import FLUSH_TIMEOUT_MILLIS, EventBatch, Exporter, ExportResult, Sink, SinkFactory
-from streamscope.events.handover import Parcel, take_spool
+from streamscope.events.exporters import EventBatch, Exporter, ExportResult, Sink, SinkFactory
 from streamscope.events.instruments import add as add_value
 from streamscope.events.instruments import observe
-from streamscope.events.metrics import SpanStats
-from streamscope.events.recorder import RECORDER
 from streamscope.events.registry import METRICS, M, Metric
+from streamscope.events.runtime import Runtime
 from streamscope.events.series import Kind, Series, Timeline
-from streamscope.events.setup import configure_from_env
-from streamscope.events.snapshots import MetricsSnapshot
-from streamscope.events.view import MetricsView, build, node_rank
+from streamscope.events.stages import STAGED
+from streamscope.events.view import MetricsView
 from streamscope.events.vocab import CATEGORIES, CNAMES, LEVELS
 
 __all__ = [
+    # what every stage calls (a membership test of ACTIVE first: see the module doc)
     "ACTIVE",
-    "BULK",
-    "CATEGORIES",
     "COMPACT",
+    "add_value",
+    "bulk",
+    "counter",
+    "crash",
+    "each",
+    "emit",
+    "enabled",
+    "instant",
+    "now",
+    "observe",
+    "poll",
+    "series",
+    "span",
+    "span_since",
+    "stage",
+    "timeline",
+    # the runtime's entry points, and how it is installed (see .runtime)
+    "Runtime",
+    "configure",
+    "configure_from_env",
+    "ensure_metrics",
+    "flush",
+    "metrics_view",
+    "set_runtime",
+    # this process's buffer, read with no runtime (tests, benchmarks)
+    "BUF",
+    "NULL_SERIES",
+    "drain",
+    "dropped",
+    "expand",
+    # the exporter protocol, the registry and the vocabulary (their modules hold the rest)
+    "BULK",
+    "Bulk",
+    "CATEGORIES",
     "CNAMES",
+    "Event",
+    "EventBatch",
+    "ExportResult",
+    "Exporter",
     "LEVELS",
     "M",
     "METRICS",
     "Metric",
     "MetricsView",
-    "Event",
-    "Bulk",
-    "EventBatch",
-    "Exporter",
-    "ExportResult",
-    "MetricsSnapshot",
-    "Parcel",
     "Sink",
     "SinkFactory",
-    "SpanStats",
-    "add_sink",
-    "adopt",
-    "claim_spool",
-    "drop_spool",
-    "bulk",
-    "each",
-    "configure",
-    "configure_from_env",
-    "counter",
-    "crash",
-    "drain",
-    "dropped",
-    "emit",
-    "enabled",
-    "ensure_metrics",
-    "expand",
-    "flush",
-    "force_flush",
-    "hand_over",
-    "instant",
-    "metrics_snapshot",
-    "metrics_view",
-    "observe",
-    "add_value",
-    "registry",
-    "now",
-    "remove_sink",
-    "shutdown",
-    "series",
-    "span",
-    "span_since",
-    "vocab",
-    "deferred_flusher_in_children",
-    "timeline",
-    "RECORDER",
-    "poll",
+    "context",
 ]
 
 
@@ -356,141 +351,37 @@ def configure(
     metrics: frozenset[str] | set[str] = frozenset(),
     flush_interval: float | None = None,
 ) -> None:
-    """Set the traced and the metrics-only categories of this process and start the flusher.
+    """Set the traced and the metrics-only categories of this process and start recording (the runtime's).
 
     ``streamscope.enable_tracer`` is the user-facing way; this is the low-level one. Once called,
     :func:`configure_from_env` leaves this process's configuration alone.
     """
-    RECORDER.configure(frozenset(trace), frozenset(metrics), flush_interval)
+    runtime.get().configure(frozenset(trace), frozenset(metrics), flush_interval)
+
+
+def configure_from_env(force: bool = False) -> None:
+    """Configure this process from ``STREAMSCOPE_TRACE_*`` / ``LITDATA_TRACE_*`` and ``STREAMSCOPE_METRICS_LEVEL``,
+    once (a later call does nothing unless ``force``; see ``streamscope.recording.setup``). streamscope's entry
+    points call it: its public names, a dataset or loader built, a spawned worker's bootstrap."""
+    runtime.get().configure_from_env(force)
 
 
 def ensure_metrics(level: str = "chunk") -> None:
     """Switch metrics recording on at ``level``'s categories (metrics only: no trace log) unless what this process
     records already covers them; workers started from now on inherit it (``STREAMSCOPE_METRICS_LEVEL``). What an
     exporter that needs the metrics (the Prometheus endpoint, OpenTelemetry's collections) calls."""
-    want = vocab.LEVELS[level]
-    rec = RECORDER
-    if rec.started and rec.pid == os.getpid() and want <= (rec.trace_cats | rec.metric_cats):
-        return
-    cats = rec.metric_cats | want
-    os.environ["STREAMSCOPE_METRICS_LEVEL"] = ",".join(sorted(cats))  # workers, spawned ones too, inherit it
-    configure(rec.trace_cats, cats, rec.flush_interval if rec.started else None)
-
-
-def add_sink(factory: SinkFactory) -> None:
-    """Register a sink factory (a zero-argument callable returning a :class:`Sink`) in this process.
-
-    Forked children build their own instance from the factory; spawned processes need the
-    ``STREAMSCOPE_TRACE_SINKS`` environment variable instead (see :mod:`streamscope.events.exporters`).
-    """
-    with RECORDER.lock:
-        if factory not in RECORDER.factories:
-            RECORDER.factories.append(factory)
-        if RECORDER.sinks is not None:
-            RECORDER._flush_locked(hold=False)
-            RECORDER._shutdown_sinks()
-
-
-def remove_sink(factory: SinkFactory) -> None:
-    """Unregister a sink factory added with :func:`add_sink` (its instance is shut down)."""
-    with RECORDER.lock:
-        if factory in RECORDER.factories:
-            RECORDER._flush_locked(hold=False)
-            RECORDER.factories.remove(factory)
-            RECORDER._shutdown_sinks()
+    runtime.get().ensure_metrics(level)
 
 
 def flush(publish: bool = True, repair: bool = True) -> None:
-    """Hand everything buffered in this process (its series' complete events too) to the sinks and metrics now.
+    """Hand everything buffered in this process (its series' complete events too) to the sinks and metrics now,
+    and ask the exporters to push what they buffered.
 
     ``publish=False``: the process's metrics snapshot file is left to the flusher's next tick or to exit.
     ``repair=False``: the run's done processes are retired (and the spans dead ones left open closed) at a later
     flush, e.g. once the workers now exiting are gone.
     """
-    RECORDER.flush(publish, repair)
-    RECORDER.force_flush()
-
-
-def force_flush(timeout_millis: int = FLUSH_TIMEOUT_MILLIS) -> bool:
-    """Ask this process's exporters to push what they buffered (each within ``timeout_millis``); True when all
-    did. Does not take the buffer: :func:`flush` does both."""
-    return RECORDER.force_flush(timeout_millis)
-
-
-def hand_over(tag: int = -1, received: Callable[[], bool | None] | None = None) -> Parcel:
-    """Take this process's buffered events for another process of the run to write (:class:`Parcel`).
-
-    ``received()``, asked at exit, says whether the receiver got it: True, False (this process then writes them
-    itself) or None (not yet: asked again, see :meth:`Recorder.hand_over`).
-    """
-    return RECORDER.hand_over(tag, received)
-
-
-def adopt(parcel: Parcel) -> None:
-    """Write another process's :class:`Parcel` to this process's sinks at the next flush (any thread)."""
-    RECORDER.adopt(parcel)
-
-
-def claim_spool(pid: int, adopt: bool = False) -> Parcel | None:
-    """The parcel process ``pid`` of this run left at exit because nobody had taken it yet (None: it left
-    none), removed from the run directory. Its receiver calls this once the sender is gone: it adopts the parcel
-    only if it never took it otherwise. ``adopt``: adopt it here, before its file goes (a flush in between would
-    see the sender's parcel nowhere and retire the sender on its older snapshot, to count it again later)."""
-    d = RECORDER.metrics_dir
-    if not d:
-        return None
-    try:
-        return take_spool(d, pid, RECORDER.adopt if adopt else None)
-    except Exception as exc:  # a damaged file (it is renamed into place whole, so only from outside): reported
-        RECORDER._report(f"spool:{pid}", f"trace parcel of pid {pid} unreadable, its events are lost: {exc!r}")
-        return None
-
-
-def drop_spool(pid: int) -> None:
-    """Remove the parcel process ``pid`` left at exit: its receiver took the parcel itself. What that process
-    recorded after handing it over (its last events, its final snapshot: :meth:`Parcel.late`) is adopted, before
-    the file goes (as in :func:`claim_spool`)."""
-    d = RECORDER.metrics_dir
-    if not d:
-        return
-
-    def adopt_late(parcel: Parcel) -> None:
-        late = parcel.late()
-        if late is not None:
-            RECORDER.adopt(late)
-
-    try:
-        take_spool(d, pid, adopt_late)
-    except Exception as exc:  # a damaged file (it is renamed into place whole, so only from outside): reported
-        RECORDER._report(f"spool:{pid}", f"trace parcel of pid {pid} unreadable, its last events are lost: {exc!r}")
-
-
-@contextmanager
-def deferred_flusher_in_children(on: bool = True) -> Iterator[None]:
-    """Children forked inside the block (``on``; by any thread of this process) start their flusher thread only
-    when they need it: one tick after the fork (at an event recorded, or :func:`poll`, from then on) or when a
-    ``B``/``E`` span begins. For processes that hand their events over (:func:`hand_over`) before the first
-    tick is due, e.g. the DataLoader workers of one epoch; their loop calls :func:`poll` now and then.
-    """
-    if not on:
-        yield
-        return
-    RECORDER.defer_in_children = True
-    try:
-        yield
-    finally:
-        RECORDER.defer_in_children = False
-
-
-def shutdown() -> None:
-    """What process exit does: close open spans (``aborted``), flush, shut the sinks down."""
-    RECORDER.shutdown()
-
-
-def metrics_snapshot() -> MetricsSnapshot:
-    """Metrics of this process merged with those its worker processes published (flushes first: see
-    :func:`metrics_view` for the read without side effects)."""
-    return RECORDER.snapshot_all()
+    runtime.get().flush(publish, repair)
 
 
 def metrics_view() -> MetricsView:
@@ -500,9 +391,39 @@ def metrics_view() -> MetricsView:
     of the flusher's last tick for the others, and for this process's own events (``metrics_interval``, 1 s);
     nothing is flushed or exported and no file is read. Rank and node attributes are this process's.
     """
-    snap = RECORDER.read() if RECORDER.started else MetricsSnapshot()
-    rank = int(context.env_fields()["dist_global_rank"])
-    return build(snap, rank, node_rank(rank))
+    return runtime.get().metrics_view()
 
 
-_ = Series, Timeline, poll, BUF, LEVELS, CNAMES, Bulk, BULK, expand, Exporter, ExportResult, Sink  # re-exported
+_NO_STAGE = nullcontext()
+
+
+def stage(code: int) -> AbstractContextManager[None]:
+    """A ``with`` block this process spends in stage ``code`` (:mod:`.stages`) without a span of the stage's
+    category, e.g. waiting for a chunk another process downloads (``stages.DOWNLOAD``). Nothing unless this process
+    attributes its loop's waits (metrics on, :data:`~.stages.STAGED` not empty)."""
+    return _stage(code) if STAGED else _NO_STAGE
+
+
+def _staged_span_first(name: str, cat: str, fields: dict[str, Any], compact: bool) -> Span | CompleteSpan:
+    """:data:`staged_span` until a runtime is installed: installs it (which rebinds ``staged_span``), then asks it."""
+    return runtime.get().staged_span(name, cat, fields, compact)
+
+
+def _stage_first(code: int) -> AbstractContextManager[None]:
+    """:data:`_stage` until a runtime is installed: installs it, then asks it."""
+    return runtime.get().stage(code)
+
+
+#: The runtime's staged span (a module global, so :func:`span` looks it up as it looks up ``Span``).
+staged_span: Callable[[str, str, dict[str, Any], bool], Span | CompleteSpan] = _staged_span_first
+_stage: Callable[[int], AbstractContextManager[None]] = _stage_first
+
+
+def set_runtime(rt: Runtime) -> None:
+    """Install ``rt`` as the runtime behind this API (``streamscope.recording.install`` calls it, once per
+    interpreter; a forked child keeps its parent's). The hot paths look up what it provides as module globals, as
+    before: no indirection per event."""
+    global staged_span, _stage
+    runtime.put(rt)
+    staged_span = rt.staged_span
+    _stage = rt.stage

@@ -62,7 +62,7 @@ class EventBatch:
 
     An exporter whose class sets ``mixed_batches = True`` may also get the events of several processes in one
     batch (the recorder then writes what other processes handed over together with its own, see
-    :class:`~streamscope.events.handover.Parcel`): ``envs`` holds the fields of every process but the recording one.
+    :class:`~streamscope.recording.handover.Parcel`): ``envs`` holds the fields of every process but the recording one.
 
     Attributes:
         events: tuples ``(ph, name, cat, ts_ns, pid, tid, fields)`` in recording order per process; ``ts_ns``

@@ -1,6 +1,6 @@
 """Instruments: metric values a process reports without events (counters it adds to, values it observes).
 
-Most metrics are derived from events (:mod:`.metrics`). Some are not events at all: a cache hit (a chunk already
+Most metrics are derived from events (:mod:`streamscope.recording.metrics`). Some are not events at all: a cache hit (a chunk already
 local), the depth of a prefetcher, the batches a loader handed out. Components report those here, cheaply and
 only while metrics or tracing are on:
 

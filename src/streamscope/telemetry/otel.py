@@ -16,7 +16,7 @@ OpenTelemetry's rule for libraries: instrument with the API, let the application
   OpenTelemetry alike. Other processes of the rank spool theirs to it (:mod:`.spool`).
 
 :func:`on_entry` does both when the application has loaded OpenTelemetry: streamscope's entry points (a dataset or
-loader built) call it through ``streamscope.events.setup``, so an application that configured OpenTelemetry
+loader built) call it through ``streamscope.recording.setup``, so an application that configured OpenTelemetry
 (its own SDK set-up, or ``opentelemetry-instrument``) gets streamscope's telemetry with no streamscope call.
 ``streamscope.enable_telemetry()`` (:mod:`.pipeline`) sets up the SDK for applications that did not.
 
@@ -38,11 +38,9 @@ from streamscope import events as ev
 from streamscope._core import config
 from streamscope._core.version import VERSION as __version__
 from streamscope.events.exporters import FLUSH_TIMEOUT_MILLIS, EventBatch, ExportResult, parse_specs
-from streamscope.events.processor import DEFAULT_SINK
-from streamscope.events.recorder import RECORDER
 from streamscope.events.registry import METRICS, Instrument, Metric
-from streamscope.events.report import Reporter
 from streamscope.events.view import Histogram, MetricsView
+from streamscope.recording import DEFAULT_SINK, RECORDER, Reporter
 from streamscope.telemetry.prometheus import is_rank_main_process
 from streamscope.telemetry.spans import ESSENTIAL_CATEGORIES, LINKED_CATEGORIES, Op, SpanEncoder
 from streamscope.telemetry.spool import SpoolReader, SpoolSink
@@ -254,7 +252,7 @@ def install(meter: Any = None, keep_default_sink: bool = True) -> MetricInstrume
 
 def on_entry() -> None:
     """streamscope's entry points call this once per process after OpenTelemetry's API is loaded (see
-    ``streamscope.events.setup``): instrument a rank's main process; nothing elsewhere, nor with the ``otel_auto``
+    ``streamscope.recording.setup``): instrument a rank's main process; nothing elsewhere, nor with the ``otel_auto``
     knob off (``STREAMSCOPE_OTEL_AUTO=0``)."""
     if is_rank_main() and config.get("otel_auto"):
         install()

@@ -120,7 +120,7 @@ def families(view: MetricsView) -> list[Any]:
     metric: the rest are dropped, said once on stderr.
 
     A counter is served as the view reads it: the view's counters never go down (each process's counters only
-    grow and every part of the wait split is settled once, see ``streamscope.events.attribution``), which
+    grow and every part of the wait split is settled once, see ``streamscope.recording.attribution``), which
     Prometheus needs (it reads a decrease as a restart, and ``rate()`` would count the whole value again).
     """
     core = require("prometheus_client.core", "the Prometheus endpoint", "prometheus")

@@ -1,6 +1,6 @@
 """Span hand-over from a process that writes its own events to its rank's main process, through the run directory.
 
-DataLoader workers that live one epoch hand their events to the main process in a parcel (``events.handover``),
+DataLoader workers that live one epoch hand their events to the main process in a parcel (``recording.handover``),
 and the main process's span exporter gets them with its own. A worker that writes its own events instead
 (persistent workers, a share of more than ``trace_handover_max_events`` events, an optimize worker) must not
 export: no OTLP connection and no exporter thread per worker (OpenTelemetry's SDK threads do not survive a fork,

@@ -12,5 +12,5 @@ __all__ = ["LITRACER_SINK"]
 
 
 #: The Litracer log's name in ``STREAMSCOPE_TRACE_SINKS``: the sink the event bus writes when none is named
-#: (``streamscope.events.processor.DEFAULT_SINK``, not imported: ``trace`` does not import the bus's runtime).
+#: (``streamscope.recording.processor.DEFAULT_SINK``, not imported: ``trace`` does not import the bus's runtime).
 LITRACER_SINK = "litracer"

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from streamscope.events import context, instruments
 from streamscope.events.bus import OPEN, STATE, Event, close_open_spans, events_represented
-from streamscope.events.report import Reporter
+from streamscope.recording.report import Reporter
 
 __all__ = ["Parcel", "Relay", "Sender", "drop_spool", "spool_path", "spooled", "take_spool", "write_spool"]
 
@@ -41,7 +41,7 @@ class _Counting(Protocol):
 
 
 class Sender(Protocol):
-    """What the relay uses of the process's recorder (:class:`~streamscope.events.recorder.Recorder`, which owns
+    """What the relay uses of the process's recorder (:class:`~streamscope.recording.recorder.Recorder`, which owns
     the relay and passes itself in): this module stays below the recorder."""
 
     @property

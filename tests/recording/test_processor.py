@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from streamscope.events import ExportResult
-from streamscope.events.processor import BatchProcessor
-from streamscope.events.report import Reporter
+from streamscope.recording.processor import BatchProcessor
+from streamscope.recording.report import Reporter
 
 
 class _Failing:
@@ -58,10 +58,11 @@ def test_failures_are_counted_and_reported_once_and_old_sinks_still_work(capsys,
 _NAMED = """
 import sys
 import streamscope.events as ev  # only the event bus: the package root is imported first, and provides the sink
+from streamscope import recording
 ev.configure_from_env()
 ev.instant("probe", "batch", n=1)
 ev.flush()
-print([spec for spec, _ in ev.RECORDER.sinks], type(ev.RECORDER.sinks[0][1]).__name__)
+print([spec for spec, _ in recording.RECORDER.sinks], type(recording.RECORDER.sinks[0][1]).__name__)
 """
 
 

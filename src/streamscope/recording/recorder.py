@@ -11,7 +11,7 @@ The roles live in modules named for them; the recorder owns one of each and runs
 Lifecycle of one process:
 
 * :meth:`Recorder.configure` (``events.configure``, called by ``enable_tracer`` or
-  :func:`~streamscope.events.setup.configure_from_env`; never at import) installs the process hooks
+  :func:`~streamscope.recording.setup.configure_from_env`; never at import) installs the process hooks
   (:mod:`.process_hooks`), sets the active categories, makes sure
   the run has a clock anchor and a metrics directory (both passed to child processes through the environment)
   and starts the flusher thread.
@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streamscope._core import config
-from streamscope.events import attribution, context, instruments, process_hooks
+from streamscope.events import context, instruments
 from streamscope.events.bus import (
     ACTIVE,
     COMPACT,
@@ -52,16 +52,17 @@ from streamscope.events.bus import (
     defer_flusher,
 )
 from streamscope.events.bus import after_fork_in_child as _bus_after_fork
-from streamscope.events.category_knobs import compact_categories
-from streamscope.events.collect import RunCollector
 from streamscope.events.exporters import FLUSH_TIMEOUT_MILLIS, Sink, SinkFactory
-from streamscope.events.flusher import Flusher
-from streamscope.events.handover import Parcel, Relay, spooled
-from streamscope.events.metrics import Aggregator
-from streamscope.events.processor import DEFAULT_SINK, BatchProcessor
-from streamscope.events.report import Reporter
 from streamscope.events.series import after_fork_in_child as _series_after_fork
-from streamscope.events.snapshots import MetricsSnapshot, write_snapshot
+from streamscope.recording import attribution, process_hooks
+from streamscope.recording.category_knobs import compact_categories
+from streamscope.recording.collect import RunCollector
+from streamscope.recording.flusher import Flusher
+from streamscope.recording.handover import Parcel, Relay, spooled
+from streamscope.recording.metrics import Aggregator
+from streamscope.recording.processor import DEFAULT_SINK, BatchProcessor
+from streamscope.recording.report import Reporter
+from streamscope.recording.snapshots import MetricsSnapshot, write_snapshot
 
 METRICS_DIR_ENV = "STREAMSCOPE_METRICS_DIR"
 ANCHOR_ENV = "STREAMSCOPE_TRACE_CLOCK_ANCHOR"

@@ -25,8 +25,8 @@ from streamscope.events.exporters import (
     parse_specs,
     resolve,
 )
-from streamscope.events.report import Reporter
 from streamscope.events.series import open_horizons, take_series
+from streamscope.recording.report import Reporter
 
 __all__ = ["BatchProcessor", "DEFAULT_SINK", "factory_of", "mixed_batch"]
 

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from streamscope._core.procs import pid_alive
-from streamscope.events.metrics import SpanStats, add_seconds
 from streamscope.events.registry import METRICS, Instrument, by_name
+from streamscope.recording.metrics import SpanStats, add_seconds
 
 #: Counters in seconds: their values are summed over processes on a ns grid (see :func:`add_seconds`).
 _SECONDS = frozenset(m.name for m in METRICS if m.instrument is Instrument.COUNTER and m.unit == "s")

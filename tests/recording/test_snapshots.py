@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamscope.events.metrics import BUCKETS_S, Aggregator, SpanStats
 from streamscope.events.registry import M
-from streamscope.events.snapshots import MetricsSnapshot, add_snapshot, merge, read_snapshots, write_snapshot
+from streamscope.recording.metrics import BUCKETS_S, Aggregator, SpanStats
+from streamscope.recording.snapshots import MetricsSnapshot, add_snapshot, merge, read_snapshots, write_snapshot
 
 MS = 1_000_000
 

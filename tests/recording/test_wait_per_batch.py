@@ -16,6 +16,7 @@ import urllib.request
 import pytest
 
 from streamscope import events as ev
+from streamscope import recording
 from streamscope.engine.dataloader import StreamingDataLoader
 from streamscope.engine.dataset import StreamingDataset
 from streamscope.events.registry import M, prometheus_name
@@ -71,7 +72,7 @@ def test_the_wait_histogram_counts_every_batch_handed_to_the_loop(tmp_path, work
         assert view.value(M.LOADER_BATCHES) == delivered
         assert h.count == delivered and sum(h.counts) == delivered
         # the waits in next() are not one per batch, which is why the histogram no longer counts them
-        stalls = ev.RECORDER.read().spans["stall/stall"].count
+        stalls = recording.RECORDER.read().spans["stall/stall"].count
         if workers:
             # the case of the issue: the workers send groups of batches, one wait each; the batches that were
             # ready are in the histogram as zero waits (its lowest bucket)

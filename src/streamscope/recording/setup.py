@@ -22,9 +22,10 @@ import os
 import sys
 
 from streamscope._core import config, hooks
-from streamscope.events import process_hooks, vocab
-from streamscope.events.category_knobs import compact_categories, metric_categories
-from streamscope.events.recorder import RECORDER
+from streamscope.events import vocab
+from streamscope.recording import process_hooks
+from streamscope.recording.category_knobs import compact_categories, metric_categories
+from streamscope.recording.recorder import RECORDER
 
 __all__ = [
     "OTEL_ENTRY_HOOK",

@@ -7,7 +7,7 @@
 
 The recorder is passed in (:func:`install`), so this module sits below :mod:`.recorder`, which installs the hooks
 when it is configured, and :mod:`.setup`, which reads the environment. It also keeps whether this process (or the
-parent it was forked from) was configured: :func:`~streamscope.events.setup.configure_from_env` then leaves it
+parent it was forked from) was configured: :func:`~streamscope.recording.setup.configure_from_env` then leaves it
 alone.
 """
 
@@ -26,7 +26,7 @@ __all__ = ["Hooked", "configured", "install", "mark_configured"]
 
 
 class Hooked(Protocol):
-    """What the hooks call on the recorder (:class:`~streamscope.events.recorder.Recorder`)."""
+    """What the hooks call on the recorder (:class:`~streamscope.recording.recorder.Recorder`)."""
 
     def after_fork_in_child(self) -> None:
         """Start afresh in a forked child."""

@@ -5,7 +5,7 @@ of its run, the newest snapshot it has: the file the process published or the on
 (:mod:`.handover`). Each snapshot carries its process's start time (``token``), which tells a worker apart from
 a later process with the same pid. At every flush of the owner (its flusher's tick, ``flush_tracer()``, exit):
 
-* the directory is scanned once (:func:`~streamscope.events.snapshots.read_snapshots`; unchanged files are not
+* the directory is scanned once (:func:`~streamscope.recording.snapshots.read_snapshots`; unchanged files are not
   parsed again) and the result kept (:attr:`RunCollector.files`): reading the metrics does not scan again;
 * a process that is done (final snapshot, or dead) is *retired*: the spans its last snapshot lists as open are
   closed (an ``E`` with ``aborted: 1``: a worker killed outright, e.g. SIGKILL, or torch's SIGTERM + ``_exit(0)``
@@ -27,7 +27,7 @@ from typing import Any, overload
 
 from streamscope._core.procs import pid_alive
 from streamscope.events.bus import Event
-from streamscope.events.snapshots import MetricsSnapshot, add_snapshot, forget_snapshot, merge, read_snapshots
+from streamscope.recording.snapshots import MetricsSnapshot, add_snapshot, forget_snapshot, merge, read_snapshots
 
 __all__ = ["ExportFn", "RunCollector", "close_for", "current", "newest", "older", "same_process"]
 

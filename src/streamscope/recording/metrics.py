@@ -2,7 +2,7 @@
 
 The flusher thread feeds every batch it takes from the buffer to an :class:`Aggregator` (never the hot path).
 Its :meth:`Aggregator.snapshot` is what a process publishes (:mod:`.snapshots`); the main process merges the
-snapshots of its run into one :class:`~streamscope.events.snapshots.MetricsSnapshot`.
+snapshots of its run into one :class:`~streamscope.recording.snapshots.MetricsSnapshot`.
 
 Keys are ``"cat/name"`` (e.g. ``"download/download"``). Span durations come from matching ``B``/``E`` per
 thread. ``batch/data_wait`` is derived from the ``batch`` spans of the training loop: the time between the

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamscope.events import attribution as A
 from streamscope.events.registry import STAGES, M
+from streamscope.recording import attribution as A
+from streamscope.recording import waits as W
 
 MS = 1_000_000
 _E = np.empty(0, np.int64)
@@ -41,7 +42,7 @@ class _Out(dict):
 def _ring(workers: int, out: _Out) -> A.WaitRing:
     """A ring whose tails this test settles by hand (not by this process's flushes)."""
     ring = A.WaitRing(workers, mp.get_context("fork"))
-    A._OWNERS[:] = [r for r in A._OWNERS if r() is not ring]
+    W.OWNERS[:] = [r for r in W.OWNERS if r() is not ring]
     assert ring.owner is not None
     ring.owner.add = out.add
     return ring
@@ -89,7 +90,7 @@ def test_covered_is_the_measure_of_the_intersection(a_list, b_list):
 
     b = disjoint(b_list)
     a = [(s, s + n) for s, n in a_list]
-    got = A._covered(
+    got = W._covered(
         np.array([x for x, _ in a], np.int64), np.array([y for _, y in a], np.int64),
         np.array([x for x, _ in b], np.int64), np.array([y for _, y in b], np.int64),
     )  # fmt: skip

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from streamscope.events.metrics import Aggregator, SpanStats
 from streamscope.events.registry import BUCKETS_S
+from streamscope.recording.metrics import Aggregator, SpanStats
 
 MS = 1_000_000
 
@@ -87,7 +87,7 @@ def _stats(agg):
 def test_bulk_entries_fold_in_batches_like_one_at_a_time(monkeypatch):
     """Bulk entries wait to be folded until the stats are read (or many are pending): the result is the same
     as folding each entry as it comes, including the batch series' data waits across entries and epochs."""
-    import streamscope.events.metrics as m
+    import streamscope.recording.metrics as m
 
     def feed(agg):
         t = 0.0

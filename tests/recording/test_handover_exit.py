@@ -1,6 +1,6 @@
 """A process that handed its events over exits with a span still open: the span's end goes where its begin went.
 
-A DataLoader worker hands its events over as its share ends (:mod:`streamscope.events.handover`) while its
+A DataLoader worker hands its events over as its share ends (:mod:`streamscope.recording.handover`) while its
 prefetch threads may still be fetching; a span such a thread began before the hand-over has its ``B`` in the
 parcel, which the receiver writes later. Whatever ends that span (the thread, or the ``aborted`` E of the exit
 hook) must not be written by the worker itself ahead of that ``B``: it goes to the receiver with the parcel it
@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from streamscope import events as ev
+from streamscope import recording
 from streamscope.api.tracing import enable_tracer, flush_tracer
-from streamscope.events.handover import spool_path
+from streamscope.recording.handover import spool_path
 from tests.support.tracing import clean_tracer  # noqa: F401
 from trace_tools.validate import validate
 
@@ -38,7 +39,7 @@ def _hand_over_with_a_span_open_and_exit(conn: Any) -> None:
     _HELD.append(sp)
     with ev.span("prefetch", "prefetch", chunk=3):  # (on another thread in a worker: after the hand-over)
         pass
-    conn.send(ev.hand_over(0, lambda: None))  # the parcel, as it rides to the loop with the last group
+    conn.send(recording.hand_over(0, lambda: None))  # the parcel, as it rides to the loop with the last group
     with ev.span("prefetch", "prefetch", chunk=4):  # a fetch begun after the hand-over
         pass
 
@@ -51,7 +52,7 @@ def _run_worker() -> tuple[int, Any]:
     parcel = recv.recv()
     p.join(60)
     assert p.exitcode == 0
-    assert os.path.exists(spool_path(ev.RECORDER.metrics_dir, p.pid))
+    assert os.path.exists(spool_path(recording.RECORDER.metrics_dir, p.pid))
     return p.pid, parcel
 
 
@@ -70,23 +71,23 @@ def test_a_parcel_the_loop_never_took_is_written_whole_with_what_came_after(tmp_
     pid, _ = _run_worker()
     flush_tracer()
     assert log.read_text() == ""  # the worker wrote nothing itself
-    assert ev.claim_spool(pid, adopt=True) is not None  # what the loader does for a parcel it never took
+    assert recording.claim_spool(pid, adopt=True) is not None  # what the loader does for a parcel it never took
     flush_tracer()
     _check(str(log))
-    assert ev.metrics_snapshot().span("prefetch").count == 4
+    assert recording.metrics_snapshot().span("prefetch").count == 4
 
 
 def test_a_parcel_the_loop_took_is_followed_by_what_came_after(tmp_path):
     log = tmp_path / "t.log"
     enable_tracer("chunk", log_file=str(log))
     pid, parcel = _run_worker()
-    ev.adopt(parcel)  # the loop took the parcel after the worker had left its copy
+    recording.adopt(parcel)  # the loop took the parcel after the worker had left its copy
     flush_tracer()
-    ev.drop_spool(pid)  # what the loader does with the copy of a parcel it took
-    assert not os.path.exists(spool_path(ev.RECORDER.metrics_dir, pid))
+    recording.drop_spool(pid)  # what the loader does with the copy of a parcel it took
+    assert not os.path.exists(spool_path(recording.RECORDER.metrics_dir, pid))
     flush_tracer()
     _check(str(log))
-    assert ev.metrics_snapshot().span("prefetch").count == 4
+    assert recording.metrics_snapshot().span("prefetch").count == 4
 
 
 def _taken_hand_over_with_a_span_open_and_exit() -> None:
@@ -98,7 +99,7 @@ def _taken_hand_over_with_a_span_open_and_exit() -> None:
     _HELD.append(sp)
     with ev.span("prefetch", "prefetch", chunk=3):
         pass
-    parcel = ev.hand_over(0, lambda: True)
+    parcel = recording.hand_over(0, lambda: True)
     with open(os.environ["PARCEL_OUT"], "wb") as f:
         pickle.dump(parcel, f)
     with ev.span("prefetch", "prefetch", chunk=4):
@@ -114,10 +115,10 @@ def test_a_parcel_taken_before_the_exit_is_followed_by_what_came_after(tmp_path,
     p.join(60)
     assert p.exitcode == 0
     with open(tmp_path / "parcel.pkl", "rb") as f:
-        ev.adopt(pickle.load(f))  # (taken by the loop before the worker exited)
+        recording.adopt(pickle.load(f))  # (taken by the loop before the worker exited)
     flush_tracer()
-    assert os.path.exists(spool_path(ev.RECORDER.metrics_dir, p.pid))  # what came after, for the receiver
-    ev.drop_spool(p.pid)  # what the loader does once the workers of a complete epoch are gone
+    assert os.path.exists(spool_path(recording.RECORDER.metrics_dir, p.pid))  # what came after, for the receiver
+    recording.drop_spool(p.pid)  # what the loader does once the workers of a complete epoch are gone
     flush_tracer()
     _check(str(log))
-    assert ev.metrics_snapshot().span("prefetch").count == 4
+    assert recording.metrics_snapshot().span("prefetch").count == 4

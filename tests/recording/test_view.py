@@ -7,11 +7,12 @@ import os
 import pytest
 
 from streamscope import events as ev
-from streamscope.events import collect, snapshots
-from streamscope.events.metrics import SpanStats
+from streamscope import recording
 from streamscope.events.registry import METRICS, M
-from streamscope.events.snapshots import MetricsSnapshot
-from streamscope.events.view import build
+from streamscope.recording import collect, snapshots
+from streamscope.recording.metrics import SpanStats
+from streamscope.recording.snapshots import MetricsSnapshot
+from streamscope.recording.views import build
 from tests.support.tracing import clean_tracer  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("clean_tracer")
@@ -76,7 +77,7 @@ class _Counting:
 
 def test_a_read_takes_nothing_exports_nothing_and_reads_no_file(monkeypatch, tmp_path):
     monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "60")
-    monkeypatch.setenv("STREAMSCOPE_TRACE_SINKS", "tests.events.test_view:_Counting")
+    monkeypatch.setenv("STREAMSCOPE_TRACE_SINKS", "tests.recording.test_view:_Counting")
     monkeypatch.setenv("STREAMSCOPE_LOG_FILE", str(tmp_path / "never.log"))
     _Counting.exports = 0
     ev.configure(trace={"download"}, metrics={"download", "stall"})
@@ -112,7 +113,7 @@ def test_metrics_only_mode_writes_no_log(monkeypatch, tmp_path):
     assert (
         ev.metrics_view().value(M.DOWNLOAD_BYTES) == 7 and ev.metrics_view().histogram(M.DOWNLOAD_DURATION).count == 1
     )
-    assert not log.exists() and not ev.RECORDER.sinks
+    assert not log.exists() and not recording.RECORDER.sinks
 
 
 def test_the_knob_gauges_come_from_the_active_knob_board():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 
-from streamscope.events.collect import RunCollector
 from streamscope.events.registry import M
-from streamscope.events.snapshots import write_snapshot
+from streamscope.recording.collect import RunCollector
+from streamscope.recording.snapshots import write_snapshot
 
 KEY = f"{M.LOADER_WAIT_STAGE.name}|stage=decode"
 

@@ -29,6 +29,7 @@ tmp = set(os.listdir(tempfile.gettempdir()))
 threads, exits = threading.active_count(), atexit._ncallbacks()
 os.environ = Spy(real)
 import streamscope.events as ev
+from streamscope import recording
 os.environ = real
 out = {
     "reads": sorted({k for k in reads if k.startswith(("STREAMSCOPE", "LITDATA"))}),
@@ -36,13 +37,13 @@ out = {
     "atexit": atexit._ncallbacks() - exits,
     "new_tmp": sorted(n for n in set(os.listdir(tempfile.gettempdir())) - tmp if n.startswith("streamscope")),
     "active": sorted(ev.ACTIVE),
-    "started": ev.RECORDER.started,
+    "started": recording.RECORDER.started,
     "metrics_dir_env": "STREAMSCOPE_METRICS_DIR" in real,
 }
 ev.configure_from_env()  # the explicit call reads them
 out["after"] = sorted(ev.ACTIVE)
-out["flusher"] = ev.RECORDER.thread is not None and ev.RECORDER.thread.is_alive()
-out["metrics_dir"] = ev.RECORDER.metrics_dir
+out["flusher"] = recording.RECORDER.thread is not None and recording.RECORDER.thread.is_alive()
+out["metrics_dir"] = recording.RECORDER.metrics_dir
 ev.configure()
 import shutil
 shutil.rmtree(out["metrics_dir"] or "/nonexistent", ignore_errors=True)
@@ -66,7 +67,7 @@ def test_importing_events_alone_configures_nothing(tmp_path):
 
 def test_configure_from_env_reads_once_and_leaves_an_explicit_configuration_alone(monkeypatch):
     from streamscope import events as ev
-    from streamscope.events import process_hooks
+    from streamscope.recording import process_hooks
 
     monkeypatch.setattr(process_hooks, "_configured", False)
     monkeypatch.setenv("STREAMSCOPE_METRICS_LEVEL", "batch")
@@ -89,6 +90,7 @@ def test_ensure_metrics_adds_what_is_missing_and_keeps_what_is_recorded(monkeypa
     categories, no trace log unless one was on, the workers told through the environment; nothing when the
     recording covers the level already."""
     from streamscope import events as ev
+    from streamscope import recording
     from streamscope.events import vocab
 
     monkeypatch.setenv("STREAMSCOPE_METRICS_DIR", str(tmp_path / "m"))
@@ -96,9 +98,9 @@ def test_ensure_metrics_adds_what_is_missing_and_keeps_what_is_recorded(monkeypa
     try:
         ev.configure(trace={"epoch"}, metrics={"batch"})
         ev.ensure_metrics("chunk")
-        assert ev.RECORDER.metric_cats == vocab.LEVELS["chunk"] | {"batch"}
-        assert ev.RECORDER.trace_cats == {"epoch"}  # the trace level stands
-        assert set(os.environ["STREAMSCOPE_METRICS_LEVEL"].split(",")) == set(ev.RECORDER.metric_cats)
+        assert recording.RECORDER.metric_cats == vocab.LEVELS["chunk"] | {"batch"}
+        assert recording.RECORDER.trace_cats == {"epoch"}  # the trace level stands
+        assert set(os.environ["STREAMSCOPE_METRICS_LEVEL"].split(",")) == set(recording.RECORDER.metric_cats)
         calls: list[tuple] = []
         # a context of its own: monkeypatch.undo() would also undo the interop guard's PYTHONPATH (same monkeypatch)
         with monkeypatch.context() as m:
