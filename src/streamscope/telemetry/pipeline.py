@@ -24,425 +24,34 @@ are cut to their first). Memory stays bounded by the queue whatever the endpoint
 may take at most ``otel_exit_timeout`` seconds (and a quarter second for an export its exporter's shutdown has just
 ended); what is still being sent then is counted as dropped and said, so a run shorter than one export's retries
 still reports what it lost.
+
+The pieces: the SDK classes made lazily in :mod:`.sdk_classes`, the exporters of each signal in
+:mod:`.signal_exporters`, the pump threads in :mod:`.pump`, the counts and the said-once messages in
+:mod:`.export_stats`; this module puts them together.
 """
 
 from __future__ import annotations
 
-import functools
-import logging
 import math
 import os
-import sys
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from streamscope._core import config
 from streamscope._core.optional import require
-from streamscope.events import instruments
-from streamscope.events.registry import BUCKETS_S, M
+from streamscope.events.registry import BUCKETS_S
+from streamscope.telemetry.export_stats import GAVE_UP, Stats, quiet_sdk_logs, say_once
 from streamscope.telemetry.otel import SCOPE, end_open_spans
-from streamscope.telemetry.otlp_config import OTLPConfig, SignalConfig, redact_url
+from streamscope.telemetry.otlp_config import OTLPConfig, redact_url
+from streamscope.telemetry.pump import Pump
+from streamscope.telemetry.sdk_classes import FEATURE, make_providers, make_queue_processor, make_resource
+from streamscope.telemetry.signal_exporters import counting_metric_exporter, metric_exporter, span_exporter
 
 __all__ = ["FEATURE", "Pipeline", "Stats", "say_once"]
 
-
-FEATURE = "OTLP export (streamscope.enable_telemetry)"
-
-_said: set[str] = set()
 #: How long shutdown waits for an export its exporter's shutdown has just ended (seconds).
 _EXIT_GRACE_S = 0.25
-#: Why an export failed when the exporter returned FAILURE (the SDK logged the cause).
-_GAVE_UP = "the exporter gave up, see the OpenTelemetry log line above"
-
-
-def say_once(key: str, message: str) -> None:
-    """``message`` on stderr the first time ``key`` comes up in this process (never raises)."""
-    if key in _said:
-        return
-    _said.add(key)
-    try:
-        sys.stderr.write(f"streamscope telemetry: {message}\n")
-    except Exception:
-        pass
-
-
-class _OnceFilter(logging.Filter):
-    """Lets each message template of the OpenTelemetry exporters' loggers through once: an endpoint that stays down
-    would otherwise log every batch and every retry."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: set[tuple[str, Any]] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        key = (record.name, record.msg)
-        if key in self.seen:
-            return False
-        self.seen.add(key)
-        return True
-
-
-_FILTER = _OnceFilter()
-_QUIETED = ("opentelemetry.exporter", "opentelemetry.sdk.metrics", "opentelemetry.sdk.trace")
-
-
-def _quiet_sdk_logs() -> None:
-    for name in list(logging.root.manager.loggerDict):
-        if name.startswith(_QUIETED):
-            lg = logging.getLogger(name)
-            if _FILTER not in lg.filters:
-                lg.addFilter(_FILTER)
-
-
-class Stats:
-    """Counts of one pipeline (also added to the registry's ``streamscope.events.export.*`` counters)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.said: set[str] = set()
-        self.exported = {"traces": 0, "metrics": 0}
-        self.failed = {"traces": 0, "metrics": 0}
-        self.dropped = {"traces": 0, "metrics": 0}
-        #: items an export holds right now (see :meth:`sending`, :meth:`abandon`)
-        self.in_flight = {"traces": 0, "metrics": 0}
-        self.abandoned = False
-
-    def sending(self, signal: str, n: int) -> None:
-        """An export of ``n`` items begins; :meth:`sent` ends it."""
-        with self.lock:
-            self.in_flight[signal] += n
-
-    def sent(self, signal: str, n: int, where: str, why: str | None) -> None:
-        """The export of :meth:`sending` returned: its items exported (``why`` None) or failed (``why`` says why).
-        Not counted again when shutdown has already counted them as dropped (:meth:`abandon`)."""
-        with self.lock:
-            if self.abandoned:
-                return
-            self.in_flight[signal] -= n
-            if why is None:
-                self.exported[signal] += n
-                return
-        self.fail(signal, n, where, why)
-
-    def abandon(self) -> dict[str, int]:
-        """Shutdown gives up on the exports still running: their items, per signal (counted as dropped by the
-        caller); the outcomes they report later are ignored."""
-        with self.lock:
-            self.abandoned = True
-            left = {k: v for k, v in self.in_flight.items() if v > 0}
-            self.in_flight = {k: 0 for k in self.in_flight}
-            return left
-
-    def fail(self, signal: str, n: int, where: str, why: str) -> None:
-        with self.lock:
-            self.failed[signal] += 1
-            self.dropped[signal] += n
-        instruments.add_key(M.EXPORT_ERRORS.name, 1)
-        if n:
-            instruments.add_key(M.EXPORT_DROPPED.name, n)
-        self.say(
-            f"fail:{signal}",
-            f"OTLP {signal} export to {where} failed ({why}); the training loop carries on, what cannot be sent is "
-            f"dropped and counted in {M.EXPORT_DROPPED.name} (said once)",
-        )
-
-    def drop(self, signal: str, n: int, why: str) -> None:
-        with self.lock:
-            self.dropped[signal] += n
-        instruments.add_key(M.EXPORT_DROPPED.name, n)
-        self.say(f"drop:{signal}", f"{why}; what was dropped is counted in {M.EXPORT_DROPPED.name} (said once)")
-
-    def say(self, key: str, message: str) -> None:
-        """``message`` on stderr the first time ``key`` comes up for this pipeline."""
-        with self.lock:
-            if key in self.said:
-                return
-            self.said.add(key)
-        say_once(f"{id(self)}:{key}", message)
-
-
-def _span_processor_base() -> type:
-    base: type = require("opentelemetry.sdk.trace", FEATURE).SpanProcessor
-    return base
-
-
-@functools.cache  # the classes are made once (the SDK is imported lazily)
-def _make_queue_processor() -> type:
-    base = _span_processor_base()
-
-    class QueueSpanProcessor(base):  # type: ignore[misc, valid-type]
-        """Ended spans into a bounded queue (a full queue drops and counts); the span pump exports them."""
-
-        def __init__(self, size: int, batch: int, stats: Stats, wake: threading.Event) -> None:
-            self.pid = os.getpid()
-            self.size = size
-            self.batch = batch
-            self.queue: deque[Any] = deque()
-            self.stats = stats
-            self.wake = wake
-            self.closed = False
-
-        def on_start(self, span: Any, parent_context: Any = None) -> None:
-            return None
-
-        def on_end(self, span: Any) -> None:
-            if self.closed or os.getpid() != self.pid:
-                return  # a forked child: its parent exports
-            q = self.queue
-            if len(q) >= self.size:
-                self.stats.drop(
-                    "traces", 1, f"the span queue (OTEL_BSP_MAX_QUEUE_SIZE={self.size}) is full: the endpoint is slow"
-                )
-                return
-            q.append(_slim(span))
-            if len(q) >= self.batch:
-                self.wake.set()
-
-        def take(self, n: int) -> list[Any]:
-            q = self.queue
-            out: list[Any] = []
-            while q and len(out) < n:
-                out.append(q.popleft())
-            return out
-
-        def shutdown(self) -> None:
-            self.closed = True
-
-        def force_flush(self, timeout_millis: int = 30_000) -> bool:
-            return True
-
-    return QueueSpanProcessor
-
-
-#: What the process-dependent resource detection gives in a forked child of the pipeline (see below): no news.
-_UNCHANGED = object()
-
-
-def _unchanged() -> object:
-    return _UNCHANGED
-
-
-def _fork_hook_without_redetection(sdk_module: str, handle_fork: Callable[[], None]) -> None:
-    """Run an SDK provider's fork hook (in a forked child) with its resource re-detection left out.
-
-    opentelemetry-sdk (1.39+) re-runs the process-dependent resource detectors (``service.instance.id``) in every
-    forked child, on a thread pool of their own, and merges their resource into the provider's: a few ms and two
-    threads per DataLoader worker forked per epoch. A forked child exports nothing through this pipeline (see the
-    module doc), so its providers keep the parent's resource; the hook's other work (its locks made anew) runs as
-    the SDK has it. The child has one thread here, so swapping the module's function for the call is safe.
-    """
-    mod = sys.modules.get(sdk_module)
-    name = "_get_process_dependent_resource"
-    saved = getattr(mod, name, None)
-    if saved is None:
-        handle_fork()
-        return
-    setattr(mod, name, _unchanged)
-    try:
-        handle_fork()
-    finally:
-        setattr(mod, name, saved)
-
-
-@functools.cache  # the classes are made once (the SDK is imported lazily)
-def _make_providers(queue_processor: type) -> tuple[type, type]:
-    """The SDK's ``TracerProvider`` and ``MeterProvider`` with :func:`_fork_hook_without_redetection`. The tracer
-    provider keeps the SDK's whole hook once a span processor other than ``queue_processor`` is added to it (that
-    processor may export from a child)."""
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.trace import TracerProvider
-
-    class PipelineTracerProvider(TracerProvider):
-        exports_in_children = False
-
-        def add_span_processor(self, span_processor: Any) -> None:
-            if not isinstance(span_processor, queue_processor):
-                self.exports_in_children = True
-            super().add_span_processor(span_processor)
-
-        def _handle_fork(self) -> None:
-            base = super()._handle_fork
-            if self.exports_in_children:
-                base()
-            else:
-                _fork_hook_without_redetection(TracerProvider.__module__, base)
-
-        def _update_resource(self, resource: Any) -> None:
-            if resource is not _UNCHANGED:
-                super()._update_resource(resource)
-
-    class PipelineMeterProvider(MeterProvider):
-        def _handle_fork(self) -> None:
-            _fork_hook_without_redetection(MeterProvider.__module__, super()._handle_fork)
-
-        def _update_resource(self, resource: Any) -> None:
-            if resource is not _UNCHANGED:
-                super()._update_resource(resource)
-
-    return PipelineTracerProvider, PipelineMeterProvider
-
-
-@functools.cache  # the class is made once (the SDK is imported lazily)
-def _make_resource() -> type:
-    base = require("opentelemetry.sdk.resources", FEATURE).Resource
-
-    class PipelineResource(base):  # type: ignore[misc, valid-type]
-        """The SDK's ``Resource`` (immutable) with its hash computed once: the OTLP encoder groups every span by
-        resource, and the SDK's hash serialises the attributes to JSON at each call."""
-
-        def __init__(self, resource: Any) -> None:
-            super().__init__(resource.attributes, resource.schema_url)
-            self._hash: int = super().__hash__()
-
-        def __hash__(self) -> int:
-            return self._hash
-
-    return PipelineResource
-
-
-_READABLE: Any = None
-
-
-def _slim(span: Any) -> Any:
-    """An ended span as a plain ``ReadableSpan`` (its events and links as tuples): what the exporter reads, in about
-    a third of the memory of the SDK's live span (its lock and bounded lists), so a full queue stays small."""
-    global _READABLE
-    try:
-        if _READABLE is None:
-            _READABLE = require("opentelemetry.sdk.trace", FEATURE).ReadableSpan
-        return _READABLE(
-            name=span.name,
-            context=span.context,
-            parent=span.parent,
-            resource=span.resource,
-            attributes=span.attributes,
-            events=tuple(span.events),
-            links=tuple(span.links),
-            kind=span.kind,
-            status=span.status,
-            start_time=span.start_time,
-            end_time=span.end_time,
-            instrumentation_scope=span.instrumentation_scope,
-        )
-    except Exception:
-        return span
-
-
-def _count_points(data: Any) -> int:
-    n = 0
-    try:
-        for rm in data.resource_metrics:
-            for sm in rm.scope_metrics:
-                for m in sm.metrics:
-                    n += len(m.data.data_points)
-    except Exception:
-        return 0
-    return n
-
-
-def _counting_metric_exporter(inner: Any, stats: Stats, where: str) -> Any:
-    export_mod = require("opentelemetry.sdk.metrics.export", FEATURE)
-
-    class CountingMetricExporter(export_mod.MetricExporter):  # type: ignore[misc, name-defined]
-        """Counts the outcome of each export of ``inner`` (the SDK's reader ignores it)."""
-
-        def __init__(self) -> None:
-            super().__init__(
-                preferred_temporality=getattr(inner, "_preferred_temporality", None),
-                preferred_aggregation=getattr(inner, "_preferred_aggregation", None),
-            )
-            self.inner = inner
-
-        def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> Any:
-            n = _count_points(metrics_data)
-            stats.sending("metrics", n)
-            try:
-                result = inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
-            except Exception as exc:
-                stats.sent("metrics", n, where, f"{type(exc).__name__}: {exc}")
-                return export_mod.MetricExportResult.FAILURE
-            stats.sent("metrics", n, where, None if result is export_mod.MetricExportResult.SUCCESS else _GAVE_UP)
-            return result
-
-        def force_flush(self, timeout_millis: float = 10_000) -> bool:
-            return bool(inner.force_flush(timeout_millis=timeout_millis))
-
-        def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-            inner.shutdown(timeout_millis=timeout_millis, **kwargs)
-
-    return CountingMetricExporter()
-
-
-def _span_exporter(kind: str, sc: SignalConfig) -> Any:
-    if kind == "console":
-        return require("opentelemetry.sdk.trace.export", FEATURE).ConsoleSpanExporter()
-    if sc.protocol == "grpc":
-        mod = require("opentelemetry.exporter.otlp.proto.grpc.trace_exporter", "OTLP/gRPC export", "otel-grpc")
-        grpc = require("grpc", "OTLP/gRPC export", "otel-grpc")
-        comp = grpc.Compression.Gzip if sc.compression == "gzip" else grpc.Compression.NoCompression
-        return mod.OTLPSpanExporter(
-            endpoint=sc.endpoint, insecure=sc.insecure, headers=sc.headers, timeout=sc.timeout_s, compression=comp
-        )
-    mod = require("opentelemetry.exporter.otlp.proto.http.trace_exporter", FEATURE, "otel")
-    http = require("opentelemetry.exporter.otlp.proto.http", FEATURE, "otel")
-    comp = http.Compression.Gzip if sc.compression == "gzip" else http.Compression.NoCompression
-    return mod.OTLPSpanExporter(endpoint=sc.endpoint, headers=sc.headers, timeout=sc.timeout_s, compression=comp)
-
-
-def _metric_exporter(kind: str, sc: SignalConfig) -> Any:
-    if kind == "console":
-        return require("opentelemetry.sdk.metrics.export", FEATURE).ConsoleMetricExporter()
-    if sc.protocol == "grpc":
-        mod = require("opentelemetry.exporter.otlp.proto.grpc.metric_exporter", "OTLP/gRPC export", "otel-grpc")
-        grpc = require("grpc", "OTLP/gRPC export", "otel-grpc")
-        comp = grpc.Compression.Gzip if sc.compression == "gzip" else grpc.Compression.NoCompression
-        return mod.OTLPMetricExporter(
-            endpoint=sc.endpoint, insecure=sc.insecure, headers=sc.headers, timeout=sc.timeout_s, compression=comp
-        )
-    mod = require("opentelemetry.exporter.otlp.proto.http.metric_exporter", FEATURE, "otel")
-    http = require("opentelemetry.exporter.otlp.proto.http", FEATURE, "otel")
-    comp = http.Compression.Gzip if sc.compression == "gzip" else http.Compression.NoCompression
-    return mod.OTLPMetricExporter(endpoint=sc.endpoint, headers=sc.headers, timeout=sc.timeout_s, compression=comp)
-
-
-class _Pump:
-    """A daemon thread of the rank's main process that runs ``step(final)`` every ``interval`` seconds (or when
-    woken), and once more with ``final=True`` when stopped."""
-
-    def __init__(self, name: str, interval: float, step: Callable[[bool], None], wake: threading.Event) -> None:
-        self.interval = interval
-        self.step = step
-        self.wake = wake
-        self.stopping = False
-        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stopping:
-            self.wake.wait(self.interval)
-            self.wake.clear()
-            if self.stopping:
-                break
-            self._step(False)
-        self._step(True)
-
-    def _step(self, final: bool) -> None:
-        try:
-            self.step(final)
-        except Exception as exc:  # the pump must survive anything
-            say_once(f"pump:{self.thread.name}", f"{self.thread.name} error: {type(exc).__name__}: {exc}")
-
-    def stop(self, timeout: float) -> bool:
-        """Ask for the final step and wait for it at most ``timeout`` seconds; True when it finished."""
-        self.stopping = True
-        self.wake.set()
-        if threading.current_thread() is self.thread:
-            return False
-        self.thread.join(max(0.0, timeout))
-        return not self.thread.is_alive()
 
 
 class Pipeline:
@@ -465,14 +74,14 @@ class Pipeline:
         self.span_exporters: list[tuple[str, Any]] = []
         self.processor: Any = None
         self.readers: list[Any] = []
-        self.pumps: list[_Pump] = []
+        self.pumps: list[Pump] = []
         self.closed = False
         self._span_lock = threading.Lock()  # one span export at a time (the pump's, or a force_flush's)
         require("opentelemetry.sdk", FEATURE)
         from opentelemetry import metrics, trace
         from opentelemetry.sdk.resources import Resource
 
-        resource = _make_resource()(Resource.create(cfg.resource))
+        resource = make_resource()(Resource.create(cfg.resource))
         self._span_wake = threading.Event()
         self._metric_wake = threading.Event()
         if cfg.traces.exporters:
@@ -480,11 +89,11 @@ class Pipeline:
                 say_once("kept:traces", "kept the application's TracerProvider: streamscope's spans go there")
             else:
                 self.span_exporters = [
-                    (kind if kind == "console" else redact_url(cfg.traces.endpoint), _span_exporter(kind, cfg.traces))
+                    (kind if kind == "console" else redact_url(cfg.traces.endpoint), span_exporter(kind, cfg.traces))
                     for kind in cfg.traces.exporters
                 ]
-                self.processor = _make_queue_processor()(cfg.span_queue, cfg.span_batch, self.stats, self._span_wake)
-                tp = _make_providers(_make_queue_processor())[0](resource=resource, shutdown_on_exit=False)
+                self.processor = make_queue_processor()(cfg.span_queue, cfg.span_batch, self.stats, self._span_wake)
+                tp = make_providers(make_queue_processor())[0](resource=resource, shutdown_on_exit=False)
                 tp.add_span_processor(self.processor)
                 self.tracer_provider = tp
         if cfg.metrics.exporters:
@@ -497,7 +106,7 @@ class Pipeline:
 
                 for kind in cfg.metrics.exporters:
                     where = kind if kind == "console" else redact_url(cfg.metrics.endpoint)
-                    exporter = _counting_metric_exporter(_metric_exporter(kind, cfg.metrics), self.stats, where)
+                    exporter = counting_metric_exporter(metric_exporter(kind, cfg.metrics), self.stats, where)
                     # an infinite interval: the reader starts no thread (ours collects; see the module doc)
                     self.readers.append(
                         PeriodicExportingMetricReader(
@@ -511,21 +120,21 @@ class Pipeline:
                     meter_name=SCOPE,
                     aggregation=ExplicitBucketHistogramAggregation(boundaries=BUCKETS_S),
                 )
-                self.meter_provider = _make_providers(_make_queue_processor())[1](
+                self.meter_provider = make_providers(make_queue_processor())[1](
                     resource=resource, metric_readers=self.readers, views=[view], shutdown_on_exit=False
                 )
-        _quiet_sdk_logs()
+        quiet_sdk_logs()
         if self.tracer_provider is not None:
             if set_global:
                 trace.set_tracer_provider(self.tracer_provider)
                 self.installed.add("traces")
-            self.pumps.append(_Pump("streamscope-otlp-spans", cfg.span_delay_s, self._export_spans, self._span_wake))
+            self.pumps.append(Pump("streamscope-otlp-spans", cfg.span_delay_s, self._export_spans, self._span_wake))
         if self.meter_provider is not None:
             if set_global:
                 metrics.set_meter_provider(self.meter_provider)
                 self.installed.add("metrics")
             self.pumps.append(
-                _Pump("streamscope-otlp-metrics", cfg.metric_interval_s, self._export_metrics, self._metric_wake)
+                Pump("streamscope-otlp-metrics", cfg.metric_interval_s, self._export_metrics, self._metric_wake)
             )
         # At exit after the event bus: its last flush (threading's exit hook) and the spans of workers killed at exit,
         # which the run's owner closes in a multiprocessing finalizer of priority -10 (events.recorder)
@@ -550,7 +159,7 @@ class Pipeline:
                 self.stats.sending("traces", len(batch))
                 try:
                     result = exporter.export(batch)
-                    why = None if getattr(result, "name", "") == "SUCCESS" else _GAVE_UP
+                    why = None if getattr(result, "name", "") == "SUCCESS" else GAVE_UP
                 except Exception as exc:
                     why = f"{type(exc).__name__}: {exc}"
                 self.stats.sent("traces", len(batch), where, why)
