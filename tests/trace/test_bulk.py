@@ -20,8 +20,9 @@ from streamscope.events import EventBatch
 from streamscope.events.bus import BULK, STATE, Bulk, expand, record_bulk
 from streamscope.recording.metrics import Aggregator
 from streamscope.trace import files
+from streamscope.trace.bulk_render import bulk_lines, bulk_ts, render_bulks
 from streamscope.trace.exporters import LitracerFileSink
-from streamscope.trace.litracer import _bulk_lines, _bulk_ts, _render_bulks, encode, encode_pieces
+from streamscope.trace.litracer import encode, encode_pieces
 from tests.support.litracer_parser import LitracerParser, check_line, check_log
 from tests.support.tracing import clean_tracer  # noqa: F401
 
@@ -186,13 +187,13 @@ def _bulks(draw):
 def test_vectorised_lines_equal_the_reference_rendering_and_parse(events):
     got = encode(_batch(events))
     parsed = check_log(got)
-    _runs, done, _pids = _render_bulks(_batch(events))
+    _runs, done, _pids = render_bulks(_batch(events))
     ref_lines: list[tuple[int, str]] = []  # (ts ns, line) in recording order
     for e in events:
         if e[0] == BULK:
             mid = f"pid: {e[4]}; tid: {e[5]}; name: sample; cat: sample; cname: generic_work; "
-            lines = _bulk_lines(e[3] + OFF, OFF, mid, e[6], ENV).splitlines(keepends=True)
-            ref_lines += zip(_bulk_ts(e[3] + OFF, OFF, e[6]).tolist(), lines)
+            lines = bulk_lines(e[3] + OFF, OFF, mid, e[6], ENV).splitlines(keepends=True)
+            ref_lines += zip(bulk_ts(e[3] + OFF, OFF, e[6]).tolist(), lines)
         else:
             ref_lines.append((e[3] + OFF, encode(_batch([e]))))
     ref = check_log("".join(line for _, line in ref_lines))

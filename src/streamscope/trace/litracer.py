@@ -70,13 +70,10 @@ from streamscope.trace.line_fields import (
 )
 from streamscope.trace.line_order import Run, ordered_pieces
 
-# the names these had here before the split: benchmarks/bench_tracer_flush.py times the two steps of a flush in
-# place (it wraps litracer._render_bulks and litracer._ordered_pieces, which encode_pieces calls by these names),
-# tests/trace/test_bulk.py imports the bulk renderers from here
+# two steps of a flush, by the names they had here before the split: benchmarks/bench_tracer_flush.py times them
+# in place (it wraps litracer._render_bulks and litracer._ordered_pieces, which encode_pieces calls by these names)
 _render_bulks = render_bulks
 _ordered_pieces = ordered_pieces
-_bulk_lines = bulk_lines
-_bulk_ts = bulk_ts
 
 __all__ = [
     "MAX_VALUE_CHARS",
