@@ -74,7 +74,7 @@ def build(snap: MetricsSnapshot, rank: int = 0, node: int = 0, time_ns: int | No
     wait = _loop_wait(snap)
     put(M.LOADER_WAIT, wait.total_s if wait is not None else 0.0)
     put(M.LOADER_WAIT_DURATION, hist=histogram(_batch_waits(snap)))
-    for stage in STAGES:  # every stage, idle included, as the processes settled it (events.attribution)
+    for stage in STAGES:  # every stage, idle included, as the processes settled it (recording.attribution)
         put(M.LOADER_WAIT_STAGE, snap.values.get(f"{M.LOADER_WAIT_STAGE.name}|stage={stage}", 0.0), stage=stage)
 
     dl = snap.spans.get("download/download")
