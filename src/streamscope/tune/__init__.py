@@ -7,7 +7,8 @@ knobs of its board and its number of workers between epochs, within :class:`Budg
 from __future__ import annotations
 
 from streamscope.tune.budgets import Budgets, resolve
-from streamscope.tune.controller import Controller, Decision
+from streamscope.tune.controller import Controller
+from streamscope.tune.decision import Decision
 from streamscope.tune.model import Estimates, Model, Plan
 from streamscope.tune.paired import Noise, Paired
 from streamscope.tune.policy import WORKERS, Move, Policy, Resources

@@ -28,37 +28,33 @@ windows and after a rejection.
 
 from __future__ import annotations
 
-import math
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from dataclasses import replace as dc_replace
 from typing import Any
 
-from streamscope._core.errors import TuneBudgetError
+from streamscope.tune.bracket import InFlightSearch
 from streamscope.tune.budgets import Budgets
-from streamscope.tune.model import Estimates, Model, Plan, depth_for
+from streamscope.tune.decision import Arm, Decision, Emit, Trial
+from streamscope.tune.epochs import EpochBook
+from streamscope.tune.model import Estimates, Model
 from streamscope.tune.paired import CUT, MIN_GAIN, Noise, Paired
 from streamscope.tune.policy import WORKERS, Move, Policy, Resources
+from streamscope.tune.regime import RegimeWatch
 from streamscope.tune.signals import Reading, Window, merge, window
+from streamscope.tune.start import fit_budgets
 from streamscope.tune.target import Target
 
 __all__ = [
     "ARM_S",
-    "BISECT",
     "CUT_BATCHES",
-    "EPOCH_NOISE",
     "INPUT_BOUND",
     "MIN_PREDICTED",
     "OBSERVE",
     "PROBE_ALLOWANCE",
     "PROBE_SHARE",
-    "REGIME",
     "SETTLE",
     "WINDOW",
     "Controller",
-    "Decision",
-    "Emit",
 ]
 
 #: Windows of the incumbent the model's inputs are merged from.
@@ -80,72 +76,6 @@ MIN_PREDICTED = 0.03
 PROBE_SHARE = 0.02
 #: Seconds of such loss allowed at the start (the first trial's worth).
 PROBE_ALLOWANCE = 3.0
-#: A step or latency that moves by this much (relative; the latency twice this) for three windows at the same
-#: configuration is a new regime.
-REGIME = 0.3
-#: A bisection of the in-flight ends when the bracket around the incumbent is narrower than this (relative).
-BISECT = 0.15
-#: Relative spread assumed of an epoch's period before two epochs of one configuration were measured.
-EPOCH_NOISE = 0.03
-
-
-@dataclass
-class Decision:
-    """One candidate and its verdict, with the model's inputs and prediction and the paired check's result."""
-
-    number: int
-    move: Move
-    t: float
-    epoch: int
-    wait_before: float
-    wait_after: float | None = None
-    outcome: str = "trying"  # trying | kept | rolled back | abandoned
-    note: str = ""
-    inputs: dict[str, Any] = field(default_factory=dict)
-    predicted: float = 0.0  # the model's relative gain in throughput
-    check: dict[str, Any] = field(default_factory=dict)  # the paired check: kind, blocks, gain, lower, upper
-
-    def fields(self) -> list[dict[str, Any]]:
-        """The ``tune`` event fields of this decision, one per knob it moved."""
-        out = []
-        for knob, old, new in self.move.changes:
-            f: dict[str, Any] = {
-                "decision": self.number,
-                "knob": knob,
-                "old": old,
-                "new": new,
-                "reason": self.move.reason + (f" - {self.note}" if self.note else ""),
-                "cause": self.move.cause,
-                "outcome": self.outcome,
-                "wait_before_ms": round(self.wait_before * 1e3, 3),
-                "epoch": self.epoch,
-                "predicted_gain": round(self.predicted, 4),
-                **self.check,
-                **self.inputs,
-            }
-            if self.wait_after is not None:
-                f["wait_after_ms"] = round(self.wait_after * 1e3, 3)
-            out.append(f)
-        return out
-
-
-Emit = Callable[[str, dict[str, Any]], None]
-
-
-@dataclass
-class _Arm:
-    name: str  # "A" (incumbent) or "B" (candidate)
-    skip: int  # windows to skip (after a switch)
-    parts: list[Window] = field(default_factory=list)
-    skipped_s: float = 0.0
-
-
-@dataclass
-class _Trial:
-    decision: Decision
-    test: Paired | None = None  # live trials
-    arms: list[_Arm] = field(default_factory=list)  # the block under way
-    first_epoch: int = 0  # epoch trials: the incumbent's epoch (A0)
 
 
 @dataclass
@@ -170,21 +100,16 @@ class Controller:
     _last: Reading | None = None
     _warm: int = 0
     _recent: deque[Window] = field(default_factory=lambda: deque(maxlen=OBSERVE))
-    _trial: _Trial | None = None
+    _trial: Trial | None = None
     _rejected: set[str] = field(default_factory=set)
     _t0: float | None = None
     _loss: float = 0.0  # seconds-equivalent lost on worse candidates
     _period: float = 0.0
     _next: float = 0.0
     _look: float = 0.0
-    _ref: Estimates | None = None
-    _drift: int = 0
-    _epochs: dict[int, list[float]] = field(default_factory=dict)  # epoch -> [seconds, batches, workers]
-    _epoch_noise: Noise = field(default_factory=lambda: Noise(EPOCH_NOISE**2, 1))
-    _steps: deque[float] = field(default_factory=lambda: deque(maxlen=30))  # log step of stable windows
-    _ceil: int | None = None  # in-flight (all readers) no better going up, in this regime
-    _floor: int | None = None  # in-flight no better going down
-    _queued: bool = False  # the store was seen saturated in this regime
+    _book: EpochBook = field(default_factory=EpochBook)
+    _regime: RegimeWatch = field(default_factory=lambda: RegimeWatch(OBSERVE))
+    _search: InFlightSearch = field(default_factory=InFlightSearch)
     _since_epoch: int = 2  # windows since the epoch count last moved
     _epoch_len: int = 1_000_000  # windows the last epoch lasted
     _moved_epoch: int = 0  # the last epoch in which the tuner moved a knob
@@ -195,48 +120,14 @@ class Controller:
     # --- start ------------------------------------------------------------------------------------
 
     def start(self, now: float, res: Resources, cache_free: int | None = None) -> None:
-        """Check the budgets before the first batch and bring unpinned values inside them.
+        """Check the budgets before the first batch and bring unpinned values inside them
+        (:func:`~streamscope.tune.start.fit_budgets`).
 
         Raises:
             TuneBudgetError: a budget the loader cannot run in at all.
         """
-        b = self.budgets
-        if res.own and b.ram <= res.own:
-            raise TuneBudgetError(
-                f"the auto-tuner's RAM budget is {b.ram / 1e6:,.0f} MB ({b.ram_source}) but this rank's main process "
-                f"already uses {res.own / 1e6:,.0f} MB: set STREAMSCOPE_AUTOTUNE_RAM_BUDGET (knob "
-                f"autotune_ram_budget) higher, or autotune=False"
-            )
-        info = self.target.info
-        board = self.target.board()
-        readers = max(1, self.target.workers())
-        self.model.batch_size = info.batch_size
-        if info.uses_cache and info.chunk_bytes > 0 and board is not None:
-            budget = int(board.value("max_cache_size"))
-            need = 2 * info.chunk_bytes * readers
-            if budget < need and (not info.dataset_bytes or budget < info.dataset_bytes):
-                raise TuneBudgetError(
-                    f"the cache budget max_cache_size={budget:,} bytes ({board.source('max_cache_size')}) cannot hold "
-                    f"the chunks {readers} reader(s) need at once ({need:,} bytes: two chunks of up to "
-                    f"{info.chunk_bytes:,} bytes each): raise max_cache_size (argument, STREAMSCOPE_MAX_CACHE_SIZE "
-                    f"or MAX_CACHE_SIZE)"
-                )
-            if cache_free is not None and cache_free < need:
-                raise TuneBudgetError(
-                    f"the disk of the cache ({info.cache_dir}) has {cache_free:,} bytes free, less than the "
-                    f"{need:,} bytes {readers} reader(s) need at once: free space there or set cache_dir elsewhere"
-                )
-            if cache_free is not None and budget > cache_free * 0.9 and not board.pinned("max_cache_size"):
-                new = max(need, int(cache_free * 0.9) // (1 << 20) * (1 << 20))
-                if board.propose("max_cache_size", new, "the disk budget: 90% of the cache disk's free space"):
-                    self.good["max_cache_size"] = new
-                    self.emit("budget", {"knob": "max_cache_size", "old": budget, "new": new, "reason": "disk"})
-            dcap = self.policy.depth_cap(int(board.value("max_cache_size")), readers)
-            depth = int(board.value("prefetch_depth"))
-            if depth > dcap and not board.pinned("prefetch_depth"):
-                if board.propose("prefetch_depth", dcap, "the cache budget holds no deeper prefetch"):
-                    self.good["prefetch_depth"] = dcap
-                    self.emit("budget", {"knob": "prefetch_depth", "old": depth, "new": dcap, "reason": "cache"})
+        self.model.batch_size = self.target.info.batch_size
+        self.good.update(fit_budgets(self.target, self.policy, self.budgets, res, cache_free, self.emit))
         self._next = now
         self._period = self.tick
 
@@ -273,7 +164,7 @@ class Controller:
         # an epoch's start (workers starting, its first batches) is no steady state, unless epochs are so short
         # that their starts are part of every window
         span = self._since_epoch < 2 and self._epoch_len >= 3 * OBSERVE
-        self._count_epoch(w, last.epoch, reading.epoch)
+        self._book.count(w, last.epoch, reading.epoch, self.target.workers(), self._moved_epoch)
         self.model.observe(w, w.retries)
         if self.phase == "warmup":
             self._warm += 1
@@ -318,9 +209,9 @@ class Controller:
         readers = max(1, workers)
         now_k = self.policy.in_flight(values, workers)
         plan = self.model.plan(e, readers, workers, self.budgets.cpus, now_k)
-        self._queued = self._queued or e.saturated
-        drain = self._drain(e, plan, now_k, readers)
-        plan = drain or self._bracket(plan, now_k, readers)
+        self._search.saw(e.saturated)
+        drain = self._search.drain(e, plan, now_k, readers)
+        plan = drain or self._search.bracket(plan, now_k, readers)
         for m in self.policy.move(plan, values, pinned, workers, res):
             if m.key in self._rejected:
                 continue
@@ -339,54 +230,6 @@ class Controller:
                 return m, gain
         return None
 
-    def _drain(self, e: Estimates, plan: Plan, now_k: int | None, readers: int) -> Plan | None:
-        """BBR's probe down: once this regime saw the store saturated and a move up measured no better, an
-        in-flight above the BDP (max rate x W0) only queues, whatever the model's plan says (a store losing
-        throughput past its knee makes the BDP measured there too low, so the move down that capped in-flight
-        at it may have failed, and the bisection that followed may have stopped above the knee): drain to the
-        BDP, on the readers' grid, above the floor of this regime's checks."""
-        if not self._queued or self._ceil is None or plan.in_flight is None or now_k is None:
-            return None
-        if plan.in_flight < now_k or e.w0 <= 0 or e.latency <= e.w0 or e.in_flight <= e.bdp:
-            return None  # the model moves down already, or no queue
-        c = math.floor(e.bdp / readers)
-        if self._floor is not None:
-            c = max(c, self._floor // readers + 1)
-        if c < 1 or c >= now_k:
-            return None
-        why = (
-            f"in flight {e.in_flight:.1f} above the BDP {e.bdp:.1f} at latency {e.latency * 1e3:.0f} ms vs W0 "
-            f"{e.w0 * 1e3:.0f} ms, a store seen saturated: drained to {c * readers} in flight"
-        )
-        return dc_replace(plan, in_flight=c, depth=depth_for(c), why=why)
-
-    def _bracket(self, plan: Plan, now_k: int | None, readers: int) -> Plan:
-        """Keep the plan's in-flight inside what this regime's checks left open: below the lowest total that
-        measured no better going up (or that a kept move down left), above the highest that measured no better
-        going down; a plan past a bound goes half-way (geometrically) from the incumbent towards it, a bisection
-        that ends at the store's knee."""
-        if plan.in_flight is None or now_k is None:
-            return plan
-        k_now, k = now_k * readers, plan.in_flight * readers
-        c = plan.in_flight
-        if k > k_now and self._ceil is not None and k * (1 + BISECT) >= self._ceil:
-            # the bracket (incumbent, ceiling) is narrower than BISECT: the search ends; else its geometric middle,
-            # on the readers' grid (a total the knobs can set) and strictly inside it
-            c = round(math.sqrt(k_now * self._ceil) / readers)
-            c = min(c, math.ceil(self._ceil / readers) - 1)
-            if self._ceil < k_now * (1 + BISECT) or c * readers <= k_now:
-                c = now_k
-        elif k < k_now and self._floor is not None and k <= self._floor * (1 + BISECT):
-            c = round(math.sqrt(k_now * self._floor) / readers)
-            c = max(c, self._floor // readers + 1)
-            if k_now < self._floor * (1 + BISECT) or c * readers >= k_now:
-                c = now_k
-        if c == plan.in_flight:
-            return plan
-        c = max(1, c)
-        why = plan.why + f"; bisected to {c * readers} in flight"
-        return dc_replace(plan, in_flight=c, depth=depth_for(c), why=why)
-
     def _bound(self, move: Move, adopted: bool) -> None:
         """What a verdict on a downloads move teaches: a bound on the in-flight worth trying in this regime (a
         candidate that measured no better went too far or not in a useful direction: half-way next, until the
@@ -400,15 +243,7 @@ class Controller:
         new = self.policy.in_flight({**values, **move.forward()}, workers)
         if old is None or new is None or old == new:
             return
-        k_old, k_new = old * readers, new * readers
-        if k_new > k_old and not adopted:
-            self._ceil = k_new if self._ceil is None else min(self._ceil, k_new)
-        elif k_new < k_old and adopted:
-            self._ceil = k_old if self._ceil is None else min(self._ceil, k_old)
-        elif k_new < k_old and not adopted:
-            self._floor = k_new if self._floor is None else max(self._floor, k_new)
-        elif k_new > k_old and adopted:
-            self._floor = k_old if self._floor is None else max(self._floor, k_old)
+        self._search.bound(old * readers, new * readers, adopted)
 
     def _may_probe(self, now: float) -> bool:
         elapsed = now - (self._t0 if self._t0 is not None else now)
@@ -416,8 +251,7 @@ class Controller:
 
     def _decide(self, now: float, res: Resources) -> None:
         e = self._estimates()
-        self._ref = e
-        self._drift = 0
+        self._regime.reference(e)
         if e.wait_share < self.wait_share:
             self._stable(now, f"the loop waits {e.wait * 1e3:.2f} ms per batch ({e.wait_share:.1%} of its time)")
             return
@@ -442,12 +276,12 @@ class Controller:
             # (the first epoch fills a cache: it is an incumbent's epoch only for data that needs none)
             cur = self.target.epoch()
             first_ok = cur >= 2 or not self.target.info.uses_cache
-            a0 = cur if self._moved_epoch < cur and first_ok and self._since_epoch_start(cur) else cur + 1
-            self._trial = _Trial(d, first_epoch=a0)
+            a0 = cur if self._moved_epoch < cur and first_ok and self._book.since_start(cur) else cur + 1
+            self._trial = Trial(d, first_epoch=a0)
             self._begin("epochs")
             self._on_epochs(now, Resources())
             return
-        self._trial = _Trial(d, test=Paired(self.noise, self.min_gain))
+        self._trial = Trial(d, test=Paired(self.noise, self.min_gain))
         self._next_arm()
         self._begin("trial")
 
@@ -477,7 +311,7 @@ class Controller:
                 m.forward() if name == "B" else m.inverse(),
                 f"paired check: {'candidate' if name == 'B' else 'incumbent'}",
             )
-        t.arms.append(_Arm(name, SETTLE if switch else 0))
+        t.arms.append(Arm(name, SETTLE if switch else 0))
 
     def _on_trial(self, now: float, w: Window, span: bool, res: Resources) -> None:
         t = self._trial
@@ -497,7 +331,7 @@ class Controller:
             return
         if arm.name == "B":
             a = next((x for x in reversed(t.arms[:-1]) if x.name == "A" and x.parts), None)
-            pa = merge(a.parts).period if a is not None else (self._ref.period if self._ref else 0.0)
+            pa = merge(a.parts).period if a is not None else (self._regime.ref.period if self._regime.ref else 0.0)
             pb = merge(arm.parts).period
             if pa > 0 and pb > pa:
                 self._loss += (pb / pa - 1) * merge(arm.parts).seconds
@@ -525,13 +359,7 @@ class Controller:
         ss, df = t.test.learnt()
         self.noise.add(ss, df)
         d = t.decision
-        d.check = {
-            "check": "A-B-B-A windows",
-            "blocks": len(t.test.ratios),
-            "gain": round(gain, 4),
-            "gain_lo": round(lo, 4),
-            "gain_hi": round(hi, 4),
-        }
+        d.checked("A-B-B-A windows", len(t.test.ratios), gain, lo, hi)
         d.wait_after = merge(b_parts).wait_per_batch
         d.note = f"paired gain {gain:+.1%} (95% {lo:+.1%} .. {hi:+.1%}, {len(t.test.ratios)} blocks)"
         self._verdict(now, verdict == "adopt")
@@ -544,7 +372,7 @@ class Controller:
         m = d.move
         self._bound(m, adopt)
         if adopt and m.workers is not None:
-            self._ceil = self._floor = None  # other readers: the bounds on their in-flight start over
+            self._search.forget_bounds()  # other readers: the bounds on their in-flight start over
         if adopt:
             d.outcome = "kept"
             self._set(m.forward(), f"adopted: {m.key}")
@@ -558,35 +386,6 @@ class Controller:
         self._period = self.tick
         self._begin("observe")
 
-    def _count_epoch(self, w: Window, e0: int, e1: int) -> None:
-        """Per-epoch totals (seconds, batches, workers); a window across an epoch's start counts for the new one."""
-        rec = self._epochs.get(e1)
-        if rec is None:
-            # [seconds, batches, workers, seen from its start]; two whole epochs before it, of one configuration
-            # and no move, tell how much consecutive epochs differ (drift included)
-            rec = self._epochs[e1] = [
-                0.0,
-                0.0,
-                float(self.target.workers()),
-                float(e0 != e1 and e0 in self._epochs or not self._epochs and e1 <= 1),
-            ]
-            a, b = self._epochs.get(e1 - 2), self._epochs.get(e1 - 1)
-            if a and b and a[3] and b[3] and a[2] == b[2] and self._moved_epoch < e1 - 2 and a[1] > 0 and b[1] > 0:
-                self._epoch_noise.add(math.log((b[0] / b[1]) / (a[0] / a[1])) ** 2 / 2, 1)
-        rec[0] += w.seconds
-        rec[1] += w.batches
-        if len(self._epochs) > 64:
-            del self._epochs[min(self._epochs)]
-
-    def _since_epoch_start(self, e: int) -> bool:
-        """The tuner has counted epoch ``e`` from its start."""
-        rec = self._epochs.get(e)
-        return rec is not None and rec[3] > 0
-
-    def _epoch_period(self, e: int) -> float:
-        rec = self._epochs.get(e)
-        return rec[0] / rec[1] if rec and rec[1] > 0 else 0.0
-
     def _on_epochs(self, now: float, res: Resources) -> None:
         """A-B-B-A over epochs: e0 (the incumbent's, running when the trial began), e0+1 and e0+2 the candidate's,
         e0+3 the incumbent's again; the verdict once e0+3 has ended."""
@@ -596,43 +395,35 @@ class Controller:
         cur = self.target.epoch()
         m = t.decision.move
         if cur == e0 and not t.arms:
-            t.arms.append(_Arm("B", 0))
+            t.arms.append(Arm("B", 0))
             self._set(m.forward(), f"paired check over epochs: the candidate for epochs {e0 + 1} and {e0 + 2}")
         if cur >= e0 + 2 and len(t.arms) == 1:
             # after one epoch of each: a difference far beyond what consecutive epochs of one configuration
             # differ by (drift included) decides at once; else the A-B-B-A goes on
-            pa, pb = self._epoch_period(e0), self._epoch_period(e0 + 1)
-            if pa > 0 and pb > 0:
-                r = math.log(pb / pa)
-                se = self._epoch_noise.sd * math.sqrt(2)
-                gain, lo, hi = 1 - math.exp(r), 1 - math.exp(r + 3 * se), 1 - math.exp(r - 3 * se)
+            pa, pb = self._book.period(e0), self._book.period(e0 + 1)
+            ab = self._book.a_b(e0)
+            if ab is not None:
+                gain, lo, hi = ab
                 if lo > self.min_gain or hi < self.min_gain:
                     d = t.decision
-                    d.check = {
-                        "check": "A-B epochs",
-                        "blocks": 1,
-                        "gain": round(gain, 4),
-                        "gain_lo": round(lo, 4),
-                        "gain_hi": round(hi, 4),
-                    }
+                    d.checked("A-B epochs", 1, gain, lo, hi)
                     d.note = (
                         f"epochs {e0}-{e0 + 1}: gain {gain:+.1%} (3 sd of consecutive epochs: {lo:+.1%} .. {hi:+.1%})"
                     )
                     if hi < self.min_gain and pb > pa:
-                        self._loss += (pb / pa - 1) * self._epochs[e0 + 1][0]
+                        self._loss += (pb / pa - 1) * self._book.seconds(e0 + 1)
                     self._verdict(now, lo > self.min_gain)
                     return
         if cur == e0 + 2 and len(t.arms) == 1:
-            t.arms.append(_Arm("A", 0))
+            t.arms.append(Arm("A", 0))
             self._set({WORKERS: m.inverse()[WORKERS]}, f"paired check over epochs: the incumbent for epoch {e0 + 3}")
-            pa, pb = self._epoch_period(e0), self._epoch_period(e0 + 1)
+            pa, pb = self._book.period(e0), self._book.period(e0 + 1)
             if pa > 0 and pb > pa:
-                self._loss += (pb / pa - 1) * self._epochs[e0 + 1][0]
+                self._loss += (pb / pa - 1) * self._book.seconds(e0 + 1)
         if cur < e0 + 4:
             return
-        a = [self._epoch_period(e0), self._epoch_period(e0 + 3)]
-        b = [self._epoch_period(e0 + 1), self._epoch_period(e0 + 2)]
-        if min(a + b) <= 0:
+        abba = self._book.a_b_b_a(e0)
+        if abba is None:
             self._trial = None
             t.decision.outcome = "abandoned"
             t.decision.note = "an epoch of the check had no batches"
@@ -640,20 +431,9 @@ class Controller:
             self._report(t.decision)
             self._begin("observe")
             return
-        # the incumbent's two epochs measure the rig's epoch-to-epoch noise (and so do earlier ones)
-        self._epoch_noise.add(math.log(a[1] / a[0]) ** 2 / 2, 1)
-        r = math.log(sum(b) / sum(a))
-        se = self._epoch_noise.sd
-        gain = 1 - math.exp(r)
-        lo, hi = 1 - math.exp(r + 2 * se), 1 - math.exp(r - 2 * se)
+        gain, lo, hi = abba
         d = t.decision
-        d.check = {
-            "check": "A-B-B-A epochs",
-            "blocks": 1,
-            "gain": round(gain, 4),
-            "gain_lo": round(lo, 4),
-            "gain_hi": round(hi, 4),
-        }
+        d.checked("A-B-B-A epochs", 1, gain, lo, hi)
         d.note = f"epochs {e0}-{e0 + 3}: paired gain {gain:+.1%} (95% {lo:+.1%} .. {hi:+.1%})"
         self._verdict(now, lo > self.min_gain)
 
@@ -663,38 +443,16 @@ class Controller:
         if len(self._recent) < OBSERVE:
             return
         e = merge(list(self._recent))  # the raw windows: the model's filters only when it decides
-        ref = self._ref
-        steps = self._steps
-        steps.append(math.log(max(self._recent[-1].step, 1e-7)))
-        if ref is not None:
-            # a move beyond the noise: REGIME, or three standard errors of a merge of OBSERVE windows
-            n = len(steps)
-            sd = math.sqrt(sum((x - sum(steps) / n) ** 2 for x in steps) / (n - 1)) if n > 2 else 0.0
-            limit = max(REGIME, 3 * sd / math.sqrt(OBSERVE))
-            moved = abs(math.log(max(e.step, 1e-7) / max(ref.step, 1e-7))) > math.log1p(limit)
-            if e.latency > 0 and ref.latency > 0 and e.retries == 0:
-                r = e.latency / ref.latency
-                moved = moved or r > 1 + 2 * REGIME or r < 1 / (1 + 2 * REGIME)
-            # a loop that did not wait and now does (a loop that waited is judged by its step and latency)
-            moved = moved or (ref.wait_share < self.wait_share and e.wait_share >= 3 * self.wait_share)
-            self._drift = self._drift + 1 if moved else 0
-            if self._drift >= OBSERVE:
-                self._rejected.clear()  # a new regime: what failed before may work now
-                self._ceil = self._floor = None
-                self._queued = False
-                self.model.reset()
-                self.emit(
-                    "resumed",
-                    {
-                        "reason": f"a new regime: step {ref.step * 1e3:.2f} -> {e.step * 1e3:.2f} ms, latency "
-                        f"{ref.latency * 1e3:.0f} -> {e.latency * 1e3:.0f} ms, wait share {ref.wait_share:.1%} -> "
-                        f"{e.wait_share:.1%}",
-                    },
-                )
-                self._settled_why = ""
-                self._period = self.tick
-                self._begin("observe")
-                return
+        why = self._regime.changed(e, self._recent[-1].step, self.wait_share)
+        if why is not None:
+            self._rejected.clear()  # a new regime: what failed before may work now
+            self._search.reset()
+            self.model.reset()
+            self.emit("resumed", {"reason": why})
+            self._settled_why = ""
+            self._period = self.tick
+            self._begin("observe")
+            return
         if now >= self._look:
             self._period = min(self.period_max, max(self.tick, 2 * self._period))
             self._look = now + self._period

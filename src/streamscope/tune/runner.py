@@ -34,7 +34,8 @@ from typing import Any
 from streamscope import events as ev
 from streamscope._core import config
 from streamscope.tune.budgets import Budgets, disk_free, resolve, tree_rss
-from streamscope.tune.controller import Controller, Decision
+from streamscope.tune.controller import Controller
+from streamscope.tune.decision import Decision
 from streamscope.tune.gauges import ModelGauges, dataset_of
 from streamscope.tune.policy import Policy, Resources
 from streamscope.tune.ranks import Plan, RankShare
