@@ -99,7 +99,7 @@ FIELDS: dict[str, str] = {
         "on sample events decoded together in one vectorised call: how many (int). The event's ts/dur are "
         "then an even share of the call's measured interval, not a per-sample measurement"
     ),
-    "epoch": "epoch number (int, 0-based)",
+    "epoch": "epoch number (int): the loader's current_epoch, 1 for the first epoch (LitData counts so)",
     "batch": "batch number within the epoch (int, 0-based)",
     "bytes": "payload size in bytes (int); summed into the bytes metric of the span",
     "size": "item count of an interval (int), LitData's meaning for read spans",
