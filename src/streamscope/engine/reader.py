@@ -13,6 +13,7 @@ on each until the reader has passed its last use.
 from __future__ import annotations
 
 import os
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,13 @@ class OpenChunk:
         self.file.close()
 
 
+def _release_all(cache: ChunkCache, leased: set[int]) -> None:
+    """Give back the random-access leases of a reader that is gone (its finalizer: holds no reader)."""
+    for c in list(leased):
+        leased.discard(c)
+        cache.release(c)
+
+
 class ChunkReader:
     """Per-process access to a dataset's chunks.
 
@@ -80,6 +88,10 @@ class ChunkReader:
         #: reader only while it is the current one, so a dropped iterator collected later cannot stop the next.
         self.iteration = 0
         self._max_open = max(2, int(config.get("open_chunks_max")))
+        if cache is not None:
+            # a dataset dropped after ds[i] drops its reader with it: its random-access leases go back then (the
+            # process's lease table and lease files outlive the reader, and would keep those chunks unevictable)
+            weakref.finalize(self, _release_all, cache, self._leased)
 
     # --- schedule (iteration) ----------------------------------------------------------------------
 
