@@ -92,3 +92,17 @@ def test_a_regime_change_reopens_the_search_and_forgets_what_was_rejected():
     assert any("a new regime" in x and "latency" in x for x in resumed)
     kept_after = [f for f in decisions(r) if f["outcome"] == "kept" and f["latency_ms"] > 50]
     assert kept_after, "no move kept in the new regime"
+
+
+def test_another_ranks_memory_over_its_budget_undoes_the_newest_memory_move_too():
+    """Ranks tuning together: the deciding rank's controller answers for a follower's RAM (tune/ranks.py)."""
+    w = World(step=0.005, u=0.05, cores=4, dpb=0.0, workers=0, nb=500, seconds=200.0)
+    r = run_tuned(w, 1)
+    c = r.controller
+    assert c.target.workers() == 4
+    # this rank's own memory is fine; rank 1's is at 130% of its budget (the runner scales it to this budget)
+    c.step(1000.0, c._last, Resources(int(1.3 * c.budgets.ram), 10**8, 4, rank=1))
+    last = decisions(r)[-1]
+    assert last["knob"] == "num_workers" and last["outcome"] == "rolled back"
+    assert "rank 1's resident memory at 130% of its RAM budget" in last["reason"]
+    assert c.target.workers() == 0

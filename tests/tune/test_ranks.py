@@ -141,14 +141,18 @@ def test_a_rank_that_stops_writing_is_left_out_and_ties_go_to_the_lowest_rank():
     assert r0.plan is not None and r0.plan.decider == 0 and r1.plan == r0.plan
     assert r0.due(r0.plan.step - 1) is None and r0.due(r0.plan.step) is not None
     assert r1.due(r1.plan.step + 5) == r0.plan  # a rank past the step applies at once
-    # rank 1 waits more: it decides
+    # rank 1 waits three times more per batch: one round is not enough (ranks must not take turns on noise) ...
     r1.on_reading(_reading(2, 200, 2.0), _est, {"prefetch_depth": 9})
     r0.on_reading(_reading(2, 200, 1.0), _est, {})
+    assert r0.plan.decider == 0 and r0.published == 1
+    # ... SWITCH_ROUNDS in a row are: it decides
+    r1.on_reading(_reading(3, 300, 3.5), _est, {"prefetch_depth": 9})
+    r0.on_reading(_reading(3, 300, 1.5), _est, {})
     r1.read_plan()
     assert r0.plan.decider == 1 and r0.plan.values == {"prefetch_depth": 9} and r1.plan == r0.plan
     r0.due(10**9), r1.due(10**9)
     # rank 1 dies: its last entry stays the same; after STALE_ROUNDS rounds rank 0 decides alone
-    for i in range(3, 3 + STALE_ROUNDS + 1):
+    for i in range(4, 4 + STALE_ROUNDS + 1):
         r0.on_reading(_reading(i, 100 * i, 0.1 * i), _est, {"prefetch_depth": 4})
         r0.due(10**9)
     assert r0.plan.decider == 0 and r0.plan.values == {"prefetch_depth": 4}
@@ -191,3 +195,58 @@ def test_a_rank_a_round_behind_is_waited_for_not_left_out():
     r1.on_reading(_reading(1, 100, 1.0), _est, {"prefetch_depth": 9})
     r0.on_reading(_reading(2, 200, 0.2), _est, {})
     assert r0.plan is not None and r0.plan.decider == 1 and r0.plan.values == {"prefetch_depth": 9}
+
+
+def test_the_decider_keeps_its_role_while_another_rank_waits_within_noise_of_it():
+    from streamscope.tune.ranks import SWITCH, RankShare
+
+    store = _store()
+    r0 = RankShare(store, 0, 2, every=1, tick=0.1)
+    r1 = RankShare(store, 1, 2, every=1, tick=0.1)
+    w0, w1, t = 0.0, 0.0, 0
+    decided = []
+    # rank 0 waits 10 ms per batch; rank 1 alternates 8 and 12 ms (more than rank 0 every other round, within SWITCH)
+    for i in range(12):
+        t += 1
+        w0 += 1.0
+        w1 += 0.8 if i % 2 else 1.2
+        r1.on_reading(_reading(t, 100 * t, w1), _est, {"prefetch_depth": 9})
+        r0.on_reading(_reading(t, 100 * t, w0), _est, {"prefetch_depth": 4})
+        r0.due(10**9)
+        if r0.plan is not None:
+            decided.append(r0.plan.decider)
+    assert len(decided) >= 10 and set(decided[1:]) == {decided[1]} and r0.published <= 2, (decided, r0.published)
+    assert 1.2 < SWITCH * 1.0  # the scenario is what it says: within SWITCH of the decider
+
+
+def test_a_follower_over_its_ram_budget_is_answered_by_the_decider_once_per_plan():
+    from streamscope.tune.ranks import RAM_KEY, RankShare
+
+    store = _store()
+    r0 = RankShare(store, 0, 2, every=1, tick=0.1)
+    r1 = RankShare(store, 1, 2, every=1, tick=0.1)
+    r1.ram, r0.ram = 1.3, 0.4  # rank 1's tree is at 130% of its budget
+    for i in range(2):
+        r1.on_reading(_reading(i, 100 * i, 0.1 * i), _est, {})
+        r0.on_reading(_reading(i, 100 * i, 0.5 * i), _est, {"prefetch_depth": 9})  # rank 0 waits more: decides
+    assert r0.plan is not None and r0.plan.decider == 0 and store.check([RAM_KEY])
+    assert r0.worst_ram() == (0.0, -1)  # the plan is pending: the share was measured before it applied
+    p = r0.due(10**9)
+    r1.read_plan()
+    r1.due(10**9)
+    assert p is not None and r1.applied
+    # every rank writes again, having applied the plan: rank 1 is still over
+    r1.on_reading(_reading(2, 200, 0.2), _est, {})
+    r0.on_reading(_reading(2, 200, 1.0), _est, {"prefetch_depth": 9})
+    assert r0.worst_ram() == (1.3, 1)
+    assert r0.worst_ram() == (0.0, -1)  # answered under this plan: the undo travels in the next plan
+    # within budgets: nothing to answer
+    r1.ram = 0.8
+    r1.on_reading(_reading(3, 300, 0.3), _est, {})
+    r0.on_reading(_reading(3, 300, 1.5), _est, {"prefetch_depth": 4})
+    r0.due(10**9)
+    r1.read_plan()
+    r1.due(10**9)
+    r1.on_reading(_reading(4, 400, 0.4), _est, {})
+    r0.on_reading(_reading(4, 400, 2.0), _est, {"prefetch_depth": 4})
+    assert r0.worst_ram() == (0.0, -1)

@@ -511,7 +511,10 @@ class Controller:
         """Over the RAM budget: undo the move on trial, else the newest kept move that added memory."""
         if not res.tree or res.tree <= self.budgets.ram:
             return False
-        why = f"resident memory {res.tree / 1e6:,.0f} MB over the RAM budget {self.budgets.ram / 1e6:,.0f} MB"
+        if res.rank is not None:
+            why = f"rank {res.rank}'s resident memory at {res.tree / self.budgets.ram:.0%} of its RAM budget"
+        else:
+            why = f"resident memory {res.tree / 1e6:,.0f} MB over the RAM budget {self.budgets.ram / 1e6:,.0f} MB"
         if self._trial is not None:
             d = self._trial.decision
             self._trial = None

@@ -58,11 +58,16 @@ class Move:
 
 @dataclass(frozen=True)
 class Resources:
-    """Resident memory now: the rank's process tree, its main process alone, the children counted."""
+    """Resident memory now: the rank's process tree, its main process alone, the children counted.
+
+    ``rank``: set when ``tree`` stands for another rank's memory (ranks tune together: the deciding rank's
+    controller answers for every rank's RAM budget; ``tree`` is then that rank's share of its budget times this
+    rank's budget)."""
 
     tree: int = 0
     own: int = 0
     children: int = 0
+    rank: int | None = None
 
     def per_worker(self, workers: int) -> int:
         """What one more worker is expected to cost: the workers' average, or the main process's size."""

@@ -12,6 +12,13 @@ publishes a plan under ``streamscope/tune/plan``: the values, the decider and th
 they apply, a few rounds ahead of every rank's count. Each rank reads the plan key at every reading and, while a
 plan is pending, polls its batch count every :data:`POLL_S`; it applies the values when its count reaches the step.
 
+The decider changes only when another rank waits clearly more per batch (:data:`SWITCH` times the decider's) in
+:data:`SWITCH_ROUNDS` rounds in a row, or when the decider is left out: each change restarts the new decider's
+controller from a warm-up and abandons the old one's candidate, so ranks whose waits differ by noise must not take
+turns. Every rank also writes its resident memory as a share of its RAM budget; rank 0 publishes the highest share
+under ``streamscope/tune/ram`` and the decider's controller answers for it as for its own (a follower over its
+budget makes the decider undo its newest move that added memory, for every rank).
+
 Only the decider's controller runs once a plan exists (a follower's candidate under check is abandoned): one
 controller moves knobs, the others follow it at the published step. A rank whose tuner never runs, or that dies,
 blocks nobody: rank 0 decides from the entries it has, and without rank 0 no plan comes and each rank tunes alone.
@@ -27,12 +34,29 @@ from typing import Any
 
 from streamscope.tune.signals import Reading, Window, window
 
-__all__ = ["PLAN_KEY", "POLL_S", "PREFIX", "STALE_ROUNDS", "Plan", "RankShare", "default_store"]
+__all__ = [
+    "PLAN_KEY",
+    "POLL_S",
+    "PREFIX",
+    "RAM_KEY",
+    "STALE_ROUNDS",
+    "SWITCH",
+    "SWITCH_ROUNDS",
+    "Plan",
+    "RankShare",
+    "default_store",
+]
 
 #: Prefix of every key the tuner writes in the store.
 PREFIX = "streamscope/tune"
 #: The key of the published plan (one, overwritten).
 PLAN_KEY = f"{PREFIX}/plan"
+#: The key of the highest RAM share any rank reported (rank 0 writes it every round).
+RAM_KEY = f"{PREFIX}/ram"
+#: Another rank takes the decision over when it waits this many times the decider's wait per batch ...
+SWITCH = 1.25
+#: ... in this many of rank 0's rounds in a row.
+SWITCH_ROUNDS = 2
 #: Rounds (of rank 0) an entry's sequence number may stay unchanged before its rank is left out.
 STALE_ROUNDS = 3
 #: Seconds between two reads of the batch count while a plan is pending (the switch lands within this of the step).
@@ -107,6 +131,9 @@ class RankShare:
     _seen: dict[int, tuple[int, int]] = field(default_factory=dict)  # rank -> (its seq, rank 0's round seen at)
     _plan_raw: bytes = b""
     _epoch: int = 0  # the epoch of this rank's newest entry (rank 0 reads the others' of the same epoch)
+    ram: float = 0.0  # this rank's resident memory as a share of its RAM budget (the runner sets it)
+    _challenger: tuple[int, int] | None = None  # (rank, rounds in a row it waited SWITCH x the decider's)
+    _ram_plan: int = -1  # the plan under which a rank's RAM over budget was last answered
 
     # --- what the tuner calls ---------------------------------------------------------------------
 
@@ -156,6 +183,8 @@ class RankShare:
             "batches_per_s": rate,
             "inputs": inputs,
             "values": kept,
+            "ram": round(self.ram, 4),
+            "applied": self.applied[-1][0] if self.applied else 0,
         }
         self.store.set(f"{PREFIX}/{reading.epoch}/{self.rank}", json.dumps(entry, default=str))
         self._epoch = reading.epoch
@@ -188,12 +217,18 @@ class RankShare:
         return None if wait else got
 
     def _decide(self) -> None:
+        entries = self._entries()
+        if entries:
+            worst = max(entries, key=lambda e: (float(e.get("ram", 0.0)), -int(e["rank"])))
+            # "plan": the newest plan every rank had applied when it wrote its share
+            ram = {"share": float(worst.get("ram", 0.0)), "rank": int(worst["rank"])}
+            ram["plan"] = min(int(e.get("applied", 0)) for e in entries)
+            self.store.set(RAM_KEY, json.dumps(ram))
         if self.pending is not None:
             return  # the last plan's step not reached yet: it is not overwritten before every rank can apply it
-        entries = self._entries()
         if not entries:  # None: a rank to wait for; []: nobody wrote
             return
-        slow = max(entries, key=lambda e: (float(e["inputs"]["wait_per_batch_ms"]), -int(e["rank"])))
+        slow = self._decider(entries)
         values = dict(slow["values"])
         if self.plan is not None and self.plan.values == values and self.plan.decider == slow["rank"]:
             return  # nothing new to apply
@@ -204,6 +239,41 @@ class RankShare:
         plan = {"seq": self.published, "step": step, "decider": int(slow["rank"]), "values": values, "inputs": inputs}
         self.store.set(PLAN_KEY, json.dumps(plan, default=str))
         self.emit("ranks", {"published": self.published, "ranks_seen": len(entries), "decider": plan["decider"]})
+
+    def _decider(self, entries: list[dict[str, Any]]) -> dict[str, Any]:
+        """The entry of the rank that decides: the one that waits most per batch (lowest rank on ties), but the
+        decider of the last plan keeps it until another waits :data:`SWITCH` times more for :data:`SWITCH_ROUNDS`
+        rounds in a row (or it is left out)."""
+
+        def wait(e: dict[str, Any]) -> float:
+            return float(e["inputs"]["wait_per_batch_ms"])
+
+        slow = max(entries, key=lambda e: (wait(e), -int(e["rank"])))
+        cur = next((e for e in entries if self.plan is not None and int(e["rank"]) == self.plan.decider), None)
+        if cur is None or int(slow["rank"]) == int(cur["rank"]):
+            self._challenger = None
+            return slow
+        if wait(slow) < SWITCH * wait(cur):
+            self._challenger = None
+            return cur
+        n = self._challenger[1] + 1 if self._challenger and self._challenger[0] == int(slow["rank"]) else 1
+        self._challenger = (int(slow["rank"]), n)
+        return slow if n >= SWITCH_ROUNDS else cur
+
+    def worst_ram(self) -> tuple[float, int]:
+        """The highest RAM share any rank reported, and that rank, when it is over 1 and every rank had applied
+        the newest plan, once per plan (a share measured before the plan that carries an undo would undo a
+        second move for the memory of the first); else ``(0.0, -1)``. Not blocking."""
+        if not self.store.check([RAM_KEY]):
+            return 0.0, -1
+        d = json.loads(bytes(self.store.get(RAM_KEY)))
+        plan = int(d.get("plan", 0))
+        if self.pending is not None or plan < (self.plan.seq if self.plan is not None else 0):
+            return 0.0, -1  # read again at the next reading
+        if float(d["share"]) <= 1.0 or plan <= self._ram_plan:
+            return 0.0, -1  # within budgets, or already answered under this plan: its undo travels in the next
+        self._ram_plan = plan
+        return float(d["share"]), int(d["rank"])
 
     def read_plan(self) -> None:
         """Read the published plan (not blocking); a newer one becomes pending."""

@@ -29,6 +29,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import replace as dc_replace
 from typing import Any
 
 from streamscope import events as ev
@@ -229,10 +230,15 @@ class Tuner:
     def _shared_step(self, share: RankShare, now: float, reading: Reading, res: Resources) -> None:
         """One reading with ranks sharing (the lock held): the controller runs on the deciding rank only."""
         c = self.controller
+        share.ram = res.tree / self.budgets.ram if res.tree and self.budgets.ram > 0 else 0.0
         if share.leads():
             if self._paused:  # this rank decides again: its controller starts over from a warm-up
                 self._paused = False
                 c.phase = "warmup"
+            ram, rank = share.worst_ram()
+            if rank != share.rank and ram > 1.0 and ram > share.ram:
+                # another rank is over its RAM budget: this controller answers for it as for its own
+                res = dc_replace(res, tree=int(ram * self.budgets.ram), rank=rank)
             c.step(now, reading, res)
         else:
             self._follow_next = now + c.tick
