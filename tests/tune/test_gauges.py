@@ -56,3 +56,31 @@ def test_a_tuner_model_without_downloads_falls_back_to_the_gauges_own():
     g2.update(_r(0.0, 0, 0.0), True)
     g2.update(_r(1.0, 5, 0.5, downloads=10, dl_s=0.3), True)
     assert _values(g2)[M.STORAGE_UNLOADED_LATENCY.name] == pytest.approx(0.02)
+
+
+def test_an_observer_whose_loader_is_gone_takes_its_gauges_from_the_collection():
+    """Read through the process's metric collection (what Prometheus and OTLP export): the gauges are there while
+    the observer publishes, and gone once its thread found the loader gone, while the observer object lives on."""
+    import time
+
+    from streamscope.events import instruments
+    from streamscope.tune.observe import Observer
+
+    class _Gone:
+        def iterating(self) -> bool:
+            raise ReferenceError("the loader was collected")
+
+    obs = Observer(_Gone(), tick=0.01)  # type: ignore[arg-type]
+    obs.gauges.attrs["dataset"] = "gone-loader"
+    obs.gauges.update(_r(0.0, 0, 0.0), True)
+    obs.gauges.update(_r(1.0, 10, 0.5, downloads=10, dl_s=0.5), True, feed=True)
+
+    def mine() -> list[str]:
+        return [k for k in instruments.collect() if "gone-loader" in k]
+
+    assert mine()  # published
+    obs.start()
+    deadline = time.monotonic() + 60
+    while obs.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not obs.running and mine() == [] and obs.error is None

@@ -64,6 +64,11 @@ class ModelGauges:
     def _observe(self) -> list[tuple[Metric, dict[str, Any], float]]:
         return self._values
 
+    def close(self) -> None:
+        """The loader is gone or its tuner/observer stopped: the gauges vanish from the next collection at once
+        (they did only once this object was collected)."""
+        self._values = []
+
     def update(self, reading: Reading | None, iterating: bool, model: Model | None = None, feed: bool = False) -> bool:
         """One reading (None or ``iterating`` False between epochs: time no batch's, the window starts again);
         True when a window was published. ``model``: the tuner's model (default: this one's); ``feed``: feed it

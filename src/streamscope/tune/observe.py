@@ -6,7 +6,7 @@ hook): every ``metrics_interval`` it takes the tuner's reading (:class:`~streams
 loop's batches and wait, the merged metrics' downloads) and publishes the model's outputs
 (:class:`~streamscope.tune.gauges.ModelGauges`); it moves no knob. With the tuner on, the tuner's own thread
 publishes them from its readings and model instead. Never in a DataLoader worker, never with metrics off; it
-stops with its loader (when the loader is collected, or its thread finds it gone).
+stops with its loader (when the loader is collected, or its thread finds it gone), and its gauges go with it.
 
 What a tick costs is kept (:attr:`Observer.costs`, seconds of this thread's CPU per tick): a reading is the
 tuner's (``benchmarks/bench_tune_read.py``: about 0.2 ms), the gauges a few divisions.
@@ -65,19 +65,23 @@ class Observer:
         return self.gauges.update(reading, iterating, feed=True)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.tick):
-            c0 = time.thread_time()
-            try:
-                self.step()
-            except ReferenceError:  # the loader is gone
-                break
-            except Exception as exc:  # noqa: BLE001 - the gauges stop; the loader must go on
-                self.error = exc
-                break
-            self.costs.append(time.thread_time() - c0)
+        try:
+            while not self._stop.wait(self.tick):
+                c0 = time.thread_time()
+                try:
+                    self.step()
+                except ReferenceError:  # the loader is gone
+                    break
+                except Exception as exc:  # noqa: BLE001 - the gauges stop; the loader must go on
+                    self.error = exc
+                    break
+                self.costs.append(time.thread_time() - c0)
+        finally:
+            self.gauges.close()
 
     def stop(self, timeout: float = 2.0) -> None:
         self._stop.set()
+        self.gauges.close()
         th = self._thread
         if th is not None and th.is_alive() and th is not threading.current_thread():
             th.join(timeout)

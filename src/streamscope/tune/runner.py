@@ -262,8 +262,9 @@ class Tuner:
         self._emit("ranks", {**plan.fields(), "applied": plan.seq, "at_batch": batches, "set": len(done)})
 
     def stop(self, timeout: float = 2.0) -> None:
-        """Stop the thread (a move on trial goes back to the last good values)."""
+        """Stop the thread (a move on trial goes back to the last good values); the model's gauges go."""
         self._stop.set()
+        self.gauges.close()
         t = self._thread
         if t is not None and t.is_alive() and t is not threading.current_thread():
             t.join(timeout)
