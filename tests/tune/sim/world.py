@@ -152,7 +152,8 @@ class SimTarget:
 class Run:
     batches: float
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    history: list[tuple[float, int, int, int]] = field(default_factory=list)  # (t, conc, depth, workers)
+    # (t, conc, depth, workers running: a requested change counts from the epoch it applies at)
+    history: list[tuple[float, int, int, int]] = field(default_factory=list)
     controller: Controller | None = None
     peak_rss: int = 0
     retries: list[tuple[float, float]] = field(default_factory=list)  # (t, in flight per reader)
@@ -252,7 +253,7 @@ def run_tuned(w: World, seed: int, *, history: bool = False, **kw: Any) -> Run:
         )
         if history:
             out.history.append(
-                (t, int(board.value("download_concurrency")), int(board.value("prefetch_depth")), target.workers())
+                (t, int(board.value("download_concurrency")), int(board.value("prefetch_depth")), target.nworkers)
             )
     out.batches = target.batches
     return out
