@@ -114,6 +114,16 @@ def _runtime() -> None:
     install()
 
 
+def _loader_observer() -> None:
+    """The ``loader_observer`` hook: the runtime's loader observer (``streamscope.recording.loader_observer``:
+    parcels, the wait split, the loader's events and metrics) installed into the engine
+    (``streamscope.engine.observer.set_factory``). The engine runs it when the first loader is built."""
+    from streamscope.engine.observer import set_factory
+    from streamscope.recording.loader_observer import RecordingObserver
+
+    set_factory(RecordingObserver)
+
+
 def _otel_entry() -> None:
     """The ``otel_entry`` hook: run once per process when OpenTelemetry's API is loaded (see
     ``streamscope.recording.setup``)."""
@@ -133,6 +143,7 @@ _hooks.provide(_hooks.FIRST_USE, _first_use)
 _hooks.provide(_hooks.AUTOTUNER, _autotuner)
 _hooks.provide("observer", _observer)
 _hooks.provide(_hooks.OTEL_ENTRY, _otel_entry)
+_hooks.provide(_hooks.LOADER_OBSERVER, _loader_observer)
 _hooks.provide(_hooks.sink("litracer"), _litracer_sink)
 # the value STREAMSCOPE_TRACE_SINKS carried before the sink got its name (a job's environment may still hold it)
 _hooks.provide(_hooks.sink("streamscope.trace.litracer:LitracerFileSink"), _litracer_sink)

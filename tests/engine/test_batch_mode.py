@@ -19,7 +19,9 @@ def test_the_loaders_live_position_wins_when_the_iterator_starts():
 
 
 def test_it_is_frozen_and_pickles_for_spawned_workers():
-    mode = BatchMode(epoch=1, start=2, batch_size=8, position=[1, 2], parcel=True, workers=2)
+    from streamscope.recording.loader_share import Ticket
+
+    mode = BatchMode(epoch=1, start=2, batch_size=8, position=[1, 2], ticket=Ticket(parcel=True, workers=2))
     with pytest.raises(dataclasses.FrozenInstanceError):
         mode.epoch = 3  # type: ignore[misc]
     assert pickle.loads(pickle.dumps(mode)) == mode

@@ -105,7 +105,7 @@ def test_a_slow_download_makes_the_wait_downloading(tmp_path, s3_server, fault_p
 
 
 def test_the_dataset_attribute_is_short_and_never_holds_a_credential():
-    from streamscope.engine.dataloader import _dataset_name
+    from streamscope.recording.loader_observer import dataset_name as _dataset_name
 
     class _Ds:
         def __init__(self, url: str) -> None:

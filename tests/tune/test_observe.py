@@ -74,7 +74,7 @@ def _run(loader: StreamingDataLoader, step_s: float, port: int, want: Metric, se
     try:
         while time.monotonic() < deadline and seen < 4:
             time.sleep(0.5)
-            got = _scrape(port, loader._dataset_name)
+            got = _scrape(port, loader._observer.dataset_name)
             seen += want.name in got
     finally:
         stop.set()

@@ -22,6 +22,9 @@ through a function the root provides here, called when it is needed (so ``import
   API is loaded (``streamscope.telemetry.otel.on_entry``).
 * ``runtime`` (:data:`RUNTIME`): installs the event bus's runtime (``streamscope.recording.install``) into the event
   API (``streamscope.events.set_runtime``); the API runs it the first time it needs the runtime.
+* ``loader_observer`` (:data:`LOADER_OBSERVER`): installs the runtime's loader observer
+  (``streamscope.recording.loader_observer``) into the engine (``streamscope.engine.observer.set_factory``); the
+  engine runs it when the first loader is built.
 * ``sink:<name>`` (:func:`sink`): an exporter factory of the event bus by the name ``STREAMSCOPE_TRACE_SINKS`` may
   give instead of a dotted path (``sink:litracer``: the Litracer log).
 """
@@ -37,6 +40,7 @@ from typing import Any, Protocol
 __all__ = [
     "AUTOTUNER",
     "FIRST_USE",
+    "LOADER_OBSERVER",
     "OTEL_ENTRY",
     "RUNTIME",
     "LoaderTuner",
@@ -52,6 +56,8 @@ __all__ = [
 AUTOTUNER = "autotuner"
 #: The hook :func:`first_use` runs (none provided: nothing to run).
 FIRST_USE = "first_use"
+#: The hook that installs the event runtime's loader observer into the engine.
+LOADER_OBSERVER = "loader_observer"
 #: The hook the event bus runs once OpenTelemetry's API is loaded.
 OTEL_ENTRY = "otel_entry"
 #: The hook that installs the event bus's runtime into the event API.

@@ -124,7 +124,7 @@ class LoaderTarget:
         if v > self._prev:
             self._batches += v - self._prev
             self._prev = v
-        ring = getattr(loader, "_wait_ring", None)
+        ring = getattr(getattr(loader, "_observer", None), "wait_ring", None)  # the loader observer's
         if ring is None:  # no wait split (metrics without the stall category): the merged metric, a tick late
             return self._batches, float(ev.metrics_view().value(M.LOADER_WAIT))
         if ring is not self._ring:

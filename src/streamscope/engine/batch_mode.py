@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamscope._core.errors import DatasetError
+from streamscope.engine.observer import Ticket
 
 __all__ = ["BatchMode", "LoaderSettings"]
 
@@ -27,10 +28,8 @@ class BatchMode:
         collate_fn: the user's collate function (None: the dataset's own batch decoding).
         position: the loader's live ``[epoch, start]``, read when the iterator starts (None: ``epoch``, ``start``).
         arena_flags: the shared flags of the batch arenas (None: batches are not grouped into arenas).
-        parcel: workers end their share with a parcel of their trace events (non-persistent workers, tracing).
-        parcel_acks: the loader's per-worker flags marking each parcel received or abandoned.
-        wait_ring: the ring of the loop's waits the workers read (metrics on), else None.
-        workers: the loader's number of workers.
+        ticket: what the loader's observer gives the workers (``engine.observer``: opaque here; its ``share``
+            wraps a worker's items), else None.
     """
 
     epoch: int
@@ -39,10 +38,7 @@ class BatchMode:
     collate_fn: Callable[[list[Any]], Any] | None = None
     position: MutableSequence[int] | None = None
     arena_flags: Any = None
-    parcel: bool = False
-    parcel_acks: Any = None
-    wait_ring: Any = None
-    workers: int = 1
+    ticket: Ticket | None = None
 
     def epoch_and_start(self) -> tuple[int, int]:
         """The epoch and first batch to read: the loader's position when it has one."""

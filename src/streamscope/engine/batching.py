@@ -38,7 +38,6 @@ from torch.utils.data import get_worker_info
 
 from streamscope.engine import collate
 from streamscope.engine.batch_mode import BatchMode
-from streamscope.engine.handover import worker_share
 
 __all__ = [
     "Arena",
@@ -79,7 +78,7 @@ class Group(list):  # type: ignore[type-arg]
     process can tell when the loop has dropped the group; ``nbytes`` the bytes they take (the loader's bytes
     delivered). ``last``: the worker's last group of the epoch, sent
     after its batch generator has finished (see :func:`grouped`); ``parcel``: the worker's trace parcel riding
-    with it (see :func:`~streamscope.engine.handover.worker_share`).
+    with it (see ``streamscope.recording.loader_share.worker_share``).
     """
 
     slot: int = -1
@@ -283,13 +282,14 @@ def grouped(
 
 
 def worker_items(items: Iterator[Any], mode: BatchMode) -> Iterator[Any]:
-    """``items`` as the loader receives them: in a DataLoader worker through
-    :func:`~streamscope.engine.handover.worker_share` (its last trace events handed over), unchanged in the loop's
-    own process (no generator layer on its path)."""
+    """``items`` as the loader receives them: in a DataLoader worker through the loader observer's ticket
+    (``engine.observer.Ticket.share``: e.g. its last trace events handed over), unchanged in the loop's own
+    process (no generator layer on its path) or without a ticket."""
     if get_worker_info() is None:
         return items
     freeze_inherited_heap()
-    return worker_share(items, mode)
+    ticket = mode.ticket
+    return items if ticket is None else ticket.share(items)
 
 
 _frozen_in = -1
@@ -392,7 +392,7 @@ class Reorder:
         self._groups: tuple[int, tuple[tuple[list[int], int], ...]] = (0, ())
 
     def add(self, item: Any) -> Any:
-        """Take one worker message; the trace parcel that rode with it, if any (see :mod:`.handover`)."""
+        """Take one worker message; the trace parcel that rode with it, if any (``engine.observer``: ``take``)."""
         if isinstance(item, Group):
             if self._arenas is not None:
                 self._arenas.watch(item)

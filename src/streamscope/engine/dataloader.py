@@ -21,13 +21,11 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy.random  # noqa: F401  torch seeds numpy in every worker: import it once here, before the fork
 from torch.utils.data import DataLoader
 
 from streamscope import events as ev
-from streamscope import recording
 from streamscope._core import config, hooks
 from streamscope._core.board import BoardGroup, KnobBoard
 from streamscope._core.errors import DatasetError, NotAStreamingDatasetError, StateDictError
@@ -36,12 +34,8 @@ from streamscope.engine.batch_mode import BatchMode
 from streamscope.engine.batching import ArenaFlags, Reorder
 from streamscope.engine.collate_fn import litdata_collate
 from streamscope.engine.dataset import StreamingDataset
-from streamscope.engine.handover import ParcelAcks
 from streamscope.engine.mapped import MappedBatches, fetches_batches
-from streamscope.events import instruments
-from streamscope.events.registry import M
-from streamscope.events.series import Timeline
-from streamscope.recording import attribution
+from streamscope.engine.observer import Iteration, observer_for
 
 __all__ = ["StreamingDataLoader", "join_worker_shutdowns", "pending_worker_shutdowns"]
 
@@ -106,10 +100,13 @@ def _tell_workers_to_stop(it: Any) -> None:
         pass
 
 
-def _finish_workers(shutdown: Callable[[], None], pids: list[int | None]) -> None:
-    """Let a complete epoch's workers exit; drop the parcels they left at exit (the loop took every parcel)."""
+def _finish_workers(
+    shutdown: Callable[[], None], settle: Callable[[list[int | None]], None] | None, pids: list[int | None]
+) -> None:
+    """Let a complete epoch's workers exit, then settle what they left (the observer's ``end``)."""
     shutdown()
-    ParcelAcks.drop_left(pids)
+    if settle is not None:
+        settle(pids)
 
 
 def _identity(item: Any) -> Any:
@@ -232,15 +229,10 @@ class StreamingDataLoader(DataLoader[Any]):
         self._epoch_batches = 0
         self._pending: tuple[int, int] | None = None
         self._latest_worker_idx = 0
-        self._parcels = 0  # trace parcels the workers send at the end of each epoch (see __iter__)
-        # metrics: an iteration adds its batches, samples and bytes to this process's counters as it ends (so they
-        # outlive the loader); the running one's start is kept for _observe
+        # the running iteration: (batches and samples at its start, its reorder, torch's iterator), else None
         self._live: tuple[int, int, Reorder, Any] | None = None
-        self._iter_t0 = 0
-        self._first_batch_s = 0.0
-        self._wait_ring: attribution.WaitRing | None = None  # the loop's waits, for the wait split (metrics on)
-        self._dataset_name = _dataset_name(dataset)
-        ev.observe(self._observe)
+        # what the runtime records of this loader (parcels, the wait split, events, metrics: engine.observer)
+        self._observer = observer_for(self)
         #: LitData's flag: True after load_state_dict() of a state saved inside an epoch, until an epoch completes.
         self.restore = False
         self.profile_batches = profile_batches
@@ -259,9 +251,13 @@ class StreamingDataLoader(DataLoader[Any]):
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         if self._tuner is not None:
             self._tuner.before_epoch()  # may change num_workers; the first epoch checks the tuner's budgets
-        elif recording.RECORDER.metric_cats:
-            hooks.get("observer")(self)  # the capacity model's gauges without the tuner (tune/observe.py)
-        self._iter_t0 = ev.now()
+        watch = self._observer.begin(
+            self.num_workers,
+            self.persistent_workers,
+            self.persistent_workers and getattr(self, "_iterator", None) is not None,
+            self.multiprocessing_context,
+            self._tuner is not None,
+        )
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]
         knobs = self.knobs
         if knobs is not None:
@@ -283,25 +279,6 @@ class StreamingDataLoader(DataLoader[Any]):
         arenas = self._arenas
         if arenas is not None and not self.persistent_workers:
             arenas = ArenaFlags(self.num_workers)  # this iteration's fresh workers (an older iterator keeps its own)
-        # Non-persistent workers end their share with a parcel of trace events, which this process writes
-        # (see engine.handover); persistent ones write their own (their flusher runs on, and their next epoch's
-        # events must not reach the log before this parcel). Decided when the workers start.
-        if not (self.persistent_workers and getattr(self, "_iterator", None) is not None):
-            self._parcels = self.num_workers if ev.ACTIVE and not self.persistent_workers else 0
-        # one flag per worker, set when its parcel arrives (a worker whose parcel was lost writes its own events)
-        acks = ParcelAcks(self.num_workers) if self._parcels else None
-        # the wait split (metrics on): the loop's waits go to a ring its workers read (engine.handover); each
-        # iteration is a generation of the ring, begun before its workers start (recording.attribution)
-        split = bool(recording.RECORDER.metric_cats) and "stall" in ev.ACTIVE
-        if split:
-            old, ctx = self._wait_ring, self.multiprocessing_context or multiprocessing.get_context()
-            persistent = self.persistent_workers and getattr(self, "_iterator", None) is not None
-            if old is None or (
-                not persistent and (old.workers < self.num_workers or old.start_method != ctx.get_start_method())
-            ):
-                self._wait_ring = attribution.WaitRing(self.num_workers, ctx)
-        ring = self._wait_ring
-        gen = ring.new_iteration(self.num_workers) if ring is not None else 0
         ds.set_batch_mode(
             BatchMode(
                 epoch=epoch,
@@ -310,26 +287,20 @@ class StreamingDataLoader(DataLoader[Any]):
                 collate_fn=self.user_collate_fn,
                 position=self._position,
                 arena_flags=arenas.flags if arenas is not None else None,
-                parcel=self._parcels > 0,
-                parcel_acks=acks.flags if acks is not None else None,
-                wait_ring=ring if split else None,
-                workers=self.num_workers,
+                ticket=watch.ticket,
             )
         )
-        # the epoch's span begins here, as its workers are told (persistent ones start on their share at once,
-        # before the loop asks for a first batch): their spans fall inside it in a trace
-        told = ev.now()
         try:
-            # workers that hand their events over need no flusher thread unless their epoch runs long
-            with recording.deferred_flusher_in_children(self._parcels > 0):
-                it = super().__iter__()  # iter(dataset) runs here (in this process, or in the workers it starts)
+            # iter(dataset) runs here (in this process, or in the workers it starts); the epoch begins as they
+            # are told (the observer's epoch span: persistent workers start on their share at once)
+            it = watch.start_workers(super().__iter__)
         finally:
             # batch mode is the loader's own: the dataset iterated directly still yields plain samples
             ds.set_batch_mode(None)
         if self.profile_cprofile:
             # started once the workers exist, so that a forked worker does not inherit a running profiler
-            return self._profiled(self._run(it, plan, epoch, arenas, acks, ring, gen, told))
-        return self._run(it, plan, epoch, arenas, acks, ring, gen, told)
+            return self._profiled(self._run(it, plan, epoch, arenas, watch))
+        return self._run(it, plan, epoch, arenas, watch)
 
     def _profiled(self, batches: Iterator[Any]) -> Iterator[Any]:
         profiler = cProfile.Profile()
@@ -339,106 +310,49 @@ class StreamingDataLoader(DataLoader[Any]):
         finally:
             cprofile.dump(profiler, os.path.join(cprofile.output_dir(self.profile_dir), cprofile.MAIN_STEM))
 
-    def _run(
-        self,
-        it: Any,
-        plan: Any,
-        epoch: int,
-        arenas: ArenaFlags | None,
-        acks: ParcelAcks | None,
-        ring: attribution.WaitRing | None,
-        gen: int,
-        told: int,
-    ) -> Iterator[Any]:
+    def _run(self, it: Any, plan: Any, epoch: int, arenas: ArenaFlags | None, watch: Iteration) -> Iterator[Any]:
+        """Reorder the workers' batches and hand them to the loop; the observer (``watch``) records the rest."""
         workers = max(1, self.num_workers)
-        reorder = Reorder(self.batches_consumed, arenas, count_bytes=bool(recording.RECORDER.metric_cats))
+        reorder = Reorder(self.batches_consumed, arenas, count_bytes=watch.count_bytes)
         self._live = (self.batches_consumed, self.num_samples_yielded, reorder, it)
-        t_first = self._iter_t0
         done = False
-        own = None
-        waits = ring if ring is not None and recording.RECORDER.metric_cats and "stall" in ev.ACTIVE else None
-        if waits is not None and self.num_workers == 0:
-            own = attribution.start(waits, 0)  # the loop's own process decodes: it splits its waits
         try:
-            with ev.span_since(
-                told, "epoch", "epoch", epoch=epoch, rank=plan.rank, batches=plan.num_batches, workers=self.num_workers
-            ):
-                # One event per batch each, back to back: the time the loop held the batch, and its wait for
-                # the next one (a stall's value is the batch it waited for). One clock read per boundary.
-                loop = ev.timeline(
-                    ("batch", "batch", "batch", {"epoch": epoch, "rank": plan.rank}),
-                    ("stall", "stall", "batch", {"epoch": epoch}),
-                )
-                on = "batch" in ev.ACTIVE or "stall" in ev.ACTIVE  # else no clock reads at all
-                now, mark, put, parcel_type = ev.now, loop.mark, loop.put, recording.Parcel
-                # the last boundary begins a wait (waits needs "stall" on: the loop is a Timeline then)
-                marks = loop.marks if waits is not None and isinstance(loop, Timeline) else []
-                if on:
-                    mark(now())
-                try:
-                    while True:
-                        for j, batch in reorder.ready():
-                            self.batches_consumed = j + 1
-                            self.num_samples_yielded += plan.batch_len(j)
-                            self._latest_worker_idx = j % workers
-                            if t_first:
-                                self._first_batch_s = (now() - t_first) / 1e9
-                                t_first = 0
-                            try:
-                                yield batch
-                            except BaseException:  # the loop left during this batch (break, exception)
-                                if on:
-                                    mark(now())
-                                    put(j)
-                                raise
-                            if on:
-                                mark(now())
-                                put(j)
-                        if (
-                            self.num_workers > 0
-                            and reorder.expected >= plan.num_batches
-                            and not reorder.pending()
-                            and (acks is None or acks.pending <= 0)
-                        ):
-                            # Every batch of the plan and every trace parcel arrived: no need to wait for the
-                            # workers' stop. (A worker sends its parcel right after its last batch: a loop that
-                            # does any work on that batch does not wait for it.)
-                            done = True
-                            break
-                        if arenas is not None:
-                            arenas.release_dropped()  # arenas of batches the loop has dropped go back to the workers
-                        if waits is not None:
-                            waits.begin(marks[-1])
+            with watch.epoch(it, reorder, epoch, plan.rank, plan.num_batches, self.num_workers):
+                delivered = watch.delivered  # None: nothing to call per batch
+                while True:
+                    for j, batch in reorder.ready():
+                        self.batches_consumed = j + 1
+                        self.num_samples_yielded += plan.batch_len(j)
+                        self._latest_worker_idx = j % workers
                         try:
-                            item = next(it)
-                        except BaseException as exc:
-                            if on:
-                                if waits is None:
-                                    mark(now())
-                                else:
-                                    t = now()
-                                    waits.end(marks[-1], t)
-                                    mark(t)
-                                put(~reorder.expected)
-                            if isinstance(exc, StopIteration):
-                                break
+                            yield batch
+                        except BaseException:  # the loop left during this batch (break, exception)
+                            if delivered is not None:
+                                delivered(j)
                             raise
-                        if type(item) is parcel_type:
-                            acks.take(item)  # type: ignore[union-attr]  # a worker's last trace events (no boundary)
-                            continue
-                        if on:
-                            if waits is None:
-                                mark(now())
-                            else:
-                                t = now()
-                                waits.end(marks[-1], t)
-                                mark(t)
-                            put(~reorder.expected)
+                        if delivered is not None:
+                            delivered(j)
+                    if (
+                        self.num_workers > 0
+                        and reorder.expected >= plan.num_batches
+                        and not reorder.pending()
+                        and watch.settled()
+                    ):
+                        # Every batch of the plan and everything the observer waits for arrived: no need to
+                        # wait for the workers' stop. (A worker sends its last trace events right after its
+                        # last batch: a loop that does any work on that batch does not wait for them.)
+                        done = True
+                        break
+                    if arenas is not None:
+                        arenas.release_dropped()  # arenas of batches the loop has dropped go back to the workers
+                    try:
+                        item = watch.fetch(it)  # next(it), the loop's wait (None: the observer's own message)
+                    except StopIteration:
+                        break
+                    if item is not None:
                         parcel = reorder.add(item)
                         if parcel is not None:
-                            acks.take(parcel)  # type: ignore[union-attr]  # a worker's last trace events, with its last group
-                finally:
-                    loop.finish()
+                            watch.take(parcel)  # what rode with a worker's last group
                 if reorder.pending() or reorder.expected != plan.num_batches:
                     raise DatasetError(
                         f"epoch {epoch} ended after batch {reorder.expected - 1} of {plan.num_batches} with "
@@ -447,36 +361,28 @@ class StreamingDataLoader(DataLoader[Any]):
                     )
             self.restore = False  # a complete epoch
         finally:
-            if ring is not None:
-                ring.close_iteration(gen)  # the loop waits no more: what the workers left is settled
-            if own is not None:
-                attribution.stop(own)
-            with instruments.LOCK:  # a read of the metrics sees the running part or the counters, never neither
-                live, self._live = self._live, None
-                if live is not None and ev.ACTIVE:
-                    name = self._dataset_name
-                    instruments.add(M.LOADER_BATCHES, self.batches_consumed - live[0], dataset=name)
-                    instruments.add(M.LOADER_SAMPLES, self.num_samples_yielded - live[1], dataset=name)
-                    instruments.add(M.LOADER_BYTES, reorder.delivered_bytes(), dataset=name)
+            self._live = None
+            settle = watch.end(done)
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None and not self.persistent_workers:
-                pids = [getattr(p, "pid", None) for p in getattr(it, "_workers", [])] if acks is not None else []
+                pids = [getattr(p, "pid", None) for p in getattr(it, "_workers", [])] if settle is not None else []
                 if done:
                     # A complete epoch: the workers are finishing on their own; joining them (tens of ms) need
                     # not delay the training loop's next step. They are told to stop now: the thread that joins
                     # them may wait up to the interpreter's switch interval (5 ms) for the GIL.
                     _tell_workers_to_stop(it)
                     joiner = threading.Thread(
-                        target=_finish_workers, args=(shutdown, pids), name="streamscope-loader-shutdown", daemon=True
+                        target=_finish_workers,
+                        args=(shutdown, settle, pids),
+                        name="streamscope-loader-shutdown",
+                        daemon=True,
                     )
                     _SHUTDOWNS.append(joiner)
                     joiner.start()
                 else:
-                    if acks is not None:  # parcels not taken are abandoned: their workers write them themselves
-                        acks.abandon_rest()
                     shutdown()  # an abandoned epoch frees its workers now (persistent ones are reset by torch)
-                    if acks is not None:  # a worker that exited before the loop decided left its parcel behind
-                        acks.claim_left(pids)
+                    if settle is not None:  # a worker that exited before the loop decided left its parcel behind
+                        settle(pids)
 
     def _retune_workers(self, num_workers: int) -> None:
         """Run the next epoch with ``num_workers`` workers (the tuner's move, between epochs). The epoch plan, the
@@ -505,31 +411,6 @@ class StreamingDataLoader(DataLoader[Any]):
         at its next chunk or batch. See docs/knobs.md.
         """
         return getattr(self.dataset, "knobs", None)
-
-    def _observe(self) -> list[tuple[Any, dict[str, Any], float]]:
-        """This loader's metrics now (``events.observe``: read when the metrics are, never on the loop's path): the
-        running iteration's part of the counters (the finished ones are in this process's counters) and gauges."""
-        batches = samples = nbytes = queued = alive = 0
-        live = self._live
-        if live is not None:
-            b0, s0, reorder, it = live
-            batches = self.batches_consumed - b0
-            samples = self.num_samples_yielded - s0
-            nbytes = reorder.delivered_bytes()  # those handed to the loop, as its samples
-            try:
-                queued = int(it._data_queue.qsize())
-            except Exception:  # no worker queue (num_workers=0), or a platform without qsize
-                queued = 0
-            alive = sum(1 for w in getattr(it, "_workers", ()) if w.is_alive())
-        attrs = {"dataset": self._dataset_name}
-        return [
-            (M.LOADER_BATCHES, attrs, batches),
-            (M.LOADER_SAMPLES, attrs, samples),
-            (M.LOADER_BYTES, attrs, nbytes),
-            (M.LOADER_TIME_TO_FIRST_BATCH, attrs, self._first_batch_s),
-            (M.LOADER_QUEUE_DEPTH, attrs, queued),
-            (M.LOADER_WORKERS, attrs, alive),
-        ]
 
     def __len__(self) -> int:
         ds: StreamingDataset = self.dataset  # type: ignore[assignment]
@@ -594,19 +475,6 @@ class StreamingDataLoader(DataLoader[Any]):
         self.restore = start > 0
         self.num_samples_yielded = _samples_yielded(obj.get("num_samples_yielded", 0)) if start else 0
         self._latest_worker_idx = int(obj.get("latest_worker_idx", 0))
-
-
-def _dataset_name(ds: Any) -> str:
-    """A short name of the dataset (the metrics' ``dataset`` attribute): the last part of its input directory,
-    else its class."""
-    d = getattr(ds, "input_dir", None)
-    raw = getattr(d, "url", None) or getattr(d, "path", None) or (d if isinstance(d, str) else None)
-    name = ""
-    if raw:
-        parts = urlsplit(str(raw))
-        # the path's last part, else the bucket without any user:password@ (never a credential in a label)
-        name = os.path.basename(parts.path.rstrip("/")) or parts.netloc.rpartition("@")[2]
-    return (name or type(ds).__name__)[:64]
 
 
 def _samples_yielded(saved: Any) -> int:

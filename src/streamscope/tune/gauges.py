@@ -35,7 +35,7 @@ def dataset_of(target: Any) -> str:
     metrics); "" when the target adapts no loader (``api.autotune.LoaderTarget`` holds its loader weakly)."""
     ref = getattr(target, "_loader", None)
     loader = ref() if callable(ref) else None
-    return str(getattr(loader, "_dataset_name", "") or "")
+    return str(getattr(getattr(loader, "_observer", None), "dataset_name", "") or "")  # the loader observer's
 
 
 class ModelGauges:
