@@ -50,6 +50,10 @@ hypothesis.settings.load_profile("streamscope")
 # dataset some test builds, adding its span exporter to that test's sinks. The tests of that wiring run in fresh
 # processes (tests/telemetry), with it on.
 os.environ.setdefault("STREAMSCOPE_OTEL_AUTO", "0")
+# LitData 0.2.68 reads this once, when litdata.constants is first imported (a test module or fixture of any
+# package may be first); left on, each StreamingDataset asks PyPI for a newer version and warns when there is one
+# (0.2.76 checks only with LITDATA_CHECK_UPDATES=1). tests/compat/conftest.py also sets it per test: too late for an earlier import.
+os.environ.setdefault("LITDATA_DISABLE_VERSION_CHECK", "1")
 
 
 @pytest.fixture(autouse=True)

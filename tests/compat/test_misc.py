@@ -97,7 +97,10 @@ def test_optimize_of_no_sample_writes_an_empty_index(tmp_path: Any) -> None:
     def scenario(ld: Any) -> Any:
         out = str(tmp_path / f"empty-{ld.__name__}")
         os.makedirs(out)
-        ld.optimize(fn=_fns.nothing, inputs=[1, 2, 3], output_dir=out, chunk_size=2, num_workers=2)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ld.optimize(fn=_fns.nothing, inputs=[1, 2, 3], output_dir=out, chunk_size=2, num_workers=2)
+        warned = any("fn returned no sample for any of the 3 inputs" in str(w.message) for w in caught)
         files = sorted(os.listdir(out))
         with open(os.path.join(out, "index.json")) as f:
             index = json.load(f)
@@ -107,11 +110,12 @@ def test_optimize_of_no_sample_writes_an_empty_index(tmp_path: Any) -> None:
         except Exception as exc:  # noqa: BLE001 - LitData: AssertionError, streamscope: FormatError
             read = "No chunks found" in str(exc)
         ld.optimize(fn=_fns.sample, inputs=[1, 2, 3], output_dir=out, chunk_size=2, num_workers=1, mode="append")
-        return files, index["chunks"], index["config"], read, len(ld.StreamingDataset(out))
+        return files, index["chunks"], index["config"], read, len(ld.StreamingDataset(out)), warned
 
     a, b = both(scenario)
     assert a[:4] == b[:4] == (["index.json"], [], None, True)
     assert b[4] == 3
+    assert b[5], "streamscope says that the index it wrote lists no chunk"
 
 
 def test_train_test_split(data_dir: str) -> None:
