@@ -241,7 +241,7 @@ class LoaderIteration:
     def _split(self, it: Iterator[Any]) -> Any:
         """:meth:`_marked`, the wait also written to the ring the workers read (the wait split)."""
         marks, waits = self._marks, self._waits
-        waits.begin(marks[-1])  # type: ignore[union-attr]
+        waits.open_wait(marks[-1])  # type: ignore[union-attr]  # WaitRing.begin, with no Python frame
         try:
             item = next(it)
         except BaseException:

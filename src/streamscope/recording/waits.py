@@ -8,6 +8,7 @@ and the staged spans are :mod:`.attribution`'s, which documents the whole method
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import threading
@@ -71,6 +72,9 @@ class WaitRing:
         self._np = np.frombuffer(self.array, dtype=np.int64, count=size)
         # the loop's stores (begin / end) go through a memoryview: about half the cost of ctypes item access
         self._mv = memoryview(self.array).cast("B").cast("q")
+        #: :meth:`begin` as a call with no Python frame (``open_wait(t0)`` stores ``t0`` as the open wait): the
+        #: loader observer calls it once per wait on the loop's thread
+        self.open_wait = functools.partial(self._mv.__setitem__, 1)
         self.owner: _Owner | None = None
         if array is None:  # the creating process settles the tails
             self.owner = _Owner(self, os.getpid())
