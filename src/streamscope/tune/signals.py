@@ -3,13 +3,14 @@
 A :class:`Reading` holds, at one moment, the counters the capacity model needs (see ``README.md``):
 
 * the loop's **batches** and **wait**, read live from the loader (the batch count it keeps, and the ring of the
-  loop's waits it writes for the wait split, ``events.attribution.WaitRing``: every complete wait and the one in
-  progress), never from a flusher-lagged histogram, so a window's step and wait per batch are exact;
+  loop's waits its observer writes for the wait split, ``recording.waits.WaitRing`` of
+  ``recording.loader_observer``: every complete wait and the one in progress), never from a flusher-lagged
+  histogram, so a window's step and wait per batch are exact;
 * **downloads**: completed chunk (or raw-file) downloads, their total time and bytes, from the merged metrics
   (``streamscope.download.duration`` / ``.bytes``; they lag by up to one flusher tick, which windows of several
   ticks and the model's smoothing absorb);
 * **decode CPU**: the thread CPU time the workers (or the loop without workers) spent producing batches
-  (``streamscope.loader.decode.cpu``: one ``thread_time_ns`` pair per batch in ``engine.handover``);
+  (``streamscope.loader.decode.cpu``: one ``thread_time_ns`` pair per batch in ``recording.loader_share``);
 * **CPU share**: the share of time this machine's runnable tasks got a CPU (``1 - some avg10`` of
   ``/proc/pressure/cpu``; 1 where PSI is missing).
 
@@ -42,7 +43,7 @@ class Reading:
     cpu_share: float = 1.0  # share of time a runnable task got a CPU (now, not cumulative)
     epoch: int = 0  # the loader's epochs started so far
     workers: int = 0  # the workers of the epoch that runs
-    split_s: float = 0.0  # the wait split's seconds settled so far (all stages; events.attribution)
+    split_s: float = 0.0  # the wait split's seconds settled so far (all stages; recording.attribution)
     split_download_s: float = 0.0  # ... of them with the workers downloading
 
 
