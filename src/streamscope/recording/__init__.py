@@ -6,7 +6,8 @@ aggregator (:mod:`.metrics`) folds every event into metrics published as snapsho
 a view (:mod:`.views`); a worker hands its events to its parent (:mod:`.handover`), the run's owner collects the
 others (:mod:`.collect`); the environment configures a process once (:mod:`.setup`), fork and exit are hooked
 (:mod:`.process_hooks`); the loader's wait is split among stages (:mod:`.attribution`, over the ring of
-:mod:`.waits`).
+:mod:`.waits`); the loader observer (:mod:`.loader_observer`, its workers' side :mod:`.loader_share`) is what the
+engine's ``StreamingDataLoader`` calls (``streamscope.engine.observer``; the package root installs it).
 
 Layer: above ``streamscope.cache``, below the engine (pyproject.toml's import-linter contracts). ``trace`` and
 ``telemetry`` use this package's names here only, never its modules. The event API never imports it: this package
