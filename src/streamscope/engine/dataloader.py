@@ -2,9 +2,10 @@
 
 Workers build whole batches (collated in the worker: column-wise from the mmap when ``collate_fn`` is None) and
 tag each with its batch number. The loader is a ``torch.utils.data.DataLoader`` with ``batch_size=None`` over
-the dataset in batch mode; its iterator strips the tag, checks that batches arrive in order, counts them for
-:meth:`StreamingDataLoader.state_dict`, and traces ``stall`` (time the training loop waited in ``next``) and
-``batch`` (time the loop spent on the batch) spans.
+the dataset in batch mode; its iterator strips the tag, checks that batches arrive in order and counts them for
+:meth:`StreamingDataLoader.state_dict`. What is recorded of it (the ``epoch`` span, ``stall``: the time the
+training loop waited in ``next``, ``batch``: the time it spent on a batch, trace parcels, the wait split, the
+loader's metrics) is its observer's (:mod:`streamscope.engine.observer`).
 
 Resume state = (epoch, batches handed to the loop) plus what defines the order (checked on load). It does not
 depend on ``num_workers``: a state saved with 2 workers resumes exactly with 0 or 3.
