@@ -80,9 +80,11 @@ class Iteration(Protocol):
         """Nothing more the observer waits for from the workers (every parcel arrived)."""
         ...
 
-    def end(self, complete: bool) -> Callable[[list[int | None]], None] | None:
-        """The iteration ended (``complete``: every batch was handed out). Returns what to run with the
-        workers' pids once they exited (None: nothing)."""
+    def end(self, done: bool) -> Callable[[list[int | None]], None] | None:
+        """The iteration ended. ``done``: every batch, and all :meth:`settled` waits for, arrived before the
+        workers' stop (they finish on their own); False: the loop left early, or ran until the workers stopped
+        (always so without workers). Returns what to run with the workers' pids once they exited (None:
+        nothing)."""
         ...
 
 
@@ -122,7 +124,7 @@ class _NoIteration:
     def settled(self) -> bool:
         return True
 
-    def end(self, complete: bool) -> Callable[[list[int | None]], None] | None:
+    def end(self, done: bool) -> Callable[[list[int | None]], None] | None:
         return None
 
 

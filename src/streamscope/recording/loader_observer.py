@@ -269,10 +269,10 @@ class LoaderIteration:
         """Every trace parcel of the iteration arrived."""
         return self._acks is None or self._acks.pending <= 0
 
-    def end(self, complete: bool) -> Callable[[list[int | None]], None] | None:
+    def end(self, done: bool) -> Callable[[list[int | None]], None] | None:
         """The iteration ended: the ring's generation closes, the loop's own share of the wait split stops, the
-        loader's counters take the iteration's part; parcels not taken are abandoned unless ``complete``.
-        Returns what settles the parcels the workers left at exit, to run once they are gone."""
+        loader's counters take the iteration's part; parcels not taken are abandoned unless ``done`` (every
+        parcel arrived). Returns what settles the parcels the workers left at exit, to run once they are gone."""
         if self._ring is not None:
             self._ring.close_iteration(self._gen)  # the loop waits no more: what the workers left is settled
         if self._own is not None:
@@ -288,7 +288,7 @@ class LoaderIteration:
         acks = self._acks
         if acks is None:
             return None
-        if complete:
+        if done:
             return acks.drop_left  # the loop took every parcel: drop what the workers left at exit
         acks.abandon_rest()  # parcels not taken are abandoned: their workers write them themselves
         return acks.claim_left  # a worker that exited before the loop decided left its parcel behind
