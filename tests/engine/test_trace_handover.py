@@ -1,4 +1,4 @@
-"""DataLoader workers hand their last trace events to the main process (stream.batching.worker_share)."""
+"""DataLoader workers hand their last trace events to the main process (the loader observer: recording.loader_share)."""
 
 from __future__ import annotations
 
