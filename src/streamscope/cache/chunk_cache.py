@@ -41,7 +41,7 @@ from streamscope._core import config
 from streamscope._core.errors import ChunkDownloadError, ChunkNotFoundError, ChunkWaitTimeoutError, FormatError
 from streamscope._core.protocols import ObjectStore
 from streamscope.cache.leases import LEASE_MARK, LeaseTable, live_lease_owners
-from streamscope.events import stages
+from streamscope.events import kinds, stages
 from streamscope.events.instruments import add as add_value
 from streamscope.events.registry import M
 from streamscope.storage import redact_url
@@ -218,7 +218,7 @@ class ChunkCache:
             if self.as_stored:
                 stored = os.path.join(self.cache_dir, key)
                 if not os.path.exists(stored):  # in place when the cache is the dataset's folder
-                    with ev.span("download", "download", chunk=index, url=url) as f:
+                    with kinds.download(chunk=index, url=url) as f:
                         f["bytes"] = store.download_file(key, stored)
                 if stored != path:  # whole-file compressed: inflated beside the download (`decompress` span)
                     from streamscope.format.chunk import decompress_file
@@ -234,7 +234,7 @@ class ChunkCache:
                 if src is None:
                     # a framed chunk keeps its name when inflated: download under a private name
                     downloaded = f"{path}.download.{os.getpid()}"
-                    with ev.span("download", "download", chunk=index, url=url) as f:
+                    with kinds.download(chunk=index, url=url) as f:
                         f["bytes"] = store.download_file(key, downloaded)
                     src = downloaded
                 try:
@@ -244,12 +244,12 @@ class ChunkCache:
                         with contextlib.suppress(FileNotFoundError):
                             os.remove(downloaded)
             else:
-                with ev.span("download", "download", chunk=index, url=url) as f:
+                with kinds.download(chunk=index, url=url) as f:
                     f["bytes"] = store.download_file(key, path)
         except (ChunkDownloadError, ChunkWaitTimeoutError):
             raise
         except FormatError as exc:  # a damaged chunk: the format layer's message names the file and the offset
-            ev.instant("crash", "crash", chunk=index, url=url, error=repr(exc))
+            kinds.crash(exc, chunk=index, url=url)
             if url in str(exc):
                 raise
             try:  # a downloaded copy was read: name where it came from
@@ -258,7 +258,7 @@ class ChunkCache:
                 raise exc from None
             raise named from exc
         except Exception as exc:
-            ev.instant("crash", "crash", chunk=index, url=url, error=repr(exc))
+            kinds.crash(exc, chunk=index, url=url)
             kind = ChunkNotFoundError if isinstance(exc, FileNotFoundError) else ChunkDownloadError
             raise kind(f"could not fetch chunk {index} from {url} into {path}: {exc}") from exc
 
@@ -320,7 +320,7 @@ class ChunkCache:
                     break
                 if self.leases.count(path) > 0 or live_lease_owners(path):
                     continue
-                with ev.span("delete", "delete", path=os.path.basename(path), bytes=size):
+                with kinds.delete(path=os.path.basename(path), bytes=size):
                     try:
                         os.remove(path)
                     except FileNotFoundError:
@@ -331,5 +331,5 @@ class ChunkCache:
                             os.remove(os.path.join(self.cache_dir, stored))
                 total -= size
                 freed += size
-        ev.counter("cache_bytes", "cache", total)
+        kinds.cache_bytes(total)
         return freed

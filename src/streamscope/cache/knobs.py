@@ -12,19 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from streamscope import events as ev
 from streamscope._core.board import KnobBoard
+from streamscope.events import kinds
 
 __all__ = ["new_board", "tune_event"]
 
 
 def tune_event(knob: str, old: Any, new: Any, source: str, reason: str) -> None:
     """A board value change as a ``tune`` instant (nothing when the category is off)."""
-    if "tune" in ev.ACTIVE:
-        fields: dict[str, Any] = {"knob": knob, "old": old, "new": new, "source": source}
-        if reason:
-            fields["reason"] = reason
-        ev.instant(knob, "tune", **fields)
+    kinds.knob(knob, old=old, new=new, source=source, reason=reason)
 
 
 def new_board(base: Mapping[str, tuple[Any, bool, str]] | None = None) -> KnobBoard:

@@ -26,6 +26,7 @@ from streamscope._core import config
 from streamscope._core.board import BoardGroup, KnobBoard
 from streamscope._core.errors import ChunkWaitTimeoutError
 from streamscope.cache.chunk_cache import ChunkCache
+from streamscope.events import kinds
 from streamscope.events.registry import M
 
 __all__ = ["MAX_FETCH_THREADS", "Prefetcher", "live_concurrency", "live_depth"]
@@ -118,9 +119,7 @@ class Prefetcher:
         assert self._version is not None
         self._seen = self._version()
         if "tune" in ev.ACTIVE:
-            ev.instant(
-                "knobs_seen",
-                "tune",
+            kinds.knobs_seen(
                 prefetch_depth=int(self._depth()),
                 download_concurrency=live_concurrency(self._concurrency),
                 prefetch_head_first=bool(self._head_first()),
@@ -138,7 +137,7 @@ class Prefetcher:
                 self._next += 1
                 self._active += 1
                 if self._active > 1:
-                    ev.counter("downloads_in_flight", "prefetch", self._active)
+                    kinds.downloads_in_flight(self._active)
             try:
                 self._fetch(pos)
             finally:
@@ -149,7 +148,7 @@ class Prefetcher:
     def _fetch(self, pos: int) -> None:
         chunk = self.schedule[pos]
         try:
-            with ev.span("prefetch", "prefetch", chunk=chunk, position=pos):
+            with kinds.prefetch(chunk=chunk, position=pos):
                 path = self.cache.acquire(chunk, streaming=True)
         except BaseException as exc:  # handed to the reader, which raises it
             with self._cond:

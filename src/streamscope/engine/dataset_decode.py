@@ -23,9 +23,15 @@ from streamscope.engine.collate import ArrowCollator, BlockCollator, ColumnColla
 from streamscope.engine.plan import EpochPlan
 from streamscope.engine.read_schedule import Schedule
 from streamscope.engine.run_decoder import RunDecoder
+from streamscope.events import kinds
 from streamscope.format.item_loader import BaseItemLoader
 
 __all__ = ["BatchDecoding"]
+
+#: The hot-path kinds, by constant (module globals: no attribute look-up per batch); recorded by ev.series,
+#: ev.bulk and ev.each, which take them as they are.
+_SAMPLE, _SAMPLE_CAT = kinds.SAMPLE.name, kinds.SAMPLE.cat
+_DECODE, _DECODE_CAT = kinds.DECODE_BATCH.name, kinds.DECODE_BATCH.cat
 
 
 _NO_COLLATOR = ColumnCollator(["none"], None)  # never supported: the batch is decoded sample by sample
@@ -136,12 +142,12 @@ class BatchDecoding:
         reader = self.chunk_reader()
         fast = collate and collate_fn is None and self.transform is None and not self._overrides_getitem()
         # plain iteration: decode a block's samples chunk run by chunk run (one call per run, not per sample)
-        runs = not collate and not self._overrides_getitem() and "sample" not in ev.ACTIVE
+        runs = not collate and not self._overrides_getitem() and _SAMPLE_CAT not in ev.ACTIVE
         # One event per batch at level "chunk" in a DataLoader worker: lets the stall report tell decoding from
         # idle workers. With num_workers=0 the loop's own stall is the decoding (the loader's epoch event says
         # ``workers: 0``), so it is recorded there only at level "sample", around the batch's sample events.
-        on = "read" in ev.ACTIVE and (get_worker_info() is not None or "sample" in ev.ACTIVE)
-        decodes = ev.series("decode_batch", "read", ("batch", "items")) if on else ev.NULL_SERIES
+        on = _DECODE_CAT in ev.ACTIVE and (get_worker_info() is not None or _SAMPLE_CAT in ev.ACTIVE)
+        decodes = ev.series(_DECODE, _DECODE_CAT, ("batch", "items")) if on else ev.NULL_SERIES
         now, mark, put = ev.now, decodes.mark, decodes.put
         located = blocks(plan, batch_ids)
         block: Block | None = None
@@ -170,8 +176,8 @@ class BatchDecoding:
                 if collator is not None:
                     t0 = ev.now()  # the chunks are open: the interval is the samples' decoding
                     batch = collator.collate([(oc.view, pos, items) for oc, pos, items in groups], len(ci))
-                    if batch is not None and "sample" in ev.ACTIVE:  # decoded together: one bulk entry
-                        ev.bulk("sample", "sample", t0, chunk=ci, item=ii, batch=j)
+                    if batch is not None and _SAMPLE_CAT in ev.ACTIVE:  # decoded together: one bulk entry
+                        ev.bulk(_SAMPLE, _SAMPLE_CAT, t0, chunk=ci, item=ii, batch=j)
             if batch is None:
                 samples = self._samples(reader, ci, ii)
                 batch = samples if not collate else (collate_fn or default_collate)(samples)
@@ -224,11 +230,11 @@ class BatchDecoding:
 
     def _samples(self, reader: Any, ci: np.ndarray, ii: np.ndarray) -> list[Any]:
         if self._overrides_getitem():  # the subclass's __getitem__ sees every sample, as in LitData
-            if "sample" in ev.ACTIVE:
-                return ev.each("sample", "sample", lambda c, i: self[self.global_index(c, i)], ci, ii)
+            if _SAMPLE_CAT in ev.ACTIVE:
+                return ev.each(_SAMPLE, _SAMPLE_CAT, lambda c, i: self[self.global_index(c, i)], ci, ii)
             return [self[self.global_index(c, i)] for c, i in zip(ci.tolist(), ii.tolist())]
-        if "sample" in ev.ACTIVE:  # each sample timed, all recorded in one bulk entry
-            return ev.each("sample", "sample", self.decode_item, ci, ii, prepare=reader.open)
+        if _SAMPLE_CAT in ev.ACTIVE:  # each sample timed, all recorded in one bulk entry
+            return ev.each(_SAMPLE, _SAMPLE_CAT, self.decode_item, ci, ii, prepare=reader.open)
         out = []
         for c, i in zip(ci.tolist(), ii.tolist()):
             out.append(self.decode_item(reader.open(c), i))

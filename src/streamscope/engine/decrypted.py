@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from streamscope import events as ev
+from streamscope.events import kinds
 
 __all__ = ["decrypted_copy"]
 
@@ -49,7 +49,7 @@ def decrypted_copy(
     atexit.register(remove)
     for entry in chunks:
         name = entry["filename"]
-        with ev.span("decrypt", "read", file=name):
+        with kinds.decrypt(file=name):
             plain = decrypt_to_classic(store.get(name), encryption, recorded["level"], name, config)
         with open(os.path.join(out, name), "wb") as f:  # same name: the reader maps local_dir/filename
             f.write(plain)

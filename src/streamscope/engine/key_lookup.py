@@ -14,11 +14,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from streamscope import events as ev
 from streamscope._core.errors import IndexNotFoundError, KeyIndexExistsError
 from streamscope.engine.dataset import StreamingDataset
 from streamscope.engine.dataset_index import input_path
 from streamscope.engine.key_shards import has_keys_index
+from streamscope.events import kinds
 from streamscope.format.index import INDEX_FILENAME, load_index
 from streamscope.format.keys_store import KEYS_FEATURE, normalize_key, write_keys_store
 from streamscope.format.parquet import require_pyarrow
@@ -84,7 +84,7 @@ def build_keys_index(
 
         bar = tqdm(total=total, desc="Building keys index", unit="sample")
     try:
-        with ev.span("build_keys_index", "read", chunks=len(ds.chunks), items=total):
+        with kinds.build_keys_index(chunks=len(ds.chunks), items=total):
             for c, size in enumerate(ds.chunk_sizes):
                 oc = reader.open(c)
                 for i in range(int(size)):

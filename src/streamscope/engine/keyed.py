@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from streamscope import events as ev
 from streamscope._core.errors import DatasetIndexError, KeyIndexNotFoundError, SampleKeyError
 from streamscope.engine.dataset_index import KeyLayout
 from streamscope.engine.key_shards import open_key_shards
+from streamscope.events import kinds
 
 __all__ = ["KeyedAccess"]
 
@@ -75,7 +75,7 @@ class KeyedAccess:
             DatasetIndexError: the sidecar points outside the dataset (stale).
         """
         shards = self._open(key)
-        with ev.span("key_lookup", "read", key=str(key)[:64]):
+        with kinds.key_lookup(key=str(key)[:64]):
             found = shards.resolve(key)
         if found is None:
             raise SampleKeyError(f"no sample of {self.input_dir!r} has key {key!r}")

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from streamscope import events as ev
 from streamscope._core.errors import IndexNotFoundError, SchemaMismatchError
 from streamscope.engine.reader import ChunkReader, OpenChunk
+from streamscope.events import kinds
 from streamscope.format.index import INDEX_FILENAME, dumps_index
 from streamscope.format.parquet import (
     ParquetChunk,
@@ -73,7 +73,7 @@ def _file_info(store: Any, name: str, size: int) -> tuple[int, list[str]]:
     """``(num_rows, column types)`` of one Parquet file, reading only its footer."""
     local = store.local_path(name)
     where = local or f"{store.url.rstrip('/')}/{name}"
-    with ev.span("read_footer", "read", file=name, bytes=size):
+    with kinds.read_footer(file=name, bytes=size):
         if local is not None:
             with open(local, "rb") as f:
                 f.seek(max(size - 8, 0))

@@ -81,7 +81,6 @@ from typing import Any
 
 import numpy as np
 
-from streamscope import events as ev
 from streamscope._core.errors import PlanError, StateDictError
 from streamscope.engine.plan_layout import (
     as_int,
@@ -96,6 +95,7 @@ from streamscope.engine.plan_layout import (
 )
 from streamscope.engine.plan_protocol import fingerprint_of, position_state, worker_batches
 from streamscope.engine.shuffle import ArrayPermutation, IndexPermutation, WindowShuffle, chunk_order, item_permutation
+from streamscope.events import kinds
 
 __all__ = ["PLAN_VERSION", "EpochPlan", "make_plan"]
 
@@ -506,7 +506,7 @@ class EpochPlan:
             "chunks_per_batch_max": float(counts.max()),
             "batches_sampled": float(len(picks)),
         }
-        ev.counter("plan_chunks_per_batch", "tune", out["chunks_per_batch_mean"], epoch=self.epoch, rank=self.rank)
+        kinds.chunks_per_batch(out["chunks_per_batch_mean"], epoch=self.epoch, rank=self.rank)
         return out
 
     # -- resume -----------------------------------------------------------------------------------------
@@ -579,7 +579,7 @@ def make_plan(
         i = int(np.flatnonzero(sizes < 0)[0])
         raise PlanError(f"chunk {i} has a negative size {int(sizes[i])}")
     regs = None if regions is None else validate_regions(sizes, regions)
-    with ev.span("plan", "epoch", epoch=epoch, rank=rank, world_size=world_size, chunks=len(sizes)) as f:
+    with kinds.plan(epoch=epoch, rank=rank, world_size=world_size, chunks=len(sizes)) as f:
         plan = EpochPlan(
             chunk_sizes=sizes,
             regions=regs,

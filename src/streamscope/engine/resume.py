@@ -39,6 +39,7 @@ from streamscope import events as ev
 from streamscope._core.errors import StateDictError
 from streamscope.engine.plan import EpochPlan, make_plan
 from streamscope.engine.plan_protocol import Plan
+from streamscope.events import kinds
 
 __all__ = [
     "LITDATA_KEYS",
@@ -119,13 +120,13 @@ class Resumable:
         else:
             epoch, start = self.current_epoch, 0
         try:
-            with ev.span(span, "epoch", epoch=epoch, worker=worker_id, rank=rank):
+            with kinds.epoch(name=span, epoch=epoch, rank=rank, worker=worker_id):
                 for _, samples in self.iter_batches(
                     epoch, start, worker_id, num_workers, self.batch_size, None, collate=False
                 ):
                     yield from samples
         except Exception as exc:
-            ev.crash(exc, stderr=False)  # the error itself reaches the caller: no second traceback
+            kinds.crash(exc)  # the error itself reaches the caller: no second traceback
             if ev.ACTIVE and get_worker_info() is not None:
                 # a plain DataLoader worker: torch sends the error to the loop and may end this process before its
                 # flusher runs, so the crash is written now, as a StreamingDataLoader worker's is (engine.handover)

@@ -16,12 +16,12 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from streamscope import events as ev
 from streamscope._core.errors import CorruptChunkError, DatasetIndexError, FormatError
 from streamscope._core.protocols import ObjectStore
 from streamscope.cache.chunk_cache import ChunkCache
 from streamscope.cache.leases import process_leases
 from streamscope.engine.reader import ChunkReader, OpenChunk
+from streamscope.events import kinds
 from streamscope.format.arrowchunk import ARROW_MAGIC, ArrowChunk, check_footer_magic
 from streamscope.format.chunk import ChunkFile, open_chunk_file, parse_header
 from streamscope.format.compression import uncompressed_name
@@ -70,7 +70,7 @@ class StoredChunkReader(ChunkReader):
             with open(path, "rb") as f:
                 data = f.read()
             name = self.chunks[chunk]["filename"]
-            with ev.span("decrypt", "read", chunk=chunk, file=name):
+            with kinds.decrypt(chunk=chunk, file=name):
                 plain = decrypt_to_classic(data, self._encryption, encrypted["level"], name, self._config)
             cf: Any = _BytesChunk(plain, name, num_items)
             if cf.size != cf._starts[-1]:

@@ -32,7 +32,6 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from streamscope import events as ev
 from streamscope._core.errors import (
     DatasetError,
     IndexNotFoundError,
@@ -41,6 +40,7 @@ from streamscope._core.errors import (
     UpdateSessionError,
 )
 from streamscope.engine.key_shards import open_key_shards
+from streamscope.events import kinds
 from streamscope.format.chunk import decompress_file, open_chunk_bytes
 from streamscope.format.index import INDEX_FILENAME, load_index, write_index
 from streamscope.format.item_loader import PyTreeLoader
@@ -171,7 +171,7 @@ class DatasetUpdate:
                 raise SampleKeyError(f"key {key!r} points outside {self._dir!r}: rebuild the keys/ index")
             by_chunk[chunk][local] = sample
         if by_chunk:
-            with ev.span("dataset_update", "read", chunks=len(by_chunk), items=len(self._pending)):
+            with kinds.dataset_update(chunks=len(by_chunk), items=len(self._pending)):
                 self._rewrite(by_chunk, config)
         self._pending.clear()
         self._committed = True

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from streamscope import events as ev
 from streamscope._core.errors import CorruptChunkError, FormatError
+from streamscope.events import kinds
 from streamscope.format.arrowchunk import ArrowChunk, check_footer_magic
 from streamscope.format.header import parse_header
 from streamscope.format.v076 import V076Chunk, prepare_chunk_file
@@ -49,7 +49,7 @@ class ChunkFile:
         self._mm: mmap.mmap | None = mapped
         self._view: memoryview | None = None
         if mapped is None:
-            with ev.span("mmap", "read", file=os.path.basename(path)):
+            with kinds.mmap(file=os.path.basename(path)):
                 self._mm = _map(path)
         assert self._mm is not None
         size = len(self._mm)
@@ -180,7 +180,7 @@ def open_chunk_file(path: str, expected_items: int | None = None) -> Any:
     :func:`open_chunk_bytes` and the index ``config``. All offer ``num_items``, ``kind``, ``sample(i, loader)`` and
     ``close()``.
     """
-    with ev.span("mmap", "read", file=os.path.basename(path)):
+    with kinds.mmap(file=os.path.basename(path)):
         mm = _map(path)
     try:
         size = len(mm)

@@ -25,10 +25,10 @@ import io
 from collections import OrderedDict
 from typing import Any
 
-from streamscope import events as ev
 from streamscope._core import config as cfg
 from streamscope._core.errors import CorruptChunkError, FormatError
 from streamscope._core.optional import require
+from streamscope.events import kinds
 from streamscope.format.loader_base import BaseItemLoader
 from streamscope.format.serializers import Serializer
 
@@ -161,7 +161,7 @@ class ParquetChunk:
         if cached is not None:
             self._groups.move_to_end(g)
             return cached
-        with ev.span("read_row_group", "read", chunk=self.chunk_index, row_group=g) as f:
+        with kinds.read_row_group(chunk=self.chunk_index, row_group=g) as f:
             try:
                 table = self._pf.read_row_group(g, columns=self.columns)
             except Exception as exc:  # noqa: BLE001

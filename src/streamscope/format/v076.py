@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from streamscope import events as ev
 from streamscope._core.errors import CorruptChunkError, FormatError
+from streamscope.events import kinds
 from streamscope.format.arrowchunk import ARROW_MAGIC, ArrowChunk, arrow_footer_start, check_footer_magic
 from streamscope.format.compression import decompress_to
 from streamscope.format.encryption import decrypt_chunk
@@ -277,7 +277,7 @@ def prepare_chunk_file(
                 if os.path.exists(tmp):
                     os.unlink(tmp)
         return layout
-    with ev.span("decompress", "decompress", file=os.path.basename(src)) as span:
+    with kinds.decompress(file=os.path.basename(src)) as span:
         if layout == "zstd":
             span["bytes"] = decompress_to(src, dst, "zstd", expected_bytes)
         else:

@@ -45,7 +45,6 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from streamscope import events as ev
 from streamscope._core.dirs import Dir
 from streamscope._core.errors import (
     CheckpointMismatchError,
@@ -54,6 +53,7 @@ from streamscope._core.errors import (
     OptimizeInputError,
 )
 from streamscope._core.protocols import ObjectStore
+from streamscope.events import kinds
 from streamscope.format.index import merge_indexes
 from streamscope.processing._store import check_writable, open_output
 from streamscope.processing.executors import Executor, resolve_executor
@@ -264,7 +264,7 @@ def _optimize(ex: Executor, node: NodeEnv, opts: OptimizeOptions) -> None:
         group = _join_nodes(store, node, agreed, "optimize")
 
     try:
-        with ev.span("optimize", "epoch", inputs=n, workers=workers, url=store.url, node=node.node_rank):
+        with kinds.optimize("optimize", inputs=n, workers=workers, url=store.url, node=node.node_rank):
             _optimize_node(store, node, group, ex, split, opts, ckpt_config, opts.writer_kwargs(layout))
     except BaseException:
         if group is not None:
@@ -472,7 +472,7 @@ def _map(ex: Executor, node: NodeEnv, opts: MapOptions) -> None:
     staging = make_staging(store)
     run = split.run(split.jobs("map", node, opts, staging), "map", True, opts.start_method)
     try:
-        with ev.span("map", "epoch", inputs=n, workers=workers, url=store.url, node=node.node_rank):
+        with kinds.optimize("map", inputs=n, workers=workers, url=store.url, node=node.node_rank):
             ex.run(run)
         if group is not None and group.finish(None):
             group.cleanup()  # the last node: the job is over

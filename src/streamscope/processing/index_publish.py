@@ -14,9 +14,9 @@ import time
 import warnings
 from typing import Any
 
-from streamscope import events as ev
 from streamscope._core.errors import OptimizeError
 from streamscope._core.protocols import ObjectStore
+from streamscope.events import kinds
 from streamscope.format.index import INDEX_FILENAME, IndexPart, dumps_index, merge_indexes
 from streamscope.processing._store import local_root
 from streamscope.processing.nodes import NODES_DIR, NodeGroup, node_index_key
@@ -33,7 +33,7 @@ def publish_index(
     Raises:
         SchemaMismatchError: two parts' configs cannot be fused (LitData's sentence first).
     """
-    with ev.span("index_merge", "read", workers=len(parts)):
+    with kinds.index_merge(workers=len(parts)):
         chunks, config = merge_indexes(parts, existing)
         if not chunks:  # LitData writes this index too (its StreamingDataset then refuses it); say so
             warnings.warn(

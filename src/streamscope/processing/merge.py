@@ -24,9 +24,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from streamscope import events as ev
 from streamscope._core.errors import MergeDatasetsError, ObjectNotFoundError
 from streamscope._core.protocols import ObjectStore
+from streamscope.events import kinds
 from streamscope.format.framed_write import in_file
 from streamscope.format.index import INDEX_FILENAME, dumps_index, load_index
 from streamscope.format.schema import fuse_schema_json
@@ -78,7 +78,7 @@ def _chunk_name(counter: int, compression: str | None, level: str | None = None)
 
 def _copy(src: ObjectStore, src_key: str, dst: ObjectStore, dst_key: str) -> int:
     """Copy one object between stores without holding it twice in memory; returns its size."""
-    with ev.span("copy", "download", key=src_key, url=src.url):
+    with kinds.copy(key=src_key, url=src.url):
         dst_path = dst.local_path(dst_key)
         if dst_path is not None:
             os.makedirs(os.path.dirname(dst_path) or ".", exist_ok=True)

@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from streamscope import events as ev
 from streamscope._core.errors import OptimizeInputError
+from streamscope.events import kinds
 from streamscope.format.chunk import decompress_file, open_chunk_bytes
 from streamscope.format.item_loader import loader_for_config
 from streamscope.format.keys_store import KEYS_DIRNAME, normalize_key, write_keys_store
@@ -50,7 +50,7 @@ def write_keys_for(store: Any, key_fn: Callable[[Any], Any], num_shards: int = 1
 
         bar = tqdm(total=sum(int(c["chunk_size"]) for c in index["chunks"]), desc="Building keys index", unit="sample")
     with tempfile.TemporaryDirectory(prefix="streamscope-keys-") as tmp:
-        with ev.span("build_keys_index", "read", chunks=len(index["chunks"])):
+        with kinds.build_keys_index(chunks=len(index["chunks"])):
             for c, entry in enumerate(index["chunks"]):
                 name = entry["filename"]
                 raw = os.path.join(tmp, "raw.bin")

@@ -15,10 +15,10 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from streamscope import events as ev
 from streamscope._core import config as cfg
 from streamscope._core.errors import OutputDirError
 from streamscope._core.protocols import ObjectStore
+from streamscope.events import kinds
 from streamscope.processing._store import local_root
 from streamscope.processing.worker import CHECKPOINT_DIR, checkpoint_key
 
@@ -94,7 +94,7 @@ def delete_checkpoints(store: ObjectStore, ranks: range | None = None) -> None:
 def wipe_dataset(store: ObjectStore, ranks: range | None = None) -> None:
     """``mode="overwrite"``: remove the old dataset. ``ranks``: a node of a multi-node job removes only its own
     workers' files (another node may have published its share already); the merge removes what is left."""
-    with ev.span("overwrite", "delete", url=store.url):
+    with kinds.overwrite(url=store.url):
         if store.exists("index.json"):
             store.delete("index.json")
         remove_chunks(store, (lambda r, k: True) if ranks is None else (lambda r, k: r in ranks))

@@ -12,9 +12,9 @@ import os
 from abc import ABC, abstractmethod
 from typing import Any
 
-from streamscope import events as ev
 from streamscope._core.errors import OptimizeInputError
 from streamscope._core.optional import require
+from streamscope.events import kinds
 
 
 class BaseReader(ABC):
@@ -112,7 +112,7 @@ class ParquetReader(BaseReader):
                 if table is None:
                     table = pq.read_table(path, memory_map=True)
                 tmp = f"{shard}.tmp-{os.getpid()}"
-                with ev.span("reshard", "read", file=path, start=start, end=end):
+                with kinds.reshard(file=path, start=start, end=end):
                     pq.write_table(table.slice(start, end - start), tmp)
                 os.replace(tmp, shard)  # a shard that exists is complete
         return out

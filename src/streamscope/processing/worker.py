@@ -38,6 +38,7 @@ from streamscope import events as ev
 from streamscope._core import config as cfg
 from streamscope._core.errors import MapReturnError, short_repr
 from streamscope.events import context as ev_context
+from streamscope.events import kinds
 from streamscope.processing._store import open_output, publish
 from streamscope.processing._writer import ChunkWriter
 from streamscope.processing.sentinel import ALL_DONE, is_all_done
@@ -182,14 +183,7 @@ def execute(job: WorkerJob, progress: Any) -> tuple[Any, ...]:
     except _InputFailed as failed:
         exc = failed.__cause__
         assert exc is not None
-        ev.instant(
-            "crash",
-            "crash",
-            worker=job.worker,
-            input=failed.index,
-            exception=type(exc).__name__,
-            error=f"{type(exc).__name__}: {exc}"[:300],
-        )
+        kinds.crash(exc, worker=job.worker, input=failed.index, max_error=300)
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         return ("error", job.worker, failed.index, failed.item_repr, failed.what, _picklable(exc), tb)
     except (SystemExit, KeyboardInterrupt):
@@ -289,7 +283,7 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
         nonlocal next_chunk
         for entry in entries:
             name = entry["filename"]
-            with ev.span("upload", "upload", file=name, bytes=int(entry["chunk_bytes"]), rank=rank):
+            with kinds.upload(file=name, bytes=int(entry["chunk_bytes"]), rank=rank):
                 publish(store, os.path.join(job.staging_dir, name), name)
             chunks.append(entry)
             next_chunk += 1
@@ -308,10 +302,10 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
         emitted = 0
         try:
             if job.reader is not None:
-                with ev.span("optimize_input", "read", input=index):
+                with kinds.optimize_input(input=index):
                     item = job.reader.read(item)
             if "sample" in trace_sample:
-                with ev.span("optimize_fn", "sample", input=index):
+                with kinds.optimize_fn(input=index):
                     result = job.fn(item)
             else:
                 result = job.fn(item)
@@ -323,16 +317,14 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
                     continue
                 origins.append((pos, emitted - 1))
                 if "sample" in trace_sample:
-                    with ev.span("serialize", "sample", input=index, sample=sample_index):
+                    with kinds.serialize(input=index, sample=sample_index):
                         closed = writer.add_item(sample_index, sample)
                 else:
                     closed = writer.add_item(sample_index, sample)
                 sample_index += 1
                 if closed:
                     for entry in closed:
-                        ev.instant(
-                            "chunk_write",
-                            "write",
+                        kinds.chunk_written(
                             file=entry["filename"],
                             bytes=int(entry["chunk_bytes"]),
                             items=int(entry["chunk_size"]),
@@ -341,7 +333,7 @@ def _run_optimize(job: WorkerJob, progress: Any) -> tuple[list[dict[str, Any]], 
         except Exception as exc:
             raise _InputFailed(index, raw, "optimize") from exc
         progress[job.slot] = pos + 1
-    with ev.span("chunk_write", "write", rank=rank, final=True):
+    with kinds.chunk_write(rank=rank, final=True):
         last = writer.done()
     on_closed(last, end, 0)
     if job.use_checkpoint:
@@ -406,9 +398,9 @@ def _run_map(job: WorkerJob, progress: Any) -> None:
         os.makedirs(tmp, exist_ok=True)
         try:
             if job.reader is not None:
-                with ev.span("optimize_input", "read", input=index):
+                with kinds.optimize_input(input=index):
                     item = job.reader.read(item)
-            with ev.span("optimize_fn", "sample", input=index):
+            with kinds.optimize_fn(input=index):
                 ret = job.fn(item, tmp, **kwargs)
             if ret is not None:
                 raise MapReturnError(
@@ -419,7 +411,7 @@ def _run_map(job: WorkerJob, progress: Any) -> None:
                 for name in sorted(files):
                     src = os.path.join(dirpath, name)
                     key = os.path.relpath(src, tmp).replace(os.sep, "/")
-                    with ev.span("upload", "upload", file=key, bytes=os.path.getsize(src)):
+                    with kinds.upload(file=key, bytes=os.path.getsize(src)):
                         publish(store, src, key)
         except Exception as exc:
             raise _InputFailed(index, raw, "map") from exc

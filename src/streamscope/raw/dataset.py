@@ -38,6 +38,7 @@ from streamscope._core import config, hooks
 from streamscope._core.board import KnobBoard
 from streamscope._core.errors import ConfigError, RawDownloadTimeoutError, RawSetupError
 from streamscope.cache.knobs import new_board
+from streamscope.events import kinds
 from streamscope.raw.fetch import Fetcher, Hedge, sweep_orphans
 from streamscope.raw.indexer import BaseIndexer, FileIndexer, FileMetadata
 from streamscope.raw.planning import (
@@ -258,10 +259,8 @@ class StreamingRawDataset(Dataset):
         limit = self._governor.update(samples, cap)
         if limit != before and "tune" in ev.ACTIVE:
             # this worker's own limit (the board's raw_concurrency is 0): told apart from board changes by its source
-            ev.instant(
+            kinds.knob(
                 "raw_concurrency",
-                "tune",
-                knob="raw_concurrency",
                 old=before,
                 new=limit,
                 source="governor",
@@ -349,7 +348,7 @@ class StreamingRawDataset(Dataset):
         self.prefetch_hits += hits
         self.prefetch_misses += misses
         if "prefetch" in ev.ACTIVE:
-            ev.instant("prefetch", "prefetch", hits=hits, misses=misses, items=len(futures))
+            kinds.prefetch_hits(hits=hits, misses=misses, items=len(futures))
         # The look-ahead starts once at most `left` of this batch's files are still in flight: requests are
         # served about in the order they arrive, so look-ahead sent with the batch is served within the
         # batch and the server sits idle for one round trip when the next batch's misses go out; sent near
@@ -357,7 +356,7 @@ class StreamingRawDataset(Dataset):
         left = int(self._knobs.value("raw_lookahead_when_left"))
         if left < 0:
             left = self.prefetch_depth()
-        with ev.span("read", "read", items=len(indices)):
+        with kinds.read(items=len(indices)):
             results = self._wait(futures, lambda: self._schedule_ahead(rt, indices), left)
         return [results[i] for i in indices]
 
@@ -373,7 +372,7 @@ class StreamingRawDataset(Dataset):
             return
         if multiprocessing.parent_process() is None:
             self.source.prefer_obstore = True
-            ev.instant("backend", "download", backend="obstore", reason=f"{self._batches} batches in the main process")
+            kinds.backend(backend="obstore", reason=f"{self._batches} batches in the main process")
             logger.info("raw: %d batches streamed in the main process; S3 reads switch to obstore", self._batches)
 
     def _probe_inline(self) -> bool:
@@ -385,7 +384,7 @@ class StreamingRawDataset(Dataset):
             self._reset_runtime_state()
         n = len(self.items)
         out: list[Any] = []
-        with ev.span("read", "read", items=len(indices), inline=True):
+        with kinds.read(items=len(indices), inline=True):
             for i in indices:
                 idx = self._normalize(i, n)
                 ahead = self._ahead.pop(idx, None)  # fetched ahead while on the pooled path
@@ -450,7 +449,7 @@ class StreamingRawDataset(Dataset):
                 self._ahead[i] = self._start_item(rt, i, ahead=True)
                 scheduled += 1
         if scheduled and "prefetch" in ev.ACTIVE:
-            ev.instant("prefetch_scheduled", "prefetch", items=scheduled, first=wanted[0])
+            kinds.prefetch_scheduled(items=scheduled, first=wanted[0])
 
     def _wait(
         self, futures: dict[int, Future[Any]], near_end: Callable[[], None] | None = None, left: int = 0

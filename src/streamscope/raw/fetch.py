@@ -37,6 +37,7 @@ from streamscope._core.errors import (
     StorageError,
 )
 from streamscope._core.procs import pid_alive
+from streamscope.events import kinds
 from streamscope.raw.runtime import IORuntime, gather, settle, then
 from streamscope.raw.source import Source
 
@@ -112,7 +113,7 @@ class Fetcher:
     def _read_local(self, path: str, size: int) -> bytes:
         """One local file (``path`` is its index path, which for local sources is its path on disk)."""
         if "download" in ev.ACTIVE:
-            with ev.span("download", "download", path=path, bytes=size, attempt=1, local=True):
+            with kinds.download(path=path, bytes=size, attempt=1, local=True):
                 return self._read_local_untraced(path, size)
         return self._read_local_untraced(path, size)
 
@@ -186,7 +187,7 @@ class Fetcher:
         return local
 
     def _read_cached(self, cached: str, path: str, size: int) -> bytes:
-        with ev.span("read", "read", path=path, bytes=size, cached=True):
+        with kinds.read(path=path, bytes=size, cached=True):
             with open(cached, "rb") as f:
                 return f.read()
 
@@ -231,7 +232,7 @@ class Fetcher:
         os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
         tmp = f"{dest}.tmp.{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex[:8]}"
         try:
-            with ev.span("cache_write", "cache", path=dest, bytes=len(data)):
+            with kinds.cache_write(path=dest, bytes=len(data)):
                 with open(tmp, "wb") as f:
                     f.write(data)
                 os.replace(tmp, dest)
@@ -276,7 +277,7 @@ class Hedge:
             self.fired = True
             self._pending += 1
         self.fetcher.count_hedge(won=False)
-        ev.instant("hedge", "download", path=self.path, bytes=self.size, state="fired")
+        kinds.hedge(path=self.path, bytes=self.size, state="fired")
         dup = self.rt.submit(self.fetcher._get_checked, self.key, self.path, self.size)
         dup.add_done_callback(lambda f: self._done(f, hedge=True))
 
@@ -288,7 +289,7 @@ class Hedge:
         if exc is None:
             if settle(self.result, result=f.result()) and hedge:
                 self.fetcher.count_hedge(won=True)
-                ev.instant("hedge", "download", path=self.path, bytes=self.size, state="won")
+                kinds.hedge(path=self.path, bytes=self.size, state="won")
         elif last:
             settle(self.result, exc=exc)
 
@@ -326,5 +327,5 @@ def sweep_orphans(cache_dir: str, min_age_s: float = 60.0) -> int:
             except OSError:
                 continue
     if removed:
-        ev.instant("sweep", "cache", path=cache_dir, files=removed)
+        kinds.sweep(path=cache_dir, files=removed)
     return removed

@@ -38,9 +38,9 @@ from typing import Any
 
 import zstandard
 
-from streamscope import events as ev
 from streamscope._core import config
 from streamscope._core.errors import EmptyRawSourceError, RawIndexError, StorageError
+from streamscope.events import kinds
 from streamscope.raw.source import Source
 
 logger = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ class BaseIndexer(ABC):
                 with open(local_index, "rb") as f:
                     files = decode_index(f.read(), local_index)
                 if files:
-                    ev.instant("index", "cache", where="local", files=len(files))
+                    kinds.index_found(where="local", files=len(files))
                     return files
             except (OSError, RawIndexError) as exc:
                 logger.warning("ignoring unreadable local index %s: %s", local_index, exc)
@@ -171,7 +171,7 @@ class BaseIndexer(ABC):
             return None
         if not files:
             return None
-        ev.instant("index", "cache", where="source", files=len(files))
+        kinds.index_found(where="source", files=len(files))
         try:
             _publish(local_index, data)
         except OSError as exc:
@@ -179,7 +179,7 @@ class BaseIndexer(ABC):
         return files
 
     def _build(self, source: Source, local_index: str, storage_options: dict[str, Any] | None) -> list[FileMetadata]:
-        with ev.span("index", "cache", source=source.root) as f:
+        with kinds.index(source=source.root) as f:
             files = self.discover_files(source.input_dir, storage_options)
             f["files"] = len(files)
         if not files:

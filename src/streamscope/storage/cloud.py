@@ -41,8 +41,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
-from streamscope import events as ev
 from streamscope._core.errors import ConfigError, MissingDependencyError, StorageError
+from streamscope.events import kinds
 from streamscope.storage import azure_backend, gcs_backend
 from streamscope.storage import obstore_backend as ob
 from streamscope.storage.redact import redact, register_options, register_secret
@@ -136,7 +136,7 @@ def choose_client(preference: str, alternative_ok: bool) -> tuple[str, str | Non
 
 def _note_fallback(url: str, client: str, why: str) -> None:
     global _warned_fallback
-    ev.instant("backend_fallback", "download", url=url, backend=client, reason=why)
+    kinds.backend_fallback(url=url, backend=client, reason=why)
     if not _warned_fallback:
         _warned_fallback = True
         log.warning("streamscope: using %s instead of obstore for %s in pid %d: %s", client, url, os.getpid(), why)

@@ -23,9 +23,10 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from streamscope import events as ev
 from streamscope._core.errors import ObjectNotFoundError, StorageError
 from streamscope._core.protocols import ObjectMeta
+from streamscope.events import kinds
+from streamscope.storage.redact import redact_url
 
 __all__ = [
     "BUILTIN_PREFIXES",
@@ -78,7 +79,8 @@ class Downloader:
     def download_chunk_from_index(self, chunk_index: int) -> None:
         """Download chunk ``chunk_index`` of ``chunks`` into ``cache_dir``."""
         name = self._chunks[chunk_index]["filename"]
-        with ev.span("download", "download", chunk=chunk_index, file=name):
+        # the download kind's fields (chunk, url), as the chunk cache's downloads (the file was once `file=name`)
+        with kinds.download(chunk=chunk_index, url=redact_url(os.path.join(self._remote_dir, name))):
             self.download_file(os.path.join(self._remote_dir, name), os.path.join(self._cache_dir, name))
 
     def download_chunk_bytes_from_index(self, chunk_index: int, offset: int, length: int) -> bytes:
@@ -319,7 +321,9 @@ class DownloaderStore:
         """Fetch ``key`` with the user downloader into ``dest`` atomically; returns its size."""
         os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
         tmp = f"{dest}.dl.{os.getpid()}.{threading.get_ident()}"
-        with ev.span("download", "download", key=key, url=self.url) as f:
+        with kinds.download(
+            url=redact_url(self._remote(key))
+        ) as f:  # the object's URL (once `key=`, `url=` the store's)
             try:
                 self._dl().download_file(self._remote(key), tmp)
                 if not os.path.exists(tmp):

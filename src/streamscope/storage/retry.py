@@ -28,9 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from streamscope import events as ev
 from streamscope._core import config
 from streamscope._core.errors import StorageError, StorageTimeoutError, TransientStorageError
+from streamscope.events import kinds
 from streamscope.storage.redact import redact
 
 __all__ = ["RetryPolicy", "call", "is_retryable", "status_of"]
@@ -134,7 +134,7 @@ def call(
         delay = 0.0
         give_up = ""
         t0 = time.monotonic()
-        with ev.span(name, "download", op=op, url=url, attempt=attempt, **fields) as f:
+        with kinds.storage_op(name, op=op, url=url, attempt=attempt, **fields) as f:
             try:
                 result = fn(f)
                 f["status"] = "ok"
@@ -159,9 +159,7 @@ def call(
             raise error
         elapsed = time.monotonic() - start
         if give_up:
-            ev.instant(
-                "give_up",
-                "download",
+            kinds.give_up(
                 op=op,
                 url=url,
                 attempt=attempt,
@@ -177,9 +175,7 @@ def call(
                 if hasattr(error, attr):
                     setattr(final, attr, getattr(error, attr))
             raise final from None
-        ev.instant(
-            "retry",
-            "download",
+        kinds.retry(
             op=op,
             url=url,
             attempt=attempt,

@@ -55,10 +55,10 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from streamscope import events as ev
 from streamscope._core import config
 from streamscope._core.errors import ConfigError, StorageAuthError, StorageError
 from streamscope._core.optional import install_hint
+from streamscope.events import kinds
 from streamscope.storage import obstore_backend as ob
 from streamscope.storage import sigv4
 from streamscope.storage.redact import redact, redact_options, register_secret
@@ -255,7 +255,7 @@ class S3Store(RemoteStore):
         global _warned_fallback
         name, why = choose_backend(self.options.backend)
         if why is not None:  # obstore wanted (explicitly, or by "auto" in a DataLoader worker) but not usable
-            ev.instant("backend_fallback", "download", url=self.url, backend=name, reason=why)
+            kinds.backend_fallback(url=self.url, backend=name, reason=why)
             if not _warned_fallback:
                 _warned_fallback = True
                 log.warning(
