@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from streamscope.events import CATEGORIES
+from streamscope.events import kinds as ek
 from trace_tools.parse import RawEvent
 
 KNOWN_CATEGORIES = frozenset(CATEGORIES)
@@ -30,34 +31,40 @@ RUN_GAP_US = 10_000_000.0
 MAX_PENDING_FLOWS = 65536
 
 #: Training-loop spans: they run in the main process and are not "worker activity".
-LOOP_CATEGORIES = frozenset({"epoch", "batch", "stall", "tune"})
+LOOP_CATEGORIES = frozenset({ek.EPOCH.cat, ek.BATCH.cat, ek.STALL.cat, ek.TUNER.cat})
 
 #: Names of the span around one epoch of the training loop (cat epoch): LitData's and streamscope's.
-LOOP_SPAN_NAMES = frozenset({"dataloader", "epoch"})
+LOOP_SPAN_NAMES = frozenset({"dataloader", ek.EPOCH.name})
 
 
 #: Spans of the write path (``optimize``/``map`` and their helpers), by name: logs written before the write path had
 #: categories of its own (``upload``, ``write``) put ``upload`` in ``download`` and ``chunk_write`` in ``read``.
 WRITE_PATH_NAMES = frozenset(
     {
-        "optimize_input",
-        "optimize_fn",
-        "serialize",
-        "chunk_write",
-        "upload",
-        "index_merge",
-        "overwrite",
-        "reshard",
-        "build_keys_index",
-        "copy",
+        kind.name
+        for kind in (
+            ek.OPTIMIZE_INPUT,
+            ek.OPTIMIZE_FN,
+            ek.SERIALIZE,
+            ek.CHUNK_WRITE,
+            ek.UPLOAD,
+            ek.INDEX_MERGE,
+            ek.OVERWRITE,
+            ek.RESHARD,
+            ek.BUILD_KEYS_INDEX,
+            ek.COPY,
+        )
     }
 )
 
 #: Categories only the write path logs.
-WRITE_PATH_CATEGORIES = frozenset({"upload", "write"})
+WRITE_PATH_CATEGORIES = frozenset({ek.UPLOAD.cat, ek.CHUNK_WRITE.cat})
 
 #: Categories a DataLoader worker logs while it reads (unless the span's name is the write path's).
-LOADER_CATEGORIES = frozenset({"download", "read", "decompress", "sample", "prefetch", "cache", "delete", "lock"})
+LOADER_CATEGORIES = frozenset(
+    kind.cat
+    for kind in (ek.DOWNLOAD, ek.READ, ek.DECOMPRESS, ek.SAMPLE, ek.PREFETCH, ek.CACHE_BYTES, ek.DELETE, ek.LOCK)
+)
 
 #: A worker's role, by what it logs, and the word its label carries.
 ROLE_WORDS = {"loader": "loader worker", "optimize": "optimize worker", "": "worker"}
@@ -74,7 +81,7 @@ def event_role(cat: str, name: str) -> str:
 
 def is_loop_event(ev: RawEvent) -> bool:
     """True for events only the training loop (main process) logs: batch, stall, and the epoch span."""
-    return ev.cat in ("batch", "stall") or (ev.cat == "epoch" and ev.name in LOOP_SPAN_NAMES)
+    return ev.cat in (ek.BATCH.cat, ek.STALL.cat) or (ev.cat == ek.EPOCH.cat and ev.name in LOOP_SPAN_NAMES)
 
 
 @dataclass
@@ -333,7 +340,7 @@ class Normalizer:
                 proc = self._procs[ev.pid]
                 tkey = (proc.run, ev.pid, ev.tid)
         self._last_ts[tkey] = ev.ts
-        if ev.ph == "B" and ev.cat == "epoch" and ev.name in LOOP_SPAN_NAMES:
+        if ev.ph == "B" and ev.cat == ek.EPOCH.cat and ev.name in LOOP_SPAN_NAMES:
             rkey = (proc.run, proc.rank)
             main = self._main_pid.get(rkey)
             if main is None:
@@ -357,18 +364,18 @@ class Normalizer:
         chunk = ev.args.get("chunk")
         if chunk:
             fkey = (proc.run, chunk)
-            if ev.name == "download":
+            if ev.name == ek.DOWNLOAD.name:
                 self._flow += 1
                 flows = self._flows
                 flows.pop(fkey, None)
                 flows[fkey] = span.flow_out = self._flow
                 if len(flows) > MAX_PENDING_FLOWS:
                     del flows[next(iter(flows))]
-            elif ev.name == "read":
+            elif ev.name == ek.READ.name:
                 fid = self._flows.get(fkey)
                 if fid is not None:
                     span.flow_in = span.flow_out = fid
-            elif ev.name == "delete":
+            elif ev.name == ek.DELETE.name:
                 self._flows.pop(fkey, None)
         return span
 

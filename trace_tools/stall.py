@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from trace_tools.model import WRITE_PATH_CATEGORIES, WRITE_PATH_NAMES
+from streamscope.events import kinds as ek
+from trace_tools.model import LOOP_CATEGORIES, WRITE_PATH_CATEGORIES, WRITE_PATH_NAMES
 
 #: Activity classes in priority order (a moment with a download and a sample open counts as download).
 CLASSES: tuple[str, ...] = ("download", "decompress", "read", "sample", "other")
@@ -34,19 +35,22 @@ LABELS: dict[str, str] = {
 #: that a DataLoader worker records it at level "chunk"). With num_workers=0 the loop decodes in its own process:
 #: streamscope's ``epoch`` span then carries ``workers: 0`` and the whole epoch counts as decoding (the summary
 #: adds it to the ``sample`` class, below download, decompress and read in priority).
-DECODE_SPANS = frozenset({"decode_batch"})
+DECODE_SPANS = frozenset({ek.DECODE_BATCH.name})
+
+#: Categories whose spans are their own stall class (the class is named for the category).
+_DECODING = (ek.DECOMPRESS.cat, ek.READ.cat, ek.SAMPLE.cat)
 
 
 def activity_class(cat: str, name: str) -> str | None:
     """The stall-report class of a span, or ``None`` for training-loop spans (epoch, batch, stall, tune) and for
     the write path's (``optimize``/``map``: they do not feed the loop, whatever category an older log gave them)."""
-    if cat in ("epoch", "batch", "stall", "tune") or cat in WRITE_PATH_CATEGORIES or name in WRITE_PATH_NAMES:
+    if cat in LOOP_CATEGORIES or cat in WRITE_PATH_CATEGORIES or name in WRITE_PATH_NAMES:
         return None
-    if cat == "download":
-        return "other" if name == "prefetch" else "download"
+    if cat == ek.DOWNLOAD.cat:
+        return "other" if name == ek.PREFETCH.name else "download"
     if name in DECODE_SPANS:
         return "sample"
-    if cat in ("decompress", "read", "sample"):
+    if cat in _DECODING:
         return cat
     return "other"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from streamscope.events import kinds as ek
 from trace_tools.errors import TraceToolError
 from trace_tools.model import LOOP_SPAN_NAMES, Normalizer, Point, Problems, Proc, Span
 from trace_tools.parse import ParseStats, describe_no_events, read_events
@@ -139,19 +140,19 @@ def summarize(path: str, with_timeline: bool = True) -> Summary:
                 a = rl.activity[cls]
                 a.append(s.b)
                 a.append(e)
-            elif s.cat == "stall":
+            elif s.cat == ek.STALL.cat:
                 rl.stalls.append(s.b)
                 rl.stalls.append(e)
-            elif s.cat == "batch" and s.name == "batch":
+            elif s.cat == ek.BATCH.cat and s.name == ek.BATCH.name:
                 rl.batches.append((s.args.get("epoch", ""), s.b, e))
-            elif s.cat == "epoch" and s.name in LOOP_SPAN_NAMES:
+            elif s.cat == ek.EPOCH.cat and s.name in LOOP_SPAN_NAMES:
                 rl.loops.append((s.args.get("epoch", ""), s.b, e))
                 if str(s.args.get("workers", "")).strip() == "0":
                     # num_workers=0: the loop decodes its batches itself, so its waits are decoding (where no
                     # download, decompress or read span says otherwise)
                     rl.activity["sample"].extend((s.b, e))
             if tl is not None:
-                if s.cat == "epoch":
+                if s.cat == ek.EPOCH.cat:
                     tl.add_epoch(s.proc, s.name, s.args.get("epoch", ""), s.b, e)
                 else:
                     tl.add(s.proc, s.cat, s.b, e)
@@ -170,7 +171,7 @@ def summarize(path: str, with_timeline: bool = True) -> Summary:
             lst = inst_ex.setdefault(key, [])
             if msg and len(lst) < 3:
                 lst.append(f"{p.proc.label}: {msg}")
-            if p.cat == "tune":
+            if p.cat == ek.TUNER.cat:
                 tkey = (p.proc.run, p.proc.rank)
                 tlog = tuners.get(tkey)
                 if tlog is None:

@@ -24,6 +24,7 @@ from typing import Any, cast
 import numpy as np
 
 from streamscope._core.histogram import FixedBuckets
+from streamscope.events import kinds as ek
 from streamscope.events.bus import BULK, Bulk, Event, joined
 from streamscope.events.registry import BUCKETS_S  # the histograms' bounds (seconds), declared with the metrics
 
@@ -34,7 +35,15 @@ _LAYOUT = FixedBuckets(BUCKETS_S)  # the buckets the exporters publish (duration
 _BOUNDS_NS = tuple(int(b * 1e9) for b in BUCKETS_S)
 _BOUNDS = np.array(_BOUNDS_NS, dtype=np.int64)
 #: Epoch-category spans around a training loop: LitData's ``dataloader`` and streamscope's ``epoch``.
-_LOOP_SPANS = frozenset({"dataloader", "epoch"})
+_LOOP_SPANS = frozenset({"dataloader", ek.EPOCH.name})
+#: The loop's kinds, by constant (compared per event: module globals, no attribute look-up).
+_BATCH, _BATCH_NAME, _STALL, _STALL_NAME, _EPOCH = (
+    ek.BATCH.cat,
+    ek.BATCH.name,
+    ek.STALL.cat,
+    ek.STALL.name,
+    ek.EPOCH.cat,
+)
 #: Bulk entries are folded into the stats in batches (see :meth:`Aggregator.fold`): when this many of their
 #: events or this many entries are pending, or when the stats are read.
 _FOLD_EVENTS = 200_000
@@ -183,9 +192,9 @@ class Aggregator:
                     begins[key] = [ts]
                 else:
                     stack.append(ts)
-                if cat == "batch" or cat == "epoch":
+                if cat == _BATCH or cat == _EPOCH:
                     self._loop_begin(cat, name, tid, ts)
-                elif cat == "stall" and name == "stall":
+                elif cat == _STALL and name == _STALL_NAME:
                     self._stall_begin(tid, ts, ts)
             elif ph == "E":
                 stack = begins.get((tid, cat, name))
@@ -211,24 +220,24 @@ class Aggregator:
                         st.aborted += 1
                     if "exception" in fields:
                         st.errors += 1
-                if cat == "batch" and name == "batch":
+                if cat == _BATCH and name == _BATCH_NAME:
                     self._loop_mark[tid] = ts
                     self._loop_edge[tid] = ts
-                elif cat == "stall" and name == "stall":
+                elif cat == _STALL and name == _STALL_NAME:
                     self._loop_edge[tid] = ts
-                elif cat == "epoch" and name in _LOOP_SPANS:
+                elif cat == _EPOCH and name in _LOOP_SPANS:
                     self._loop_mark.pop(tid, None)
             elif ph == "X":
                 st = self._kind(cat, name)
                 d = fields.get("dur", 0)
                 dur_ns = int(d * 1000) if type(d) is float or type(d) is int else 0
                 st.observe_ns(dur_ns)
-                if cat == "batch" and name == "batch":  # compact batch spans (trace_compact_categories)
+                if cat == _BATCH and name == _BATCH_NAME:  # compact batch spans (trace_compact_categories)
                     mark = self._loop_mark.pop(tid, None)
                     if mark is not None:
                         self._stats("batch/data_wait").observe_ns(ts - mark)
                     self._loop_mark[tid] = ts + dur_ns
-                elif cat == "epoch" and name in _LOOP_SPANS:  # a compact loop span ends: its loop ends
+                elif cat == _EPOCH and name in _LOOP_SPANS:  # a compact loop span ends: its loop ends
                     self._loop_mark.pop(tid, None)
                 if "bytes" in fields:
                     st.bytes += _num(fields["bytes"])
@@ -239,10 +248,14 @@ class Aggregator:
             elif ph == BULK:
                 bulk = cast(Bulk, fields)  # a BULK entry holds a Bulk where Event types the fields
                 self._pending.append((kinds.get((cat, name)) or self._kind(cat, name), ts, bulk))
-                if cat == "batch" and name == "batch":  # the loop's batch series (events.series)
+                if cat == _BATCH and name == _BATCH_NAME:  # the loop's batch series (events.series)
                     self._bulk_loop(tid, bulk)
                 elif (
-                    cat == "stall" and name == "stall" and bulk.starts is not None and bulk.ends is not None and bulk.n
+                    cat == _STALL
+                    and name == _STALL_NAME
+                    and bulk.starts is not None
+                    and bulk.ends is not None
+                    and bulk.n
                 ):
                     self._stall_begin(tid, int(bulk.starts[0]), int(bulk.ends[-1]))
                 extra += bulk.n - 1
@@ -262,11 +275,11 @@ class Aggregator:
 
     def _loop_begin(self, cat: str, name: str, tid: int, ts: int) -> None:
         """Data-wait bookkeeping at the begin of a ``batch`` or loop span."""
-        if cat == "batch" and name == "batch":
+        if cat == _BATCH and name == _BATCH_NAME:
             mark = self._loop_mark.pop(tid, None)
             if mark is not None:
                 self._stats("batch/data_wait").observe_ns(ts - mark)
-        elif cat == "epoch" and name in _LOOP_SPANS:
+        elif cat == _EPOCH and name in _LOOP_SPANS:
             self._loop_mark[tid] = ts
 
     def _stall_begin(self, tid: int, ts: int, end: int) -> None:

@@ -37,6 +37,7 @@ from typing import Any
 from streamscope import events as ev
 from streamscope._core import config
 from streamscope._core.version import VERSION as __version__
+from streamscope.events import kinds
 from streamscope.events.exporters import FLUSH_TIMEOUT_MILLIS, EventBatch, ExportResult, parse_specs
 from streamscope.events.registry import METRICS, Instrument, Metric
 from streamscope.events.view import Histogram, MetricsView
@@ -329,7 +330,7 @@ class SpanWriter:
                 return sp.get_span_context()
             if p in self.skipped:
                 return self.skipped[p]
-        if op.cat == "epoch" and op.pid == self.main_pid:
+        if op.cat == kinds.EPOCH.cat and op.pid == self.main_pid:
             return None  # a rank's epoch is a root
         return self._container(op.t0)
 
@@ -347,19 +348,19 @@ class SpanWriter:
         if op.cat in LINKED_CATEGORIES and op.stem is not None:
             dl = self.downloads.get(op.stem)
             if dl is not None:
-                links.append(trace.Link(dl, {"streamscope.link": "download"}))
-        kind = trace.SpanKind.CLIENT if op.cat == "download" else trace.SpanKind.INTERNAL
+                links.append(trace.Link(dl, {"streamscope.link": kinds.DOWNLOAD.name}))
+        kind = trace.SpanKind.CLIENT if op.cat == kinds.DOWNLOAD.cat else trace.SpanKind.INTERNAL
         span = self.tracer.start_span(
             op.name, context=ctx, kind=kind, attributes=op.attrs, links=links, start_time=op.t0
         )
         self.started += 1
         sc = span.get_span_context()
-        if op.cat == "download" and op.name == "download" and op.stem is not None:
+        if op.cat == kinds.DOWNLOAD.cat and op.name == kinds.DOWNLOAD.name and op.stem is not None:
             self.downloads[op.stem] = sc
             self.downloads.move_to_end(op.stem)
             if len(self.downloads) > MAX_LINKS:
                 self.downloads.popitem(last=False)
-        if op.cat == "epoch" and op.pid == self.main_pid and op.key is not None:
+        if op.cat == kinds.EPOCH.cat and op.pid == self.main_pid and op.key is not None:
             self.containers.append([op.t0, op.t1 if op.kind == "whole" else None, sc, op.key, self.sampled_out])
         return span
 

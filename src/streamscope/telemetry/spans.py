@@ -31,6 +31,7 @@ import os
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from streamscope.events import kinds as ek
 from streamscope.events.bus import BULK, Bulk, as_list
 from streamscope.events.exporters import EventBatch
 from streamscope.storage.redact import redact
@@ -54,16 +55,20 @@ __all__ = [
 
 
 #: Categories whose events never become spans: one per sample, batch or lock operation (the metrics count them).
-PER_ITEM_CATEGORIES = frozenset({"sample", "batch", "lock"})
+PER_ITEM_CATEGORIES = frozenset({ek.SAMPLE.cat, ek.BATCH.cat, ek.LOCK.cat})
 #: Events of span categories done per batch or per item: aggregated, never a span.
-PER_ITEM_NAMES = frozenset({"decode_batch", "key_lookup", "read_item", "optimize_input", "optimize_fn", "serialize"})
+PER_ITEM_NAMES = frozenset(
+    kind.name
+    for kind in (ek.DECODE_BATCH, ek.KEY_LOOKUP, ek.READ_ITEM, ek.OPTIMIZE_INPUT, ek.OPTIMIZE_FN, ek.SERIALIZE)
+)
 #: Spans never held back by the rate bound.
-ESSENTIAL_CATEGORIES = frozenset({"epoch", "crash"})
+ESSENTIAL_CATEGORIES = frozenset({ek.EPOCH.cat, ek.CRASH.cat})
 #: Instants that become zero-length spans (others become events of the span open on their thread).
-INSTANT_SPANS = frozenset({"crash", "tune"})
+INSTANT_SPANS = frozenset({ek.CRASH.cat, ek.TUNER.cat})
 #: Spans that a chunk's reads link to, and the spans that link to them.
-DOWNLOAD = ("download", "download")
-LINKED_CATEGORIES = frozenset({"read", "decompress"})
+DOWNLOAD = (ek.DOWNLOAD.name, ek.DOWNLOAD.cat)
+LINKED_CATEGORIES = frozenset({ek.READ.cat, ek.DECOMPRESS.cat})
+_STALL, _CRASH = ek.STALL.cat, ek.CRASH.cat
 #: Most ends kept waiting for their begins (see :meth:`SpanEncoder.encode`).
 MAX_ORPHANS = 4096
 #: Longest string attribute value (characters).
@@ -223,7 +228,7 @@ class SpanEncoder:
                 out.append(Op("end", key, name, cat, 0, t, attrs, None, pid, _error(fields)))
             elif ph == "X":
                 dur_ns = int(float(fields.get("dur", 0)) * 1000)
-                if cat == "stall" and dur_ns < self.stall_min_ns:
+                if cat == _STALL and dur_ns < self.stall_min_ns:
                     continue
                 attrs = attributes(fields, env, pid, tid, worker, cat)
                 out.append(
@@ -244,9 +249,9 @@ class SpanEncoder:
             elif ph == "I":
                 attrs = attributes(fields, env, pid, tid, worker, cat)
                 if cat in INSTANT_SPANS:
-                    err = _error(fields) if cat == "crash" else None
-                    if cat == "crash" and err is None:
-                        err = "crash"
+                    err = _error(fields) if cat == _CRASH else None
+                    if cat == _CRASH and err is None:
+                        err = _CRASH
                     out.append(Op("whole", self._key(pid), name, cat, t, t, attrs, self._parent(sk, ts), pid, err))
                 else:
                     stack = stacks.get(sk)
@@ -296,7 +301,7 @@ class SpanEncoder:
     def _bulk(self, e: tuple[Any, ...], env: dict[str, int], off: int, worker: bool) -> Iterable[Op]:
         """Complete events of a bulk entry (the loop's stalls): only those that last at least the minimum."""
         _ph, name, cat, t0, pid, tid, b = e
-        if not isinstance(b, Bulk) or cat != "stall":
+        if not isinstance(b, Bulk) or cat != _STALL:
             return ()
         if b.starts is None or b.ends is None:
             share = max(0, b.t1 - t0) // max(1, b.n)
