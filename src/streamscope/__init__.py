@@ -105,6 +105,14 @@ def _litracer_sink() -> Any:
     return LitracerFileSink()
 
 
+def _span_sink() -> Any:
+    """The OpenTelemetry span exporter of the event bus, the name ``telemetry.otel`` adds to
+    ``STREAMSCOPE_TRACE_SINKS`` (so that the rank's workers spool their spans to it)."""
+    from streamscope.telemetry.otel import span_sink
+
+    return span_sink()
+
+
 def _runtime() -> None:
     """The ``runtime`` hook: the event bus's runtime (``streamscope.recording``: recorder, flusher, metrics, the
     wait split) installed into the event API (``streamscope.events.set_runtime``). The API runs it the first time
@@ -147,6 +155,8 @@ _hooks.provide(_hooks.LOADER_OBSERVER, _loader_observer)
 _hooks.provide(_hooks.sink("litracer"), _litracer_sink)
 # the value STREAMSCOPE_TRACE_SINKS carried before the sink got its name (a job's environment may still hold it)
 _hooks.provide(_hooks.sink("streamscope.trace.litracer:LitracerFileSink"), _litracer_sink)
+# by the spec telemetry.otel.SPAN_SINK names (the runtime would else import a higher layer by that dotted path)
+_hooks.provide(_hooks.sink("streamscope.telemetry.otel:span_sink"), _span_sink)
 
 
 def __dir__() -> list[str]:

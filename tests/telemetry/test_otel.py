@@ -212,6 +212,21 @@ def test_the_span_sink_joins_the_tracers_sinks_and_env_tracing_keeps_its_log():
 
 
 @pytest.mark.usefixtures("clean_tracer")
+def test_the_runtime_gets_the_span_sink_from_the_package_root_not_by_importing_its_dotted_path(monkeypatch):
+    """Explicit wiring (issue 33, deliverable 3): the runtime (recording) sits below telemetry and must not import
+    it by the spec STREAMSCOPE_TRACE_SINKS carries; the package root provides the factory under that name."""
+    from streamscope.recording import processor
+
+    def no_import(spec: str) -> None:
+        raise AssertionError(f"the runtime imported {spec} by its dotted path")
+
+    monkeypatch.setattr(processor, "resolve", no_import)
+    for spec in (otel.SPAN_SINK, recording.DEFAULT_SINK):
+        assert callable(processor.factory_of(spec))
+    assert isinstance(processor.factory_of(otel.SPAN_SINK)(), otel.OTelSpanSink)
+
+
+@pytest.mark.usefixtures("clean_tracer")
 def test_the_span_sink_is_the_spool_outside_a_ranks_main_process(monkeypatch):
     from streamscope.telemetry.spool import SpoolSink
 
