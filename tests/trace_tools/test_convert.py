@@ -267,7 +267,8 @@ def test_main_process_recognised_by_loop_events(tmp_path):
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
     t = pb.Trace()
-    t.ParseFromString(open(pp, "rb").read())
+    with open(pp, "rb") as f:  # closed here, not at a later collection (a ResourceWarning, an error in the suite)
+        t.ParseFromString(f.read())
     last = {}
     for p in t.packet:
         if p.HasField("track_descriptor") and p.track_descriptor.HasField("process"):
