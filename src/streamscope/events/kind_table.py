@@ -564,7 +564,8 @@ def _fields_cell(kind: Kind) -> str:
     parts = []
     for f in kind.fields:
         mark = "" if f.required else "?"
-        parts.append(f"`{f.name}{mark}`: {f.type}{' (end)' if f.end else ''}")
+        type_ = f.type.replace("|", "\\|")  # a pipe inside a Markdown cell
+        parts.append(f"`{f.name}{mark}`: {type_}{' (end)' if f.end else ''}")
     if kind.open:
         parts.append("+ extra fields")
     return ", ".join(parts) or "(the caller's)"
