@@ -94,3 +94,14 @@ def test_global_rank_env_is_accepted(tmp_path, monkeypatch):
     ds = StreamingDataset(d)
     assert (ds.world_size, ds.rank, ds.drop_last) == (2, 1, True)
     assert [s["index"] for s in ds] == list(range(10, 20))
+
+
+def test_writer_rank_is_the_optimizer_s_global_rank_else_rank_times_workers(monkeypatch):
+    from streamscope.engine.distributed import writer_rank
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.delenv("DATA_OPTIMIZER_GLOBAL_RANK", raising=False)
+    assert writer_rank() == 1  # global_rank 1 * 1 worker (the main process) + worker 0
+    monkeypatch.setenv("DATA_OPTIMIZER_GLOBAL_RANK", "7")
+    assert writer_rank() == 7

@@ -69,3 +69,18 @@ def test_shards_of_different_configs_are_refused_naming_both(tmp_path: Any) -> N
     with pytest.raises(FormatError, match=r"'1\.index\.json' differs from '0\.index\.json' in \['chunk_size'\]"):
         complete_dataset(out)
     assert not is_complete_dataset(out)
+
+
+def test_merge_written_ranks_merges_at_rank_0_and_waits_elsewhere(tmp_path: Any) -> None:
+    from streamscope.format.complete import merge_written_ranks
+
+    out = str(tmp_path / "chunks")
+    _write_shards(out)
+    with pytest.raises(FormatError, match="rank 1: .*index.json' did not appear"):
+        merge_written_ranks(out, 1, 2, 0.05)  # not rank 0: waits for index.json only
+    with pytest.raises(FormatError, match="2 of 3 per-rank index files"):
+        merge_written_ranks(out, 0, 3, 0.05)
+    merge_written_ranks(out, 0, 2, 5.0)
+    assert [n for n in os.listdir(out) if n.endswith("index.json")] == ["index.json"]
+    merge_written_ranks(out, 1, 2, 0.05)  # index.json is there: nothing to wait for
+    assert [(s["rank"], s["i"]) for s in StreamingDataset(out)] == [(r, i) for r in range(2) for i in range(5)]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from os import PathLike
 
-__all__ = ["Dir", "as_dir"]
+__all__ = ["Dir", "as_dir", "local_and_url"]
 
 
 @dataclass
@@ -27,8 +28,6 @@ def as_dir(value: str | PathLike[str] | Dir | None) -> Dir:
     if isinstance(value, Dir):
         return value
     if not isinstance(value, str):
-        import os
-
         if isinstance(value, os.PathLike):
             return Dir(path=os.fspath(value))
         from streamscope._core.errors import ConfigError
@@ -37,3 +36,24 @@ def as_dir(value: str | PathLike[str] | Dir | None) -> Dir:
     if "://" in value or value.startswith("local:"):
         return Dir(path=None, url=value)
     return Dir(path=value)
+
+
+def local_and_url(value: Any, who: str) -> tuple[str, str | None]:
+    """The local folder (absolute for a path) and the remote URL (None: none) of ``value``, a :class:`Dir` (or any
+    object with ``path`` and ``url``: LitData's ``Dir`` too) or a local path, for ``who``, which writes and caches in
+    a local folder (LitData's ``Cache``).
+
+    Raises:
+        ValueError: ``value`` is None, has no local path, or is a URL (naming how to pass one).
+    """
+    if value is None:
+        raise ValueError(f"{who} needs an input_dir")
+    if isinstance(value, Dir) or (hasattr(value, "path") and hasattr(value, "url")):
+        path, url = value.path, value.url
+        if not path:
+            raise ValueError(f"{who} needs a local path in {value!r} to write and cache chunks")
+        return str(path), url
+    text = os.fspath(value)
+    if "://" in text:
+        raise ValueError(f"{who} needs a local directory; for a remote dataset pass Dir(path=<local>, url={text!r})")
+    return os.path.abspath(text), None

@@ -15,7 +15,7 @@ from typing import Any
 from streamscope._core.errors import DatasetError
 from streamscope._core.ranks import world_and_rank
 
-__all__ = ["DistEnv", "WorkerEnv", "_DistributedEnv", "_WorkerEnv", "detect_num_nodes"]
+__all__ = ["DistEnv", "WorkerEnv", "_DistributedEnv", "_WorkerEnv", "detect_num_nodes", "writer_rank"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,20 @@ class WorkerEnv:
         if info is None:
             return cls(0, 1)
         return cls(info.id, info.num_workers)
+
+
+def writer_rank() -> int:
+    """The rank of a writer of chunks as LitData's ``BinaryWriter.rank`` finds it: ``DATA_OPTIMIZER_GLOBAL_RANK``
+    if set (an optimize worker), else ``global_rank * num_workers + worker_id``.
+
+    Raises:
+        DatasetError: the distributed environment's values are not integers or not a valid rank.
+    """
+    env = os.getenv("DATA_OPTIMIZER_GLOBAL_RANK")
+    if env:
+        return int(env)
+    worker = WorkerEnv.detect()
+    return DistEnv.detect().rank * worker.num_workers + worker.worker_id
 
 
 def detect_num_nodes(world_size: int) -> int:

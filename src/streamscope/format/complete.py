@@ -1,5 +1,6 @@
 """Finishing a folder of per-writer index files: ``complete_dataset`` / ``is_complete_dataset`` (LitData 0.2.76),
-and the merge ``BinaryWriter.merge`` runs (:func:`merge_index_files`, :func:`wait_for_index_files`).
+and the merge ``BinaryWriter.merge`` runs (:func:`merge_written_ranks`: :func:`wait_for_index_files`, then
+:func:`merge_rank_indexes`).
 
 ``optimize`` merges the indexes itself; a folder written by hand (``BinaryWriter``/``Cache`` without
 ``merge()``) or left by an interrupted job holds ``{rank}.index.json`` files (and, from a multi-node job,
@@ -17,6 +18,7 @@ import time
 from typing import Any
 
 from streamscope._core.errors import FormatError
+from streamscope.events import kinds
 from streamscope.format.index import INDEX_FILENAME, load_partial_index, merge_indexes, natural_key, write_index
 
 __all__ = [
@@ -25,6 +27,8 @@ __all__ = [
     "index_file_names",
     "is_complete_dataset",
     "merge_index_files",
+    "merge_rank_indexes",
+    "merge_written_ranks",
     "wait_for_index_files",
 ]
 
@@ -125,3 +129,29 @@ def wait_for_index_files(input_dir: str, expected: int | None, timeout: float, w
                 f"(found {sorted(parts)}); a rank that wrote no chunk writes none"
             )
         time.sleep(0.01)
+
+
+def merge_rank_indexes(input_dir: str, node_rank: int | None = None, existing: dict[str, Any] | None = None) -> None:
+    """:func:`merge_index_files` of :func:`index_file_names` now, traced (``index_merge``): LitData's
+    ``BinaryWriter._merge_no_wait``.
+
+    Raises:
+        FormatError: a file is unreadable, or two configs differ beyond ``types``.
+    """
+    names = index_file_names(input_dir, node_rank)
+    with kinds.index_merge(files=len(names)):
+        merge_index_files(input_dir, names, node_rank=node_rank, existing=existing)
+
+
+def merge_written_ranks(input_dir: str, rank: int, expected: int, timeout: float, node_rank: int | None = None) -> None:
+    """LitData's ``BinaryWriter.merge``: rank 0 waits for ``expected`` ``{rank}.index.json`` files and merges them
+    (:func:`merge_rank_indexes`; into ``{node_rank}-index.json`` when ``node_rank`` is given), the other ranks wait
+    for ``index.json``; nothing to do when it exists.
+
+    Raises:
+        FormatError: what was waited for did not appear within ``timeout`` seconds, or the configs differ.
+    """
+    if rank != 0:
+        wait_for_index_files(input_dir, None, timeout, f"rank {rank}")
+    elif wait_for_index_files(input_dir, expected, timeout, "rank 0"):
+        merge_rank_indexes(input_dir, node_rank)

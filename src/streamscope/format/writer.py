@@ -244,6 +244,24 @@ class ChunkWriter:
             )
         return out
 
+    def index_config(self) -> dict[str, Any]:
+        """:attr:`config`, or before the first sample the config with ``data_format`` and ``data_spec`` None (and
+        0.2.76's keys None): what LitData's ``BinaryWriter.get_config`` returns before any item."""
+        if self.config is not None:
+            return dict(self.config)
+        out = {
+            "compression": self.compression,
+            "chunk_size": self.chunk_size_limit,
+            "chunk_bytes": self.chunk_bytes_limit,
+            "data_format": None,
+            "data_spec": None,
+            "encryption": self.encryption.state_dict() if self.encryption is not None else None,
+            "item_loader": self.item_loader.name,
+        }
+        if self._v076:
+            out.update(compression_level=None, compression_batch_size=None, ipc_compression=None, types=None)
+        return out
+
     def state(self) -> dict[str, Any]:
         """What a writer continuing this one's chunks needs to write what this one would have (JSON): the
         first sample's leaf formats and, for "0.2.76", the fused schema and what the chunks so far used."""

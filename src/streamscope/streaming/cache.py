@@ -1,9 +1,8 @@
 """``litdata.streaming.cache`` at the same path: ``Cache`` (one writer and one reader on a directory) and ``Dir``.
 
-``cache[i] = sample`` writes (consecutive indexes), ``cache.done()`` closes this rank's chunks and index file,
-``cache.merge()`` writes ``index.json``; then ``cache[i]`` or ``cache[ChunkedIndex(...)]`` reads back and
-``len(cache)`` counts the items. See :mod:`streamscope.streaming.writer` and :mod:`streamscope.streaming.reader`
-for what differs from LitData (no ``save_checkpoint`` here).
+``cache[i] = sample`` writes, ``cache.done()`` closes this rank's chunks and index file, ``cache.merge()`` writes
+``index.json``; then ``cache[i]`` (or ``cache[ChunkedIndex(...)]``) reads back and ``len(cache)`` counts the items.
+What differs from LitData: :mod:`~streamscope.streaming.writer`, :mod:`~streamscope.streaming.reader`.
 """
 
 from __future__ import annotations
@@ -11,26 +10,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from streamscope._core.dirs import Dir
-from streamscope.format.writer import convert_chunk_bytes
+from streamscope._core.dirs import Dir, local_and_url
 from streamscope.streaming.reader import BinaryReader, ChunkedIndex, Interval
 from streamscope.streaming.writer import BinaryWriter
 
 __all__ = ["Cache", "Dir"]
-
-
-def _path_and_url(input_dir: Any) -> tuple[str, str | None]:
-    if input_dir is None:
-        raise ValueError("Cache needs an input_dir")
-    if isinstance(input_dir, Dir) or (hasattr(input_dir, "path") and hasattr(input_dir, "url")):
-        path, url = input_dir.path, input_dir.url
-        if not path:
-            raise ValueError(f"Cache needs a local path in {input_dir!r} to write and cache chunks")
-        return str(path), url
-    text = os.fspath(input_dir)
-    if "://" in text:
-        raise ValueError(f"Cache needs a local directory; for a remote dataset pass Dir(path=<local>, url={text!r})")
-    return os.path.abspath(text), None
 
 
 class Cache:
@@ -47,14 +31,12 @@ class Cache:
         chunk_size: max items per chunk written (exactly one of chunk_size/chunk_bytes).
         chunk_bytes: max bytes per chunk written.
         item_loader: ``PyTreeLoader()`` (default) or ``TokensLoader``.
-        max_cache_size: accepted (the reader does not evict).
+        max_cache_size: bytes (or a string such as "10GB") of a remote dataset's chunks the directory may hold
+            before the reader evicts one it moved past (see ``BinaryReader``); None keeps every chunk.
         serializers: extra serializers by name.
         writer_chunk_index: index of the first chunk written.
         storage_options: options for the remote store of ``input_dir.url``.
-        session_options: accepted (unused).
-        max_pre_download: accepted (unused).
-        msg_queue: accepted (unused).
-        on_demand_bytes: accepted (unused).
+        session_options, max_pre_download, msg_queue, on_demand_bytes: accepted (unused).
     """
 
     def __init__(
@@ -78,7 +60,7 @@ class Cache:
         msg_queue: Any | None = None,
         on_demand_bytes: bool = False,
     ) -> None:
-        path, url = _path_and_url(input_dir)
+        path, url = local_and_url(input_dir, "Cache")
         self._cache_dir = path
         self._writer = BinaryWriter(
             path,
@@ -97,7 +79,7 @@ class Cache:
             path,
             subsampled_files=subsampled_files,
             region_of_interest=region_of_interest,
-            max_cache_size=convert_chunk_bytes(max_cache_size) if isinstance(max_cache_size, str) else max_cache_size,
+            max_cache_size=max_cache_size,
             remote_input_dir=url,
             compression=compression,
             encryption=encryption,
@@ -118,9 +100,7 @@ class Cache:
     @property
     def filled(self) -> bool:
         """True once ``index.json`` exists in the directory (the dataset is complete)."""
-        if self._is_done:
-            return True
-        self._is_done = os.path.exists(os.path.join(self._cache_dir, "index.json"))
+        self._is_done = self._is_done or os.path.exists(os.path.join(self._cache_dir, "index.json"))
         return self._is_done
 
     @property

@@ -1,6 +1,6 @@
 """``litdata.streaming.reader.BinaryReader`` at the same path: read items of an optimized dataset by ChunkedIndex.
 
-A face over the engine's reader of stored datasets (``engine/stored_reader.py``): synchronous, no prefetch; for
+A face over the engine's items of a stored dataset (``engine/stored_items.py``): synchronous, no prefetch; for
 training use :class:`~streamscope.engine.StreamingDataset`. A local dataset's plain chunks are read in place; a
 remote dataset's (``remote_input_dir``), and whole-file compressed ones, come through the engine's chunk cache on
 ``cache_dir`` itself in LitData's layout, once for all the processes reading it. The open chunk is leased until
@@ -16,12 +16,10 @@ from collections import namedtuple
 from dataclasses import dataclass
 from typing import Any
 
-from streamscope import events as ev
-from streamscope._core.errors import IndexNotFoundError
-from streamscope._core.protocols import ObjectStore
 from streamscope.engine.distributed import WorkerEnv
-from streamscope.engine.stored_reader import StoredChunkReader, StoredIndex, stored_reader
-from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader, TokensLoader
+from streamscope.engine.stored_items import StoredItems
+from streamscope.engine.stored_reader import StoredIndex
+from streamscope.format.item_loader import BaseItemLoader, PyTreeLoader
 from streamscope.format.writer import convert_chunk_bytes
 
 __all__ = ["BinaryReader", "ChunkedIndex", "Interval"]
@@ -81,44 +79,21 @@ class BinaryReader:
         self._serializers = serializers
         self._storage_options = dict(storage_options or {})
         self._max_cache_size = max_cache_size
-        self._max_cache_bytes = convert_chunk_bytes(max_cache_size) if max_cache_size is not None else None
         self._max_pre_download = max_pre_download
         self.on_demand_bytes = on_demand_bytes
-        self._index: StoredIndex | None = None
-        self._open: int | None = None  # the chunk read last: held open and leased until the reader moves on
-        self._store: ObjectStore | None = None
-        self._reader: StoredChunkReader | None = None
-
-    def _remote(self) -> ObjectStore:
-        if self._store is None:
-            from streamscope.storage import open_store  # noqa: PLC0415
-
-            self._store = open_store(self._remote_input_dir or self._cache_dir, self._storage_options)
-        return self._store
+        budget = convert_chunk_bytes(max_cache_size) if max_cache_size is not None else None
+        self._items = StoredItems(cache_dir, remote_input_dir, storage_options, budget, encryption)
 
     def _try_load_config(self) -> dict[str, Any] | None:
-        path = os.path.join(self._cache_dir, "index.json")
-        if not os.path.exists(path) and self._remote_input_dir:
-            self._remote().download_file("index.json", path)
-        if not os.path.exists(path):
-            return None
-        what = repr(self._remote_input_dir or self._cache_dir)
-        self._index = StoredIndex(
-            path,
-            self.subsampled_files,
-            self.region_of_interest,
-            self._item_loader,
-            self._serializers,
-            self._encryption,
-            what,
-        )
-        return self._index.config
+        index = self._items.load_index(*self._kept())
+        return None if index is None else index.config
 
     def _ensure(self) -> StoredIndex:
-        if self._index is None and self._try_load_config() is None:
-            raise IndexNotFoundError(f"no index.json in {self._cache_dir!r}: the reader index isn't defined")
-        assert self._index is not None
-        return self._index
+        return self._items.require_index(*self._kept())
+
+    def _kept(self) -> tuple[Any, Any, BaseItemLoader, dict[str, Any] | None]:
+        """What is read of the index (LitData's attributes, read at load: a caller may set them before)."""
+        return self.subsampled_files, self.region_of_interest, self._item_loader, self._serializers
 
     @property
     def config(self) -> dict[str, Any]:
@@ -147,41 +122,8 @@ class BinaryReader:
         """The item at ``index`` (``index.index`` is global; ``index.chunk_index`` the chunk holding it)."""
         if not isinstance(index, ChunkedIndex):
             raise ValueError("The Reader.read(...) method expects a chunked Index.")
-        stored = self._ensure()
-        c = index.chunk_index
-        local = stored.local_item(c, index.index)
-        if self._reader is None:
-            self._reader = stored_reader(
-                self._cache_dir,
-                stored.chunks,
-                stored.config,
-                remote_input_dir=self._remote_input_dir,
-                open_store=self._remote,
-                budget=self._max_cache_bytes,
-                encryption=self._encryption,
-            )
-        if self._open is not None and self._open != c:
-            self.close()
-        cf = self._reader.open(c).file
-        self._open = c
-        with ev.span("read_item", "sample", chunk=c, index=index.index):
-            if isinstance(self._item_loader, TokensLoader):
-                item = self._item_loader.read_block(cf, local)
-            else:  # the chunk decodes by its kind (classic items, 0.2.76 Arrow rows, framed zstd)
-                item = cf.sample(local, self._item_loader)
-        if index.is_last_index:
-            self.close()
-        return item
+        return self._items.read(self._ensure(), index.chunk_index, index.index, self._item_loader, index.is_last_index)
 
     def close(self) -> None:
         """Drop the open chunk and its lease (the cache may then evict it, see ``max_cache_size``)."""
-        if self._open is not None and self._reader is not None:
-            c, self._open = self._open, None
-            self._reader.finished_with(c)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_open"] = None  # the open chunk and its lease are this process's: a copy holds none
-        state["_store"] = None
-        state["_reader"] = None
-        return state
+        self._items.close()
