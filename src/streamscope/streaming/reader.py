@@ -62,8 +62,8 @@ class BinaryReader:
         encryption: Any | None = None,
         item_loader: BaseItemLoader | None = None,
         serializers: dict[str, Any] | None = None,
-        storage_options: dict | None = None,
-        session_options: dict | None = None,
+        storage_options: dict[str, Any] | None = None,
+        session_options: dict[str, Any] | None = None,
         max_pre_download: int = 2,
         on_demand_bytes: bool = False,
     ) -> None:
