@@ -158,6 +158,15 @@ def test_every_kind_is_in_the_vocabulary():
                     assert f.type.startswith("int"), f"{name}.{f.name}: {f.type}, the vocabulary says int"
 
 
+def test_a_kind_s_metrics_key_is_what_the_aggregator_files_it_under(monkeypatch):
+    from streamscope.recording.metrics import Aggregator
+
+    events = _recorded(monkeypatch, {"download", "delete"}, CASES[[c[0] for c in CASES].index(kinds.RETRY)][1])
+    agg = Aggregator()
+    agg.add(events)
+    assert kinds.RETRY.key == "download/retry" and agg.instants == {kinds.RETRY.key: 1}
+
+
 def test_hot_path_kinds_have_constants_and_no_helper():
     hot = {k.name for k in kinds.KINDS.values() if k.ph in ("series", "bulk", "timeline")}
     assert hot == {"sample", "decode_batch", "batch", "stall"}

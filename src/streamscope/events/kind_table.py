@@ -102,6 +102,11 @@ class Kind:
     open: bool = False
 
     @property
+    def key(self) -> str:
+        """``cat/name``: the kind's key in the metrics snapshots (spans, instants, gauges)."""
+        return f"{self.cat}/{self.name}"
+
+    @property
     def all_names(self) -> tuple[str, ...]:
         """``name`` and ``names``."""
         return (self.name, *self.names)

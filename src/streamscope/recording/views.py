@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from streamscope._core import board
+from streamscope.events import kinds
 from streamscope.events.instruments import parse_key
 from streamscope.events.registry import BUCKETS_S, METRICS, STAGES, Instrument, M, Metric, by_name
 from streamscope.events.view import Histogram, MetricsView, Point
@@ -34,7 +35,7 @@ def histogram(st: SpanStats | None) -> Histogram:
 def _loop_wait(snap: MetricsSnapshot) -> SpanStats | None:
     """The loop's waits in the loader's ``next()``: its ``stall`` spans (every wait, the one that found the end of
     an epoch included), or the gaps between its ``batch`` spans when stalls are not recorded."""
-    st = snap.spans.get("stall/stall")
+    st = snap.spans.get(kinds.STALL.key)
     if st is not None and st.count:
         return st
     return snap.spans.get("batch/data_wait")
@@ -48,7 +49,7 @@ def _batch_waits(snap: MetricsSnapshot) -> SpanStats | None:
     st = snap.spans.get("batch/data_wait")
     if st is not None and st.count:
         return st
-    return snap.spans.get("stall/stall")
+    return snap.spans.get(kinds.STALL.key)
 
 
 def build(snap: MetricsSnapshot, rank: int = 0, node: int = 0, time_ns: int | None = None) -> MetricsView:
@@ -77,13 +78,13 @@ def build(snap: MetricsSnapshot, rank: int = 0, node: int = 0, time_ns: int | No
     for stage in STAGES:  # every stage, idle included, as the processes settled it (recording.attribution)
         put(M.LOADER_WAIT_STAGE, snap.values.get(f"{M.LOADER_WAIT_STAGE.name}|stage={stage}", 0.0), stage=stage)
 
-    dl = snap.spans.get("download/download")
+    dl = snap.spans.get(kinds.DOWNLOAD.key)
     put(M.DOWNLOAD_DURATION, hist=histogram(dl))
     put(M.DOWNLOAD_BYTES, dl.bytes if dl is not None else 0)
     put(M.DOWNLOAD_ERRORS, dl.errors if dl is not None else 0)
-    put(M.DOWNLOAD_RETRIES, snap.instants.get("download/retry", 0))
-    put(M.CACHE_SIZE, snap.gauges_max.get("cache/cache_bytes", 0.0))
-    evicted = snap.spans.get("delete/delete")
+    put(M.DOWNLOAD_RETRIES, snap.instants.get(kinds.RETRY.key, 0))
+    put(M.CACHE_SIZE, snap.gauges_max.get(kinds.CACHE_BYTES.key, 0.0))
+    evicted = snap.spans.get(kinds.DELETE.key)
     put(M.CACHE_EVICTIONS, evicted.count if evicted is not None else 0)
     put(M.EVENTS_DROPPED, snap.dropped)
     put(M.EXPORT_ERRORS, snap.sink_errors + snap.values.get(M.EXPORT_ERRORS.name, 0.0))  # sinks' and exporters' own
