@@ -76,8 +76,8 @@ def _cases(files: dict[str, str]) -> dict[str, list[Any]]:
             for i in range(3)
         ],  # fmt: skip
         "pil": [{"img": im, "label": k} for k, im in enumerate(pil)],
-        "jpeg": [{"img": Image.open(files[f"jpg{i}"]), "y": i} for i in range(3)],
-        "jpeg_array": [[Image.open(files["jpg0"]), Image.open(files["jpg1"])] for _ in range(2)],
+        "jpeg": [{"img": _jpeg(files[f"jpg{i}"]), "y": i} for i in range(3)],
+        "jpeg_array": [[_jpeg(files["jpg0"]), _jpeg(files["jpg1"])] for _ in range(2)],
         "pickle": [{"none": None, "set": {i, i + 1}, "np0d": np.array(i)} for i in range(4)],
         "containers": [
             (
@@ -91,6 +91,15 @@ def _cases(files: dict[str, str]) -> dict[str, list[Any]]:
         "tif_path": [{"tif": files["tif"], "k": i} for i in range(3)],
         "video_path": [{"video": files["mp4"], "k": i} for i in range(3)],
     }
+
+
+def _jpeg(path: str) -> Any:
+    """A ``JpegImageFile`` that keeps its ``filename`` (both writers store that file's bytes) with its file closed:
+    loaded, a single-frame image closes the file ``Image.open`` opened (else each is a ResourceWarning at collection,
+    an error in this suite)."""
+    img = Image.open(path)
+    img.load()
+    return img
 
 
 def litdata_write(out_dir: str, samples: list[Any], **kw: Any) -> None:
@@ -217,7 +226,8 @@ def test_we_read_litdata_and_litdata_reads_us(case: str, compression: str | None
         assert all(isinstance(t, torch.Tensor) and t.dtype == torch.uint8 and t.shape[0] == 3 for t in flat)
         pytest.skip("LitData decodes jpeg with torchvision, which is not installed")
     if case == "tif_path" and not LITDATA_076:  # 0.2.68: the tif file's pixels come back as an ndarray
-        tif = np.asarray(Image.open(files["tif"]))
+        with Image.open(files["tif"]) as im:  # a TIFF keeps its file open after loading: closed here
+            tif = np.asarray(im)
         assert all(np.array_equal(s["tif"], tif) for s in ours)
     else:  # 0.2.76 stores a dict of plain values as an Arrow row: a .tif path stays the path string
         assert all(same(a, b) for a, b in zip(samples, ours)), (samples[:2], ours[:2])

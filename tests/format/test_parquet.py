@@ -198,11 +198,19 @@ def test_lookup_skips_row_groups_by_statistics(tmp_path: Any) -> None:
             reads.append(len(data))
             return data
 
-    shards = KeyShards([lambda: Counting(path)], [path])
+    handles: list[io.FileIO] = []
+
+    def open_counting() -> io.FileIO:
+        handles.append(Counting(path))
+        return handles[-1]
+
+    shards = KeyShards([open_counting], [path])
     assert shards.resolve(155_555) == (155_555, -1, -1)
     assert sum(reads) < os.path.getsize(path) / 3  # footer + one of ten row groups, not the whole file
     assert shards.resolve("555") is None  # int keys never match a string (as in LitData)
     assert shards.resolve(n + 5) is None
+    shards.close()  # closes the files its openers gave it (pyarrow alone leaves them to the garbage collector)
+    assert handles and all(h.closed for h in handles)
 
 
 @settings(max_examples=25, deadline=None)

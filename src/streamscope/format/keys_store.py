@@ -300,7 +300,8 @@ class KeyShards:
         """Close the open shard files."""
         for pf in self._files.values():
             try:
-                pf.close()
+                # force: an opener's file object is ours to close (pyarrow closes only a source it opened itself)
+                pf.close(force=True)
             except Exception:  # noqa: BLE001 (best effort)
                 pass
         self._files.clear()
