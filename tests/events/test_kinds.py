@@ -37,7 +37,6 @@ ALLOWED_LITERALS: frozenset[str] = frozenset(
         "streaming/reader.py",
         "streaming/writer.py",
         "streaming/cache.py",
-        "tune/runner.py",
     }
 )
 

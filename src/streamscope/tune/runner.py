@@ -34,6 +34,7 @@ from typing import Any
 
 from streamscope import events as ev
 from streamscope._core import config
+from streamscope.events import kinds
 from streamscope.tune.budgets import Budgets, disk_free, resolve, tree_rss
 from streamscope.tune.controller import Controller
 from streamscope.tune.decision import Decision
@@ -94,7 +95,7 @@ class Sensors:
 
 def record(name: str, fields: dict[str, Any]) -> None:
     """A tuner event as a ``tune`` instant (nothing when the category is off)."""
-    ev.instant(name, "tune", **fields)
+    kinds.tuner(name, fields)
 
 
 class Tuner:
@@ -219,7 +220,7 @@ class Tuner:
                     c.abort(f"the tuner failed: {type(exc).__name__}: {exc}")
             except Exception:  # noqa: BLE001 - the values stay where they are
                 pass
-            ev.crash(exc, "tuner", stderr=False, component="tuner")
+            kinds.crash(exc, "tuner", component="tuner")
             warnings.warn(
                 f"streamscope's auto-tuner stopped after an error ({type(exc).__name__}: {exc}); the loader goes on "
                 f"with the last good knob values",
