@@ -129,7 +129,7 @@ class Resumable:
             kinds.crash(exc)  # the error itself reaches the caller: no second traceback
             if ev.ACTIVE and get_worker_info() is not None:
                 # a plain DataLoader worker: torch sends the error to the loop and may end this process before its
-                # flusher runs, so the crash is written now, as a StreamingDataLoader worker's is (engine.handover)
+                # flusher runs, so the crash is written now, as a StreamingDataLoader worker's is (recording.loader_share)
                 ev.flush(publish=False)
             raise
         if self._pass_advances_epoch():
