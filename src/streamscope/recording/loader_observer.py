@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from streamscope import events as ev
 from streamscope._core import hooks
-from streamscope.events import instruments
+from streamscope.events import instruments, kinds
 from streamscope.events.registry import M
 from streamscope.events.series import Timeline
 from streamscope.recording import attribution
@@ -165,18 +165,17 @@ class LoaderIteration:
         self._waits = waits
         if waits is not None and workers == 0:
             self._own = attribution.start(waits, 0)  # the loop's own process decodes: it splits its waits
-        self._span = ev.span_since(
-            self._told, "epoch", "epoch", epoch=epoch, rank=rank, batches=batches, workers=workers
-        )
+        self._span = kinds.epoch(t0=self._told, epoch=epoch, rank=rank, batches=batches, workers=workers)
         return self
 
     def __enter__(self) -> LoaderIteration:
         self._span.__enter__()
         # One event per batch each, back to back: the time the loop held the batch, and its wait for the next
         # one (a stall's value is the batch it waited for). One clock read per boundary.
+        b, st = kinds.BATCH, kinds.STALL
         loop = ev.timeline(
-            ("batch", "batch", "batch", {"epoch": self._epoch, "rank": self._rank}),
-            ("stall", "stall", "batch", {"epoch": self._epoch}),
+            (b.name, b.cat, "batch", {"epoch": self._epoch, "rank": self._rank}),
+            (st.name, st.cat, "batch", {"epoch": self._epoch}),
         )
         self._loop = loop
         on = "batch" in ev.ACTIVE or "stall" in ev.ACTIVE  # else no clock reads at all

@@ -29,7 +29,7 @@ from typing import Any
 from torch.utils.data import get_worker_info
 
 from streamscope import events as ev
-from streamscope.events import instruments
+from streamscope.events import instruments, kinds
 from streamscope.events.registry import M
 from streamscope.recording import attribution
 from streamscope.recording.entry import adopt, claim_spool, drop_spool, hand_over
@@ -150,7 +150,7 @@ def worker_share(items: Iterator[Any], ticket: Ticket) -> Iterator[Any]:
         finished = True
     except Exception as exc:
         # recorded here, in the worker, and written by the flush below before torch sends the error to the loop
-        ev.crash(exc, stderr=False)
+        kinds.crash(exc)
         raise
     finally:
         if not finished:
