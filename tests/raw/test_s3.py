@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 from streamscope._core import config
 from streamscope.raw import INDEX_FILENAME, FileMetadata, StreamingRawDataset
 from tests.raw.conftest import content, file_id
+from tests.support.tracing import clean_tracer  # noqa: F401
 
 pytest.importorskip("tests.support.s3server", reason="the storage fixtures are not on this branch yet")
 pytest.importorskip("tests.support.faultproxy", reason="the storage fixtures are not on this branch yet")
@@ -210,3 +211,30 @@ def test_test_server_keeps_connections_and_moto_semantics(s3_server):
             assert conn.sock is not None
     finally:
         conn.close()
+
+
+@pytest.mark.usefixtures("clean_tracer")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_raw_gets_are_downloads_in_the_metrics(s3_server, tmp_path: Path, workers: int):
+    """Every raw-file GET is a download: counted, timed and sized in ``streamscope.download.*`` as chunk downloads
+    are (the tuner's model reads its W0 and in-flight there), read as a user reads them: ``metrics_view()``."""
+    import os
+
+    from streamscope import events as ev
+    from streamscope.api.tracing import enable_metrics
+    from streamscope.engine.dataloader import StreamingDataLoader
+    from streamscope.events.registry import M
+
+    os.environ["STREAMSCOPE_METRICS_INTERVAL"] = "0.2"  # clean_tracer restores the environment
+    n, size = 24, 300
+    url = upload(s3_server, n, size=size, prefix=f"dl{workers}")
+    enable_metrics("chunk")
+    ds = StreamingRawDataset(url, cache_dir=str(tmp_path / "c"), storage_options=s3_server.storage_options())
+    loader = StreamingDataLoader(ds, batch_size=4, num_workers=workers, collate_fn=identity)
+    assert sorted(file_id(f) for batch in loader for f in batch) == list(range(n))
+    del loader
+    ev.flush()
+    view = ev.metrics_view()
+    h = view.histogram(M.DOWNLOAD_DURATION)
+    assert h.count == n and view.value(M.DOWNLOAD_BYTES) == n * size
+    assert h.sum > 0

@@ -30,7 +30,8 @@ def test_without_the_governor_the_tuner_moves_raw_concurrency_unless_pinned():
     pinned = p.move(
         PLAN, {"raw_prefetch": 4, "raw_concurrency": 6}, {"raw_prefetch", "raw_concurrency"}, 2, Resources()
     )
-    assert not pinned
+    # the user's knobs stay; fewer in flight than the plan wants per reader: one more reader fetches more at once
+    assert [m.changes for m in pinned] == [(("num_workers", 2, 3),)] and pinned[0].cause == "download"
 
 
 def test_chunks_the_depth_stays_inside_the_cache_budget_and_concurrency_inside_the_depth():

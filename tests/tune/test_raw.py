@@ -89,7 +89,8 @@ def test_waiting_on_raw_gets_moves_the_look_ahead(slow_s3, tmp_path: Path, clean
     raw = [m for m in moves if m[0] == "raw_prefetch"]
     assert raw, f"no raw knob moved: {moves}"
     k, old, new, d = raw[0]
-    assert old == 16 and new == 32 and d.move.cause == "download"
+    # sized by the model from the GETs' measured latency (demand x W0), not doubled blind: raw GETs are downloads
+    assert old == 16 and new > old and d.move.cause == "download" and "W0" in d.move.reason, d.move.reason
     assert "raw_concurrency" not in [m[0] for m in moves]  # the governor's (remote, not given)
     # an exact resume mid-epoch, with the tuner on: the rest of the epoch's plan, from the tuned values
     it = iter(dl)

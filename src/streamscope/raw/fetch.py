@@ -204,7 +204,10 @@ class Fetcher:
         try:
             store = self.source.data_store()
             t0 = time.perf_counter()
-            data = store.get(key) if end is None else store.get_range(key, start, end)
+            # a download span per GET (each range of a ranged one): the download metrics (count, bytes, latency)
+            # and so the tuner's model (W0, in flight) see raw files as they see chunks
+            with kinds.download(path=path, bytes=want):
+                data = store.get(key) if end is None else store.get_range(key, start, end)
             self.latencies.append(time.perf_counter() - t0)
         except (ObjectNotFoundError, FileNotFoundError) as exc:
             raise RawSourceNotFoundError(f"file {path!r} does not exist (any more): {exc}") from exc

@@ -136,12 +136,7 @@ class Policy:
         """Candidates for ``plan``, the stage that binds first: a live move (the downloads) or a workers move."""
         out: list[Move] = []
         if plan.bound == "untimed":
-            m = self._double(values, pinned, plan.why)
-            if m is None:  # the look-ahead is the user's: one more reader fetches more at once
-                more = Plan(None, None, max(workers + 1, 2), "cpu", plan.why, "one more reader")
-                m = self._workers(more, values, pinned, workers, res)
-                if m is not None:
-                    m = Move(m.changes, f"{plan.why.split(':')[0]}, the look-ahead pinned: one more reader", "download")
+            m = self._double(values, pinned, plan.why) or self._one_more_reader(plan, values, pinned, workers, res)
             return [m] if m is not None else []
         if plan.bound == "cpu" and plan.workers != workers:
             m = self._workers(plan, values, pinned, workers, res)
@@ -151,7 +146,23 @@ class Policy:
             m = self._downloads(plan, values, pinned, workers)
             if m is not None and (plan.bound == "download" or m.cause == "saturated"):
                 out.append(m)
+            now = self.in_flight(values, workers)
+            if m is None and plan.bound == "download" and now is not None and now < plan.in_flight:
+                # the downloads' knobs are the user's and hold fewer in flight than the plan wants per reader
+                m = self._one_more_reader(plan, values, pinned, workers, res)
+                if m is not None:
+                    out.append(m)
         return out
+
+    def _one_more_reader(
+        self, plan: Plan, values: dict[str, Any], pinned: set[str], workers: int, res: Resources
+    ) -> Move | None:
+        """The look-ahead (or the GET limit) is the user's: one more reader fetches more at once."""
+        more = Plan(None, None, max(workers + 1, 2), "cpu", plan.why, "one more reader")
+        m = self._workers(more, values, pinned, workers, res)
+        if m is None:
+            return None
+        return Move(m.changes, f"{plan.why.split(':')[0]}, the downloads' knobs pinned: one more reader", "download")
 
     def _downloads(self, plan: Plan, values: dict[str, Any], pinned: set[str], workers: int) -> Move | None:
         assert plan.in_flight is not None and plan.depth is not None
