@@ -141,7 +141,9 @@ def test_top_shows_the_model_line_of_a_job_reading_a_slow_store_in_80_columns(st
         assert m, screen
         speedup, w0 = float(m.group(1)), float(m.group(4))
         assert speedup > 1.2, screen  # the loop waits on downloads 20 ms away
-        assert 20 <= w0 < 40, screen  # W0: the injected 20 ms and what the client adds
+        # W0: the injected 20 ms and what the client adds, which a loaded machine makes long (49.4 ms at load 16);
+        # the bound still tells a unit slip (0.02 or 20,000)
+        assert 20 <= w0 < 200, screen
         assert float(m.group(6)) > 0, screen
         tm.send_keys("q")
         assert tm.wait_for_exit(timeout=10) == 0
