@@ -22,16 +22,9 @@ pytestmark = pytest.mark.usefixtures("clean_tracer")
 
 SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "streamscope"
 
-#: Files whose emission sites are being restructured by others (issue 33): they still spell categories. EMPTY THIS
-#: LIST as they move to the helpers; never add a file to it.
-ALLOWED_LITERALS: frozenset[str] = frozenset(
-    {
-        "cli/top.py",
-        "streaming/reader.py",
-        "streaming/writer.py",
-        "streaming/cache.py",
-    }
-)
+#: Files allowed to spell a category at an emission site: none (every site emits through the helpers). Never add
+#: a file to it.
+ALLOWED_LITERALS: frozenset[str] = frozenset()
 
 
 class _ListSink:
