@@ -67,15 +67,19 @@ class ServerProcess:
             close_fds=True,
             start_new_session=True,  # a Ctrl-C of the test run does not reach it first; stop() ends it
         )
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
 
     def _drain(self) -> None:
         assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            with self._new_line:
-                if len(self.lines) < 5000:
-                    self.lines.append(raw.decode(errors="replace").rstrip("\n"))
-                self._new_line.notify_all()
+        try:
+            for raw in self.proc.stdout:
+                with self._new_line:
+                    if len(self.lines) < 5000:
+                        self.lines.append(raw.decode(errors="replace").rstrip("\n"))
+                    self._new_line.notify_all()
+        except (ValueError, OSError):
+            pass  # stop() closed the pipe while a child of the server still held it open: its output ends here
         with self._new_line:
             self._new_line.notify_all()
 
@@ -127,5 +131,8 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
+        # the reader first, then the pipe: closed under a reading thread, the read fails in that thread (an
+        # unhandled thread exception, an error in this suite)
+        self._drainer.join(timeout=5)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
