@@ -14,7 +14,7 @@ import pytest
 from streamscope import events as ev
 from streamscope.events import kinds
 from streamscope.events.bus import NULL_SPAN, STATE
-from streamscope.events.kind_table import markdown_table, readme_with_table
+from streamscope.events.kind_doc import markdown_table, readme_with_table
 from streamscope.events.vocab import CATEGORIES, FIELDS, LEVELS, categories_for_level
 from tests.support.tracing import clean_tracer  # noqa: F401
 
