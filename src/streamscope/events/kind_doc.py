@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 from streamscope.events.kind_table import KINDS, Kind
+from streamscope.events.metric_table import README, rewrite
 
 __all__ = ["README", "TABLE_BEGIN", "TABLE_END", "main", "markdown_table", "readme_with_table"]
-
-
-README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.md")
 
 
 def _fields_cell(kind: Kind) -> str:
@@ -54,14 +51,7 @@ def readme_with_table(text: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if "--print" in argv:
-        sys.stdout.write(markdown_table())
-        return 0
-    with open(README, encoding="utf-8") as f:
-        new = readme_with_table(f.read())
-    with open(README, "w", encoding="utf-8") as f:
-        f.write(new)
-    return 0
+    return rewrite(argv, markdown_table, readme_with_table)
 
 
 if __name__ == "__main__":
