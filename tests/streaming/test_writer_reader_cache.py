@@ -368,7 +368,8 @@ def test_jpeg_field_takes_other_pil_images_like_litdata(tmp_path: Any) -> None:
     for name, cls in (("ours", BinaryWriter), ("lit", litdata_writer.BinaryWriter)):
         out = str(tmp_path / name)
         w = cls(out, chunk_bytes=2 << 12)
-        w[0] = {"x": image.open(path), "y": 0}
+        with image.open(path) as jpeg:  # serialized here, then closed (not left to the garbage collector)
+            w[0] = {"x": jpeg, "y": 0}
         w[1] = {"x": plain, "y": 1}
         # LitData 0.2.76 names the leaf wrapper it made of the value (a JsonLeaf), not the value
         found = "" if name == "lit" and LITDATA_076 else "2"
