@@ -225,12 +225,20 @@ class _Loop:
         async def stop() -> None:
             if self.server is not None:
                 self.server.close()
-            for w in list(self.writers):
+            writers = list(self.writers)
+            for w in writers:
                 w.transport.abort()
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            # an aborted transport closes its socket on a later turn of the loop: stopped before, the socket is
+            # left to the garbage collector (a ResourceWarning, an error in this suite)
+            closed = asyncio.gather(*(w.wait_closed() for w in writers), return_exceptions=True)
+            try:
+                await asyncio.wait_for(closed, 5)
+            except asyncio.TimeoutError:
+                pass
             self.loop.stop()
 
         asyncio.run_coroutine_threadsafe(stop(), self.loop)
