@@ -138,6 +138,8 @@ class LitData076:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if proc.stdout is not None:  # its pipe too (left open, a ResourceWarning: an error in this suite)
+            proc.stdout.close()
 
 
 _STATE: dict[str, Any] = {}
