@@ -225,6 +225,9 @@ class _Loop:
         async def stop() -> None:
             if self.server is not None:
                 self.server.close()
+            # a connection accepted just now has a task that has not run yet: one turn lets it register its writer
+            # (cancelled before its first step it would never close its socket)
+            await asyncio.sleep(0)
             writers = list(self.writers)
             for w in writers:
                 w.transport.abort()
