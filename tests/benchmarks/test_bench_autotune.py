@@ -248,5 +248,6 @@ def test_a_tiny_run_end_to_end(tmp_path) -> None:
         assert "load_end" in rd["pressure"]
     assert ok >= sum(len(rd["arms"]) for rd in s3["rounds"]) // 2  # most arms measured a rate
     assert s3["rounds"][0]["arms"]["tuned"]["tuner_values"] is not None  # read through state_dict()
-    assert s3["evaluation"]["aa"]["rounds"] == 2 and s3["evaluation"]["grid_best"] in s3["arm_names"]
+    # an A/A round counts when both of its arms measured a rate (one may have had no batch in its window: above)
+    assert 1 <= s3["evaluation"]["aa"]["rounds"] <= 2 and s3["evaluation"]["grid_best"] in s3["arm_names"]
     assert [row["scenario"] for row in doc["summary"]] == ["s3-20ms", "local"]
