@@ -58,33 +58,29 @@ def counting_metric_exporter(inner: Any, stats: Stats, where: str) -> Any:
     return CountingMetricExporter()
 
 
+def _otlp(module: str, cls: str, sc: SignalConfig) -> Any:
+    """The OTLP exporter ``cls`` of one signal (``module``: ``trace_exporter`` or ``metric_exporter``), over gRPC
+    or HTTP as ``sc`` says."""
+    if sc.protocol == "grpc":
+        mod = require(f"opentelemetry.exporter.otlp.proto.grpc.{module}", "OTLP/gRPC export", "otel-grpc")
+        grpc = require("grpc", "OTLP/gRPC export", "otel-grpc")
+        comp = grpc.Compression.Gzip if sc.compression == "gzip" else grpc.Compression.NoCompression
+        return getattr(mod, cls)(
+            endpoint=sc.endpoint, insecure=sc.insecure, headers=sc.headers, timeout=sc.timeout_s, compression=comp
+        )
+    mod = require(f"opentelemetry.exporter.otlp.proto.http.{module}", FEATURE, "otel")
+    http = require("opentelemetry.exporter.otlp.proto.http", FEATURE, "otel")
+    comp = http.Compression.Gzip if sc.compression == "gzip" else http.Compression.NoCompression
+    return getattr(mod, cls)(endpoint=sc.endpoint, headers=sc.headers, timeout=sc.timeout_s, compression=comp)
+
+
 def span_exporter(kind: str, sc: SignalConfig) -> Any:
     if kind == "console":
         return require("opentelemetry.sdk.trace.export", FEATURE).ConsoleSpanExporter()
-    if sc.protocol == "grpc":
-        mod = require("opentelemetry.exporter.otlp.proto.grpc.trace_exporter", "OTLP/gRPC export", "otel-grpc")
-        grpc = require("grpc", "OTLP/gRPC export", "otel-grpc")
-        comp = grpc.Compression.Gzip if sc.compression == "gzip" else grpc.Compression.NoCompression
-        return mod.OTLPSpanExporter(
-            endpoint=sc.endpoint, insecure=sc.insecure, headers=sc.headers, timeout=sc.timeout_s, compression=comp
-        )
-    mod = require("opentelemetry.exporter.otlp.proto.http.trace_exporter", FEATURE, "otel")
-    http = require("opentelemetry.exporter.otlp.proto.http", FEATURE, "otel")
-    comp = http.Compression.Gzip if sc.compression == "gzip" else http.Compression.NoCompression
-    return mod.OTLPSpanExporter(endpoint=sc.endpoint, headers=sc.headers, timeout=sc.timeout_s, compression=comp)
+    return _otlp("trace_exporter", "OTLPSpanExporter", sc)
 
 
 def metric_exporter(kind: str, sc: SignalConfig) -> Any:
     if kind == "console":
         return require("opentelemetry.sdk.metrics.export", FEATURE).ConsoleMetricExporter()
-    if sc.protocol == "grpc":
-        mod = require("opentelemetry.exporter.otlp.proto.grpc.metric_exporter", "OTLP/gRPC export", "otel-grpc")
-        grpc = require("grpc", "OTLP/gRPC export", "otel-grpc")
-        comp = grpc.Compression.Gzip if sc.compression == "gzip" else grpc.Compression.NoCompression
-        return mod.OTLPMetricExporter(
-            endpoint=sc.endpoint, insecure=sc.insecure, headers=sc.headers, timeout=sc.timeout_s, compression=comp
-        )
-    mod = require("opentelemetry.exporter.otlp.proto.http.metric_exporter", FEATURE, "otel")
-    http = require("opentelemetry.exporter.otlp.proto.http", FEATURE, "otel")
-    comp = http.Compression.Gzip if sc.compression == "gzip" else http.Compression.NoCompression
-    return mod.OTLPMetricExporter(endpoint=sc.endpoint, headers=sc.headers, timeout=sc.timeout_s, compression=comp)
+    return _otlp("metric_exporter", "OTLPMetricExporter", sc)
