@@ -87,7 +87,10 @@ class RecordingObserver:
 
     def _observe(self) -> list[tuple[Any, dict[str, Any], float]]:
         """The loader's metrics now (``events.observe``: read when the metrics are, never on the loop's path): the
-        running iteration's part of the counters (the finished ones are in this process's counters) and gauges."""
+        running iteration's part of the counters (the finished ones are in this process's counters) and gauges;
+        nothing before its first iteration (a loader only built, e.g. to read its length, has no series)."""
+        if not self.iter_t0:
+            return []
         batches = samples = nbytes = queued = alive = 0
         live, loader = self.live, self._loader()
         if live is not None and loader is not None:
