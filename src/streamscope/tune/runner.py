@@ -213,6 +213,11 @@ class Tuner:
                     else:
                         self._shared_step(share, now, reading, res)
                     self.gauges.update(reading, self.target.iterating())  # the model, as metrics
+        except ReferenceError:
+            # the loader was collected while this thread ran (its finalizer stops the tuner, which may come after
+            # the reading that found it gone): nothing is left to tune nor to roll back, and nothing failed
+            self._stop.set()
+            self.gauges.close()
         except Exception as exc:  # noqa: BLE001 - tuning stops; the loader must go on
             self.error = exc
             try:
