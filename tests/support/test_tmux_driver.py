@@ -68,7 +68,7 @@ def _running(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             state = f.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before the open, or between the open and the read
         return False
     return state not in ("Z", "X")  # a zombie has ended; whether it is reaped yet is its new parent's affair
 
