@@ -90,7 +90,13 @@ def test_waiting_on_raw_gets_moves_the_look_ahead(slow_s3, tmp_path: Path, clean
     assert raw, f"no raw knob moved: {moves}"
     k, old, new, d = raw[0]
     # sized by the model from the GETs' measured latency (demand x W0), not doubled blind: raw GETs are downloads
-    assert old == 16 and new > old and d.move.cause == "download" and "W0" in d.move.reason, d.move.reason
+    assert old == 16 and d.move.cause == "download" and "W0" in d.move.reason, d.move.reason
+    if "store saturated" in d.move.reason:
+        # on a loaded machine the moto store's latency inflates far above its W0 (327 vs 89 ms in a stress run at
+        # 31dca9e): the model then caps in flight at what the store delivers (BBR's drain), below the default
+        assert new < old, d.move.reason
+    else:
+        assert new > old, d.move.reason
     assert "raw_concurrency" not in [m[0] for m in moves]  # the governor's (remote, not given)
     # an exact resume mid-epoch, with the tuner on: the rest of the epoch's plan, from the tuned values
     it = iter(dl)
