@@ -36,6 +36,17 @@ class _SimSensors:
         return None
 
 
+def _run_until_stopped(tuner: Tuner) -> list[warnings.WarningMessage]:
+    """Start the tuner's thread and wait (10 s at most) for it to stop; the warnings it raised."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tuner.start()
+        deadline = time.monotonic() + 10
+        while tuner.running and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return caught
+
+
 def test_a_tuner_that_raises_stops_with_a_crash_event_and_keeps_the_last_good_values(clean_tracer):  # noqa: F811
     ev.configure(trace={"crash", "tune"})
     target, c, _events = make(World(w0=0.1))
@@ -44,12 +55,7 @@ def test_a_tuner_that_raises_stops_with_a_crash_event_and_keeps_the_last_good_va
     box = [None]
     tuner = Tuner(target, budgets=c.budgets, sensors=_SimSensors(box), tick=0.005)
     box[0] = tuner
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        tuner.start()
-        deadline = time.monotonic() + 10
-        while tuner.running and time.monotonic() < deadline:
-            time.sleep(0.01)
+    caught = _run_until_stopped(tuner)
     assert not tuner.running and isinstance(tuner.error, OSError)
     assert any(issubclass(w.category, RuntimeWarning) and "auto-tuner stopped" in str(w.message) for w in caught)
     assert board.snapshot() == start  # the candidate under check went back: the last good values
@@ -76,12 +82,7 @@ def test_a_loader_collected_under_its_tuner_ends_the_thread_with_no_warning_nor_
     ev.configure(trace={"crash", "tune"})
     target, c, _events = make(World(w0=0.1))
     tuner = Tuner(target, budgets=c.budgets, sensors=_GoneSensors([None]), tick=0.005)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        tuner.start()
-        deadline = time.monotonic() + 10
-        while tuner.running and time.monotonic() < deadline:
-            time.sleep(0.01)
+    caught = _run_until_stopped(tuner)
     assert not tuner.running and tuner.error is None
     assert not [w for w in caught if "auto-tuner" in str(w.message)]
     assert not [e for e in ev.drain() if e[2] == "crash"]
