@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamscope.engine.batching import Group, Reorder, grouped, pack
+from streamscope.engine.batching import Group, Reorder, batch_bytes, grouped, pack
 
 
 def test_pack_shares_one_block_and_keeps_values():
@@ -219,3 +220,51 @@ def test_reorder_counts_a_group_s_bytes_as_its_batches_are_handed_out():
     # the workers list each group's batch numbers (the loop's thread need not)
     items = [(j, torch.zeros(1000, dtype=torch.uint8)) for j in range(0, 20, 2)]
     assert [g.numbers for g in grouped(iter(items), group_bytes=3000)] == [[0], [2, 4, 6], [8, 10, 12], [14, 16, 18]]
+
+
+def _walked(batch):
+    """``batch_bytes`` the generic way: a shallow copy is no batch a collator built."""
+    return batch_bytes(dict(batch) if isinstance(batch, dict) else list(batch) if isinstance(batch, list) else batch)
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        lambda i: {"img": np.full((3, 4, 5), i, np.uint8), "label": i, "name": f"s{i}", "w": float(i)},
+        lambda i: {"t": torch.full((2, 3), i, dtype=torch.float16), "flag": bool(i % 2)},
+        lambda i: (np.arange(i, i + 6, dtype=np.int32), i),
+    ],
+    ids=["dict", "tensor", "tuple"],
+)
+def test_a_collated_batch_counts_the_bytes_the_walk_counts(tmp_path, sample):
+    """A loop with no workers counts each batch's bytes from its collator (``collate.LAST``): the same number
+    as walking the batch's tensors, for every column kind the collator builds."""
+    from streamscope import StreamingDataLoader, StreamingDataset, optimize
+    from streamscope.engine import collate
+
+    d = str(tmp_path / "ds")
+    optimize(fn=sample, inputs=list(range(40)), output_dir=d, chunk_bytes=1 << 12, num_workers=1)
+    n = 0
+    for batch in StreamingDataLoader(StreamingDataset(d), batch_size=6):
+        assert collate.LAST[0] is batch  # the column-wise path built it
+        assert batch_bytes(batch) == _walked(batch) > 0
+        n += 1
+    assert n == 7
+
+
+def test_tokens_batches_count_their_bytes(tmp_path):
+    from streamscope import StreamingDataLoader, StreamingDataset, TokensLoader, optimize
+    from streamscope.engine import collate
+
+    d = str(tmp_path / "tok")
+    optimize(
+        fn=lambda i: torch.arange(i, i + 50, dtype=torch.int32),
+        inputs=list(range(20)),
+        output_dir=d,
+        chunk_size=4 * 50 * 8,
+        item_loader=TokensLoader(),
+        num_workers=1,
+    )
+    ds = StreamingDataset(d, item_loader=TokensLoader(block_size=16))
+    for batch in StreamingDataLoader(ds, batch_size=4):
+        assert collate.LAST[0] is batch and batch_bytes(batch) == batch.nbytes == _walked([batch])

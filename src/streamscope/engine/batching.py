@@ -228,6 +228,10 @@ def pack(group: Group) -> Group:
 
 def batch_bytes(batch: Any) -> int:
     """Bytes of the tensors in ``batch``."""
+    last = collate.LAST
+    if batch is last[0]:
+        n: int = last[1]  # the batch a collator of this process built last: it counted them
+        return n
     if type(batch) is dict:
         # the usual batch (a dict of column tensors and string lists) without the generic walk: with metrics on,
         # a num_workers=0 loop counts every batch's bytes on its own thread

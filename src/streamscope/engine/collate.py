@@ -49,6 +49,13 @@ def chunk_view(mapped: Any, num_items: int, path: str = "") -> ChunkView:
 ALLOC: list[Callable[[int], torch.Tensor | None] | None] = [None]
 
 
+#: The last batch a collator built in this process and its tensor bytes: ``engine.batching.batch_bytes`` reads
+#: them for that very batch (an identity test: this slot holds it, so no other object can pass it) instead of
+#: walking its tensors, which a loop with no workers would do on its own thread for every batch with metrics on.
+#: Only ever replaced whole (a list of two: the batch, its bytes); a batch collated elsewhere is walked.
+LAST: list[Any] = [None, 0]
+
+
 def empty_batch_bytes(n: int, nbytes: int) -> torch.Tensor:
     """An uninitialised ``(n, nbytes)`` uint8 tensor; in a DataLoader worker it lives in shared memory.
 
@@ -181,7 +188,10 @@ class ColumnCollator:
             leaf_starts = starts[:, None] + 4 * L + np.cumsum(sizes, axis=1) - sizes
             parts.append((view, pos, leaf_starts, sizes, starts, items))
         columns = [self._column(j, parts, n) for j in range(L)]
-        return _build(self.template, columns)
+        out = _build(self.template, columns)
+        global LAST
+        LAST = [out, sum(c.nbytes for c in columns if type(c) is torch.Tensor)]  # str columns: lists, no bytes
+        return out
 
     def _column(
         self, j: int, parts: list[tuple[ChunkView, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]], n: int
@@ -324,7 +334,10 @@ class BlockCollator:
             buf = view.buf
             for p, a in zip(pos.tolist(), (head + items.astype(np.int64) * nb).tolist()):
                 flat[p] = buf[a : a + nb]
-        return raw.view(self.torch_dtype).reshape(n, self.block_size)
+        out = raw.view(self.torch_dtype).reshape(n, self.block_size)
+        global LAST
+        LAST = [out, n * nb]
+        return out
 
 
 class ArrowCollator:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -199,9 +200,14 @@ class Timeline(_Marks):
     column (``batch``) and fields, or as ``B``/``E`` pairs when the kind's category is not compact. A kind
     whose category is inactive is not written. The horizon is the begin of the oldest event not taken, so the
     open event holds back the thread's later events as a series' does; :meth:`finish` drops it.
+
+    ``listener`` (None, or set by the owner before its first mark): called by each take that cuts events off, as
+    ``listener(times, codes)`` with the int64 boundaries and codes of those events (``codes[i]`` ends at
+    ``times[i + 1]``), before they are visible as taken to anyone else (under the take's lock): a reader of the
+    cut events (the wait split of a loop with no workers) needs no store of its own on the owner's path.
     """
 
-    __slots__ = ("kinds", "on", "compact", "tid", "pid", "marks", "vals", "mark", "put", "__weakref__")
+    __slots__ = ("kinds", "on", "compact", "tid", "pid", "marks", "vals", "mark", "put", "listener", "__weakref__")
 
     def __init__(self, first: Kind, second: Kind) -> None:
         self.kinds = (first, second)
@@ -213,6 +219,7 @@ class Timeline(_Marks):
         self.vals: list[int] = []  # one code per ended event
         self.mark = self.marks.append
         self.put = self.vals.append
+        self.listener: Callable[[np.ndarray, np.ndarray], None] | None = None
         with _SERIES_LOCK:
             SERIES.add(self)
 
@@ -231,14 +238,23 @@ class Timeline(_Marks):
             if n <= 0:
                 return
             times_l, codes_l = marks[: n + 1], vals[:n]
+            if self.pid != STATE.pid:  # the parent's events, inherited by fork: not ours to write
+                del marks[:n]
+                del vals[:n]
+                return
+            try:
+                times = np.fromiter(times_l, dtype=np.int64, count=n + 1)
+                codes = np.fromiter(codes_l, dtype=np.int64, count=n)
+            except (TypeError, ValueError, OverflowError):  # a call-site bug must not reach the sinks
+                bad = True
+            else:
+                bad = False
+                listener = self.listener
+                if listener is not None:
+                    listener(times, codes)  # before the cut: whoever sees the horizon move sees these events
             del marks[:n]  # the boundary after the last ended event stays: it begins the open one
             del vals[:n]
-        if self.pid != STATE.pid:
-            return  # the parent's events, inherited by fork: not ours to write
-        try:
-            times = np.fromiter(times_l, dtype=np.int64, count=n + 1)
-            codes = np.fromiter(codes_l, dtype=np.int64, count=n)
-        except (TypeError, ValueError, OverflowError):  # a call-site bug must not reach the sinks
+        if bad:
             with STATE.drop_lock:
                 STATE.dropped += n
             return

@@ -65,6 +65,7 @@ from streamscope.events.bus import CompleteSpan, Span
 from streamscope.events.instruments import add_key
 from streamscope.events.stages import CATEGORY_STAGES, DECODE, DECOMPRESS, DOWNLOAD, IDLE, READ, STAGED
 from streamscope.recording import waits
+from streamscope.recording.loop_waits import TimelineWaits
 from streamscope.recording.waits import WaitRing
 from streamscope.recording.waits import split as _split
 from streamscope.recording.waits import split_to as _add
@@ -155,7 +156,8 @@ class Attributor:
     own process (``workers`` 0) attributing its own waits.
 
     Args:
-        ring: the loop's waits.
+        ring: the loop's waits (a ring in shared memory, or for the loop's own process its timeline's waits,
+            :class:`~.loop_waits.TimelineWaits`).
         workers: the loader's num_workers (each worker counts for ``1/workers`` of each wait); 0: this process
             runs the loop itself.
         add: ``add(key, seconds)`` adds to a counter of this process.
@@ -168,7 +170,7 @@ class Attributor:
     #: meet no wait not settled yet.
     MARGIN_NS = 1_000_000_000
 
-    def __init__(self, ring: WaitRing, workers: int, add: Any, start: int, worker: int = -1) -> None:
+    def __init__(self, ring: WaitRing | TimelineWaits, workers: int, add: Any, start: int, worker: int = -1) -> None:
         self.ring = ring
         self.own_loop = workers <= 0
         self.workers = max(1, workers)
@@ -221,7 +223,7 @@ class Attributor:
         seg = (seg[0][keep], seg[1][keep], seg[2][keep])
         if final:
             self.done, self.seg = True, (_EMPTY, _EMPTY, _EMPTY)
-            if not self.own_loop:
+            if not self.own_loop and isinstance(ring, WaitRing):
                 ring.put_tail(self.worker, self.gen, self.next, lo, now, self.workers, seg)
             return
         self.seg = seg
@@ -252,7 +254,7 @@ def _fold_locked(final: Attributor | None = None) -> int:
     return now
 
 
-def start(ring: WaitRing, workers: int, add: Any = add_key) -> Attributor:
+def start(ring: WaitRing | TimelineWaits, workers: int, add: Any = add_key) -> Attributor:
     """Take a share of the wait split from now on in this process (see :class:`Attributor`): staged spans report
     to :data:`CLOCK`. A worker's share is of the ring's generation now; a second share of one worker in the same
     generation counts nothing (the first one's share is the worker's)."""
@@ -262,7 +264,7 @@ def start(ring: WaitRing, workers: int, add: Any = add_key) -> Attributor:
         if workers > 0:
             worker = int(context.env_fields()["worker_rank"])
         att = Attributor(ring, workers, add, now, worker)
-        if workers > 0 and not ring.claim(worker, att.gen):
+        if workers > 0 and not (isinstance(ring, WaitRing) and ring.claim(worker, att.gen)):
             att.done = True
         SHARES.append(att)
         STAGED.update(CATEGORY_STAGES)

@@ -33,6 +33,7 @@ from streamscope.recording import attribution
 from streamscope.recording.entry import deferred_flusher_in_children
 from streamscope.recording.handover import Parcel
 from streamscope.recording.loader_share import ParcelAcks, Ticket
+from streamscope.recording.loop_waits import TimelineWaits
 from streamscope.recording.recorder import RECORDER
 from streamscope.recording.waits import WaitRing
 
@@ -71,16 +72,18 @@ class RecordingObserver:
         # the wait split (metrics on): the loop's waits go to a ring its workers read (.loader_share); each
         # iteration is a generation of the ring, begun before its workers start (.attribution)
         split = bool(RECORDER.metric_cats) and "stall" in ev.ACTIVE
-        if split:
+        # a ring in shared memory when workers read it, or the tuner reads the waits live; else a loop with no
+        # workers splits its waits from its timeline (.loop_waits: no ring, nothing stored per wait)
+        if split and (workers > 0 or tuned):
             old, ctx = self.wait_ring, context or multiprocessing.get_context()
             if old is None or (not reuse and (old.workers < workers or old.start_method != ctx.get_start_method())):
                 self.wait_ring = WaitRing(workers, ctx)
-        ring = self.wait_ring
+        ring = self.wait_ring if split and (workers > 0 or tuned) else None
         gen = ring.new_iteration(workers) if ring is not None else 0
         ticket = Ticket(
             parcel=parcels > 0,
             acks=acks.flags if acks is not None else None,
-            ring=ring if split else None,
+            ring=ring,
             workers=workers,
         )
         return LoaderIteration(self, ticket, acks, ring, gen)
@@ -142,6 +145,7 @@ class LoaderIteration:
         self._loop: Any = None
         self._own: attribution.Attributor | None = None
         self._waits: WaitRing | None = None
+        self._local: TimelineWaits | None = None
         self._reorder: Any = None
         self._epoch = self._rank = 0
         self._marks: list[int] = []
@@ -168,6 +172,9 @@ class LoaderIteration:
         self._waits = waits
         if waits is not None and workers == 0:
             self._own = attribution.start(waits, 0)  # the loop's own process decodes: it splits its waits
+        elif ring is None and workers == 0 and RECORDER.metric_cats and "stall" in ev.ACTIVE:
+            self._local = TimelineWaits(_now())  # the same, from its timeline (no ring: see begin())
+            self._own = attribution.start(self._local, 0)
         self._span = kinds.epoch(t0=self._told, epoch=epoch, rank=rank, batches=batches, workers=workers)
         return self
 
@@ -186,6 +193,8 @@ class LoaderIteration:
         waits = self._waits
         # the last boundary begins a wait (waits needs "stall" on: the loop is a Timeline then)
         self._marks = loop.marks if waits is not None and isinstance(loop, Timeline) else []
+        if self._local is not None and isinstance(loop, Timeline):
+            self._local.listen(loop)
         if on:
             self._mark(_now())
             self.delivered = self._delivered
@@ -277,6 +286,8 @@ class LoaderIteration:
         parcel arrived). Returns what settles the parcels the workers left at exit, to run once they are gone."""
         if self._ring is not None:
             self._ring.close_iteration(self._gen)  # the loop waits no more: what the workers left is settled
+        if self._local is not None:
+            self._local.close()  # the timeline was taken a last time as the loop ended (__exit__)
         if self._own is not None:
             attribution.stop(self._own)
         owner, loader = self._owner, self._owner._loader()
