@@ -22,7 +22,9 @@ How:
   arrives (five stores per wait). Each iteration of the loader (an epoch) is a *generation* of the ring: it
   begins at the ring's count when ``iter()`` is called (before any worker of it starts) and ends when the
   iteration does. A worker's share covers the waits of its generation only, so a wait the next epoch's workers
-  see is never one this epoch's workers counted.
+  see is never one this epoch's workers counted. With ``num_workers=0`` and no tuner nobody else reads the waits:
+  the loop's own share takes them from its ``batch``/``stall`` timeline as the recorder takes it
+  (:mod:`.loop_waits`), and the loop stores nothing per wait.
 * **What a worker does.** Each worker keeps a clock of its own activity (:class:`StageClock`): the spans of the
   ``download``, ``decompress`` and ``read`` categories, in any of its threads, its wait for a chunk another
   process is downloading (:func:`stage`), and its batch production (the time inside its batch generator,
