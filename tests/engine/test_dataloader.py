@@ -10,6 +10,7 @@ from streamscope._core.errors import DatasetError, StateDictError
 from streamscope.engine.dataloader import StreamingDataLoader, _tell_workers_to_stop
 from streamscope.engine.dataset import StreamingDataset
 from tests.engine._data import write_dataset
+from tests.support.tracing import clean_tracer  # noqa: F401
 
 N = 103
 
@@ -130,6 +131,7 @@ def test_not_a_streaming_dataset():
         StreamingDataLoader([1, 2, 3], batch_size=2)
 
 
+@pytest.mark.usefixtures("clean_tracer")  # no flusher of an earlier test takes these events before drain()
 @pytest.mark.parametrize("compact", [True, False])
 def test_batch_and_stall_spans(ds_dir, compact):
     ev.drain()

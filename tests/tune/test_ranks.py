@@ -87,7 +87,7 @@ def test_the_slow_rank_decides_and_every_rank_switches_at_the_same_step(src, tmp
         for f in out["ranks"]:
             if "applied" in f:
                 assert f["at_batch"] >= f["step"]
-                assert f["decider_wait_per_batch_ms"] > 2.0  # the slow rank's wait: 4 samples x 2 ms sleep
+                assert f["decider_wait_per_batch_ms"] > 2.0  # the slow rank's wait: 4 samples x 4 ms sleep
     # both ranks end with the same values: the knob board and the tuner's state
     assert fast["after"]["prefetch_depth"] == slow["after"]["prefetch_depth"] == 7
     assert fast["values"]["prefetch_depth"] == slow["values"]["prefetch_depth"] == 7
