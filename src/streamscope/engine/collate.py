@@ -56,6 +56,13 @@ ALLOC: list[Callable[[int], torch.Tensor | None] | None] = [None]
 LAST: list[Any] = [None, 0]
 
 
+def _note(batch: Any, nbytes: int) -> Any:
+    """``batch``, noted as the last one built here with its tensor bytes (:data:`LAST`)."""
+    global LAST
+    LAST = [batch, nbytes]
+    return batch
+
+
 def empty_batch_bytes(n: int, nbytes: int) -> torch.Tensor:
     """An uninitialised ``(n, nbytes)`` uint8 tensor; in a DataLoader worker it lives in shared memory.
 
@@ -188,10 +195,8 @@ class ColumnCollator:
             leaf_starts = starts[:, None] + 4 * L + np.cumsum(sizes, axis=1) - sizes
             parts.append((view, pos, leaf_starts, sizes, starts, items))
         columns = [self._column(j, parts, n) for j in range(L)]
-        out = _build(self.template, columns)
-        global LAST
-        LAST = [out, sum(c.nbytes for c in columns if type(c) is torch.Tensor)]  # str columns: lists, no bytes
-        return out
+        # str columns are lists: no bytes
+        return _note(_build(self.template, columns), sum(c.nbytes for c in columns if type(c) is torch.Tensor))
 
     def _column(
         self, j: int, parts: list[tuple[ChunkView, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]], n: int
@@ -334,10 +339,7 @@ class BlockCollator:
             buf = view.buf
             for p, a in zip(pos.tolist(), (head + items.astype(np.int64) * nb).tolist()):
                 flat[p] = buf[a : a + nb]
-        out = raw.view(self.torch_dtype).reshape(n, self.block_size)
-        global LAST
-        LAST = [out, n * nb]
-        return out
+        return _note(raw.view(self.torch_dtype).reshape(n, self.block_size), n * nb)
 
 
 class ArrowCollator:

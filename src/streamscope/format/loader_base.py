@@ -42,7 +42,10 @@ class BaseItemLoader:
         return {}
 
     def setup(
-        self, config: dict[str, Any], serializers: dict[str, Serializer] | None = None, chunks: list[dict[str, Any]] | None = None
+        self,
+        config: dict[str, Any],
+        serializers: dict[str, Serializer] | None = None,
+        chunks: list[dict[str, Any]] | None = None,
     ) -> None:
         """Prepare to decode items of a dataset with this index ``config`` (once per dataset)."""
         loader_name = config.get("item_loader")

@@ -74,11 +74,12 @@ class RecordingObserver:
         split = bool(RECORDER.metric_cats) and "stall" in ev.ACTIVE
         # a ring in shared memory when workers read it, or the tuner reads the waits live; else a loop with no
         # workers splits its waits from its timeline (.loop_waits: no ring, nothing stored per wait)
-        if split and (workers > 0 or tuned):
+        shared = split and (workers > 0 or tuned)
+        if shared:
             old, ctx = self.wait_ring, context or multiprocessing.get_context()
             if old is None or (not reuse and (old.workers < workers or old.start_method != ctx.get_start_method())):
                 self.wait_ring = WaitRing(workers, ctx)
-        ring = self.wait_ring if split and (workers > 0 or tuned) else None
+        ring = self.wait_ring if shared else None
         gen = ring.new_iteration(workers) if ring is not None else 0
         ticket = Ticket(
             parcel=parcels > 0,
@@ -86,7 +87,7 @@ class RecordingObserver:
             ring=ring,
             workers=workers,
         )
-        return LoaderIteration(self, ticket, acks, ring, gen)
+        return LoaderIteration(self, ticket, acks, ring, gen, local=split and not shared)
 
     def _observe(self) -> list[tuple[Any, dict[str, Any], float]]:
         """The loader's metrics now (``events.observe``: read when the metrics are, never on the loop's path): the
@@ -129,7 +130,13 @@ class LoaderIteration:
     """
 
     def __init__(
-        self, owner: RecordingObserver, ticket: Ticket, acks: ParcelAcks | None, ring: WaitRing | None, gen: int
+        self,
+        owner: RecordingObserver,
+        ticket: Ticket,
+        acks: ParcelAcks | None,
+        ring: WaitRing | None,
+        gen: int,
+        local: bool = False,
     ) -> None:
         self.ticket = ticket
         self.count_bytes = bool(RECORDER.metric_cats)
@@ -145,7 +152,8 @@ class LoaderIteration:
         self._loop: Any = None
         self._own: attribution.Attributor | None = None
         self._waits: WaitRing | None = None
-        self._local: TimelineWaits | None = None
+        #: the wait split of a loop with no workers, from its timeline (begin() decided: no ring)
+        self._local: TimelineWaits | None = TimelineWaits(0) if local else None
         self._reorder: Any = None
         self._epoch = self._rank = 0
         self._marks: list[int] = []
@@ -172,8 +180,8 @@ class LoaderIteration:
         self._waits = waits
         if waits is not None and workers == 0:
             self._own = attribution.start(waits, 0)  # the loop's own process decodes: it splits its waits
-        elif ring is None and workers == 0 and RECORDER.metric_cats and "stall" in ev.ACTIVE:
-            self._local = TimelineWaits(_now())  # the same, from its timeline (no ring: see begin())
+        elif self._local is not None:
+            self._local.since(_now())  # the same, from its timeline (no ring: see begin())
             self._own = attribution.start(self._local, 0)
         self._span = kinds.epoch(t0=self._told, epoch=epoch, rank=rank, batches=batches, workers=workers)
         return self

@@ -46,6 +46,11 @@ class TimelineWaits:
         self._last_end = 0
         self._closed: int | None = None
 
+    def since(self, t: int) -> None:
+        """No wait begins before ``t`` (CLOCK_MONOTONIC ns): the loop starts now, before its first boundary."""
+        with self._lock:
+            self._horizon = t
+
     def listen(self, loop: Timeline) -> None:
         """Take the waits of ``loop`` (its second kind, ``stall``) from its takes on."""
         loop.listener = self.taken
