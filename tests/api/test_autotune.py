@@ -112,3 +112,33 @@ def test_budgets_too_small_fail_before_the_first_batch(src, tmp_path, clean_trac
     with pytest.raises(TuneBudgetError, match="STREAMSCOPE_AUTOTUNE_RAM_BUDGET"):
         next(iter(dl))
     assert dl.batches_consumed == 0 and not dl.tuner.decisions
+
+
+def _spin(seconds: float) -> None:
+    t = time.thread_time()
+    while time.thread_time() - t < seconds:
+        pass
+
+
+def _cpu_heavy(sample):
+    _spin(0.0005)  # 0.5 ms of CPU a sample: 4 ms a batch of 8
+    return sample
+
+
+def test_without_workers_the_batches_cpu_and_each_epochs_exact_time_reach_the_tuner(src, tmp_path, clean_tracer):  # noqa: F811
+    from streamscope.events.registry import M
+
+    dl = _loader(src, str(tmp_path / "c"), 0, True, transform=_cpu_heavy)
+    before = float(ev.metrics_view().value(M.LOADER_DECODE_CPU))
+    for _epoch in range(2):
+        for _batch in dl:
+            _spin(0.004)  # the training step: 4 ms of the loop's own CPU a batch, which workers would not take
+    cpu = float(ev.metrics_view().value(M.LOADER_DECODE_CPU)) - before
+    decode = 2 * 800 * 0.0005
+    # the production's CPU counted (the transform and the rest of the fetch), the step's not (it would add 0.8 s)
+    assert decode * 0.9 <= cpu <= decode + 0.5 * (2 * 100 * 0.004), cpu
+    target = dl.tuner.target
+    for e in (1, 2):
+        seconds, batches = target.epoch_record(e)
+        assert batches == 100 and seconds >= 100 * (0.004 + 8 * 0.0005)
+    assert target.epoch_record(3) is None

@@ -1,4 +1,5 @@
-"""The paired check's sequential test: a clear gain adopted after two blocks, a neutral candidate rarely adopted,
+"""The paired check's sequential test: a clear gain adopted after two blocks (a far larger one after one), a neutral
+candidate rarely adopted,
 a far worse first block rejected at once, the knob's minimum gain respected."""
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ def _run(gain: float, sd: float, rng: random.Random, min_gain: float = 0.01) -> 
 def test_a_clear_gain_is_adopted_after_two_blocks():
     rng = random.Random(1)
     assert all(_run(0.3, 0.02, rng) == ("adopt", 2) for _ in range(50))
+
+
+def test_a_gain_far_beyond_the_prior_noise_is_adopted_after_one_block():
+    rng = random.Random(4)
+    assert all(_run(0.6, 0.02, rng) == ("adopt", 1) for _ in range(50))  # the latency-bound first move: 2.5x
+    # a 20% gain that a learnt small noise would show after one block still waits for the second
+    test = Paired(Noise(0.01**2 * 20, 20))
+    test.add(1.0, 0.85)
+    assert test.interval()[1] > 0.01 and test.verdict() is None
 
 
 def test_a_neutral_candidate_is_rarely_adopted_and_never_runs_past_five_blocks():

@@ -81,6 +81,10 @@ class LoaderTuner(Protocol):
         the budgets (raising before the first batch) and starts tuning."""
         ...
 
+    def after_epoch(self, batches: int) -> None:
+        """The loop is done with an epoch (complete or not) after ``batches`` batches of it."""
+        ...
+
     def state_dict(self) -> dict[str, Any]:
         """The tuned values, for the loader's ``state_dict``."""
         ...

@@ -26,6 +26,8 @@ from streamscope.tune.target import TargetInfo
 METRIC_LEVEL = "chunk"
 #: Version of the ``autotune`` entry of a loader's state_dict.
 STATE_VERSION = 1
+#: Epochs whose exact times the target keeps (the tuner reads the last few).
+RECORDS = 64
 
 
 def _members(ds: Any) -> list[Any]:
@@ -84,6 +86,10 @@ class LoaderTarget:
         self._ring: Any = None
         self._ring_seen = 0
         self._wait_ns = 0
+        # epoch -> (seconds from its iter() to the loop's last batch of it, its batches): exact, where the tuner's
+        # windows would share an epoch's edges with the next (epochs of a few seconds)
+        self._started = 0.0
+        self._records: dict[int, tuple[float, int]] = {}
 
     def _get(self) -> Any:
         loader = self._loader()
@@ -106,6 +112,9 @@ class LoaderTarget:
 
     def epoch(self) -> int:
         return self._epochs
+
+    def epoch_record(self, e: int) -> tuple[float, int] | None:
+        return self._records.get(e)
 
     def iterating(self) -> bool:
         loader = self._loader()
@@ -154,8 +163,14 @@ class LoaderAutotune:
             loader._retune_workers(n)
         self.target._final = int(loader.batches_consumed)  # before the epoch count moves (progress() reads both)
         self.target._epochs += 1
+        self.target._started = time.monotonic()
         if not self.tuner.running and self.tuner.error is None and not self.tuner._stop.is_set():
             self.tuner.start()  # the first epoch: budgets checked (raising before any batch), then tuning
+
+    def after_epoch(self, batches: int) -> None:
+        t = self.target
+        t._records[t._epochs] = (time.monotonic() - t._started, batches)
+        t._records.pop(t._epochs - RECORDS, None)
 
     def state_dict(self) -> dict[str, Any]:
         values = self.tuner.values()

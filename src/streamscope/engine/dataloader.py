@@ -362,7 +362,9 @@ class StreamingDataLoader(DataLoader[Any]):
                     )
             self.restore = False  # a complete epoch
         finally:
-            self._live = None
+            live, self._live = self._live, None
+            if self._tuner is not None:
+                self._tuner.after_epoch(self.batches_consumed - live[0])  # the tuner's exact epoch time
             settle = watch.end(done)
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None and not self.persistent_workers:

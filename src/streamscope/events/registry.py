@@ -149,8 +149,9 @@ class M:
         "streamscope.loader.decode.cpu",
         C,
         "s",
-        "Thread CPU time the workers (the loop's process without workers) spent producing batches: the tuner's "
-        "decode cost per batch.",
+        "Thread CPU time the workers spent producing batches; without workers, with the tuner on, the loop's "
+        "process CPU outside the training step (decoding and the download threads): the tuner's decode cost per "
+        "batch.",
     )
     DOWNLOAD_DURATION = Metric("streamscope.download.duration", H, "s", "Time to download one chunk.")
     DOWNLOAD_BYTES = Metric("streamscope.download.bytes", C, "By", "Bytes of the chunks downloaded.")

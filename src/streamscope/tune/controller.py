@@ -28,15 +28,17 @@ windows and after a rejection.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
+from dataclasses import replace as dc_replace
 from typing import Any
 
 from streamscope.tune.bracket import InFlightSearch
 from streamscope.tune.budgets import Budgets
 from streamscope.tune.decision import Arm, Decision, Emit, Trial
 from streamscope.tune.epochs import EpochBook
-from streamscope.tune.model import Estimates, Model
+from streamscope.tune.model import UNTIMED, Estimates, Model, Plan, depth_for
 from streamscope.tune.paired import CUT, MIN_GAIN, Noise, Paired
 from streamscope.tune.policy import WORKERS, Move, Policy, Resources
 from streamscope.tune.regime import RegimeWatch
@@ -52,6 +54,7 @@ __all__ = [
     "OBSERVE",
     "PROBE_ALLOWANCE",
     "PROBE_SHARE",
+    "PROBE_UP",
     "SETTLE",
     "WINDOW",
     "Controller",
@@ -72,6 +75,9 @@ WINDOW = 1
 INPUT_BOUND = 0.05
 #: A candidate is tried only when the model predicts at least this gain (a saturated store's move down: any).
 MIN_PREDICTED = 0.03
+#: A probe up asks this many times the in-flight (when the loop waits on downloads the model's demand does not
+#: explain; :meth:`Controller._probe`).
+PROBE_UP = 1.5
 #: Share of the run's time candidates may spend measuring worse than the incumbent (weighted by how much worse).
 PROBE_SHARE = 0.02
 #: Seconds of such loss allowed at the start (the first trial's worth).
@@ -110,6 +116,7 @@ class Controller:
     _book: EpochBook = field(default_factory=EpochBook)
     _regime: RegimeWatch = field(default_factory=lambda: RegimeWatch(OBSERVE))
     _search: InFlightSearch = field(default_factory=InFlightSearch)
+    _exact: int = 0  # the last epoch whose exact time the book has been given
     _since_epoch: int = 2  # windows since the epoch count last moved
     _epoch_len: int = 1_000_000  # windows the last epoch lasted
     _moved_epoch: int = 0  # the last epoch in which the tuner moved a knob
@@ -164,6 +171,11 @@ class Controller:
         # an epoch's start (workers starting, its first batches) is no steady state, unless epochs are so short
         # that their starts are part of every window
         span = self._since_epoch < 2 and self._epoch_len >= 3 * OBSERVE
+        for e in range(self._exact + 1, reading.epoch):  # the epochs the loop is done with: their exact times
+            rec = self.target.epoch_record(e)
+            if rec is not None:
+                self._book.exact(e, *rec)
+        self._exact = max(self._exact, reading.epoch - 1)
         self._book.count(w, last.epoch, reading.epoch, self.target.workers(), self._moved_epoch)
         self.model.observe(w, w.retries)
         if self.phase == "warmup":
@@ -222,12 +234,50 @@ class Controller:
             gain = 1 - p1 / p0 if p0 > 0 else 0.0
             if plan.bound == "untimed":
                 gain = e.wait_share * e.download_share / 2  # no latency to model: half the download wait, a guess
-            # a saturated store's move down: whatever the model predicts when the store pushes back (it asks for
-            # fewer requests, and its latency then holds no unloaded W0 to predict from), else no loss predicted
-            # a drain to the BDP: the model, blind to the queue below its saturation threshold, predicts the loss
-            # of fewer in flight at W0; what decides is the check
-            if gain >= MIN_PREDICTED or (m.cause == "saturated" and (gain >= 0 or e.retries > 0 or drain)):
+            # a move down only where the store shows a queue: saturated (no loss predicted), pushing back (the model
+            # predicts nothing when it asks for fewer requests: its latency then holds no unloaded W0), or a drain
+            # to the BDP (the model, blind to the queue below its saturation threshold, predicts the loss of fewer
+            # in flight at W0; what decides is the check). A store that serves at its unloaded latency gains
+            # nothing from fewer requests: the plan's lower demand alone is no candidate (measured at S3 +50 ms,
+            # two workers: such moves ran 37-76% slower in their first block)
+            down = m.cause == "saturated" and (drain or e.retries > 0 or (e.saturated and gain >= 0))
+            if gain >= MIN_PREDICTED or down:
                 return m, gain
+        return self._probe(e, plan, values, pinned, workers, readers, now_k, res)
+
+    def _probe(
+        self,
+        e: Estimates,
+        plan: Plan,
+        values: dict[str, Any],
+        pinned: set[str],
+        workers: int,
+        readers: int,
+        now_k: int | None,
+        res: Resources,
+    ) -> tuple[Move, float] | None:
+        """BBR's probe up: the loop still waits, the wait split puts the wait on downloads, the store shows no
+        queue, and yet the model's steady demand asks for no more in flight. What it does not see is the burst
+        at an epoch's start (fresh workers refill their prefetch from nothing: measured at S3 +50 ms, 2 workers,
+        epochs of 2.3 s, 34% of the loop's time waiting with 4.6 of 12 allowed in flight on average). Probe
+        :data:`PROBE_UP` times the in-flight; the paired check decides, a rejection bounds the next probe
+        (the bracket bisects towards it) and the probing budget caps the cost."""
+        if now_k is None or e.saturated or e.retries > 0 or e.download_share < UNTIMED or plan.in_flight is None:
+            return None
+        up = self._search.bracket(
+            dc_replace(plan, in_flight=max(now_k + 1, math.ceil(PROBE_UP * now_k))), now_k, readers
+        )
+        if up.in_flight is None or up.in_flight <= now_k:
+            return None
+        c = up.in_flight
+        why = (
+            f"the loop waits {e.wait_share:.0%} of its time, {e.download_share:.0%} of it on downloads, with "
+            f"{e.in_flight:.1f} in flight at W0 {e.w0 * 1e3:.0f} ms: probe {c * readers} in flight"
+        )
+        probe = dc_replace(up, depth=depth_for(c), bound="download", why=why)
+        for m in self.policy.move(probe, values, pinned, workers, res):
+            if m.key not in self._rejected and m.workers is None and m.cause == "download":
+                return m, e.wait_share * e.download_share / 2  # no model of the burst: half its wait, a guess
         return None
 
     def _bound(self, move: Move, adopted: bool) -> None:

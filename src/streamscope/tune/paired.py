@@ -4,9 +4,10 @@ Live knobs (:class:`Paired`): blocks of four windows in the order A-B-B-A (A the
 drift that is linear over a block cancels in ``(B1 + B2) / (A1 + A2)``; each block gives one paired log-ratio of
 the loop's period per batch. After each block, the mean log-ratio and its standard error (the block's spread,
 pooled with what earlier trials measured of the same rig's noise, see :class:`Noise`) give a t-interval of the
-gain; the candidate is adopted when the interval's lower bound is above :data:`MIN_GAIN`, rejected as soon as its
-upper bound is below it, and rejected after :data:`MAX_BLOCKS` blocks otherwise. A first block that is worse by
-more than :data:`CUT` rejects at once (the probing cost is capped).
+gain; the candidate is adopted when the interval's lower bound is above :data:`MIN_GAIN` (after one block only for
+a gain of at least :data:`ONE_BLOCK`: the first move of a latency-bound run, 2-3x, need not wait for a second
+block), rejected as soon as its upper bound is below it, and rejected after :data:`MAX_BLOCKS` blocks otherwise. A
+first block that is worse by more than :data:`CUT` rejects at once (the probing cost is capped).
 
 ``num_workers`` changes only at an epoch's start, so its check is the same A-B-B-A over whole epochs
 (see :class:`EpochPaired` and the README for why this, and not a comparison across two epochs).
@@ -17,12 +18,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["CUT", "MAX_BLOCKS", "MIN_GAIN", "Noise", "Paired", "t95"]
+__all__ = ["CUT", "MAX_BLOCKS", "MIN_GAIN", "ONE_BLOCK", "Noise", "Paired", "t95"]
 
 #: The gain a candidate must show beyond doubt (the interval's lower bound), relative.
 MIN_GAIN = 0.01
 #: Blocks a trial runs at most.
 MAX_BLOCKS = 5
+#: A single block adopts a candidate only when it gains at least this much (relative) and its interval's lower bound
+#: clears the minimum gain: with the prior's one degree of freedom that takes about 48% (t 12.7 x 0.05), and a
+#: smaller gain waits for a second block whatever the rig's learnt noise says.
+ONE_BLOCK = 0.2
 #: A first block this much worse (relative) rejects at once.
 CUT = 0.08
 #: The spread assumed of one block's log-ratio before any is measured.
@@ -87,7 +92,7 @@ class Paired:
         gain, lo, hi = self.interval()
         if n == 1 and gain < -CUT:
             return "reject"
-        if n >= 2 and lo > self.min_gain:
+        if lo > self.min_gain and (n >= 2 or gain >= ONE_BLOCK):
             return "adopt"
         if hi < self.min_gain:
             return "reject"

@@ -57,6 +57,11 @@ class Target(Protocol):
         """True while an epoch runs."""
         ...
 
+    def epoch_record(self, e: int) -> tuple[float, int] | None:
+        """Epoch ``e`` once the loop is done with it: (seconds from its start to the loop's last batch of it, its
+        batches), or None when unknown."""
+        ...
+
     def progress(self) -> tuple[int, float]:
         """(batches handed to the loop so far, the loop's total wait for them in seconds), read live."""
         ...

@@ -125,6 +125,8 @@ class SimTarget:
     epochs: int = 1
     batches: float = 0.0
     wait_s: float = 0.0
+    started: float = 0.0  # when the running epoch began (simulated seconds)
+    records: dict[int, tuple[float, int]] = field(default_factory=dict)  # epoch -> (seconds, batches)
 
     def board(self) -> Any:
         return self.board_
@@ -143,6 +145,9 @@ class SimTarget:
 
     def iterating(self) -> bool:
         return True
+
+    def epoch_record(self, e: int) -> tuple[float, int] | None:
+        return self.records.get(e)
 
     def progress(self) -> tuple[int, float]:
         return int(self.batches), self.wait_s
@@ -216,6 +221,8 @@ def run_tuned(w: World, seed: int, *, history: bool = False, **kw: Any) -> Run:
             in_epoch = 0.0
             if target.pending is not None:
                 target.nworkers, target.pending = target.pending, None
+            target.records[target.epochs] = (t + DT - avail + nb * p - target.started, w.nb)
+            target.started = t + DT  # the rest of this step is between epochs
             target.epochs += 1
             startup = w.start_s + w.start_per_worker * target.nworkers
         else:
