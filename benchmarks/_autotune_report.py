@@ -8,6 +8,8 @@ Every scenario's result holds ``rounds``: per round, the arms in the order they 
 * the grid's best point, **picked on the odd rounds** (1, 3, 5, ...: highest geometric mean of its rate) and
   **scored on the even rounds** (2, 4, ...), so a point lucky on the rounds that picked it is not also scored
   on them: ``grid_best / untuned`` and ``tuned / grid_best`` use the even rounds only;
+* with ``--warmup`` (the convergence allowance), the same pick and score on each arm's rate after it
+  (``warm_rate``): ``tuned / grid_best`` once the tuner had that long, beside the whole window's;
 * the tuned arm's time to within 5 % of its final throughput (median over rounds);
 * the CPU pressure and load average the rounds ran under.
 """
@@ -96,27 +98,30 @@ def combine_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _rates(rounds: list[dict[str, Any]], arm: str, which: str = "all") -> dict[int, float]:
-    """Round number (1-based) -> the arm's rate, for rounds where it ran ok; ``which``: all, odd or even."""
+def _rates(rounds: list[dict[str, Any]], arm: str, which: str = "all", key: str = "rate") -> dict[int, float]:
+    """Round number (1-based) -> the arm's rate (``key``: ``rate``, the whole window, or ``warm_rate``, after the
+    warm-up), for rounds where it ran ok; ``which``: all, odd or even."""
     out = {}
     for i, rd in enumerate(rounds, 1):
         if which == "odd" and i % 2 == 0 or which == "even" and i % 2 == 1:
             continue
         a = rd["arms"].get(arm)
-        if a is not None and a.get("status") == "ok" and a["rate"] > 0:
-            out[i] = float(a["rate"])
+        if a is not None and a.get("status") == "ok" and (a.get(key) or 0) > 0:
+            out[i] = float(a[key])
     return out
 
 
-def pick_grid_best(rounds: list[dict[str, Any]], grid: list[str]) -> str | None:
+def pick_grid_best(rounds: list[dict[str, Any]], grid: list[str], key: str = "rate") -> str | None:
     """The grid point with the highest geometric-mean rate over the odd rounds (None without any)."""
-    scored = {g: geomean(list(_rates(rounds, g, "odd").values())) for g in grid}
+    scored = {g: geomean(list(_rates(rounds, g, "odd", key).values())) for g in grid}
     scored = {g: v for g, v in scored.items() if not math.isnan(v)}
     return max(scored, key=lambda g: scored[g]) if scored else None
 
 
-def _paired(rounds: list[dict[str, Any]], num: str, den: str, which: str = "all") -> dict[str, Any] | None:
-    a, b = _rates(rounds, num, which), _rates(rounds, den, which)
+def _paired(
+    rounds: list[dict[str, Any]], num: str, den: str, which: str = "all", key: str = "rate"
+) -> dict[str, Any] | None:
+    a, b = _rates(rounds, num, which, key), _rates(rounds, den, which, key)
     common = sorted(set(a) & set(b))
     if not common:
         return None
@@ -150,6 +155,11 @@ def evaluate(sc: dict[str, Any]) -> dict[str, Any]:
         ev["grid_best_vs_untuned_even"] = _paired(rounds, best, "untuned", "even")
         if "tuned" in arms:
             ev["tuned_vs_grid_best_even"] = _paired(rounds, "tuned", best, "even")
+        warm = pick_grid_best(rounds, grid, "warm_rate") if sc.get("warmup_s") else None
+        ev["grid_best_warm"] = warm
+        if warm is not None and "tuned" in arms:
+            ev["tuned_vs_untuned_warm"] = _paired(rounds, "tuned", "untuned", key="warm_rate")
+            ev["tuned_vs_grid_best_even_warm"] = _paired(rounds, "tuned", warm, "even", "warm_rate")
         # for reference: every grid point against untuned over all rounds (not an unbiased "best")
         ev["grid_vs_untuned_all"] = {g: (p["geomean"] if (p := _paired(rounds, g, "untuned")) else None) for g in grid}
     if "tuned" in arms:
@@ -200,6 +210,9 @@ def summary_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                 "grid best (odd rounds)": ev.get("grid_best"),
                 "grid best / untuned (even)": _ci(ev.get("grid_best_vs_untuned_even")),
                 "tuned / grid best (even)": _ci(ev.get("tuned_vs_grid_best_even")),
+                "after the warm-up (s)": sc.get("warmup_s") or None,
+                "tuned / untuned after it": _ci(ev.get("tuned_vs_untuned_warm")),
+                "tuned / grid best after it (even)": _ci(ev.get("tuned_vs_grid_best_even_warm")),
                 "LitData / untuned": _ci(ev.get("litdata_vs_untuned")),
                 "tuned: s to within 5% (median)": ev.get("tuned_t_within_5pct_s_median"),
                 "CPU pressure % (median, max)": f"{press['median']:.0f}, {press['max']:.0f}" if press else None,

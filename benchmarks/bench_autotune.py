@@ -291,6 +291,7 @@ class Harness:
             "kind": sc["kind"],
             "ranks": len(sc["inputs"]),
             "window_s": a.window,
+            "warmup_s": a.warmup,
             "arm_names": names,
             "plans": {n: asdict(p) for n, p in plans.items()},
             "store_profiles": sc.get("profiles"),
