@@ -94,6 +94,28 @@ def test_grid_best_is_picked_on_odd_rounds_and_scored_on_even_ones() -> None:
     assert rows[0]["scenario"] == "s3-20ms" and rows[0]["tuned / untuned"].startswith("1.500 (1.500-1.500, n=20)")
 
 
+def test_after_the_warm_up_the_rates_past_it_are_paired_and_the_grid_best_picked_on_them() -> None:
+    rounds = []
+    for i in range(1, 11):
+        # the tuner starts at the untuned rate and ends at grid-b's; grid-a is better over the whole window only
+        rates = {"untuned": 1000.0, "untuned-aa": 1000.0, "tuned": 1500.0, "grid-a": 2100.0, "grid-b": 2000.0}
+        rd = _round(i, rates)
+        warm = {"untuned": 1000.0, "untuned-aa": 1000.0, "tuned": 1960.0, "grid-a": 1900.0, "grid-b": 2000.0}
+        for k, v in warm.items():
+            rd["arms"][k]["warm_rate"] = v
+        rounds.append(rd)
+    names = ["untuned", "untuned-aa", "tuned", "grid-a", "grid-b"]
+    ev = report.evaluate({"rounds": rounds, "arm_names": names, "warmup_s": 15.0})
+    assert ev["grid_best"] == "grid-a" and ev["tuned_vs_grid_best_even"]["geomean"] == pytest.approx(1500 / 2100, rel=1e-3)
+    assert ev["grid_best_warm"] == "grid-b"
+    assert ev["tuned_vs_grid_best_even_warm"]["geomean"] == pytest.approx(0.98)
+    assert ev["tuned_vs_untuned_warm"]["geomean"] == pytest.approx(1.96)
+    row = report.summary_rows({"scenarios": {"x": {"warmup_s": 15.0, "evaluation": ev}}})[0]
+    assert row["after the warm-up (s)"] == 15.0 and row["tuned / grid best after it (even)"].startswith("0.980")
+    # without a warm-up, no such pairs
+    assert "tuned_vs_grid_best_even_warm" not in report.evaluate({"rounds": rounds, "arm_names": names})
+
+
 def test_a_failed_run_is_left_out_of_the_pairs_and_counted() -> None:
     rounds = [_round(i, {"untuned": 100.0, "untuned-aa": 100.0, "tuned": 200.0}) for i in range(1, 5)]
     rounds[1]["arms"]["tuned"] = {"status": "error", "reason": "boom"}
