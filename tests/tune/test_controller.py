@@ -137,7 +137,7 @@ def test_a_wait_on_downloads_that_the_demand_does_not_explain_is_probed_upwards(
     move, predicted = found
     assert move.cause == "download" and "probe 24 in flight" in move.reason and predicted > 0.03
     assert dict((k, new) for k, _old, new in move.changes)["download_concurrency"] == 12
-    # without the split's evidence, or with a store that queues, no probe
+    # without the split's evidence, or with a store pushing back, no probe
     assert c._candidate(_waiting(download_share=0.0), Resources()) is None
     assert c._probe(_waiting(download_share=0.9, retries=1), *_probe_args(c)) is None
     # a rejected probe bounds the next: half-way (geometrically) towards it

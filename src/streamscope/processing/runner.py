@@ -104,9 +104,8 @@ def run_jobs(run: JobRun) -> Results:
             for i, item in enumerate(shared_items or ()):
                 shared.put((shared_offset + i, item))
             shared.put(ALL_DONE)
-        bar = progress_bar(
-            run.total_inputs, run.desc, run.verbose
-        )  # after forking: its monitor thread is not inherited
+        # after forking: its monitor thread is not inherited
+        bar = progress_bar(run.total_inputs, run.desc, run.verbose)
         shown = 0
         while len(out) < len(jobs):
             try:
