@@ -142,3 +142,30 @@ def test_without_workers_the_batches_cpu_and_each_epochs_exact_time_reach_the_tu
         seconds, batches = target.epoch_record(e)
         assert batches == 100 and seconds >= 100 * (0.004 + 8 * 0.0005)
     assert target.epoch_record(3) is None
+
+
+def test_the_waits_at_each_epochs_start_are_counted_apart(src, tmp_path, clean_tracer, monkeypatch):  # noqa: F811
+    # two workers: the first START_WAITS x 2 waits of each epoch are its start (fresh workers, first downloads);
+    # the tuner reads them apart so that a residual wait outside the starts decides whether downloads bind
+    from streamscope.tune.signals import START_WAITS
+
+    monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "0.05")  # the tuner reads every 50 ms: no epoch missed
+    dl = _loader(src, str(tmp_path / "c"), 2, True, transform=None)
+    for _epoch in range(2):
+        for _batch in dl:
+            time.sleep(0.004)
+    dl.tuner.close()  # its thread stops: the reads below are the last
+    target = dl.tuner.target
+    target.progress()
+    n, seconds = target.starts()
+    ring = dl._observer.wait_ring
+    firsts = [0, ring.end_of(1)]  # generation 1 begins at wait 0, generation 2 where 1 ended
+    per = START_WAITS * 2
+    expect = 0
+    for f in firsts:
+        begins, ends = ring.waits(f, f + per)
+        expect += int((ends - begins).sum())
+    assert n == 2 * per
+    assert seconds == pytest.approx(expect * 1e-9)
+    _batches, wait = target.progress()
+    assert 0 < seconds <= wait

@@ -114,6 +114,8 @@ def _waiting(**kw: float) -> Estimates:
     e = dict(step=0.005, wait=0.002, period=0.007, wait_share=0.3, latency=0.04, w0=0.04, rate=140.0)
     e.update(max_rate=140.0, in_flight=5.6, per_batch=1.0)
     e.update(kw)
+    e.setdefault("steady_share", e["wait_share"])  # no epoch start in the windows: the whole wait is steady
+    e.setdefault("steady_period", e["period"])
     return Estimates(**e)  # type: ignore[arg-type]
 
 
@@ -145,6 +147,36 @@ def test_a_wait_on_downloads_that_the_demand_does_not_explain_is_probed_upwards(
     c._rejected.add(move.key)
     nxt = c._candidate(_waiting(download_share=0.9), Resources())
     assert nxt is not None and dict((k, new) for k, _o, new in nxt[0].changes)["download_concurrency"] == 10
+
+
+def test_no_more_downloads_for_a_wait_at_the_epoch_starts():
+    # the loop waits 30% of its time, but outside the epoch starts only 7% (a residual no download knob shortens):
+    # neither the probe nor the model's plan asks for more in flight; at 12% outside the starts, both may
+    from streamscope.tune.controller import UP_WAIT
+
+    _t, c, _ev = make(World(conc=8, depth=12, workers=2))
+    assert c._candidate(_waiting(download_share=0.9, steady_share=0.07), Resources()) is None
+    assert c._candidate(_waiting(download_share=0.9, steady_share=UP_WAIT + 0.02), Resources()) is not None
+    _t, c, _ev = make(World(conc=2, depth=3, workers=2))  # 4 in flight where the demand asks for 10
+    assert c._candidate(_waiting(steady_share=0.07), Resources()) is None
+    found = c._candidate(_waiting(steady_share=0.3), Resources())
+    assert found is not None and found[0].cause == "download"
+
+
+def test_the_plan_scales_littles_law_by_the_slots_kept_busy():
+    # 2 workers allowed 4 in flight each (8 slots), 2.4 under way on average while the loop waits on downloads
+    # (occupancy 0.3): the plan asks for 1 / 0.3 of what full slots would need; without the split's evidence it
+    # trusts Little's law as it is
+    from streamscope.tune.model import Model
+
+    e = _waiting(in_flight=2.4, slots=8.0, download_share=0.9)
+    assert e.occupancy == pytest.approx(0.3)
+    full = Model().plan(_waiting(), 2, 2, 2, 4)
+    scaled = Model().plan(e, 2, 2, 2, 4)
+    assert full.in_flight is not None and scaled.in_flight is not None
+    assert scaled.in_flight * 2 >= full.in_flight * 2 / 0.3 - 2 and "occupancy 0.30" in scaled.why
+    assert _waiting(in_flight=2.4, slots=8.0, download_share=0.0).occupancy == 1.0
+    assert _waiting(in_flight=0.1, slots=8.0, download_share=0.9).occupancy == 0.25  # OCCUPANCY_MIN
 
 
 def _probe_args(c):

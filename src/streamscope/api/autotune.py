@@ -13,6 +13,8 @@ import time
 import weakref
 from typing import Any
 
+import numpy as np
+
 from streamscope import events as ev
 from streamscope import recording
 from streamscope._core import config, hooks
@@ -20,6 +22,7 @@ from streamscope.events import vocab
 from streamscope.events.registry import M
 from streamscope.tune import WORKERS, Tuner
 from streamscope.tune.ranks import RankShare, default_store
+from streamscope.tune.signals import START_WAITS
 from streamscope.tune.target import TargetInfo
 
 #: The categories the tuner reads metrics of (the wait, its split, downloads and the cache).
@@ -86,6 +89,10 @@ class LoaderTarget:
         self._ring: Any = None
         self._ring_seen = 0
         self._wait_ns = 0
+        # starts(): the waits among the first START_WAITS per worker of each iteration (the ring's generations)
+        self._gens: list[tuple[int, int]] = []  # (first wait, start waits) of the last two generations seen
+        self._start_n = 0
+        self._start_ns = 0
         # epoch -> (seconds from its iter() to the loop's last batch of it, its batches): exact, where the tuner's
         # windows would share an epoch's edges with the next (epochs of a few seconds)
         self._started = 0.0
@@ -137,14 +144,29 @@ class LoaderTarget:
         if ring is None:  # no wait split (metrics without the stall category): the merged metric, a tick late
             return self._batches, float(ev.metrics_view().value(M.LOADER_WAIT))
         if ring is not self._ring:
-            self._ring, self._ring_seen = ring, 0
+            self._ring, self._ring_seen, self._gens = ring, 0, []
+        _gen, first, workers = ring.generation()
+        if not self._gens or self._gens[-1][0] != first:
+            # the iteration before ends where this one begins; one read after an iteration's start misses nothing
+            # (its waits are still in the ring), one a whole iteration late leaves that iteration's start uncounted
+            prev = [(f, min(n, first - f)) for f, n in self._gens[-1:]]
+            self._gens = [*prev, (first, START_WAITS * max(1, workers))]
         count, open_since = ring.head()
         if count > self._ring_seen:
             begins, ends = ring.waits(self._ring_seen, count)
-            self._wait_ns += int((ends - begins).sum())
+            waits = ends - begins
+            self._wait_ns += int(waits.sum())
+            idx = np.arange(count - len(waits), count)
+            for g_first, n in self._gens:
+                at = (idx >= g_first) & (idx < g_first + n)
+                self._start_n += int(at.sum())
+                self._start_ns += int(waits[at].sum())
             self._ring_seen = count
         partial = max(0, time.monotonic_ns() - open_since) if open_since else 0
         return self._batches, (self._wait_ns + partial) * 1e-9
+
+    def starts(self) -> tuple[int, float]:
+        return self._start_n, self._start_ns * 1e-9
 
 
 class LoaderAutotune:

@@ -7,7 +7,8 @@ Phases:
 
 ``warmup``   the first windows with batches are start-up (imports, workers starting, a cold cache): skipped;
 ``observe``  :data:`OBSERVE` windows of the incumbent, merged: the model's inputs (:mod:`streamscope.tune.model`).
-             A loop that waits less than ``wait_share`` of its time is left alone (``stable``); else the model's
+             A loop that waits less than ``wait_share`` of its time outside epoch starts (``signals.START_WAITS``)
+             is left alone (``stable``); else the model's
              plan gives one candidate (the stage that binds first; a candidate rejected in this regime is not
              tried again) whose predicted gain must reach :data:`MIN_PREDICTED`;
 ``trial``    a live-knob candidate against the incumbent in A-B-B-A blocks of windows (each switch skips
@@ -56,6 +57,7 @@ __all__ = [
     "PROBE_SHARE",
     "PROBE_UP",
     "SETTLE",
+    "UP_WAIT",
     "WINDOW",
     "Controller",
 ]
@@ -78,6 +80,11 @@ MIN_PREDICTED = 0.03
 #: A probe up asks this many times the in-flight (when the loop waits on downloads the model's demand does not
 #: explain; :meth:`Controller._probe`).
 PROBE_UP = 1.5
+#: More downloads in flight are tried only when the loop waits at least this share of its time outside epoch starts.
+#: At S3 +50 ms with two workers the loop still waited 6-7% there at every in-flight from 30 to 46 (0.7-0.8 ms a
+#: batch, the grid's best point included): a residual no download knob shortens, while each move up lengthened the
+#: epoch's start (0.32, 0.42, 0.49 s at 30, 38, 46 in flight) and its first windows ran 34-51% slower.
+UP_WAIT = 0.10
 #: Share of the run's time candidates may spend measuring worse than the incumbent (weighted by how much worse).
 PROBE_SHARE = 0.02
 #: Seconds of such loss allowed at the start (the first trial's worth).
@@ -213,7 +220,10 @@ class Controller:
 
     def _estimates(self) -> Estimates:
         w = merge(list(self._recent))
-        return self.model.estimates(w, w.retries, w.workers)
+        values, _pinned = self._values()
+        now_k = self.policy.in_flight(values, w.workers)
+        slots = float(now_k * max(1, w.workers)) if now_k is not None else 0.0
+        return self.model.estimates(w, w.retries, w.workers, slots)
 
     def _candidate(self, e: Estimates, res: Resources) -> tuple[Move, float] | None:
         values, pinned = self._values()
@@ -229,11 +239,14 @@ class Controller:
                 continue
             new = {**values, **m.forward()}
             nw = m.workers if m.workers is not None else workers
+            k1 = self.policy.in_flight(new, nw)
+            if self._up(now_k, readers, k1, max(1, nw)) and e.steady_share < UP_WAIT:
+                continue
             p0 = self.model.period(e, now_k, readers, workers, self.budgets.cpus)
-            p1 = self.model.period(e, self.policy.in_flight(new, nw), max(1, nw), nw, self.budgets.cpus)
+            p1 = self.model.period(e, k1, max(1, nw), nw, self.budgets.cpus)
             gain = 1 - p1 / p0 if p0 > 0 else 0.0
             if plan.bound == "untimed":
-                gain = e.wait_share * e.download_share / 2  # no latency to model: half the download wait, a guess
+                gain = e.steady_share * e.download_share / 2  # no latency to model: half the download wait, a guess
             # a move down only where the store shows a queue: saturated (no loss predicted), pushing back (the model
             # predicts nothing when it asks for fewer requests: its latency then holds no unloaded W0), or a drain
             # to the BDP (the model, blind to the queue below its saturation threshold, predicts the loss of fewer
@@ -264,6 +277,8 @@ class Controller:
         (the bracket bisects towards it) and the probing budget caps the cost."""
         if now_k is None or e.saturated or e.retries > 0 or e.download_share < UNTIMED or plan.in_flight is None:
             return None
+        if e.steady_share < UP_WAIT:
+            return None
         up = self._search.bracket(
             dc_replace(plan, in_flight=max(now_k + 1, math.ceil(PROBE_UP * now_k))), now_k, readers
         )
@@ -271,14 +286,20 @@ class Controller:
             return None
         c = up.in_flight
         why = (
-            f"the loop waits {e.wait_share:.0%} of its time, {e.download_share:.0%} of it on downloads, with "
+            f"the loop waits {e.steady_share:.0%} of its time outside epoch starts, {e.download_share:.0%} of it on "
+            f"downloads, with "
             f"{e.in_flight:.1f} in flight at W0 {e.w0 * 1e3:.0f} ms: probe {c * readers} in flight"
         )
         probe = dc_replace(up, depth=depth_for(c), bound="download", why=why)
         for m in self.policy.move(probe, values, pinned, workers, res):
             if m.key not in self._rejected and m.workers is None and m.cause == "download":
-                return m, e.wait_share * e.download_share / 2  # no model of the burst: half its wait, a guess
+                return m, e.steady_share * e.download_share / 2  # no model of the burst: half its wait, a guess
         return None
+
+    @staticmethod
+    def _up(k0: int | None, r0: int, k1: int | None, r1: int) -> bool:
+        """True when a move takes the total in flight from ``k0`` per reader of ``r0`` to more."""
+        return k0 is not None and k1 is not None and k1 * r1 > k0 * r0
 
     def _bound(self, move: Move, adopted: bool) -> None:
         """What a verdict on a downloads move teaches: a bound on the in-flight worth trying in this regime (a
@@ -302,8 +323,11 @@ class Controller:
     def _decide(self, now: float, res: Resources) -> None:
         e = self._estimates()
         self._regime.reference(e)
-        if e.wait_share < self.wait_share:
-            self._stable(now, f"the loop waits {e.wait * 1e3:.2f} ms per batch ({e.wait_share:.1%} of its time)")
+        if e.steady_share < self.wait_share:
+            why = f"the loop waits {e.wait * 1e3:.2f} ms per batch ({e.wait_share:.1%} of its time"
+            if e.start_wait > 0:
+                why += f", {e.steady_share:.1%} outside epoch starts, which no download knob shortens"
+            self._stable(now, why + ")")
             return
         if not self._may_probe(now):
             self._stable(now, "probing budget spent: candidates measured worse for too long a share of the run")
@@ -507,7 +531,7 @@ class Controller:
             self._period = min(self.period_max, max(self.tick, 2 * self._period))
             self._look = now + self._period
             if (
-                e.wait_share >= self.wait_share
+                e.steady_wait_share >= self.wait_share
                 and self._may_probe(now)
                 and self._candidate(self._estimates(), res) is not None
             ):

@@ -11,6 +11,12 @@ delivery rate's max over the same span is what the store delivers; their product
 (BDP), the in-flight that keeps the store busy without queueing. In-flight beyond it only raises the latency (the
 store is saturated: ``W`` well above ``W0`` while the rate stays flat): the plan caps in-flight there and moves
 down. A store pushing back (retried requests: 503 SlowDown) is saturated whatever the latency says.
+
+The knobs allow ``k`` downloads at once, but the pipeline does not keep every slot busy while the loop waits: a
+reader's depth also holds chunks downloaded and not yet read, a batch waits on one reader while the other's slots
+sit full, an epoch's start begins from nothing. The share of the slots busy while the loop waits on downloads,
+the **occupancy**, calibrates Little's law: ``k`` slots deliver ``occupancy x k / W0`` (measured at S3 +50 ms with
+two workers: 0.38-0.40 at 6, 12 and 18 slots; without it the plan asked for 12 where 32 ran fastest).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Any
 
 from streamscope.tune.signals import Window
 
-__all__ = ["FILTER_S", "MARGIN", "SATURATED", "Estimates", "Model", "Plan", "depth_for"]
+__all__ = ["FILTER_S", "MARGIN", "OCCUPANCY_MIN", "SATURATED", "Estimates", "Model", "Plan", "depth_for"]
 
 #: Seconds the W0 (min latency) and max-rate filters remember (BBR's min-RTT filter is 10 s; windows here are 1 s
 #: of aggregated downloads, so a longer span).
@@ -37,6 +43,8 @@ BDP_GAIN = 1.0
 UNTIMED = 0.5
 #: A window counts for the latency filters with at least this many downloads.
 MIN_DOWNLOADS = 4
+#: The occupancy the plan trusts at least (a lower reading asks for at most 1 / this times Little's in-flight).
+OCCUPANCY_MIN = 0.25
 
 
 @dataclass
@@ -58,6 +66,19 @@ class Estimates:
     cpu_share: float = 1.0
     retries: int = 0
     download_share: float = 0.0  # share of the wait the wait split puts on downloads
+    slots: float = 0.0  # downloads the knobs allow at once over all readers (0: unknown)
+    start_wait: float = 0.0  # s per batch of the wait at epoch starts (part of ``wait``; signals.START_WAITS)
+    steady_period: float = 0.0  # s per batch with the epoch starts' waits taken out
+    steady_share: float = 0.0  # share of the loop's time waiting outside epoch starts (what knobs can shorten)
+
+    @property
+    def occupancy(self) -> float:
+        """Share of the allowed downloads under way on average, where the loop waits on downloads and the store
+        shows no queue (else 1: idle slots of a loop that does not wait on downloads say nothing of the
+        pipeline, and a saturated store's in-flight is its queue)."""
+        if self.slots <= 0 or self.in_flight <= 0 or self.download_share < UNTIMED or self.saturated:
+            return 1.0
+        return min(1.0, max(OCCUPANCY_MIN, self.in_flight / self.slots))
 
     @property
     def bdp(self) -> float:
@@ -74,6 +95,8 @@ class Estimates:
             "step_ms": round(self.step * 1e3, 3),
             "wait_ms": round(self.wait * 1e3, 3),
             "wait_share": round(self.wait_share, 4),
+            "start_wait_ms": round(self.start_wait * 1e3, 3),
+            "steady_wait_share": round(self.steady_share, 4),
             "latency_ms": round(self.latency * 1e3, 2),
             "w0_ms": round(self.w0 * 1e3, 2),
             "downloads_per_s": round(self.rate, 2),
@@ -84,6 +107,7 @@ class Estimates:
             "busy_ms_per_batch": round(self.busy * 1e3, 3),
             "cpu_share": round(self.cpu_share, 3),
             "download_share": round(self.download_share, 3),
+            "occupancy": round(self.occupancy, 3),
             "saturated": self.saturated,
         }
 
@@ -128,8 +152,9 @@ class Model:
         while self._rate and self._rate[0][0] < now - FILTER_S and len(self._rate) > 1:
             self._rate.popleft()
 
-    def estimates(self, w: Window, retries: int = 0, workers: int = 0) -> Estimates:
-        """The model's inputs from ``w`` (a few recent windows merged) and the filters. A batch's production time
+    def estimates(self, w: Window, retries: int = 0, workers: int = 0, slots: float = 0.0) -> Estimates:
+        """The model's inputs from ``w`` (a few recent windows merged), the filters and the ``slots`` the knobs
+        allow (downloads at once over all readers, 0 when unknown). A batch's production time
         (wall): without workers, the loop's wait is it; with workers, a waited-for worker is busy all the time, so
         ``workers x period``; with downloads in the window the wall time holds their waits too, and the CPU time
         alone counts."""
@@ -152,6 +177,10 @@ class Model:
             cpu_share=w.cpu_share,
             retries=retries,
             download_share=w.download_wait_share,
+            slots=slots,
+            start_wait=w.start_wait_s / w.batches if w.batches else 0.0,
+            steady_period=w.steady_period if w.batches else 0.0,
+            steady_share=w.steady_wait_share,
         )
 
     # --- predictions ------------------------------------------------------------------------------
@@ -175,7 +204,7 @@ class Model:
         p_dl = 0.0
         if in_flight is not None and e.per_batch > 0 and e.w0 > 0:
             k = max(1, in_flight) * max(1, readers)
-            rate = k / e.w0
+            rate = e.occupancy * k / e.w0
             if e.saturated and k > e.bdp * BDP_GAIN:
                 rate = min(rate, max(e.max_rate, e.rate))  # a saturated store delivers no more than it did
             p_dl = e.per_batch / rate if rate > 0 else math.inf
@@ -188,7 +217,7 @@ class Model:
         step = max(e.step, 1e-4)
         readers = max(1, readers)
         p_cpu = self.p_workers(e, workers, cpus, step)
-        p_dl = max(0.0, e.period - max(step, p_cpu)) if e.per_batch > 0 else 0.0
+        p_dl = max(0.0, e.steady_period - max(step, p_cpu)) if e.per_batch > 0 else 0.0
         bound = "cpu" if p_cpu > step * 1.02 and p_cpu >= p_dl else ("download" if p_dl > 0.02 * step else "step")
         # workers: the fewest whose production keeps up with the step (the CPU part within the cores obtained;
         # beyond them only the part that is not CPU gains); never fewer than now (not tried: a cut saves resources
@@ -214,8 +243,11 @@ class Model:
                 return Plan(None, None, want_w, "untimed", why, why_w)
             return Plan(None, None, want_w, bound, "no downloads to plan", why_w)
         demand = e.per_batch / step  # downloads per second that keep up with the step
-        need_total = demand * e.w0 * MARGIN
+        occ = e.occupancy
+        need_total = demand * e.w0 * MARGIN / occ
         why = f"demand {demand:.1f}/s x W0 {e.w0 * 1e3:.0f} ms x {MARGIN:g}"
+        if occ < 1.0:
+            why += f" / occupancy {occ:.2f} ({e.in_flight:.1f} of {e.slots:g} allowed under way)"
         if e.saturated:
             cap = max(1.0, e.bdp * BDP_GAIN)
             if e.retries > 0 and in_flight_now is not None:

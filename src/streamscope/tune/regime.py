@@ -52,7 +52,7 @@ class RegimeWatch:
             r = e.latency / ref.latency
             moved = moved or r > 1 + 2 * REGIME or r < 1 / (1 + 2 * REGIME)
         # a loop that did not wait and now does (a loop that waited is judged by its step and latency)
-        moved = moved or (ref.wait_share < wait_share and e.wait_share >= 3 * wait_share)
+        moved = moved or (ref.steady_share < wait_share and e.steady_wait_share >= 3 * wait_share)
         self.drift = self.drift + 1 if moved else 0
         if self.drift < self.windows:
             return None

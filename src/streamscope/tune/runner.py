@@ -8,7 +8,8 @@ Every event is a ``tune`` instant (Litracer log, Perfetto, OTLP as a zero-length
   ``reason``, ``cause`` (download / saturated / cpu), ``wait_before_ms``, ``wait_after_ms``, ``outcome`` (kept,
   rolled back, abandoned), ``epoch``; the model's inputs (``step_ms``, ``wait_ms``, ``wait_share``, ``latency_ms``,
   ``w0_ms``, ``downloads_per_s``, ``bdp``, ``in_flight``, ``downloads_per_batch``, ``cpu_ms_per_batch``,
-  ``cpu_share``, ``saturated``) and prediction (``predicted_gain``); the paired check's result (``check``,
+  ``cpu_share``, ``download_share``, ``occupancy``, ``start_wait_ms``, ``steady_wait_share``, ``saturated``) and
+  prediction (``predicted_gain``); the paired check's result (``check``,
   ``blocks``, ``gain``, ``gain_lo``, ``gain_hi``). The board's own ``tune`` event (named by the knob) marks each
   value change, the paired check's switches included;
 * ``budget``   a value lowered at the start to fit the cache or its disk;
@@ -63,6 +64,7 @@ class Sensors:
 
     def read(self, now: float, target: Target) -> Reading:
         batches, wait_s = target.progress()
+        start_waits, start_wait_s = target.starts()
         downloads, download_s, nbytes, retries, cpu, split, split_dl = read_view(ev.metrics_view())
         return Reading(
             t=now,
@@ -78,6 +80,8 @@ class Sensors:
             workers=target.running_workers(),
             split_s=split,
             split_download_s=split_dl,
+            start_waits=start_waits,
+            start_wait_s=start_wait_s,
         )
 
     def resources(self) -> Resources:

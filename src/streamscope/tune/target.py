@@ -65,3 +65,8 @@ class Target(Protocol):
     def progress(self) -> tuple[int, float]:
         """(batches handed to the loop so far, the loop's total wait for them in seconds), read live."""
         ...
+
+    def starts(self) -> tuple[int, float]:
+        """(the loop's waits so far that were among the first ``START_WAITS`` per worker of their epoch, their
+        seconds: part of :meth:`progress`'s wait), as of the last :meth:`progress`; (0, 0.0) when unknown."""
+        ...

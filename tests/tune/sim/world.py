@@ -152,6 +152,9 @@ class SimTarget:
     def progress(self) -> tuple[int, float]:
         return int(self.batches), self.wait_s
 
+    def starts(self) -> tuple[int, float]:
+        return 0, 0.0  # the world has no epoch-start cost: every wait is the steady state's
+
 
 @dataclass
 class Run:
