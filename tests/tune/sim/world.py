@@ -14,7 +14,7 @@ batch. What it models:
 * the **training step** ``step`` per batch, with log-normal noise per step (``noise``) and a sine drift
   (``drift`` relative amplitude, ``drift_period``), the latency drifting with it;
 * **epochs** of ``nb`` batches, each starting with ``start_s + start_per_worker x workers`` seconds without
-  batches; ``num_workers`` changes only there;
+  batches (reported as the epoch's start waits, ``Target.starts``); ``num_workers`` changes only there;
 * the **cache**: when the dataset fits the cache budget, epochs after the first download nothing (else every
   epoch downloads every chunk: an LRU cache scanned in order evicts before reuse);
 * a **regime change**: at ``jump_t`` the latency is multiplied by ``jump``.
@@ -34,6 +34,7 @@ import numpy as np
 
 from streamscope._core.board import KnobBoard
 from streamscope.tune import Budgets, Controller, Policy, Reading, Resources, TargetInfo
+from streamscope.tune.signals import START_WAITS
 
 DT = 1.0
 
@@ -127,6 +128,8 @@ class SimTarget:
     wait_s: float = 0.0
     started: float = 0.0  # when the running epoch began (simulated seconds)
     records: dict[int, tuple[float, int]] = field(default_factory=dict)  # epoch -> (seconds, batches)
+    start_waits: int = 0  # the epochs' start waits (signals.START_WAITS per worker an epoch)
+    start_wait_s: float = 0.0  # ... their seconds: each epoch's start time without batches
 
     def board(self) -> Any:
         return self.board_
@@ -153,7 +156,7 @@ class SimTarget:
         return int(self.batches), self.wait_s
 
     def starts(self) -> tuple[int, float]:
-        return 0, 0.0  # the world has no epoch-start cost: every wait is the steady state's
+        return self.start_waits, self.start_wait_s
 
 
 @dataclass
@@ -200,6 +203,7 @@ def run_tuned(w: World, seed: int, *, history: bool = False, **kw: Any) -> Run:
     xp = _Scalar
     t = 0.0
     startup = w.start_s + w.start_per_worker * target.nworkers
+    target.start_waits += START_WAITS * max(1, target.nworkers)
     in_epoch = 0.0
     dl = dls = retries = cpu = 0.0
     out = Run(0.0, events, controller=c)
@@ -216,6 +220,7 @@ def run_tuned(w: World, seed: int, *, history: bool = False, **kw: Any) -> Run:
             startup -= used
             avail -= used
             target.wait_s += used  # the loop waits for the new epoch's first batch
+            target.start_wait_s += used
         nb = avail / p
         if in_epoch + nb >= w.nb:  # the epoch ends inside this step: the next one starts (workers change here)
             nb = w.nb - in_epoch
@@ -228,6 +233,7 @@ def run_tuned(w: World, seed: int, *, history: bool = False, **kw: Any) -> Run:
             target.started = t + DT  # the rest of this step is between epochs
             target.epochs += 1
             startup = w.start_s + w.start_per_worker * target.nworkers
+            target.start_waits += START_WAITS * max(1, target.nworkers)
         else:
             in_epoch += nb
             target.batches += nb
@@ -258,6 +264,8 @@ def run_tuned(w: World, seed: int, *, history: bool = False, **kw: Any) -> Run:
                 w.share,
                 target.epochs,
                 target.nworkers,
+                start_waits=target.start_waits,
+                start_wait_s=target.start_wait_s,
             ),
             res,
         )
