@@ -169,3 +169,36 @@ def test_the_waits_at_each_epochs_start_are_counted_apart(src, tmp_path, clean_t
     assert seconds == pytest.approx(expect * 1e-9)
     _batches, wait = target.progress()
     assert 0 < seconds <= wait
+
+
+def test_a_start_wait_under_way_counts_in_the_starts():
+    # the tuner reads the wait under way (the ring's open wait) with the complete ones: a first batch's long wait
+    # is a start's while it lasts, and the wait after the starts is not
+    import time as _time
+    from types import SimpleNamespace
+
+    from streamscope.api.autotune import LoaderTarget
+    from streamscope.recording.waits import WaitRing
+
+    class _Loader:  # what LoaderTarget reads of a loader (held weakly: a class, not a SimpleNamespace)
+        dataset = SimpleNamespace()
+        batch_size, persistent_workers, batches_consumed, _live, num_workers = 8, False, 0, None, 2
+
+    ring = WaitRing(workers=2)
+    loader = _Loader()
+    loader._observer = SimpleNamespace(wait_ring=ring)
+    target = LoaderTarget(loader)
+    ring.new_iteration(2)
+    now = _time.monotonic_ns()
+    for i in range(3):  # three complete start waits of 10 ms each
+        ring.end(now + i * 20_000_000, now + i * 20_000_000 + 10_000_000)
+    ring.begin(_time.monotonic_ns() - 50_000_000)  # the fourth (a start's) under way for 50 ms
+    target.progress()
+    n, seconds = target.starts()
+    assert n == 3 and seconds >= 0.03 + 0.05
+    t = _time.monotonic_ns()
+    ring.end(t - 50_000_000, t)
+    ring.begin(_time.monotonic_ns() - 80_000_000)  # the fifth, past the 4 start waits of 2 workers: steady
+    _batches, wait = target.progress()
+    n, seconds = target.starts()
+    assert n == 4 and seconds < 0.03 + 0.05 + 0.01 and wait >= seconds + 0.08

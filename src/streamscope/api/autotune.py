@@ -93,6 +93,7 @@ class LoaderTarget:
         self._gens: list[tuple[int, int]] = []  # (first wait, start waits) of the last two generations seen
         self._start_n = 0
         self._start_ns = 0
+        self._start_open_ns = 0  # the wait under way, when it is a start's (a first batch's long wait)
         # epoch -> (seconds from its iter() to the loop's last batch of it, its batches): exact, where the tuner's
         # windows would share an epoch's edges with the next (epochs of a few seconds)
         self._started = 0.0
@@ -163,10 +164,13 @@ class LoaderTarget:
                 self._start_ns += int(waits[at].sum())
             self._ring_seen = count
         partial = max(0, time.monotonic_ns() - open_since) if open_since else 0
+        # the wait under way counts where the complete ones do: in the starts when it is wait `count` of a start
+        opening = any(f <= count < f + n for f, n in self._gens)
+        self._start_open_ns = partial if opening else 0
         return self._batches, (self._wait_ns + partial) * 1e-9
 
     def starts(self) -> tuple[int, float]:
-        return self._start_n, self._start_ns * 1e-9
+        return self._start_n, (self._start_ns + self._start_open_ns) * 1e-9
 
 
 class LoaderAutotune:
