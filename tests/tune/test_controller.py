@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from streamscope._core.errors import TuneBudgetError
@@ -169,14 +171,31 @@ def test_the_plan_scales_littles_law_by_the_slots_kept_busy():
     # trusts Little's law as it is
     from streamscope.tune.model import Model
 
-    e = _waiting(in_flight=2.4, slots=8.0, download_share=0.9)
+    # (a 20 ms store, 200 downloads/s: 5 in flight at full slots, 16.7 at occupancy 0.3, within SLACK_S of demand)
+    e = _waiting(in_flight=2.4, slots=8.0, download_share=0.9, w0=0.02, latency=0.02)
     assert e.occupancy == pytest.approx(0.3)
-    full = Model().plan(_waiting(), 2, 2, 2, 4)
+    full = Model().plan(_waiting(w0=0.02, latency=0.02), 2, 2, 2, 4)
     scaled = Model().plan(e, 2, 2, 2, 4)
     assert full.in_flight is not None and scaled.in_flight is not None
     assert scaled.in_flight * 2 >= full.in_flight * 2 / 0.3 - 2 and "occupancy 0.30" in scaled.why
+    assert "beyond it" not in scaled.why
     assert _waiting(in_flight=2.4, slots=8.0, download_share=0.0).occupancy == 1.0
     assert _waiting(in_flight=0.1, slots=8.0, download_share=0.9).occupancy == 0.25  # OCCUPANCY_MIN
+
+
+def test_the_occupancy_adds_at_most_a_slack_of_demand_to_littles_law():
+    # a 100 ms store, 200 downloads/s of demand: Little's law with the margin asks for 25 in flight, the occupancy
+    # of 0.3 for 84; the slots beyond Little's law hold at most SLACK_S of demand (20 more: 45 in all, 23 a reader),
+    # since every slot begins at once at an epoch's start and delays the first chunk
+    from streamscope.tune.model import MARGIN, SLACK_S, Model
+
+    e = _waiting(in_flight=2.4, slots=8.0, download_share=0.9, w0=0.1, latency=0.1)
+    plan = Model().plan(e, 2, 2, 2, 4)
+    want = 200 * (0.1 * MARGIN + SLACK_S)
+    assert plan.in_flight == math.ceil(want / 2) == 23
+    assert "at most 100 ms of demand beyond it" in plan.why
+    # at full slots the cap does not bind: Little's law with the margin, 13 a reader
+    assert Model().plan(_waiting(w0=0.1, latency=0.1), 2, 2, 2, 4).in_flight == 13
 
 
 def _probe_args(c):
