@@ -116,8 +116,6 @@ def _waiting(**kw: float) -> Estimates:
     e = dict(step=0.005, wait=0.002, period=0.007, wait_share=0.3, latency=0.04, w0=0.04, rate=140.0)
     e.update(max_rate=140.0, in_flight=5.6, per_batch=1.0)
     e.update(kw)
-    e.setdefault("steady_share", e["wait_share"])  # no epoch start in the windows: the whole wait is steady
-    e.setdefault("steady_period", e["period"])
     return Estimates(**e)  # type: ignore[arg-type]
 
 
@@ -163,6 +161,13 @@ def test_no_more_downloads_for_a_wait_at_the_epoch_starts():
     assert c._candidate(_waiting(steady_share=0.07), Resources()) is None
     found = c._candidate(_waiting(steady_share=0.3), Resources())
     assert found is not None and found[0].cause == "download"
+
+
+def test_estimates_without_epoch_starts_set_apart_wait_as_a_whole():
+    # built without the steady fields (no start set apart), the estimates' steady wait is the whole wait, not 0
+    e = Estimates(period=0.01, wait_share=0.3)
+    assert (e.steady_period, e.steady_share) == (0.01, 0.3)
+    assert Estimates(period=0.01, wait_share=0.3, steady_share=0.0).steady_share == 0.0
 
 
 def test_the_plan_scales_littles_law_by_the_slots_kept_busy():

@@ -75,8 +75,17 @@ class Estimates:
     download_share: float = 0.0  # share of the wait the wait split puts on downloads
     slots: float = 0.0  # downloads the knobs allow at once over all readers (0: unknown)
     start_wait: float = 0.0  # s per batch of the wait at epoch starts (part of ``wait``; signals.START_WAITS)
-    steady_period: float = 0.0  # s per batch with the epoch starts' waits taken out
-    steady_share: float = 0.0  # share of the loop's time waiting outside epoch starts (what knobs can shorten)
+    # s per batch with the epoch starts' waits taken out; share of the loop's time waiting outside epoch starts (what
+    # knobs can shorten). Not given (< 0): no start was set apart, the whole period and wait share (a default of 0
+    # would read as a loop that never waits)
+    steady_period: float = -1.0
+    steady_share: float = -1.0
+
+    def __post_init__(self) -> None:
+        if self.steady_period < 0:
+            self.steady_period = self.period
+        if self.steady_share < 0:
+            self.steady_share = self.wait_share
 
     @property
     def occupancy(self) -> float:
