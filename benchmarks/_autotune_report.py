@@ -16,6 +16,7 @@ Every scenario's result holds ``rounds``: per round, the arms in the order they 
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import statistics
@@ -192,6 +193,28 @@ def _ci(p: dict[str, Any] | None) -> str | None:
     return f"{p['geomean']:.3f} ({lo:.3f}-{hi:.3f}, n={p['rounds']})"
 
 
+def run_of(meta: dict[str, Any], argv: list[str], written_at: str | None = None) -> dict[str, Any]:
+    """What a scenario carries of the run that measured it (a result file may hold scenarios of several runs)."""
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "commit": meta.get("commit"),
+        "dirty": meta.get("dirty"),
+        "written_at": written_at or meta.get("written_at") or now,
+        "argv": list(argv),
+    }
+
+
+def kept_scenarios(doc: dict[str, Any], rerun: list[str]) -> dict[str, Any]:
+    """The scenarios of an earlier result file ``doc`` that this run does not re-run, each with its own run (a
+    scenario of a file written before scenarios carried one takes the file's)."""
+    meta = doc.get("meta") or {}
+    out = {}
+    for name, sc in (doc.get("result") or {}).get("scenarios", {}).items():
+        if name not in rerun:
+            out[name] = {**sc, "run": sc.get("run") or run_of(meta, meta.get("argv") or [])}
+    return out
+
+
 def summary_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One README row per scenario: the paired ratios with their intervals, the noise floor, the load."""
     rows = []
@@ -202,6 +225,7 @@ def summary_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "scenario": name,
+                "code at": str((sc.get("run") or {}).get("commit") or "")[:9] or None,
                 "rounds": ev.get("rounds"),
                 "window s": sc.get("window_s"),
                 "untuned samples/s (median)": med.get("untuned"),

@@ -48,7 +48,10 @@ average are logged, and the store's counters per arm (requests, 503s, time queue
 Run: ``PYTHONPATH=$PWD/src:$PWD python benchmarks/bench_autotune.py --scenarios s3-20ms local --rounds 20``.
 ``--quick``: every scenario, 2 rounds, a short window and a two-point grid: a smoke test of a few minutes, whose
 numbers mean nothing. Writes ``benchmarks/results/bench_autotune.json`` (``--out``) through ``_results.py`` after
-every scenario; ``python benchmarks/report.py`` renders its summary into README.md.
+every scenario; ``python benchmarks/report.py`` renders its summary into README.md. A scenario at 20 rounds takes
+about 80 minutes, so the baseline is built a scenario at a time: ``--keep FILE`` keeps the scenarios of an
+earlier result this run does not re-run. Every scenario carries the run it came from (``run``: commit, date,
+command), and the README's table names each scenario's commit.
 """
 
 from __future__ import annotations
@@ -462,6 +465,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--arm-timeout", type=float, default=120.0, help="seconds past the window before a kill")
     ap.add_argument("--data", default=None, help="dataset directory (default: _datasets.py images_1mb)")
     ap.add_argument("--out", default=None, help="result file (default results/bench_autotune.json)")
+    ap.add_argument(
+        "--keep", default=None, help="an earlier result file: its scenarios this run does not re-run stay in --out"
+    )
     args = ap.parse_args(argv)
     cores = usable_cores()
     if args.quick:
@@ -493,13 +499,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         data = ""
     litdata_version = package_version("litdata", path=args.litdata) if args.litdata else package_version("litdata")
     result: dict[str, Any] = {"data": data, "cores_usable": usable_cores(), "scenarios": {}}
+    if args.keep:
+        with open(args.keep, encoding="utf-8") as f:
+            result["scenarios"] = report.kept_scenarios(json.load(f), args.scenarios)
     h = Harness(args)
     started = time.perf_counter()
     try:
         result["zygote_imports_s"] = h.zygote.imports_s
         for name in args.scenarios:
             sc = build_scenario(name, args, h, data)
-            result["scenarios"][name] = h.scenario(sc)
+            result["scenarios"][name] = {**h.scenario(sc), "run": report.run_of(run.meta, sys.argv)}
             run.write(result, summary=report.summary_rows(result), out=args.out, versions={"litdata": litdata_version})
     finally:
         h.close()

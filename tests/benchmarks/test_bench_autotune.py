@@ -242,16 +242,23 @@ def test_a_tiny_run_end_to_end(tmp_path) -> None:
     env = {**os.environ, "STREAMSCOPE_WRITE_FORMAT": "0.2.68", "PYTHONPATH": path}
     data = write_dataset(str(tmp_path / "ds"), 400, image_sample, chunk_size=40)
     out = tmp_path / "result.json"
+    # an earlier result: its s3-50ms stays (with the run it came from), its local is re-run
+    earlier = tmp_path / "earlier.json"
+    old_meta = {"commit": "0123456789abcdef", "dirty": False, "written_at": "2026-12-01T00:00:00Z", "argv": ["x"]}
+    old_sc = {"window_s": 30.0, "evaluation": {"rounds": 20}}
+    earlier.write_text(json.dumps({"meta": old_meta, "result": {"scenarios": {"s3-50ms": old_sc, "local": old_sc}}}))
     cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_autotune.py"), "--scenarios", "s3-20ms", "local",
            "--rounds", "2", "--window", "2", "--data", data, "--batch", "8", "--step-ms", "2", "--decode-ms", "0.05",
            "--grid-prefetch", "8", "--grid-concurrency", "4", "--grid-workers", "0", "--local-grid-workers", "0",
-           "--litdata-scenarios", "s3-20ms", "--litdata", "", "--out", str(out)]  # fmt: skip
+           "--litdata-scenarios", "s3-20ms", "--litdata", "", "--out", str(out), "--keep", str(earlier)]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert doc["benchmark"] == "bench_autotune" and doc["meta"]["commit"] and doc["meta"]["argv"]
     scs = doc["result"]["scenarios"]
-    assert list(scs) == ["s3-20ms", "local"]
+    assert list(scs) == ["s3-50ms", "s3-20ms", "local"]
+    assert scs["s3-50ms"]["run"]["commit"] == "0123456789abcdef" and scs["s3-50ms"]["run"]["argv"] == ["x"]
+    assert scs["local"]["run"]["commit"] == doc["meta"]["commit"] and scs["local"]["rounds"]  # re-run, not kept
     s3 = scs["s3-20ms"]
     assert set(s3["arm_names"]) == {"untuned", "untuned-aa", "tuned", "litdata", "grid-default-w0", "grid-p8-c4-w0"}
     assert [rd["order"] for rd in s3["rounds"]][1] == s3["rounds"][0]["order"][::-1]
@@ -272,4 +279,5 @@ def test_a_tiny_run_end_to_end(tmp_path) -> None:
     assert s3["rounds"][0]["arms"]["tuned"]["tuner_values"] is not None  # read through state_dict()
     # an A/A round counts when both of its arms measured a rate (one may have had no batch in its window: above)
     assert 1 <= s3["evaluation"]["aa"]["rounds"] <= 2 and s3["evaluation"]["grid_best"] in s3["arm_names"]
-    assert [row["scenario"] for row in doc["summary"]] == ["s3-20ms", "local"]
+    assert [row["scenario"] for row in doc["summary"]] == ["s3-50ms", "s3-20ms", "local"]
+    assert [row["code at"] for row in doc["summary"]] == ["012345678"] + [doc["meta"]["commit"][:9]] * 2
