@@ -216,7 +216,13 @@ class _Loop:
         try:
             self.loop.run_forever()
         finally:
-            self.loop.close()
+            try:
+                # a transport aborted on the loop's last turn (an upstream connection its cancelled task closed)
+                # closes its socket on a later one: run those, or the socket is left to the garbage collector
+                for _ in range(3):
+                    self.loop.run_until_complete(asyncio.sleep(0))
+            finally:
+                self.loop.close()
 
     def stop(self) -> None:
         if not self.thread.is_alive():
