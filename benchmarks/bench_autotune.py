@@ -481,6 +481,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.scenarios = args.scenarios or list(ALL_SCENARIOS)
     if args.litdata and not os.path.isdir(os.path.join(args.litdata, "litdata")):
         raise SystemExit(f"--litdata {args.litdata}: no litdata package there ('' uses the installed LitData)")
+    if args.keep:
+        try:
+            with open(args.keep, encoding="utf-8") as f:
+                args.kept = report.kept_scenarios(json.load(f), args.scenarios)
+        except (OSError, ValueError, AttributeError) as exc:
+            raise SystemExit(f"--keep {args.keep}: not a bench_autotune result file ({exc})") from exc
     if args.rounds < 1 or args.window <= 0:
         raise SystemExit("--rounds must be >= 1 and --window > 0")
     return args
@@ -500,8 +506,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     litdata_version = package_version("litdata", path=args.litdata) if args.litdata else package_version("litdata")
     result: dict[str, Any] = {"data": data, "cores_usable": usable_cores(), "scenarios": {}}
     if args.keep:
-        with open(args.keep, encoding="utf-8") as f:
-            result["scenarios"] = report.kept_scenarios(json.load(f), args.scenarios)
+        result["scenarios"] = args.kept  # read in parse_args: a bad file stops the run before it starts
     h = Harness(args)
     started = time.perf_counter()
     try:

@@ -281,3 +281,12 @@ def test_a_tiny_run_end_to_end(tmp_path) -> None:
     assert 1 <= s3["evaluation"]["aa"]["rounds"] <= 2 and s3["evaluation"]["grid_best"] in s3["arm_names"]
     assert [row["scenario"] for row in doc["summary"]] == ["s3-50ms", "s3-20ms", "local"]
     assert [row["code at"] for row in doc["summary"]] == ["012345678"] + [doc["meta"]["commit"][:9]] * 2
+
+
+def test_keep_names_a_file_that_is_no_result(tmp_path) -> None:
+    # before any scenario runs: a missing file, and one that is not a result, stop with the file named
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    for path in (str(tmp_path / "missing.json"), str(bad)):
+        with pytest.raises(SystemExit, match=f"--keep {path}: not a bench_autotune result file"):
+            bench_autotune.parse_args(["--scenarios", "s3-50ms", "--litdata", "", "--keep", path])
