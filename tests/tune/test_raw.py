@@ -36,7 +36,9 @@ def _upload(endpoint: Any, n: int = N, size: int = 600) -> str:
 
 
 @pytest.fixture
-def slow_s3(fault_proxy, monkeypatch):
+def slow_s3(clean_tracer, fault_proxy, monkeypatch):  # noqa: F811
+    # after clean_tracer, which scrubs STREAMSCOPE_METRICS_*: set before it, the interval below was gone and the
+    # tuner read once a second, so 25 short epochs (0.4 s each) gave it too few whole windows to decide on
     url = _upload(fault_proxy.s3)
     fault_proxy.fixed_delay_s = 0.04  # every request: a slow link (the wait is on the GETs)
     monkeypatch.setenv("STREAMSCOPE_METRICS_INTERVAL", "0.1")
@@ -87,16 +89,16 @@ def test_waiting_on_raw_gets_moves_the_look_ahead(slow_s3, tmp_path: Path, clean
     assert len({tuple(o) for o in orders}) == len(orders)  # a new permutation each epoch
     moves = [(k, o, n, d) for d in dl.tuner.decisions for k, o, n in d.move.changes]
     raw = [m for m in moves if m[0] == "raw_prefetch"]
-    assert raw, f"no raw knob moved: {moves}"
+    assert raw, f"no raw knob moved: {moves}; the tuner's phase {dl.tuner.tuner.controller.phase}"
     k, old, new, d = raw[0]
     # sized by the model from the GETs' measured latency (demand x W0), not doubled blind: raw GETs are downloads
-    assert old == 16 and d.move.cause == "download" and "W0" in d.move.reason, d.move.reason
-    if "store saturated" in d.move.reason:
-        # on a loaded machine the moto store's latency inflates far above its W0 (327 vs 89 ms in a stress run at
-        # 31dca9e): the model then caps in flight at what the store delivers (BBR's drain), below the default
-        assert new < old, d.move.reason
-    else:
+    assert old == 16 and new != old and "W0" in d.move.reason, d.move.reason
+    assert d.move.cause in ("download", "saturated"), d.move.cause
+    if "store saturated" not in d.move.reason:
         assert new > old, d.move.reason
+    # else: on a loaded machine the moto store's latency inflates far above its W0 (327 vs 89 ms in a stress run at
+    # 31dca9e, 90-349 vs 60-74 ms in runs at 7fa9e72): the model caps in flight at what the store delivers (BBR's
+    # drain), which lies above or below the default by the demand it measured (13 and 21 a reader in two runs)
     assert "raw_concurrency" not in [m[0] for m in moves]  # the governor's (remote, not given)
     # an exact resume mid-epoch, with the tuner on: the rest of the epoch's plan, from the tuned values
     it = iter(dl)
@@ -116,7 +118,7 @@ def test_waiting_on_raw_gets_moves_the_look_ahead(slow_s3, tmp_path: Path, clean
     again.tuner.close()
     ev.flush()
     text = Path(log).read_text()
-    assert "name: decision;" in text and "knob: raw_prefetch;" in text and "cause: download;" in text
+    assert "name: decision;" in text and "knob: raw_prefetch;" in text and f"cause: {d.move.cause};" in text
     assert "left_to_governor: raw_concurrency;" in text and "kind: raw;" in text
 
 
