@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,6 +91,10 @@ def test_refused_query_raises_with_prometheus_message(prom: PrometheusServer) ->
 
 @pytest.mark.slow
 def test_wait_for_series_times_out_with_the_targets(prom: PrometheusServer) -> None:
+    # run first on its worker, the test met a Prometheus that had not discovered its target yet ("targets []")
+    deadline = time.monotonic() + 20
+    while not prom.targets() and time.monotonic() < deadline:
+        time.sleep(0.1)
     with pytest.raises(TimeoutError, match=r"'no_such_metric' did not match within 0.3 s.*health"):
         prom.wait_for_series("no_such_metric", timeout=0.3)
 
