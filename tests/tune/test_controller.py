@@ -149,6 +149,21 @@ def test_a_wait_on_downloads_that_the_demand_does_not_explain_is_probed_upwards(
     assert nxt is not None and dict((k, new) for k, _o, new in nxt[0].changes)["download_concurrency"] == 10
 
 
+def test_no_probe_goes_past_the_models_ceiling():
+    # a 100 ms store, 200 downloads/s of demand: the ceiling is Little's law with its margin plus SLACK_S of demand,
+    # 45 in flight (23 a reader of 2). From 16 a reader the probe asks for 23, not 1.5x (24); from 23, for nothing
+    e = _waiting(download_share=0.9, w0=0.1, latency=0.1)
+    _t, c, _ev = make(World(conc=16, depth=24, workers=2))
+    assert c.model.ceiling(e, 2) == 23
+    found = c._candidate(e, Resources())
+    assert found is not None and "probe 46 in flight" in found[0].reason, found
+    assert dict((k, new) for k, _old, new in found[0].changes)["download_concurrency"] == 23
+    _t, c, _ev = make(World(conc=23, depth=35, workers=2))
+    assert c._candidate(e, Resources()) is None
+    # at a 40 ms store the ceiling (15 a reader) leaves the 1.5x probe from 8 a reader as it was
+    assert c.model.ceiling(_waiting(), 2) == 15
+
+
 def test_no_more_downloads_for_a_wait_at_the_epoch_starts():
     # the loop waits 30% of its time, but outside the epoch starts only 7% (a residual no download knob shortens):
     # neither the probe nor the model's plan asks for more in flight; at 12% outside the starts, both may

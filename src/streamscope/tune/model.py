@@ -226,6 +226,16 @@ class Model:
             p_dl = e.per_batch / rate if rate > 0 else math.inf
         return max(step, p_cpu, p_dl)
 
+    @staticmethod
+    def ceiling(e: Estimates, readers: int) -> int | None:
+        """The most in flight per reader worth having: Little's law with its margin plus :data:`SLACK_S` of
+        demand (None: no timed downloads to size). Beyond it every epoch's start waits longer for its first chunk
+        than a steady window can win back; neither the occupancy nor a probe asks for more."""
+        if e.per_batch <= 0 or e.w0 <= 0:
+            return None
+        demand = e.per_batch / max(e.step, 1e-4)
+        return max(1, math.ceil(round(demand * (e.w0 * MARGIN + SLACK_S) / max(1, readers), 6)))  # 15.000001: 15
+
     # --- the plan ---------------------------------------------------------------------------------
 
     def plan(self, e: Estimates, readers: int, workers: int, cpus: int, in_flight_now: int | None) -> Plan:
