@@ -98,7 +98,8 @@ def test_waiting_on_raw_gets_moves_the_look_ahead(slow_s3, tmp_path: Path, clean
         assert new > old, d.move.reason
     # else: on a loaded machine the moto store's latency inflates far above its W0 (327 vs 89 ms in a stress run at
     # 31dca9e, 90-349 vs 60-74 ms in runs at 7fa9e72): the model caps in flight at what the store delivers (BBR's
-    # drain), which lies above or below the default by the demand it measured (13 and 21 a reader in two runs)
+    # drain), which lies above or below the default by the demand it measured (13 to 21 in flight a reader in four
+    # runs; the look-ahead went below 16 and above it)
     assert "raw_concurrency" not in [m[0] for m in moves]  # the governor's (remote, not given)
     # an exact resume mid-epoch, with the tuner on: the rest of the epoch's plan, from the tuned values
     it = iter(dl)
