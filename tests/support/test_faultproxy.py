@@ -99,9 +99,10 @@ def _close_with_connections_open(s3_server) -> list[str]:
 
 def test_closing_with_connections_open_leaves_no_socket_to_the_collector(s3_server) -> None:
     # every socket is closed by the proxy, none is left for the garbage collector (a ResourceWarning, an error in this
-    # suite, raised in whichever later test collects it). Two ways it leaked, each in about one close of 60-150 (a
-    # stress run of this close at 344bda1): a transport closed with bytes buffered, and one accepted as the server
-    # closed (asyncio's Server._attach asserts before the loop registers it). 40 closes failed 1 run of 4 on the
-    # proxy before the fix: a guard, not a proof (the stress run: 0 leaks in 1,000 closes after, 14 in 1,200 before).
+    # suite, raised in whichever later test collects it). Two ways it leaked (a stress run repeating this close, two
+    # processes at once): a transport closed with bytes buffered (at 344bda1: 20 leaks in 680 closes), and one
+    # accepted as the server closed (asyncio's Server._attach asserts before the loop registers it: 6 in 1,200 once
+    # the first was mended); 0 in 1,600 with both mended. 40 closes failed 1 run of 4 on the old proxy, 0 of 4 after:
+    # a guard, not a proof.
     leaked = [msg for _ in range(40) for msg in _close_with_connections_open(s3_server)]
     assert not leaked, leaked
