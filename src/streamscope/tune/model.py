@@ -233,8 +233,13 @@ class Model:
         than a steady window can win back; neither the occupancy nor a probe asks for more."""
         if e.per_batch <= 0 or e.w0 <= 0:
             return None
-        demand = e.per_batch / max(e.step, 1e-4)
-        return max(1, math.ceil(round(demand * (e.w0 * MARGIN + SLACK_S) / max(1, readers), 6)))  # 15.000001: 15
+        return max(1, math.ceil(round(Model._most_total(e) / max(1, readers), 6)))  # 15.000001: 15
+
+    @staticmethod
+    def _most_total(e: Estimates) -> float:
+        """In flight over all readers that Little's law with its margin plus :data:`SLACK_S` of demand allows."""
+        demand = e.per_batch / max(e.step, 1e-4)  # downloads per second that keep up with the step
+        return demand * (e.w0 * MARGIN + SLACK_S)
 
     # --- the plan ---------------------------------------------------------------------------------
 
@@ -274,7 +279,7 @@ class Model:
         why = f"demand {demand:.1f}/s x W0 {e.w0 * 1e3:.0f} ms x {MARGIN:g}"
         if occ < 1.0:
             why += f" / occupancy {occ:.2f} ({e.in_flight:.1f} of {e.slots:g} allowed under way)"
-            slack = demand * (e.w0 * MARGIN + SLACK_S)
+            slack = self._most_total(e)
             if need_total > slack:
                 need_total = slack
                 why += f", at most {SLACK_S * 1e3:.0f} ms of demand beyond it"
