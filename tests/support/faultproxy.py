@@ -120,10 +120,9 @@ async def _read_body(reader: asyncio.StreamReader, headers: list[tuple[str, str]
 class _Upstream:
     """One keep-alive connection to the upstream, owned by one client connection (requests never interleave)."""
 
-    def __init__(self, host: str, port: int, held: list[asyncio.BaseTransport]) -> None:
+    def __init__(self, host: str, port: int) -> None:
         self.host = host
         self.port = port
-        self.held = held
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
@@ -151,7 +150,6 @@ class _Upstream:
             try:
                 if fresh:
                     self.reader, self.writer = await asyncio.open_connection(self.host, self.port, limit=_BUF)
-                    self.held.append(self.writer.transport)
                 assert self.reader is not None and self.writer is not None
                 self.writer.writelines((request, body) if body else (request,))
                 await self.writer.drain()
@@ -225,10 +223,9 @@ class _Loop:
 
         A socket left open is found by the garbage collector (a ResourceWarning, an error in this suite), and each turn
         of the loop can open one: an accept under way makes its transport on a later turn, and a cancelled task's
-        upstream connection closes on the turn after its abort. The accepts run to their end, with the server still
-        open (asyncio builds an accepted transport with ``Server._attach`` first: on a closed server that asserts
-        half-way, before the loop knows the transport, and nothing ever closes it); cancelled before they began, their
-        socket would have no transport at all. Closing transports are aborted too: one closed with bytes buffered for
+        upstream connection closes on the turn after its abort. The server stays open until the end (asyncio builds
+        an accepted transport with ``Server._attach`` first: on a closed server that asserts half-way, before the loop
+        knows the transport, and nothing ever closes it). Closing transports are aborted too: one closed with bytes buffered for
         a peer that no longer reads keeps its socket until they drain. The selector loop's transports by fd are
         private (absent elsewhere: nothing to sweep).
         """
@@ -238,8 +235,9 @@ class _Loop:
             tasks = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
             for t in tasks:
                 # a task is cancelled once it has begun: a connection's task cancelled before its first step makes
-                # asyncio's done-callback (3.11) raise on it, logged as an error
-                if t in begun and getattr(t.get_coro(), "__name__", "") != "_accept_connection2":
+                # asyncio's done-callback (3.11) raise on it, logged as an error, and an accept's would leave its
+                # socket with no transport (begun, it closes the transport it made)
+                if t in begun:
                     t.cancel()
             begun.update(tasks)
             fresh = [tr for tr in list(getattr(self.loop, "_transports", {}).values()) if tr is not None]
@@ -332,11 +330,6 @@ class FaultProxy:
         self._listener.listen(512)
         self._listener.setblocking(False)
         self._port = int(self._listener.getsockname()[1])
-        # Every connection's transport, held until the proxy closes: the event loop keeps only weak references to
-        # a transport it is not reading, so one a task dropped unclosed (a paused or half-closed connection) would be
-        # collected at a random later moment, in a later test (a ResourceWarning, an error in this suite), instead of
-        # being aborted with the rest when the loop stops (_Loop._close_everything).
-        self._held: list[asyncio.BaseTransport] = []
         self._loops: list[_Loop] = [_Loop(self, i, self._listener.dup()) for i in range(max(1, loops))]
 
     def _enter_request(self) -> None:
@@ -422,8 +415,7 @@ class FaultProxy:
         """Serve one client connection: requests one after another (keep-alive), each through the faults."""
         self._count("connections")
         sock = writer.get_extra_info("socket")
-        self._held.append(writer.transport)
-        upstream = _Upstream(self.upstream_host, self.upstream_port, self._held)
+        upstream = _Upstream(self.upstream_host, self.upstream_port)
         try:
             while True:
                 try:
