@@ -122,9 +122,9 @@ def _waiting(**kw: float) -> Estimates:
 def test_fewer_downloads_are_tried_only_where_the_store_shows_a_queue():
     # 32 in flight where the steady demand asks for 10: at the unloaded latency, fewer would gain nothing
     _t, c, _ev = make(World(conc=32, depth=48))
-    assert c._candidate(_waiting(), Resources()) is None
+    assert c.propose.candidate(_waiting(), Resources()) is None
     # the same plan with the latency 3x W0 and more in flight than the BDP: the store queues, the move down is tried
-    found = c._candidate(_waiting(latency=0.12, in_flight=16.8), Resources())
+    found = c.propose.candidate(_waiting(latency=0.12, in_flight=16.8), Resources())
     assert found is not None and found[0].cause == "saturated"
     assert dict((k, new) for k, _old, new in found[0].changes)["download_concurrency"] < 32
 
@@ -134,18 +134,18 @@ def test_a_wait_on_downloads_that_the_demand_does_not_explain_is_probed_upwards(
     # split puts 90% of the wait on downloads (an epoch's start refilling the prefetch): a probe of 1.5x, for the
     # check to decide
     _t, c, _ev = make(World(conc=8, depth=12, workers=2))
-    found = c._candidate(_waiting(download_share=0.9), Resources())
+    found = c.propose.candidate(_waiting(download_share=0.9), Resources())
     assert found is not None
     move, predicted = found
     assert move.cause == "download" and "probe 24 in flight" in move.reason and predicted > 0.03
     assert dict((k, new) for k, _old, new in move.changes)["download_concurrency"] == 12
     # without the split's evidence, or with a store pushing back, no probe
-    assert c._candidate(_waiting(download_share=0.0), Resources()) is None
-    assert c._probe(_waiting(download_share=0.9, retries=1), *_probe_args(c)) is None
+    assert c.propose.candidate(_waiting(download_share=0.0), Resources()) is None
+    assert c.propose.probe(_waiting(download_share=0.9, retries=1), *_probe_args(c)) is None
     # a rejected probe bounds the next: half-way (geometrically) towards it
-    c._search.bound(16, 24, False)
-    c._rejected.add(move.key)
-    nxt = c._candidate(_waiting(download_share=0.9), Resources())
+    c.propose.search.bound(16, 24, False)
+    c.propose.rejected.add(move.key)
+    nxt = c.propose.candidate(_waiting(download_share=0.9), Resources())
     assert nxt is not None and dict((k, new) for k, _o, new in nxt[0].changes)["download_concurrency"] == 10
 
 
@@ -155,11 +155,11 @@ def test_no_probe_goes_past_the_models_ceiling():
     e = _waiting(download_share=0.9, w0=0.1, latency=0.1)
     _t, c, _ev = make(World(conc=16, depth=24, workers=2))
     assert c.model.ceiling(e, 2) == 23
-    found = c._candidate(e, Resources())
+    found = c.propose.candidate(e, Resources())
     assert found is not None and "probe 46 in flight" in found[0].reason, found
     assert dict((k, new) for k, _old, new in found[0].changes)["download_concurrency"] == 23
     _t, c, _ev = make(World(conc=23, depth=35, workers=2))
-    assert c._candidate(e, Resources()) is None
+    assert c.propose.candidate(e, Resources()) is None
     # at a 40 ms store the ceiling (15 a reader) leaves the 1.5x probe from 8 a reader as it was
     assert c.model.ceiling(_waiting(), 2) == 15
 
@@ -167,14 +167,14 @@ def test_no_probe_goes_past_the_models_ceiling():
 def test_no_more_downloads_for_a_wait_at_the_epoch_starts():
     # the loop waits 30% of its time, but outside the epoch starts only 7% (a residual no download knob shortens):
     # neither the probe nor the model's plan asks for more in flight; at 12% outside the starts, both may
-    from streamscope.tune.controller import UP_WAIT
+    from streamscope.tune.propose import UP_WAIT
 
     _t, c, _ev = make(World(conc=8, depth=12, workers=2))
-    assert c._candidate(_waiting(download_share=0.9, steady_share=0.07), Resources()) is None
-    assert c._candidate(_waiting(download_share=0.9, steady_share=UP_WAIT + 0.02), Resources()) is not None
+    assert c.propose.candidate(_waiting(download_share=0.9, steady_share=0.07), Resources()) is None
+    assert c.propose.candidate(_waiting(download_share=0.9, steady_share=UP_WAIT + 0.02), Resources()) is not None
     _t, c, _ev = make(World(conc=2, depth=3, workers=2))  # 4 in flight where the demand asks for 10
-    assert c._candidate(_waiting(steady_share=0.07), Resources()) is None
-    found = c._candidate(_waiting(steady_share=0.3), Resources())
+    assert c.propose.candidate(_waiting(steady_share=0.07), Resources()) is None
+    found = c.propose.candidate(_waiting(steady_share=0.3), Resources())
     assert found is not None and found[0].cause == "download"
 
 
@@ -219,7 +219,7 @@ def test_the_occupancy_adds_at_most_a_slack_of_demand_to_littles_law():
 
 
 def _probe_args(c):
-    values, pinned = c._values()
+    values, pinned = c.propose.knobs()
     plan = c.model.plan(_waiting(), 2, 2, 2, 8)
     return plan, values, pinned, 2, 2, 8, Resources()
 

@@ -8,9 +8,9 @@ Phases:
 ``warmup``   the first windows with batches are start-up (imports, workers starting, a cold cache): skipped;
 ``observe``  :data:`OBSERVE` windows of the incumbent, merged: the model's inputs (:mod:`streamscope.tune.model`).
              A loop that waits less than ``wait_share`` of its time outside epoch starts (``signals.START_WAITS``)
-             is left alone (``stable``); else the model's
-             plan gives one candidate (the stage that binds first; a candidate rejected in this regime is not
-             tried again) whose predicted gain must reach :data:`MIN_PREDICTED`;
+             is left alone (``stable``); else the model's plan gives one candidate (:mod:`streamscope.tune.propose`:
+             the stage that binds first; a candidate rejected in this regime is not tried again) whose predicted gain
+             must reach :data:`~streamscope.tune.propose.MIN_PREDICTED`;
 ``trial``    a live-knob candidate against the incumbent in A-B-B-A blocks of windows (each switch skips
              :data:`SETTLE` windows, then :data:`WINDOW` windows measure), a sequential test on the blocks' paired
              ratios (:mod:`streamscope.tune.paired`); adopted only when the lower bound shows a gain;
@@ -29,19 +29,17 @@ windows and after a rejection.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
-from dataclasses import replace as dc_replace
 from typing import Any
 
-from streamscope.tune.bracket import InFlightSearch
 from streamscope.tune.budgets import Budgets
 from streamscope.tune.decision import Arm, Decision, Emit, Trial
 from streamscope.tune.epochs import EpochBook
-from streamscope.tune.model import UNTIMED, Estimates, Model, Plan, depth_for
+from streamscope.tune.model import Estimates, Model
 from streamscope.tune.paired import CUT, MIN_GAIN, Noise, Paired
 from streamscope.tune.policy import WORKERS, Move, Policy, Resources
+from streamscope.tune.propose import Knobs, Proposer
 from streamscope.tune.regime import RegimeWatch
 from streamscope.tune.signals import Reading, Window, merge, window
 from streamscope.tune.start import fit_budgets
@@ -51,13 +49,10 @@ __all__ = [
     "ARM_S",
     "CUT_BATCHES",
     "INPUT_BOUND",
-    "MIN_PREDICTED",
     "OBSERVE",
     "PROBE_ALLOWANCE",
     "PROBE_SHARE",
-    "PROBE_UP",
     "SETTLE",
-    "UP_WAIT",
     "WINDOW",
     "Controller",
 ]
@@ -75,16 +70,6 @@ WINDOW = 1
 #: The loop counts as waiting for data above this share of its time (TF's profiler calls a step input-bound
 #: "moderately" above 5%): below it the most a tuner could gain is under 5%, less than a trial costs to show.
 INPUT_BOUND = 0.05
-#: A candidate is tried only when the model predicts at least this gain (a saturated store's move down: any).
-MIN_PREDICTED = 0.03
-#: A probe up asks this many times the in-flight (when the loop waits on downloads the model's demand does not
-#: explain; :meth:`Controller._probe`).
-PROBE_UP = 1.5
-#: More downloads in flight are tried only when the loop waits at least this share of its time outside epoch starts.
-#: At S3 +50 ms with two workers the loop still waited 6-7% there at every in-flight from 30 to 46 (0.7-0.8 ms a
-#: batch, the grid's best point included): a residual no download knob shortens, while each move up lengthened the
-#: epoch's start (0.32, 0.42, 0.49 s at 30, 38, 46 in flight) and its first windows ran 34-51% slower.
-UP_WAIT = 0.10
 #: Share of the run's time candidates may spend measuring worse than the incumbent (weighted by how much worse).
 PROBE_SHARE = 0.02
 #: Seconds of such loss allowed at the start (the first trial's worth).
@@ -114,7 +99,6 @@ class Controller:
     _warm: int = 0
     _recent: deque[Window] = field(default_factory=lambda: deque(maxlen=OBSERVE))
     _trial: Trial | None = None
-    _rejected: set[str] = field(default_factory=set)
     _t0: float | None = None
     _loss: float = 0.0  # seconds-equivalent lost on worse candidates
     _period: float = 0.0
@@ -122,7 +106,6 @@ class Controller:
     _look: float = 0.0
     _book: EpochBook = field(default_factory=EpochBook)
     _regime: RegimeWatch = field(default_factory=lambda: RegimeWatch(OBSERVE))
-    _search: InFlightSearch = field(default_factory=InFlightSearch)
     _exact: int = 0  # the last epoch whose exact time the book has been given
     _since_epoch: int = 2  # windows since the epoch count last moved
     _epoch_len: int = 1_000_000  # windows the last epoch lasted
@@ -130,6 +113,10 @@ class Controller:
     _ram_warned: bool = False
     _settled_why: str = ""
     _later: tuple[int, dict[str, Any], str] | None = None  # (epoch, knob -> value, reason): restored after it
+    propose: Proposer = field(init=False)  # the candidates, and what this regime's checks taught
+
+    def __post_init__(self) -> None:
+        self.propose = Proposer(self.target, self.policy, self.budgets, self.model)
 
     # --- start ------------------------------------------------------------------------------------
 
@@ -210,122 +197,19 @@ class Controller:
 
     # --- model and candidates ---------------------------------------------------------------------
 
-    def _values(self) -> tuple[dict[str, Any], set[str]]:
-        board = self.target.board()
-        if board is None:
-            return {}, set()
-        values = board.snapshot()
-        pinned = {n for n in values if board.pinned(n)}
-        return values, pinned
-
-    def _estimates(self) -> Estimates:
+    def _estimates(self, knobs: Knobs) -> Estimates:
         w = merge(list(self._recent))
-        values, _pinned = self._values()
-        now_k = self.policy.in_flight(values, w.workers)
+        now_k = self.policy.in_flight(knobs[0], w.workers)
         slots = float(now_k * max(1, w.workers)) if now_k is not None else 0.0
         return self.model.estimates(w, w.retries, w.workers, slots)
-
-    def _candidate(self, e: Estimates, res: Resources) -> tuple[Move, float] | None:
-        values, pinned = self._values()
-        workers = self.target.workers()
-        readers = max(1, workers)
-        now_k = self.policy.in_flight(values, workers)
-        plan = self.model.plan(e, readers, workers, self.budgets.cpus, now_k)
-        self._search.saw(e.saturated)
-        drain = self._search.drain(e, plan, now_k, readers)
-        plan = drain or self._search.bracket(plan, now_k, readers)
-        for m in self.policy.move(plan, values, pinned, workers, res):
-            if m.key in self._rejected:
-                continue
-            new = {**values, **m.forward()}
-            nw = m.workers if m.workers is not None else workers
-            k1 = self.policy.in_flight(new, nw)
-            if self._up(now_k, readers, k1, max(1, nw)) and e.steady_share < UP_WAIT:
-                continue
-            p0 = self.model.period(e, now_k, readers, workers, self.budgets.cpus)
-            p1 = self.model.period(e, k1, max(1, nw), nw, self.budgets.cpus)
-            gain = 1 - p1 / p0 if p0 > 0 else 0.0
-            if plan.bound == "untimed":
-                gain = e.steady_share * e.download_share / 2  # no latency to model: half the download wait, a guess
-            # a move down only where the store shows a queue: saturated (no loss predicted), pushing back (the model
-            # predicts nothing when it asks for fewer requests: its latency then holds no unloaded W0), or a drain
-            # to the BDP (the model, blind to the queue below its saturation threshold, predicts the loss of fewer
-            # in flight at W0; what decides is the check). A store that serves at its unloaded latency gains
-            # nothing from fewer requests: the plan's lower demand alone is no candidate (measured at S3 +50 ms,
-            # two workers: such moves ran 37-76% slower in their first block)
-            down = m.cause == "saturated" and (drain or e.retries > 0 or (e.saturated and gain >= 0))
-            if gain >= MIN_PREDICTED or down:
-                return m, gain
-        return self._probe(e, plan, values, pinned, workers, readers, now_k, res)
-
-    def _probe(
-        self,
-        e: Estimates,
-        plan: Plan,
-        values: dict[str, Any],
-        pinned: set[str],
-        workers: int,
-        readers: int,
-        now_k: int | None,
-        res: Resources,
-    ) -> tuple[Move, float] | None:
-        """BBR's probe up: the loop still waits, the wait split puts the wait on downloads, the store shows no
-        queue, and yet the model's steady demand asks for no more in flight. What it does not see is the burst
-        at an epoch's start (fresh workers refill their prefetch from nothing: measured at S3 +50 ms, 2 workers,
-        epochs of 2.3 s, 34% of the loop's time waiting with 4.6 of 12 allowed in flight on average). Probe
-        :data:`PROBE_UP` times the in-flight; the paired check decides, a rejection bounds the next probe
-        (the bracket bisects towards it) and the probing budget caps the cost."""
-        if now_k is None or e.saturated or e.retries > 0 or e.download_share < UNTIMED or plan.in_flight is None:
-            return None
-        if e.steady_share < UP_WAIT:
-            return None
-        want = max(now_k + 1, math.ceil(PROBE_UP * now_k))
-        most = self.model.ceiling(e, readers)
-        if most is not None:
-            # no probe past the model's ceiling: at S3 +100 ms (two workers) probes from 21 to 32 a worker,
-            # above its 21, ran 6% and 42% slower (the grid's best holds 16)
-            want = min(want, most)
-        up = self._search.bracket(dc_replace(plan, in_flight=want), now_k, readers)
-        if up.in_flight is None or up.in_flight <= now_k:
-            return None
-        c = up.in_flight
-        why = (
-            f"the loop waits {e.steady_share:.0%} of its time outside epoch starts, {e.download_share:.0%} of it on "
-            f"downloads, with "
-            f"{e.in_flight:.1f} in flight at W0 {e.w0 * 1e3:.0f} ms: probe {c * readers} in flight"
-        )
-        probe = dc_replace(up, depth=depth_for(c), bound="download", why=why)
-        for m in self.policy.move(probe, values, pinned, workers, res):
-            if m.key not in self._rejected and m.workers is None and m.cause == "download":
-                return m, e.steady_share * e.download_share / 2  # no model of the burst: half its wait, a guess
-        return None
-
-    @staticmethod
-    def _up(k0: int | None, r0: int, k1: int | None, r1: int) -> bool:
-        """True when a move takes the total in flight from ``k0`` per reader of ``r0`` to more."""
-        return k0 is not None and k1 is not None and k1 * r1 > k0 * r0
-
-    def _bound(self, move: Move, adopted: bool) -> None:
-        """What a verdict on a downloads move teaches: a bound on the in-flight worth trying in this regime (a
-        candidate that measured no better went too far or not in a useful direction: half-way next, until the
-        bracket is narrower than :data:`BISECT`)."""
-        if move.workers is not None:
-            return
-        values, _pinned = self._values()
-        workers = self.target.workers()
-        readers = max(1, workers)
-        old = self.policy.in_flight({**values, **move.inverse()}, workers)
-        new = self.policy.in_flight({**values, **move.forward()}, workers)
-        if old is None or new is None or old == new:
-            return
-        self._search.bound(old * readers, new * readers, adopted)
 
     def _may_probe(self, now: float) -> bool:
         elapsed = now - (self._t0 if self._t0 is not None else now)
         return self._loss <= self.probe_share * elapsed + PROBE_ALLOWANCE
 
     def _decide(self, now: float, res: Resources) -> None:
-        e = self._estimates()
+        knobs = self.propose.knobs()  # one read of the board for the whole decision
+        e = self._estimates(knobs)
         self._regime.reference(e)
         if e.steady_share < self.wait_share:
             why = f"the loop waits {e.wait * 1e3:.2f} ms per batch ({e.wait_share:.1%} of its time"
@@ -336,7 +220,7 @@ class Controller:
         if not self._may_probe(now):
             self._stable(now, "probing budget spent: candidates measured worse for too long a share of the run")
             return
-        found = self._candidate(e, res)
+        found = self.propose.candidate(e, res, knobs)
         if found is None:
             self._stable(now, "the model predicts no gain from a move not yet rejected")
             return
@@ -448,9 +332,7 @@ class Controller:
         d = t.decision
         self._trial = None
         m = d.move
-        self._bound(m, adopt)
-        if adopt and m.workers is not None:
-            self._search.forget_bounds()  # other readers: the bounds on their in-flight start over
+        self.propose.bound(m, adopt)
         if adopt:
             d.outcome = "kept"
             self._set(m.forward(), f"adopted: {m.key}")
@@ -459,7 +341,7 @@ class Controller:
         else:
             d.outcome = "rolled back"
             self._undo(m)
-            self._rejected.add(m.key)
+            self.propose.reject(m)
         self._report(d)
         self._period = self.tick
         self._begin("observe")
@@ -523,8 +405,7 @@ class Controller:
         e = merge(list(self._recent))  # the raw windows: the model's filters only when it decides
         why = self._regime.changed(e, self._recent[-1].step, self.wait_share)
         if why is not None:
-            self._rejected.clear()  # a new regime: what failed before may work now
-            self._search.reset()
+            self.propose.reset()
             self.model.reset()
             self.emit("resumed", {"reason": why})
             self._settled_why = ""
@@ -534,11 +415,10 @@ class Controller:
         if now >= self._look:
             self._period = min(self.period_max, max(self.tick, 2 * self._period))
             self._look = now + self._period
-            if (
-                e.steady_wait_share >= self.wait_share
-                and self._may_probe(now)
-                and self._candidate(self._estimates(), res) is not None
-            ):
+            if e.steady_wait_share < self.wait_share or not self._may_probe(now):
+                return
+            knobs = self.propose.knobs()
+            if self.propose.candidate(self._estimates(knobs), res, knobs) is not None:
                 self.emit("resumed", {"reason": "the model has a candidate to try"})
                 self._settled_why = ""
                 self._decide(now, res)
@@ -599,7 +479,7 @@ class Controller:
             d.note = why
             d.outcome = "rolled back"
             self._undo(d.move)
-            self._rejected.add(d.move.key)
+            self.propose.reject(d.move)
             self._report(d)
             self._begin("observe")
             return True
@@ -612,7 +492,7 @@ class Controller:
                 d.note = why
                 d.outcome = "rolled back"
                 self._undo(d.move)
-                self._rejected.add(d.move.key)
+                self.propose.reject(d.move)
                 self._report(d)
                 self._begin("observe")
                 return True
