@@ -161,6 +161,8 @@ def evaluate(sc: dict[str, Any]) -> dict[str, Any]:
         if warm is not None and "tuned" in arms:
             ev["tuned_vs_untuned_warm"] = _paired(rounds, "tuned", "untuned", key="warm_rate")
             ev["tuned_vs_grid_best_even_warm"] = _paired(rounds, "tuned", warm, "even", "warm_rate")
+            if "litdata" in arms:
+                ev["tuned_vs_litdata_warm"] = _paired(rounds, "tuned", "litdata", key="warm_rate")
         # for reference: every grid point against untuned over all rounds (not an unbiased "best")
         ev["grid_vs_untuned_all"] = {g: (p["geomean"] if (p := _paired(rounds, g, "untuned")) else None) for g in grid}
     if "tuned" in arms:
@@ -238,6 +240,8 @@ def summary_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                 "tuned / untuned after it": _ci(ev.get("tuned_vs_untuned_warm")),
                 "tuned / grid best after it (even)": _ci(ev.get("tuned_vs_grid_best_even_warm")),
                 "LitData / untuned": _ci(ev.get("litdata_vs_untuned")),
+                "tuned / LitData": _ci(ev.get("tuned_vs_litdata")),
+                "tuned / LitData after the warm-up": _ci(ev.get("tuned_vs_litdata_warm")),
                 "tuned: s to within 5% (median)": ev.get("tuned_t_within_5pct_s_median"),
                 "CPU pressure % (median, max)": f"{press['median']:.0f}, {press['max']:.0f}" if press else None,
                 "load 1m (median, max)": f"{load['median']:.1f}, {load['max']:.1f}" if load else None,
