@@ -9,7 +9,7 @@ import pytest
 from streamscope._core.errors import TuneBudgetError
 from streamscope.tune import Resources
 from streamscope.tune.model import Estimates
-from tests.tune.sim.world import World, make, run_tuned
+from tests.tune.sim.world import World, make, replace, run_tuned
 
 
 def decisions(run):
@@ -237,3 +237,59 @@ def test_an_epochs_exact_record_replaces_what_its_windows_summed():
     book.epochs[999] = [2.0, 100.0, 0.0, 0.0]
     book.exact(999, 0.0, 0)
     assert book.period(999) == 0.02 and not book.since_start(999)
+
+
+#: S3 +100 ms, a 10 ms step, epochs of ~2-4 s (1 s windows): as the benchmark's rig (bench_autotune.py, 20,000
+#: samples of 1 MB chunks a 2.2 s epoch at the grid's best), each epoch starting with 0.5 s without batches
+SHORT = World(step=0.01, w0=0.1, dpb=1.6, nb=156, start_s=0.3, start_per_worker=0.1, cores=2, seconds=300.0)
+
+
+def test_with_epochs_of_a_few_windows_a_live_trial_measures_whole_epochs():
+    # an arm of one window holds an epoch's start or not by chance. Measured by windows, the first check of seeds
+    # 0, 1 and 3 ran 5 blocks to 95% intervals of -39% .. +74% and -71% .. +42% and rolled back (8,000 batches in
+    # the 300 s against 15,100-16,100 now); over whole epochs every first move is kept after one epoch of each (the
+    # difference beyond three standard deviations of consecutive epochs), its lower bound above 15%
+    for seed in range(5):
+        first = decisions(run_tuned(SHORT, seed))[0]
+        assert first["check"] == "A-B epochs" and first["outcome"] == "kept", first
+        assert first["gain_lo"] > 0.15 and first["blocks"] == 1, first
+    # long epochs keep windows (an epoch's start left out of them)
+    long = run_tuned(replace(SHORT, nb=3000), 0)
+    assert decisions(long)[0]["check"] == "A-B-B-A windows"
+
+
+@pytest.mark.parametrize("early", [True, False])
+def test_no_arm_over_epochs_measures_an_epoch_in_which_the_knobs_switched(monkeypatch, early):
+    # early=False: the one-epoch-each decision never fires, so whole A-B-B-A blocks run
+    from streamscope.tune.controller import Controller
+    from streamscope.tune.epochs import EpochBook
+
+    if not early:
+        monkeypatch.setattr(EpochBook, "a_b_periods", lambda self, pa, pb: None)
+
+    switched: list[int] = []
+    measured: list[range] = []
+    set_, whole = Controller._set, Controller._whole_epochs
+
+    def spy_set(self, values, reason):
+        switched.append(self.target.epoch())
+        set_(self, values, reason)
+
+    def spy_whole(self, arm, w):
+        done = whole(self, arm, w)
+        if done:
+            measured.append(range(arm.epoch, self._trial.next_epoch))
+        return done
+
+    monkeypatch.setattr(Controller, "_set", spy_set)
+    monkeypatch.setattr(Controller, "_whole_epochs", spy_whole)
+    for seed in range(3):
+        switched.clear()
+        measured.clear()
+        checks = {f["check"] for f in decisions(run_tuned(SHORT, seed))}
+        assert checks == ({"A-B epochs"} if early else {"A-B-B-A epochs"}), checks
+        assert len(measured) >= (2 if early else 4) and switched
+        assert all(len(m) >= 1 for m in measured)
+        assert not [(e, m) for e in switched for m in measured if e in m]
+        # consecutive arms of one block never measure the same epoch twice
+        assert all(a.stop <= b.start for a, b in zip(measured, measured[1:]))

@@ -68,12 +68,14 @@ class Decision:
 
 @dataclass
 class Arm:
-    """One arm of an A-B-B-A block: the incumbent ("A") or the candidate ("B"), its windows."""
+    """One arm of an A-B-B-A block: the incumbent ("A") or the candidate ("B"), its windows. With short epochs the
+    arm measures whole epochs instead, from ``epoch`` on (-1: windows)."""
 
     name: str
     skip: int  # windows to skip (after a switch)
     parts: list[Window] = field(default_factory=list)
     skipped_s: float = 0.0
+    epoch: int = -1
 
 
 @dataclass
@@ -84,3 +86,5 @@ class Trial:
     test: Paired | None = None  # live trials
     arms: list[Arm] = field(default_factory=list)  # the block under way
     first_epoch: int = 0  # epoch trials: the incumbent's epoch (A0)
+    by_epoch: bool = False  # a live trial whose arms measure whole epochs (epochs of a few windows)
+    next_epoch: int = -1  # by_epoch: the epoch after the last arm's (where an arm that switches nothing begins)

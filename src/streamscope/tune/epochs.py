@@ -67,10 +67,17 @@ class EpochBook:
         rec = self.epochs.get(e)
         return rec[0] if rec else 0.0
 
+    def batches(self, e: int) -> int:
+        rec = self.epochs.get(e)
+        return int(rec[1]) if rec else 0
+
     def a_b(self, e0: int) -> tuple[float, float, float] | None:
         """After one epoch of each (``e0`` the incumbent's, ``e0 + 1`` the candidate's): the candidate's gain in
         throughput and its bounds at three standard deviations of consecutive epochs (drift included), or None."""
-        pa, pb = self.period(e0), self.period(e0 + 1)
+        return self.a_b_periods(self.period(e0), self.period(e0 + 1))
+
+    def a_b_periods(self, pa: float, pb: float) -> tuple[float, float, float] | None:
+        """:meth:`a_b` for two periods of whole epochs (seconds per batch), the incumbent's ``pa``."""
         if pa <= 0 or pb <= 0:
             return None
         r = math.log(pb / pa)

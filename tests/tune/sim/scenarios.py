@@ -21,6 +21,24 @@ SCENARIOS: dict[str, tuple[World, str]] = {
         World(step=0.005, noise=0.05, drift=0.1, w0=0.04, knee=24.0, pen=0.5, nb=3000, seconds=600.0),
         "bound",
     ),
+    # S3 with +100 ms and epochs of 2-4 s, each starting with 0.5 s without batches (bench_autotune.py's rig: 20,000
+    # samples in 1 MB chunks, a 10 ms step): a window holds an epoch's start or not by chance (the simulator's
+    # epochs last whole steps: see world.py)
+    "short-epochs": (
+        World(
+            step=0.01,
+            noise=0.05,
+            drift=0.05,
+            w0=0.1,
+            dpb=1.6,
+            nb=156,
+            start_s=0.3,
+            start_per_worker=0.1,
+            cores=2,
+            seconds=600.0,
+        ),
+        "bound",
+    ),
     # local, decode-heavy, num_workers=0: workers must come (at an epoch's start)
     "decode-bound-w0": (
         World(step=0.005, noise=0.05, drift=0.05, u=0.012, cores=4, dpb=0.0, workers=0, nb=1000, seconds=600.0),

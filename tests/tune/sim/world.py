@@ -14,7 +14,10 @@ batch. What it models:
 * the **training step** ``step`` per batch, with log-normal noise per step (``noise``) and a sine drift
   (``drift`` relative amplitude, ``drift_period``), the latency drifting with it;
 * **epochs** of ``nb`` batches, each starting with ``start_s + start_per_worker x workers`` seconds without
-  batches (reported as the epoch's start waits, ``Target.starts``); ``num_workers`` changes only there;
+  batches (reported as the epoch's start waits, ``Target.starts``); ``num_workers`` changes only there. An epoch
+  begins with a step: the rest of the step in which one ends is idle, so an epoch lasts a whole number of steps
+  (for epochs of a few steps, as ``short-epochs``, throughput moves by steps between configurations: the best
+  static point is one that just fits an epoch into fewer);
 * the **cache**: when the dataset fits the cache budget, epochs after the first download nothing (else every
   epoch downloads every chunk: an LRU cache scanned in order evicts before reuse);
 * a **regime change**: at ``jump_t`` the latency is multiplied by ``jump``.
