@@ -312,6 +312,12 @@ class FaultProxy:
         self.counts: Counter[str] = Counter()
         self.max_faults = max_faults
         self.on_fault: Any = None  # called as on_fault(kind, method, path) after a fault was delivered
+        # every connection's task, held until it ends: asyncio keeps tasks by weak reference, and once a client
+        # half-closes (a DataLoader worker that exits with a request under way) its transport leaves the selector,
+        # so a task awaiting the upstream (whose protocol holds its reader by weak reference too) is reachable from
+        # nothing: the collector destroyed such tasks pending, their sockets unclosed (unraisable ResourceWarnings
+        # in whichever test ran then)
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._lock = threading.Lock()
         self._port = 0
         self.in_flight = 0  # requests being answered now (delays included)
@@ -414,6 +420,9 @@ class FaultProxy:
     async def _serve_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one client connection: requests one after another (keep-alive), each through the faults."""
         self._count("connections")
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
         sock = writer.get_extra_info("socket")
         upstream = _Upstream(self.upstream_host, self.upstream_port)
         try:
@@ -441,6 +450,7 @@ class FaultProxy:
             upstream.close()
             if not writer.transport.is_closing():
                 writer.close()
+            self._tasks.discard(task)  # type: ignore[arg-type]
 
     async def _answer(
         self,
