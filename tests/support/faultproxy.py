@@ -450,7 +450,8 @@ class FaultProxy:
             upstream.close()
             if not writer.transport.is_closing():
                 writer.close()
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            if task is not None:
+                self._tasks.discard(task)
 
     async def _answer(
         self,
