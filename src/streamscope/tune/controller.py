@@ -338,17 +338,12 @@ class Controller:
             pb = merge(arm.parts).period
             if pa > 0 and pb > pa:
                 self._loss += (pb / pa - 1) * merge(arm.parts).seconds
-            ab = self._book.a_b_periods(pa, pb) if t.by_epoch and a is not None and not t.test.ratios else None
-            if ab is not None and (ab[1] > self.min_gain or ab[2] < self.min_gain):
-                # whole epochs, one of each: a difference far beyond what consecutive epochs differ by decides at
-                # once, as for a move of workers
-                gain, lo, hi = ab
-                d = t.decision
-                d.checked("A-B epochs", 1, gain, lo, hi)
-                d.wait_after = merge(arm.parts).wait_per_batch
-                d.note = f"one epoch each: gain {gain:+.1%} (3 sd of consecutive epochs: {lo:+.1%} .. {hi:+.1%})"
-                self._verdict(now, lo > self.min_gain)
-                return
+            if t.by_epoch and a is not None and not t.test.ratios:
+                adopt = self._early(self._book.a_b_periods(pa, pb), "one epoch each")
+                if adopt is not None:
+                    t.decision.wait_after = merge(arm.parts).wait_per_batch
+                    self._verdict(now, adopt)
+                    return
             if pa > 0 and pb > pa * (1 + 3 * CUT) and not t.test.ratios and merge(arm.parts).batches >= CUT_BATCHES:
                 # far worse at once: no block is needed to tell (the probing cost stays small)
                 gain = 1 - pb / pa
@@ -377,6 +372,18 @@ class Controller:
         d.wait_after = merge(b_parts).wait_per_batch
         d.note = f"paired gain {gain:+.1%} (95% {lo:+.1%} .. {hi:+.1%}, {len(t.test.ratios)} blocks)"
         self._verdict(now, verdict == "adopt")
+
+    def _early(self, ab: tuple[float, float, float] | None, what: str) -> bool | None:
+        """One epoch of each (``ab``: the gain, 3 sd of what consecutive epochs differ by): a difference far beyond
+        that decides at once, as for a move of workers (returns the verdict, the check recorded); None: go on."""
+        if ab is None or ab[1] <= self.min_gain <= ab[2]:
+            return None
+        gain, lo, hi = ab
+        assert self._trial is not None
+        d = self._trial.decision
+        d.checked("A-B epochs", 1, gain, lo, hi)
+        d.note = f"{what}: gain {gain:+.1%} (3 sd of consecutive epochs: {lo:+.1%} .. {hi:+.1%})"
+        return lo > self.min_gain
 
     def _verdict(self, now: float, adopt: bool) -> None:
         t = self._trial
@@ -412,20 +419,13 @@ class Controller:
         if cur >= e0 + 2 and len(t.arms) == 1:
             # after one epoch of each: a difference far beyond what consecutive epochs of one configuration
             # differ by (drift included) decides at once; else the A-B-B-A goes on
-            pa, pb = self._book.period(e0), self._book.period(e0 + 1)
-            ab = self._book.a_b(e0)
-            if ab is not None:
-                gain, lo, hi = ab
-                if lo > self.min_gain or hi < self.min_gain:
-                    d = t.decision
-                    d.checked("A-B epochs", 1, gain, lo, hi)
-                    d.note = (
-                        f"epochs {e0}-{e0 + 1}: gain {gain:+.1%} (3 sd of consecutive epochs: {lo:+.1%} .. {hi:+.1%})"
-                    )
-                    if hi < self.min_gain and pb > pa:
-                        self._loss += (pb / pa - 1) * self._book.seconds(e0 + 1)
-                    self._verdict(now, lo > self.min_gain)
-                    return
+            adopt = self._early(self._book.a_b(e0), f"epochs {e0}-{e0 + 1}")
+            if adopt is not None:
+                pa, pb = self._book.period(e0), self._book.period(e0 + 1)
+                if not adopt and pb > pa:
+                    self._loss += (pb / pa - 1) * self._book.seconds(e0 + 1)
+                self._verdict(now, adopt)
+                return
         if cur == e0 + 2 and len(t.arms) == 1:
             t.arms.append(Arm("A", 0))
             self._set({WORKERS: m.inverse()[WORKERS]}, f"paired check over epochs: the incumbent for epoch {e0 + 3}")
