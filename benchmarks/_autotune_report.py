@@ -126,7 +126,9 @@ def _paired(
     common = sorted(set(a) & set(b))
     if not common:
         return None
-    out = geomean_ci95([a[i] / b[i] for i in common])
+    ratios = [a[i] / b[i] for i in common]
+    out = geomean_ci95(ratios)
+    out["median"] = round(statistics.median(ratios), 4)  # issue 32 states its grid-best bar as a median
     out["round_numbers"] = common
     return out
 
@@ -239,6 +241,7 @@ def summary_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                 "after the warm-up (s)": sc.get("warmup_s") or None,
                 "tuned / untuned after it": _ci(ev.get("tuned_vs_untuned_warm")),
                 "tuned / grid best after it (even)": _ci(ev.get("tuned_vs_grid_best_even_warm")),
+                "median of those rounds": (ev.get("tuned_vs_grid_best_even_warm") or {}).get("median"),
                 "LitData / untuned": _ci(ev.get("litdata_vs_untuned")),
                 "tuned / LitData": _ci(ev.get("tuned_vs_litdata")),
                 "tuned / LitData after the warm-up": _ci(ev.get("tuned_vs_litdata_warm")),

@@ -116,6 +116,22 @@ def test_after_the_warm_up_the_rates_past_it_are_paired_and_the_grid_best_picked
     assert "tuned_vs_grid_best_even_warm" not in report.evaluate({"rounds": rounds, "arm_names": names})
 
 
+def test_the_median_of_the_rounds_is_reported_beside_the_geometric_mean() -> None:
+    # one even round far off (a loaded arm) moves the geometric mean, not the median the bar names
+    rounds = []
+    for i in range(1, 11):
+        rd = _round(i, {"untuned": 1000.0, "untuned-aa": 1000.0, "tuned": 1900.0, "grid-a": 2000.0})
+        tuned = 1000.0 if i == 2 else 1980.0 if i % 4 == 0 else 1960.0
+        for k, v in {"untuned": 1000.0, "untuned-aa": 1000.0, "tuned": tuned, "grid-a": 2000.0}.items():
+            rd["arms"][k]["warm_rate"] = v
+        rounds.append(rd)
+    ev = report.evaluate({"rounds": rounds, "arm_names": ["untuned", "untuned-aa", "tuned", "grid-a"], "warmup_s": 15.0})
+    warm = ev["tuned_vs_grid_best_even_warm"]
+    assert warm["median"] == pytest.approx(0.98) and warm["geomean"] < 0.9
+    row = report.summary_rows({"scenarios": {"x": {"warmup_s": 15.0, "evaluation": ev}}})[0]
+    assert row["median of those rounds"] == pytest.approx(0.98)
+
+
 def test_a_failed_run_is_left_out_of_the_pairs_and_counted() -> None:
     rounds = [_round(i, {"untuned": 100.0, "untuned-aa": 100.0, "tuned": 200.0}) for i in range(1, 5)]
     rounds[1]["arms"]["tuned"] = {"status": "error", "reason": "boom"}
