@@ -106,7 +106,9 @@ def test_after_the_warm_up_the_rates_past_it_are_paired_and_the_grid_best_picked
         rounds.append(rd)
     names = ["untuned", "untuned-aa", "tuned", "grid-a", "grid-b"]
     ev = report.evaluate({"rounds": rounds, "arm_names": names, "warmup_s": 15.0})
-    assert ev["grid_best"] == "grid-a" and ev["tuned_vs_grid_best_even"]["geomean"] == pytest.approx(1500 / 2100, rel=1e-3)
+    assert ev["grid_best"] == "grid-a" and ev["tuned_vs_grid_best_even"]["geomean"] == pytest.approx(
+        1500 / 2100, rel=1e-3
+    )
     assert ev["grid_best_warm"] == "grid-b"
     assert ev["tuned_vs_grid_best_even_warm"]["geomean"] == pytest.approx(0.98)
     assert ev["tuned_vs_untuned_warm"]["geomean"] == pytest.approx(1.96)
@@ -125,7 +127,9 @@ def test_the_median_of_the_rounds_is_reported_beside_the_geometric_mean() -> Non
         for k, v in {"untuned": 1000.0, "untuned-aa": 1000.0, "tuned": tuned, "grid-a": 2000.0}.items():
             rd["arms"][k]["warm_rate"] = v
         rounds.append(rd)
-    ev = report.evaluate({"rounds": rounds, "arm_names": ["untuned", "untuned-aa", "tuned", "grid-a"], "warmup_s": 15.0})
+    ev = report.evaluate(
+        {"rounds": rounds, "arm_names": ["untuned", "untuned-aa", "tuned", "grid-a"], "warmup_s": 15.0}
+    )
     warm = ev["tuned_vs_grid_best_even_warm"]
     assert warm["median"] == pytest.approx(0.98) and warm["geomean"] < 0.9
     row = report.summary_rows({"scenarios": {"x": {"warmup_s": 15.0, "evaluation": ev}}})[0]
