@@ -172,3 +172,44 @@ def test_litdata_builtin_classes_by_name(tmp_path: Any, monkeypatch: pytest.Monk
         assert type(get_downloader("mine://x", str(tmp_path), [])) is Mine
     finally:
         unregister_downloader("mine://")
+
+
+_SCRIPT = """
+import os, shutil, sys
+import streamscope
+from streamscope.streaming.downloader import Downloader, register_downloader
+
+class DirDownloader(Downloader):
+    def download_file(self, remote_filepath, local_filepath):
+        shutil.copyfile(os.path.join(sys.argv[1], remote_filepath.rsplit("/", 1)[1]), local_filepath)
+
+if __name__ == "__main__":
+    register_downloader("memproto://", DirDownloader)
+    ds = streamscope.StreamingDataset("memproto://b1/", cache_dir=sys.argv[2])
+    loader = streamscope.StreamingDataLoader(ds, batch_size=4, num_workers=2)
+    print(sorted(int(i) for b in loader for i in b["i"]) == list(range(23)))
+"""
+
+
+def test_a_downloader_leaves_no_scratch_directory_behind(dataset_url: str, tmp_path: Path) -> None:
+    # Each process that fetches through a user downloader builds one with a scratch cache_dir (LitData's signature);
+    # the main process and both workers must remove theirs when they end (they left three a run before).
+    import subprocess
+    import sys
+
+    script = tmp_path / "job.py"
+    script.write_text(_SCRIPT)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    out = subprocess.run(
+        [sys.executable, str(script), SOURCE["b1"], str(tmp_path / "cache")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True"]  # every sample, through the downloader in the main process and workers
+    assert [p.name for p in tmp.iterdir() if p.name.startswith("streamscope-dl-")] == []

@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping
+from multiprocessing.util import Finalize
 from typing import Any
 
 from streamscope._core.errors import ObjectNotFoundError, StorageError
@@ -308,6 +309,10 @@ class DownloaderStore:
     def _dl(self) -> Any:
         if self._downloader is None or self._pid != os.getpid():
             scratch = tempfile.mkdtemp(prefix="streamscope-dl-")
+            # The user class gets a cache_dir (LitData's signature) it rarely writes to; removed when this store is
+            # collected or its process ends. multiprocessing's Finalize, not atexit: DataLoader workers leave through
+            # os._exit, after multiprocessing has run its finalizers.
+            Finalize(self, shutil.rmtree, args=(scratch,), kwargs={"ignore_errors": True}, exitpriority=0)
             self._downloader = self._cls(
                 self.url, scratch, [], self._storage_options, session_options=self._session_options
             )
