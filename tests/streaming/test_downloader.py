@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -194,9 +196,6 @@ if __name__ == "__main__":
 def test_a_downloader_leaves_no_scratch_directory_behind(dataset_url: str, tmp_path: Path) -> None:
     # Each process that fetches through a user downloader builds one with a scratch cache_dir (LitData's signature);
     # the main process and both workers must remove theirs when they end (they left three a run before).
-    import subprocess
-    import sys
-
     script = tmp_path / "job.py"
     script.write_text(_SCRIPT)
     tmp = tmp_path / "tmp"
